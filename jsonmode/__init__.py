@@ -1,0 +1,64 @@
+"""jsonmode: make any LLM return JSON that conforms to a schema.
+
+    >>> import jsonmode
+    >>> jm = jsonmode.JsonMode("openai/gpt-4o-mini", mode="repair")
+    >>> person = jm.generate("Extract: Ada Lovelace, 36", Person)   # doctest: +SKIP
+
+The public surface is exactly ``__all__`` (a test pins it). Optional integrations
+live in submodules that ``import jsonmode`` never imports.
+"""
+
+from jsonmode.backends.base import Backend, Completion, Request
+from jsonmode.errors import (
+    AttemptsExhaustedError,
+    BackendError,
+    InvalidSchemaError,
+    JsonModeError,
+    OutputError,
+    OutputParseError,
+    OutputTruncatedError,
+    PermanentBackendError,
+    SchemaError,
+    SchemaViolationError,
+    TransientBackendError,
+    UnsupportedSchemaError,
+    UsageError,
+)
+from jsonmode.facade import JsonMode
+from jsonmode.reading import Parsed, parse
+from jsonmode.repair.report import Repair
+from jsonmode.result import Attempt, Result, Usage
+from jsonmode.retry import TransportPolicy
+from jsonmode.schema import Issue, Schema
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Attempt",
+    "AttemptsExhaustedError",
+    "Backend",
+    "BackendError",
+    "Completion",
+    "InvalidSchemaError",
+    "Issue",
+    "JsonMode",
+    "JsonModeError",
+    "OutputError",
+    "OutputParseError",
+    "OutputTruncatedError",
+    "Parsed",
+    "PermanentBackendError",
+    "Repair",
+    "Request",
+    "Result",
+    "Schema",
+    "SchemaError",
+    "SchemaViolationError",
+    "TransientBackendError",
+    "TransportPolicy",
+    "UnsupportedSchemaError",
+    "Usage",
+    "UsageError",
+    "__version__",
+    "parse",
+]

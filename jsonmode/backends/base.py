@@ -1,0 +1,77 @@
+"""The backend protocol: one request in, one completion out.
+
+A backend turns a :class:`Request` (messages, and the schema when the native tier
+passes it through) into a :class:`Completion`. It reports failure only as
+:class:`~jsonmode.errors.TransientBackendError` (worth retrying the same request) or
+:class:`~jsonmode.errors.PermanentBackendError` (not). Retrying, validation and
+repair belong to the façade, never to a backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from jsonmode.result import Usage
+from jsonmode.schema.core import Schema
+
+__all__ = ["Backend", "Completion", "Request"]
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One call to a backend. A value: re-asks build a new one, nothing is mutated.
+
+    Attributes:
+        messages: chat messages (``{"role": ..., "content": ...}``), already private copies.
+        schema: the target schema.
+        native: pass ``schema`` through the backend's own structured-output API.
+    """
+
+    messages: tuple[Mapping[str, Any], ...]
+    schema: Schema
+    native: bool = False
+
+    def prompt_text(self) -> str:
+        """The messages flattened into one prompt, for text-in/text-out callables."""
+        parts = []
+        for message in self.messages:
+            content = message.get("content")
+            text = content if isinstance(content, str) else str(content)
+            parts.append(f"[{message.get('role', 'user')}]\n{text}")
+        return "\n\n".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """What a backend returned.
+
+    Attributes:
+        text: the generated text ("" when the model returned no content).
+        usage: token counts, when reported.
+        truncated: generation stopped at the length limit.
+    """
+
+    text: str
+    usage: Usage | None = None
+    truncated: bool = False
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """Anything that completes a :class:`Request`.
+
+    ``native_schema`` says whether the endpoint takes a JSON Schema: ``True`` known to,
+    ``False`` cannot, ``None`` unknown (the caller may still ask for the native tier).
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def native_schema(self) -> bool | None: ...
+
+    def complete(self, request: Request) -> Completion: ...
+
+    async def acomplete(self, request: Request) -> Completion: ...

@@ -1,0 +1,180 @@
+"""Any litellm provider as a backend (``"openai/..."``, ``"ollama/..."``, ``"hosted_vllm/..."``).
+
+litellm is imported on first use (it takes seconds), with its model cost map read
+from the package rather than the network. The OpenAI SDK's own retries are turned
+off (``max_retries=0``): transport retries are jsonmode's policy, and stacked retry
+loops multiply waiting.
+
+The native tier passes the schema the way each server takes it: OpenAI-style
+``response_format`` ``json_schema`` (OpenAI, Azure, and Ollama, which litellm maps
+to Ollama's ``format``), and vLLM's ``guided_json`` through ``extra_body``. Whether an
+endpoint takes a schema comes from a small table here, not from litellm's
+``supports_response_schema``, which does not know local servers.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from types import ModuleType
+from typing import Any
+
+from jsonmode.backends.base import Completion, Request
+from jsonmode.errors import BackendError, PermanentBackendError, TransientBackendError
+from jsonmode.result import Usage
+from jsonmode.schema.core import Schema
+
+__all__ = ["LiteLLMBackend", "native_schema_for"]
+
+# provider prefix -> how the native tier passes the schema
+_NATIVE = {
+    "openai": "response_format",
+    "azure": "response_format",
+    "ollama": "response_format",
+    "ollama_chat": "response_format",
+    "hosted_vllm": "guided_json",
+}
+# Statuses worth retrying: timeout, conflict, too early, rate limit, and 5xx.
+_TRANSIENT_STATUS = frozenset({408, 409, 425, 429})
+_import_lock = threading.Lock()
+_module: ModuleType | None = None
+
+
+def _litellm() -> ModuleType:
+    global _module
+    with _import_lock:
+        if _module is None:
+            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            os.environ.setdefault("LITELLM_TELEMETRY", "False")
+            import litellm
+
+            litellm.suppress_debug_info = True
+            litellm.telemetry = False
+            _module = litellm
+        return _module
+
+
+def _provider(model: str) -> str:
+    return model.split("/", 1)[0] if "/" in model else "openai"
+
+
+def native_schema_for(model: str, api_base: str | None) -> bool | None:
+    """Whether the endpoint is known to take a JSON Schema (None: unknown).
+
+    An ``openai/`` model behind a custom ``api_base`` is some OpenAI-compatible
+    server whose support is unknown: the caller can still ask for ``tier="native"``.
+    """
+    provider = _provider(model)
+    if provider not in _NATIVE:
+        return None
+    if provider in ("openai", "azure") and api_base:
+        return None
+    return True
+
+
+def _openai_strict_ok(schema: Any) -> bool:
+    """OpenAI's strict mode needs closed objects with every property required."""
+    if isinstance(schema, list):
+        return all(_openai_strict_ok(item) for item in schema)
+    if not isinstance(schema, dict):
+        return True
+    if "properties" in schema or schema.get("type") == "object":
+        props = schema.get("properties", {})
+        if schema.get("additionalProperties") is not False:
+            return False
+        if set(schema.get("required", [])) != set(props):
+            return False
+    return all(_openai_strict_ok(value) for value in schema.values())
+
+
+def _schema_arguments(model: str, schema: Schema) -> dict[str, Any]:
+    if _NATIVE.get(_provider(model)) == "guided_json":
+        return {"extra_body": {"guided_json": schema.json_schema}}
+    return {
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {
+                "name": schema.name,
+                "schema": schema.json_schema,
+                "strict": _openai_strict_ok(schema.json_schema),
+            },
+        }
+    }
+
+
+def map_error(exc: Exception) -> BackendError:
+    """A litellm / OpenAI SDK exception as a transient or permanent backend error."""
+    litellm = _litellm()
+    status = getattr(exc, "status_code", None)
+    message = f"{type(exc).__name__}: {getattr(exc, 'message', None) or exc}"
+    # litellm reports a refused connection as InternalServerError / APIConnectionError
+    # (status 500), and a timeout as Timeout (408): both land in the transient set.
+    if isinstance(exc, (litellm.Timeout, litellm.APIConnectionError)):
+        return TransientBackendError(message, status_code=status)
+    if isinstance(status, int) and (status in _TRANSIENT_STATUS or status >= 500):
+        return TransientBackendError(message, status_code=status)
+    if isinstance(status, int) and 400 <= status < 500:
+        return PermanentBackendError(message, status_code=status)
+    return PermanentBackendError(message, status_code=status)
+
+
+class LiteLLMBackend:
+    """Completes requests with ``litellm.completion`` / ``litellm.acompletion``.
+
+    Args:
+        model: a litellm model string, provider first (``"openai/gpt-4o-mini"``).
+        **options: passed to litellm as is (``api_base``, ``api_key``, ``timeout``,
+            ``temperature``, ``max_tokens`` ...). ``max_retries`` defaults to 0.
+
+    Thread-safe: holds no per-request state.
+    """
+
+    def __init__(self, model: str, **options: Any) -> None:
+        self.model = model
+        self._options = {"max_retries": 0, **options}
+        self.native_schema = native_schema_for(model, options.get("api_base"))
+
+    @property
+    def name(self) -> str:
+        return f"litellm:{self.model}"
+
+    def _arguments(self, request: Request) -> dict[str, Any]:
+        arguments: dict[str, Any] = {
+            **self._options,
+            "model": self.model,
+            "messages": [dict(message) for message in request.messages],
+        }
+        if request.native:
+            arguments.update(_schema_arguments(self.model, request.schema))
+        return arguments
+
+    def complete(self, request: Request) -> Completion:
+        litellm = _litellm()
+        try:
+            response = litellm.completion(**self._arguments(request))
+        except Exception as exc:
+            raise map_error(exc) from exc
+        return _to_completion(response)
+
+    async def acomplete(self, request: Request) -> Completion:
+        litellm = _litellm()
+        try:
+            response = await litellm.acompletion(**self._arguments(request))
+        except Exception as exc:
+            raise map_error(exc) from exc
+        return _to_completion(response)
+
+
+def _to_completion(response: Any) -> Completion:
+    try:
+        choice = response.choices[0]
+    except (AttributeError, IndexError, TypeError):
+        raise TransientBackendError("backend returned no choices") from None
+    text = getattr(choice.message, "content", None) or ""
+    usage = getattr(response, "usage", None)
+    reported = (
+        Usage(int(usage.prompt_tokens or 0), int(usage.completion_tokens or 0))
+        if usage is not None and getattr(usage, "prompt_tokens", None) is not None
+        else None
+    )
+    return Completion(text, reported, truncated=choice.finish_reason == "length")

@@ -1,0 +1,181 @@
+"""One exception tree for the whole package.
+
+Every error jsonmode raises is a :class:`JsonModeError`. Each class says whether
+trying the same thing again can succeed (``retryable``) and may carry a ``hint``
+for the human reading it. Errors raised by a generation carry ``attempts``: every
+attempt made so far, so nothing the model produced is lost.
+
+::
+
+    JsonModeError                      retryable  meaning
+    ├── UsageError                     no         jsonmode was called wrongly (also a TypeError)
+    ├── SchemaError                    no         the schema cannot be used as given
+    │   ├── InvalidSchemaError         no         not a valid JSON Schema / not a schema type
+    │   └── UnsupportedSchemaError     no         valid, but uses what jsonmode cannot enforce
+    ├── OutputError                    yes        one model output does not conform
+    │   ├── OutputParseError           yes        no JSON document could be read
+    │   ├── OutputTruncatedError       yes        the document was cut off
+    │   └── SchemaViolationError       yes        JSON, but it violates the schema
+    ├── AttemptsExhaustedError         no         every attempt produced non-conforming output
+    └── BackendError                   (varies)   the model backend failed
+        ├── TransientBackendError      yes        rate limit, timeout, 5xx, refused connection
+        └── PermanentBackendError      no         400/401/403/404/422 ...: retrying cannot help
+
+The split keeps four failures apart that callers handle differently: a bad
+schema (fix your code), bad model output (retry with feedback), a transient
+backend failure (back off and retry the same request) and misuse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from jsonmode.repair.report import Repair
+    from jsonmode.result import Attempt
+    from jsonmode.schema.validation import Issue
+
+__all__ = [
+    "AttemptsExhaustedError",
+    "BackendError",
+    "InvalidSchemaError",
+    "JsonModeError",
+    "OutputError",
+    "OutputParseError",
+    "OutputTruncatedError",
+    "PermanentBackendError",
+    "SchemaError",
+    "SchemaViolationError",
+    "TransientBackendError",
+    "UnsupportedSchemaError",
+    "UsageError",
+]
+
+
+class JsonModeError(Exception):
+    """Root of every error jsonmode raises.
+
+    Attributes:
+        retryable: whether the same operation may succeed if tried again.
+        hint: what the caller can do about it, when there is something to say.
+        attempts: every attempt of the generation that raised it (empty outside one).
+    """
+
+    retryable: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        attempts: Sequence[Attempt] = (),
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.attempts: tuple[Attempt, ...] = tuple(attempts)
+
+    def __str__(self) -> str:
+        return self.message if self.hint is None else f"{self.message} (hint: {self.hint})"
+
+
+class UsageError(JsonModeError, TypeError):
+    """jsonmode was called with arguments it cannot accept."""
+
+
+class SchemaError(JsonModeError):
+    """The schema cannot be used as given.
+
+    Attributes:
+        schema_path: JSON-pointer-like location of the problem inside the schema, if known.
+    """
+
+    def __init__(self, message: str, *, schema_path: str = "", hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.schema_path = schema_path
+
+
+class InvalidSchemaError(SchemaError):
+    """Not a valid JSON Schema, or not something that can be turned into one."""
+
+
+class UnsupportedSchemaError(SchemaError):
+    """A valid schema that uses something jsonmode cannot enforce or handle."""
+
+
+class OutputError(JsonModeError):
+    """One model output does not conform to the schema.
+
+    Attributes:
+        raw: the text that was checked, unchanged.
+        issues: every validation issue found (empty for parse failures).
+        repairs: repairs applied before the failure was found (repair mode only).
+        value: the JSON value that was read, when one was (schema violations).
+    """
+
+    retryable = True
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        raw: str,
+        issues: Sequence[Issue] = (),
+        repairs: Sequence[Repair] = (),
+        value: Any = None,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.raw = raw
+        self.value = value
+        self.issues: tuple[Issue, ...] = tuple(issues)
+        self.repairs: tuple[Repair, ...] = tuple(repairs)
+
+
+class OutputParseError(OutputError):
+    """No JSON document could be read from the output (or repair would lose content)."""
+
+
+class OutputTruncatedError(OutputError):
+    """The output was cut off (length limit, or a document that never closes)."""
+
+
+class SchemaViolationError(OutputError):
+    """The output is JSON but violates the schema; ``issues`` lists every violation."""
+
+
+class AttemptsExhaustedError(JsonModeError):
+    """Every allowed attempt produced output that does not conform.
+
+    ``attempts`` holds every attempt, with its raw text, errors and repairs.
+    """
+
+
+class BackendError(JsonModeError):
+    """The model backend failed.
+
+    Attributes:
+        status_code: the HTTP status, when the backend reported one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        hint: str | None = None,
+        attempts: Sequence[Attempt] = (),
+    ) -> None:
+        super().__init__(message, hint=hint, attempts=attempts)
+        self.status_code = status_code
+
+
+class TransientBackendError(BackendError):
+    """A failure that may go away: rate limit, timeout, server error, refused connection."""
+
+    retryable = True
+
+
+class PermanentBackendError(BackendError):
+    """A failure that the same request will always meet: bad request, auth, unknown model."""

@@ -1,0 +1,279 @@
+"""``JsonMode``: the façade every entry point goes through.
+
+Orchestration is an onion, each layer short:
+
+    run / arun            drivers: sync and async, a few lines each
+    _session              validation attempts: tier, first request, re-asks, final error
+    _judge                one output → Attempt (strict read or repair, then validation)
+    _call / _acall        one backend call under the transport retry policy
+
+``_session`` is a generator that yields each :class:`Request` and receives the
+backend's reply, so the same logic serves the sync and the async driver.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import pydantic
+
+from jsonmode.backends import Backend, Completion, Request, resolve
+from jsonmode.errors import (
+    AttemptsExhaustedError,
+    BackendError,
+    OutputError,
+    OutputParseError,
+    OutputTruncatedError,
+    UsageError,
+)
+from jsonmode.prompting import Message, first_messages, reask_messages, user_messages
+from jsonmode.reading import Mode, check_mode, parse
+from jsonmode.result import Attempt, Outcome, Result, Tier
+from jsonmode.retry import TransportPolicy
+from jsonmode.schema.core import Schema
+
+__all__ = ["JsonMode"]
+
+TierChoice = Literal["auto", "native", "prompted"]
+Prompt = str | Sequence[Message]
+
+
+@dataclass(frozen=True, slots=True)
+class _Reply:
+    completion: Completion | None
+    error: BackendError | None
+    latency_s: float
+    transport_retries: int
+
+
+class JsonMode:
+    """Make a backend return JSON that conforms to a schema.
+
+    Args:
+        backend: a litellm model string (``"openai/gpt-4o-mini"``), a callable that
+            takes a prompt or a message list and returns text (sync or async), or a
+            :class:`~jsonmode.backends.Backend`.
+        mode: ``"strict"`` never repairs; ``"repair"`` repairs and records every repair.
+        max_attempts: validation attempts; each re-ask shows the model its previous
+            output and every error found in it.
+        tier: ``"auto"`` (native when the endpoint is known to take a JSON Schema, else
+            prompted), ``"native"`` or ``"prompted"``.
+        transport: retry policy for transient backend failures, separate from
+            ``max_attempts``.
+        **backend_options: passed to the backend (for litellm: ``api_base``,
+            ``api_key``, ``timeout``, ``temperature`` ...).
+
+    A ``JsonMode`` holds no per-request state: one instance may serve many threads
+    and tasks at once (if its backend can).
+    """
+
+    def __init__(
+        self,
+        backend: object,
+        mode: Mode = "strict",
+        max_attempts: int = 3,
+        *,
+        tier: TierChoice = "auto",
+        transport: TransportPolicy | None = None,
+        **backend_options: Any,
+    ) -> None:
+        self.mode: Mode = check_mode(mode)
+        if not isinstance(max_attempts, int) or isinstance(max_attempts, bool) or max_attempts < 1:
+            raise UsageError(f"max_attempts must be a positive integer, not {max_attempts!r}")
+        if tier not in ("auto", "native", "prompted"):
+            raise UsageError(f"tier must be 'auto', 'native' or 'prompted', not {tier!r}")
+        self.max_attempts = max_attempts
+        self.backend: Backend = resolve(backend, **backend_options)
+        self.transport = transport or TransportPolicy()
+        if tier == "native" and self.backend.native_schema is False:
+            raise UsageError(f"backend {self.backend.name} cannot take a JSON Schema natively")
+        self.tier: Tier = (
+            "native"
+            if tier == "native" or (tier == "auto" and self.backend.native_schema is True)
+            else "prompted"
+        )
+
+    def __repr__(self) -> str:
+        return f"JsonMode({self.backend.name!r}, mode={self.mode!r}, tier={self.tier!r})"
+
+    # -- drivers ---------------------------------------------------------------
+
+    def run(
+        self,
+        prompt: Prompt,
+        schema: object,
+        *,
+        examples: Sequence[tuple[str, Any]] = (),
+    ) -> Result[Any]:
+        """Generate a conforming value and the record of how it was obtained.
+
+        Args:
+            prompt: a prompt string or a list of chat messages (never modified).
+            schema: a pydantic model, a Python type, a JSON Schema dict or JSON text.
+            examples: few-shot (prompt, value) pairs; each value must conform.
+
+        Raises:
+            AttemptsExhaustedError: no attempt conformed; ``.attempts`` holds them all.
+            TransientBackendError: transient failures outlasted the transport policy.
+            PermanentBackendError: the backend refused the request (never retried).
+            InvalidSchemaError, UnsupportedSchemaError, UsageError: bad input.
+        """
+        session = self._session(prompt, schema, examples)
+        request = next(session)
+        while True:
+            try:
+                request = session.send(self._call(request))
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+
+    async def arun(
+        self,
+        prompt: Prompt,
+        schema: object,
+        *,
+        examples: Sequence[tuple[str, Any]] = (),
+    ) -> Result[Any]:
+        """Async :meth:`run`."""
+        session = self._session(prompt, schema, examples)
+        request = next(session)
+        while True:
+            try:
+                request = session.send(await self._acall(request))
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+
+    def generate(
+        self, prompt: Prompt, schema: object, *, examples: Sequence[tuple[str, Any]] = ()
+    ) -> Any:
+        """The conforming value alone: a model instance for a pydantic model, else JSON."""
+        return self.run(prompt, schema, examples=examples).value
+
+    async def agenerate(
+        self, prompt: Prompt, schema: object, *, examples: Sequence[tuple[str, Any]] = ()
+    ) -> Any:
+        """Async :meth:`generate`."""
+        return (await self.arun(prompt, schema, examples=examples)).value
+
+    # -- backend calls under the transport policy --------------------------------
+
+    def _call(self, request: Request) -> _Reply:
+        started = time.perf_counter()
+        controller = self.transport.retrying()
+        try:
+            completion = controller(self.backend.complete, request)
+        except BackendError as error:
+            return _Reply(None, error, time.perf_counter() - started, _retries(controller))
+        return _Reply(completion, None, time.perf_counter() - started, _retries(controller))
+
+    async def _acall(self, request: Request) -> _Reply:
+        started = time.perf_counter()
+        controller = self.transport.aretrying()
+        try:
+            completion = await controller(self.backend.acomplete, request)
+        except BackendError as error:
+            return _Reply(None, error, time.perf_counter() - started, _retries(controller))
+        return _Reply(completion, None, time.perf_counter() - started, _retries(controller))
+
+    # -- validation attempts -------------------------------------------------------
+
+    def _session(
+        self, prompt: Prompt, schema: object, examples: Sequence[tuple[str, Any]]
+    ) -> Generator[Request, _Reply, Result[Any]]:
+        started = time.perf_counter()
+        spec = Schema.of(schema)
+        first = first_messages(spec, user_messages(prompt), _checked_examples(spec, examples))
+        request = Request(first, spec, native=self.tier == "native")
+        attempts: list[Attempt] = []
+        for index in range(1, self.max_attempts + 1):
+            reply = yield request
+            if reply.error is not None:
+                attempts.append(
+                    Attempt(
+                        index,
+                        "backend_error",
+                        error=str(reply.error),
+                        latency_s=reply.latency_s,
+                        transport_retries=reply.transport_retries,
+                    )
+                )
+                reply.error.attempts = tuple(attempts)
+                raise reply.error
+            assert reply.completion is not None
+            attempt, value = self._judge(index, reply, spec)
+            attempts.append(attempt)
+            if attempt.ok:
+                return Result(
+                    value,
+                    attempt.value,
+                    self.tier,
+                    self.mode,
+                    tuple(attempts),
+                    time.perf_counter() - started,
+                )
+            request = Request(
+                reask_messages(first, attempt, self.max_attempts), spec, request.native
+            )
+        last = attempts[-1]
+        raise AttemptsExhaustedError(
+            f"no conforming JSON after {len(attempts)} attempt(s); last: "
+            f"{last.outcome}: {last.error}",
+            attempts=attempts,
+            hint=None if self.mode == "repair" else "mode='repair' fixes common slips",
+        )
+
+    def _judge(self, index: int, reply: _Reply, spec: Schema) -> tuple[Attempt, Any]:
+        completion = reply.completion
+        assert completion is not None
+        common: dict[str, Any] = {
+            "raw": completion.text,
+            "latency_s": reply.latency_s,
+            "usage": completion.usage,
+            "transport_retries": reply.transport_retries,
+        }
+        try:
+            parsed = parse(completion.text, spec, self.mode, truncated=completion.truncated)
+        except OutputError as failure:
+            attempt = Attempt(
+                index,
+                _outcome(failure),
+                error=failure.message,
+                issues=failure.issues,
+                repairs=failure.repairs,
+                value=failure.value,
+                **common,
+            )
+            return attempt, None
+        return Attempt(index, "valid", repairs=parsed.repairs, value=parsed.data, **common), (
+            parsed.value
+        )
+
+
+def _outcome(failure: OutputError) -> Outcome:
+    if isinstance(failure, OutputTruncatedError):
+        return "truncated"
+    if isinstance(failure, OutputParseError):
+        return "invalid_json"
+    return "schema_violation"
+
+
+def _retries(controller: Any) -> int:
+    attempt_number = controller.statistics.get("attempt_number", 1)
+    return max(0, int(attempt_number) - 1)
+
+
+def _checked_examples(spec: Schema, examples: Sequence[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    checked: list[tuple[str, Any]] = []
+    for index, example in enumerate(examples):
+        if not (isinstance(example, tuple) and len(example) == 2 and isinstance(example[0], str)):
+            raise UsageError(f"example {index} must be a (prompt, value) pair")
+        prompt, value = example
+        if isinstance(value, pydantic.BaseModel):
+            value = value.model_dump(mode="json")
+        issues = spec.issues(value)
+        if issues:
+            raise UsageError(f"example {index} does not conform to the schema: {issues[0]}")
+        checked.append((prompt, value))
+    return checked

@@ -1,0 +1,103 @@
+"""Prompts: the schema and output contract, few-shot turns, and the re-ask.
+
+Every function returns new message tuples; the caller's messages are copied once
+and never modified.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from jsonmode._json import dumps
+from jsonmode.errors import UsageError
+from jsonmode.result import Attempt
+from jsonmode.schema.core import Schema
+
+__all__ = ["Message", "first_messages", "reask_messages", "user_messages"]
+
+Message = Mapping[str, Any]
+
+_CONTRACT = (
+    "Reply with exactly one JSON document that conforms to the JSON Schema below. "
+    "Output only the JSON: no prose, no markdown code fences, no comments. "
+    "Include every required property; do not add properties the schema does not allow.\n"
+    "JSON Schema:\n{schema}"
+)
+
+
+def user_messages(prompt_or_messages: str | Sequence[Message]) -> tuple[Message, ...]:
+    """Private copies of the caller's input as chat messages."""
+    if isinstance(prompt_or_messages, str):
+        return ({"role": "user", "content": prompt_or_messages},)
+    if isinstance(prompt_or_messages, (bytes, Mapping)) or not isinstance(
+        prompt_or_messages, Sequence
+    ):
+        raise UsageError("prompt must be a string or a list of message dicts")
+    copies: list[Message] = []
+    for index, message in enumerate(prompt_or_messages):
+        if not isinstance(message, Mapping) or "role" not in message or "content" not in message:
+            raise UsageError(f"message {index} must be a dict with 'role' and 'content'")
+        copies.append(dict(message))
+    if not copies:
+        raise UsageError("messages must not be empty")
+    return tuple(copies)
+
+
+def _system(schema: Schema) -> str:
+    return _CONTRACT.format(schema=schema.prompt_form())
+
+
+def first_messages(
+    schema: Schema,
+    messages: tuple[Message, ...],
+    examples: Sequence[tuple[str, Any]] = (),
+) -> tuple[Message, ...]:
+    """System contract (merged into the caller's system message if there is one),
+    then few-shot turns, then the caller's conversation."""
+    contract = _system(schema)
+    head: list[Message]
+    if messages and messages[0].get("role") == "system":
+        own = messages[0].get("content")
+        head = [{**messages[0], "content": f"{own}\n\n{contract}"}]
+        rest = messages[1:]
+    else:
+        head = [{"role": "system", "content": contract}]
+        rest = messages
+    for prompt, value in examples:
+        head.append({"role": "user", "content": prompt})
+        head.append({"role": "assistant", "content": dumps(value)})
+    return (*head, *rest)
+
+
+def _feedback(attempt: Attempt, max_attempts: int) -> str:
+    lines = [f"Attempt {attempt.index} of {max_attempts} did not conform."]
+    if attempt.outcome == "truncated":
+        lines.append(
+            "Your reply was cut off before the JSON document ended. "
+            "Reply with a complete, shorter JSON document."
+        )
+    elif attempt.issues:
+        lines.append(f"It is JSON, but it violates the schema in {len(attempt.issues)} place(s):")
+        lines += [f"- {issue}" for issue in attempt.issues]
+    else:
+        lines.append(f"It could not be read as JSON: {attempt.error}")
+        if attempt.raw.lstrip().startswith("```"):
+            lines.append("Do not wrap the JSON in markdown code fences.")
+    lines.append("Reply again with only the corrected JSON document.")
+    return "\n".join(lines)
+
+
+def reask_messages(
+    first: tuple[Message, ...], failed: Attempt, max_attempts: int
+) -> tuple[Message, ...]:
+    """The first request plus the failed output and every error found in it.
+
+    Carries the attempt number, so even a deterministic backend that repeats
+    itself never receives an identical request twice.
+    """
+    return (
+        *first,
+        {"role": "assistant", "content": failed.raw},
+        {"role": "user", "content": _feedback(failed, max_attempts)},
+    )

@@ -1,0 +1,156 @@
+"""One model output → a conforming value, or a typed :class:`~jsonmode.errors.OutputError`.
+
+``strict`` mode reads the text as one JSON document and validates it: no repair at all.
+``repair`` mode, when the strict read fails or the value does not conform, extracts
+the document from prose or fences, repairs its syntax (refusing any repair that
+would lose or invent content), coerces wrongly typed values toward the schema, and
+validates again. Every change is recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from jsonmode._json import StrictJSONError, dumps, loads_strict
+from jsonmode.errors import (
+    OutputError,
+    OutputParseError,
+    OutputTruncatedError,
+    SchemaViolationError,
+    UsageError,
+)
+from jsonmode.repair.coerce import coerce
+from jsonmode.repair.extract import find_candidates
+from jsonmode.repair.report import Repair
+from jsonmode.repair.syntax import repair_syntax
+from jsonmode.schema.core import Schema
+
+__all__ = ["MAX_REPAIR_CHARS", "Mode", "Parsed", "parse"]
+
+Mode = Literal["strict", "repair"]
+MODES: tuple[Mode, ...] = ("strict", "repair")
+
+#: Outputs longer than this are read strictly only: json-repair is pure Python and
+#: a multi-megabyte hostile output would stall the caller for seconds.
+MAX_REPAIR_CHARS = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    """A conforming value read from one output.
+
+    Attributes:
+        value: what the caller gets: a model instance / typed value for Python types,
+            else the JSON value.
+        data: the plain JSON value.
+        repairs: every repair applied, in order (always empty in strict mode).
+    """
+
+    value: Any
+    data: Any
+    repairs: tuple[Repair, ...] = ()
+
+
+def check_mode(mode: str) -> Mode:
+    if mode not in MODES:
+        raise UsageError(f"mode must be 'strict' or 'repair', not {mode!r}")
+    return mode  # type: ignore[return-value]
+
+
+def parse(text: str, schema: object, mode: Mode = "strict", *, truncated: bool = False) -> Parsed:
+    """Read ``text`` as a value conforming to ``schema``.
+
+    Args:
+        text: the model's output, unchanged.
+        schema: anything :meth:`Schema.of` accepts.
+        mode: ``"strict"`` (no repair) or ``"repair"``.
+        truncated: the backend reported that generation stopped at its length limit;
+            a document that cannot be read is then reported as truncated.
+
+    Raises:
+        OutputParseError, OutputTruncatedError, SchemaViolationError: the output does
+            not conform; the error carries the raw text, every issue and the repairs tried.
+        InvalidSchemaError, UsageError: bad schema or mode.
+    """
+    spec = Schema.of(schema)
+    check_mode(mode)
+    try:
+        data = loads_strict(text)
+    except StrictJSONError as exc:
+        if mode == "strict" or len(text) > MAX_REPAIR_CHARS:
+            raise _unreadable(text, str(exc), truncated, ()) from None
+        return _repair(text, spec, truncated)
+    if mode == "strict":
+        return _validate(text, spec, data, ())
+    try:
+        return _validate(text, spec, *_coerced(spec, data, ()))
+    except SchemaViolationError:
+        return _repair(text, spec, truncated)
+
+
+def _coerced(spec: Schema, data: Any, repairs: Sequence[Repair]) -> tuple[Any, tuple[Repair, ...]]:
+    fixed, coercions = coerce(data, spec.json_schema, spec._validator)
+    return fixed, (*repairs, *coercions)
+
+
+def _validate(text: str, spec: Schema, data: Any, repairs: Sequence[Repair]) -> Parsed:
+    checked = spec.check(data)
+    if not checked.ok:
+        count = len(checked.issues)
+        raise SchemaViolationError(
+            f"output violates the schema ({count} issue{'s' * (count != 1)}): {checked.issues[0]}",
+            raw=text,
+            issues=checked.issues,
+            repairs=repairs,
+            value=data,
+        )
+    return Parsed(checked.value, data, tuple(repairs))
+
+
+def _unreadable(text: str, why: str, truncated: bool, repairs: Sequence[Repair]) -> OutputError:
+    if truncated:
+        return OutputTruncatedError(
+            f"output was cut off at the length limit: {why}",
+            raw=text,
+            repairs=repairs,
+            hint="raise max_tokens or ask for a shorter answer",
+        )
+    return OutputParseError(f"output is not JSON: {why}", raw=text, repairs=repairs)
+
+
+def _repair(text: str, spec: Schema, truncated: bool) -> Parsed:
+    stripped = text.strip()
+    first_violation: SchemaViolationError | None = None
+    first_failure = ""
+    cut_off = False
+    for candidate in find_candidates(text):
+        if not candidate.closed:
+            cut_off = True
+            continue
+        repairs: list[Repair] = []
+        if candidate.text.strip() != stripped:
+            repairs.append(Repair("$", "extract", text, candidate.text))
+        try:
+            data = loads_strict(candidate.text)
+        except StrictJSONError:
+            try:
+                data = repair_syntax(candidate.text)
+            except StrictJSONError as exc:
+                first_failure = first_failure or str(exc)
+                continue
+            repairs.append(Repair("$", "syntax", candidate.text, dumps(data)))
+        try:
+            return _validate(text, spec, *_coerced(spec, data, repairs))
+        except SchemaViolationError as violation:
+            first_violation = first_violation or violation
+    if first_violation is not None:
+        raise first_violation
+    if cut_off or truncated:
+        raise OutputTruncatedError(
+            "output ends inside an unfinished JSON document (cut off?)",
+            raw=text,
+            hint="raise max_tokens or ask for a shorter answer",
+        )
+    raise OutputParseError(f"output is not JSON: {first_failure or 'nothing to read'}", raw=text)

@@ -1,0 +1,277 @@
+"""Schema input → one normalised JSON Schema, plus the validators for it.
+
+Accepted inputs: a pydantic model class, any other type pydantic's ``TypeAdapter``
+takes (``list[Model]``, ``Literal[...]``, unions, ``Annotated`` constraints), a JSON
+Schema dict, JSON Schema text, or a ``pathlib.Path`` to a JSON Schema file.
+
+A :class:`Schema` is immutable and thread-safe; building one costs a schema check
+(milliseconds for large schemas), so :meth:`Schema.of` caches them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import pathlib
+import re
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema.exceptions
+import pydantic
+import referencing.exceptions
+from jsonschema.protocols import Validator as _JsonschemaValidator
+
+from jsonmode.errors import InvalidSchemaError, UnsupportedSchemaError, UsageError
+from jsonmode.schema.validation import Issue, format_path, make_validator, validation_issues
+
+__all__ = ["Checked", "Schema"]
+
+_CACHE_LIMIT = 256
+_cache: dict[object, Schema] = {}
+_cache_lock = threading.Lock()
+_NAME_SAFE = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """The outcome of checking one JSON value.
+
+    Attributes:
+        issues: every violation; empty when the value conforms.
+        value: the value for the caller — a model instance (or typed value) for a
+            pydantic model or Python type, else the JSON value itself. ``None``
+            when there are issues.
+    """
+
+    issues: tuple[Issue, ...]
+    value: Any = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.issues
+
+
+@dataclass(frozen=True, eq=False)
+class Schema:
+    """A normalised schema: the JSON Schema, its name and its validators.
+
+    Build with :meth:`Schema.of`. Thread-safe; never mutated after construction.
+    ``json_schema`` must be treated as read-only.
+    """
+
+    json_schema: dict[str, Any] | bool
+    name: str
+    adapter: pydantic.TypeAdapter[Any] | None = field(default=None, repr=False)
+    _validator: _JsonschemaValidator = field(default=None, repr=False)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        try:
+            validator = make_validator(self.json_schema)
+        except jsonschema.exceptions.SchemaError as exc:
+            raise InvalidSchemaError(
+                f"not a valid JSON Schema: {exc.message}",
+                schema_path=format_path(exc.absolute_path),
+            ) from None
+        object.__setattr__(self, "_validator", validator)
+        if self.json_schema is False:
+            raise UnsupportedSchemaError("the schema `false` accepts no value at all")
+        _check_local_refs(self.json_schema)
+
+    @classmethod
+    def of(cls, schema: object, *, name: str | None = None) -> Schema:
+        """Normalise ``schema`` (see module docstring); cached for hashable inputs and dicts.
+
+        Raises:
+            InvalidSchemaError: not a valid JSON Schema, not JSON, or not a type pydantic knows.
+            UnsupportedSchemaError: a schema that accepts nothing, or an unresolvable ``$ref``.
+        """
+        if isinstance(schema, Schema):
+            return schema if name is None or name == schema.name else schema.renamed(name)
+        key = _cache_key(schema, name)
+        if key is not None:
+            with _cache_lock:
+                hit = _cache.get(key)
+            if hit is not None:
+                return hit
+        built = cls._build(schema, name)
+        if key is not None:
+            with _cache_lock:
+                if len(_cache) >= _CACHE_LIMIT:
+                    _cache.pop(next(iter(_cache)))
+                _cache[key] = built
+        return built
+
+    @classmethod
+    def _build(cls, schema: object, name: str | None) -> Schema:
+        if isinstance(schema, pathlib.Path):
+            try:
+                schema = schema.read_text(encoding="utf-8")
+            except OSError as exc:
+                raise InvalidSchemaError(f"cannot read schema file: {exc}") from None
+        if isinstance(schema, str):
+            try:
+                schema = json.loads(schema)
+            except json.JSONDecodeError as exc:
+                raise InvalidSchemaError(f"schema text is not JSON: {exc}") from None
+        if isinstance(schema, (dict, bool)):
+            try:
+                # A private deep copy: the caller may mutate their dict later.
+                owned = copy.deepcopy(schema)
+                json.dumps(owned, allow_nan=False)
+            except (TypeError, ValueError, RecursionError) as exc:
+                raise InvalidSchemaError(f"schema is not JSON-serialisable: {exc}") from None
+            title = owned.get("title") if isinstance(owned, dict) else None
+            return cls(owned, _safe_name(name or (title if isinstance(title, str) else "")))
+        if isinstance(schema, type) or _is_typing_form(schema):
+            try:
+                adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(schema)
+                generated = adapter.json_schema()
+            except (pydantic.PydanticUserError, pydantic.PydanticSchemaGenerationError) as exc:
+                raise InvalidSchemaError(
+                    f"cannot build a JSON Schema for {schema!r}: {exc}"
+                ) from None
+            default_name = getattr(schema, "__name__", "") or str(generated.get("title", ""))
+            return cls(generated, _safe_name(name or default_name), adapter)
+        raise UsageError(
+            f"unsupported schema input of type {type(schema).__name__}",
+            hint="pass a pydantic model, a Python type, a JSON Schema dict or JSON text",
+        )
+
+    def renamed(self, name: str) -> Schema:
+        """The same schema under another name (the name is sent to native APIs)."""
+        return Schema(self.json_schema, _safe_name(name), self.adapter)
+
+    @property
+    def is_typed(self) -> bool:
+        """True when checking returns a pydantic instance / typed value, not plain JSON."""
+        return self.adapter is not None
+
+    def issues(self, value: Any) -> list[Issue]:
+        """Every JSON Schema violation of ``value`` (empty when it conforms)."""
+        try:
+            return validation_issues(self._validator, value)
+        except referencing.exceptions.Unresolvable as exc:
+            raise InvalidSchemaError(f"schema reference cannot be resolved: {exc}") from None
+
+    def check(self, value: Any) -> Checked:
+        """Validate with jsonschema, then (for Python types) with pydantic.
+
+        Pydantic runs only on values that already conform to the JSON Schema, so its
+        lax conversions never hide a schema violation; its own validators (custom
+        ``field_validator`` s) still report through ``Issue(keyword="model")``.
+        """
+        issues = self.issues(value)
+        if issues:
+            return Checked(tuple(issues))
+        if self.adapter is None:
+            return Checked((), value)
+        try:
+            return Checked((), self.adapter.validate_json(json.dumps(value)))
+        except pydantic.ValidationError as exc:
+            return Checked(
+                tuple(
+                    Issue(format_path(err["loc"]), "model", err["msg"])  # type: ignore[arg-type]
+                    for err in exc.errors(include_url=False)
+                )
+            )
+
+    def prompt_form(self) -> str:
+        """The schema as compact JSON for a prompt, without pydantic's derived titles."""
+        return json.dumps(_strip_derived_titles(self.json_schema), separators=(",", ":"))
+
+
+def _is_typing_form(obj: object) -> bool:
+    return type(obj).__module__ in ("typing", "types", "typing_extensions") or hasattr(
+        obj, "__origin__"
+    )
+
+
+def _cache_key(schema: object, name: str | None) -> object | None:
+    if isinstance(schema, (dict, bool)):
+        try:
+            return ("json", json.dumps(schema, sort_keys=True, allow_nan=False), name)
+        except (TypeError, ValueError, RecursionError):
+            return None
+    if isinstance(schema, str):
+        return ("text", schema, name)
+    try:
+        hash(schema)
+    except TypeError:
+        return None
+    return ("type", schema, name)
+
+
+def _safe_name(name: str) -> str:
+    cleaned = _NAME_SAFE.sub("_", name).strip("_")[:64]
+    return cleaned or "response"
+
+
+def _walk(node: Any, pointer: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    if isinstance(node, dict):
+        yield pointer, node
+        for key, child in node.items():
+            yield from _walk(child, f"{pointer}/{key}")
+    elif isinstance(node, list):
+        for index, child in enumerate(node):
+            yield from _walk(child, f"{pointer}/{index}")
+
+
+def _check_local_refs(root: dict[str, Any] | bool) -> None:
+    """Fail early on a ``#/...`` reference that points nowhere, and on remote references."""
+    if isinstance(root, bool):
+        return
+    for pointer, node in _walk(root):
+        ref = node.get("$ref")
+        if not isinstance(ref, str) or pointer.endswith(("/enum", "/const", "/examples")):
+            continue
+        if ref.startswith(("http://", "https://")):
+            raise UnsupportedSchemaError(
+                f"remote reference {ref!r} is not fetched (jsonmode works offline)",
+                schema_path=pointer or "/",
+                hint="inline the referenced schema under $defs",
+            )
+        if ref.startswith("#/") and _resolve_pointer(root, ref[1:]) is None:
+            raise InvalidSchemaError(
+                f"reference {ref!r} points nowhere", schema_path=pointer or "/"
+            )
+
+
+def _resolve_pointer(root: Any, pointer: str) -> Any:
+    node = root
+    for raw in pointer.split("/")[1:]:
+        part = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
+
+
+def _strip_derived_titles(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_strip_derived_titles(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {
+                prop: _drop_title_if_derived(prop, _strip_derived_titles(sub))
+                for prop, sub in value.items()
+            }
+        elif key in ("enum", "const", "examples", "default"):
+            out[key] = value
+        else:
+            out[key] = _strip_derived_titles(value)
+    return out
+
+
+def _drop_title_if_derived(prop: str, sub: Any) -> Any:
+    if isinstance(sub, dict) and sub.get("title") == prop.replace("_", " ").title():
+        return {k: v for k, v in sub.items() if k != "title"}
+    return sub

@@ -1,0 +1,98 @@
+"""Validation of JSON values against a normalised schema.
+
+Validation errors become :class:`Issue` records — (JSON path, keyword, message) — for
+re-ask prompts and metrics. Every error is reported, not just the best match: the
+model needs all of them to fix its output in one go.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+import jsonschema.exceptions
+import jsonschema.validators
+from jsonschema.protocols import Validator as _JsonschemaValidator
+
+__all__ = ["Issue", "format_path", "make_validator", "validation_issues"]
+
+# Sub-errors of anyOf/oneOf explain *why* no branch matched; more than this many is noise.
+_MAX_BRANCH_ISSUES = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Issue:
+    """One reason a value does not conform.
+
+    Attributes:
+        path: JSONPath-style location in the instance, ``$`` for the root (``$.items[0].name``).
+        keyword: the schema keyword that failed (``type``, ``required``, ``enum`` ...),
+            or ``parse``/``model`` for failures outside JSON Schema.
+        message: human-readable explanation, suitable for showing to a model.
+    """
+
+    path: str
+    keyword: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path} ({self.keyword}): {self.message}"
+
+
+def format_path(parts: Iterable[str | int]) -> str:
+    """Render instance path parts as ``$.a[0]["odd key"]``."""
+    out = ["$"]
+    for part in parts:
+        if isinstance(part, int):
+            out.append(f"[{part}]")
+        elif part.isidentifier():
+            out.append(f".{part}")
+        else:
+            out.append(f"[{json.dumps(part)}]")
+    return "".join(out)
+
+
+def make_validator(schema: dict[str, Any] | bool) -> _JsonschemaValidator:
+    """A jsonschema validator for ``schema`` with format checking.
+
+    The draft follows ``$schema`` (Draft 2020-12 when absent). Raises
+    :class:`jsonschema.exceptions.SchemaError` when the schema itself is invalid.
+    """
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    cls.check_schema(schema)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def _issues_from(errors: Iterable[jsonschema.exceptions.ValidationError]) -> Iterator[Issue]:
+    for error in errors:
+        yield Issue(format_path(error.absolute_path), str(error.validator), error.message)
+        if error.validator in ("anyOf", "oneOf") and error.context:
+            branch = sorted(error.context, key=lambda e: (len(e.absolute_path), e.message))
+            for sub in branch[:_MAX_BRANCH_ISSUES]:
+                yield Issue(
+                    format_path(sub.absolute_path),
+                    str(sub.validator),
+                    f"(in {error.validator} branch {_branch_index(sub)}) {sub.message}",
+                )
+
+
+def _branch_index(error: jsonschema.exceptions.ValidationError) -> int:
+    path = list(error.relative_schema_path)
+    return int(path[0]) if path and isinstance(path[0], int) else 0
+
+
+def validation_issues(validator: _JsonschemaValidator, value: Any) -> list[Issue]:
+    """Every issue found in ``value``, in a stable order, without duplicates."""
+    errors: Sequence[jsonschema.exceptions.ValidationError] = sorted(
+        validator.iter_errors(value), key=lambda e: (list(map(str, e.absolute_path)), e.message)
+    )
+    seen: set[Issue] = set()
+    issues: list[Issue] = []
+    for issue in _issues_from(errors):
+        if issue not in seen:
+            seen.add(issue)
+            issues.append(issue)
+    return issues
