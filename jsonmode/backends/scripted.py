@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
-from typing import Union
 
 from jsonmode.backends.base import Completion, Request
 from jsonmode.errors import PermanentBackendError
 
 __all__ = ["ScriptedBackend"]
 
-Reply = Union[str, Completion, BaseException, Callable[[Request], "str | Completion"]]
+Reply = str | Completion | BaseException | Callable[[Request], str | Completion]
 
 
 class ScriptedBackend:
