@@ -8,6 +8,12 @@ The public surface is exactly ``__all__`` (a test pins it). Optional integration
 live in submodules that ``import jsonmode`` never imports.
 """
 
+from jsonmode._startup import defer_slow_imports
+
+defer_slow_imports()
+
+# ruff: noqa: E402 - the deferral above must run before jsonschema is imported
+
 from jsonmode.backends.base import Backend, Completion, Request
 from jsonmode.errors import (
     AttemptsExhaustedError,

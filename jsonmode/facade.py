@@ -172,7 +172,7 @@ class JsonMode:
         started = time.perf_counter()
         controller = self.transport.aretrying()
         try:
-            completion = await controller(self.backend.acomplete, request)
+            completion: Completion = await controller(self.backend.acomplete, request)
         except BackendError as error:
             return _Reply(None, error, time.perf_counter() - started, _retries(controller))
         return _Reply(completion, None, time.perf_counter() - started, _retries(controller))

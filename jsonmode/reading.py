@@ -56,7 +56,7 @@ class Parsed:
 def check_mode(mode: str) -> Mode:
     if mode not in MODES:
         raise UsageError(f"mode must be 'strict' or 'repair', not {mode!r}")
-    return mode  # type: ignore[return-value]
+    return mode
 
 
 def parse(text: str, schema: object, mode: Mode = "strict", *, truncated: bool = False) -> Parsed:
@@ -91,7 +91,7 @@ def parse(text: str, schema: object, mode: Mode = "strict", *, truncated: bool =
 
 
 def _coerced(spec: Schema, data: Any, repairs: Sequence[Repair]) -> tuple[Any, tuple[Repair, ...]]:
-    fixed, coercions = coerce(data, spec.json_schema, spec._validator)
+    fixed, coercions = coerce(data, spec.json_schema, spec.validator)
     return fixed, (*repairs, *coercions)
 
 

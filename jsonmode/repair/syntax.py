@@ -4,8 +4,10 @@ json-repair turns almost anything into *some* JSON, and in doing so it can drop 
 invent content: an empty result for prose, ``1,000`` split into two values, ``NaN``,
 a duplicate key overwritten, a missing value filled with ``""``. A repair is only
 accepted when the repaired document holds exactly the content of the raw text:
-every word and number of the raw text (outside comments) is still there, and
-nothing else was added.
+every word and number of the raw text (outside comments) is still there, nothing
+else was added, and every string of the result stands in the raw text between its
+own delimiters (so ``'O'Brien'`` cannot become ``"O'Brien'"`` and a trailing newline
+inside a string cannot vanish).
 """
 
 from __future__ import annotations
@@ -100,6 +102,28 @@ def _scalars(value: Any) -> Iterator[str]:
         yield dumps(value)
 
 
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+    elif isinstance(value, str):
+        yield value
+
+
+def _stands_in(source: str, text: str) -> bool:
+    """``text`` appears in ``source`` quoted, or bare between non-word characters."""
+    if f'"{text}"' in source or f"'{text}'" in source:
+        return True
+    if not text or text != text.strip():
+        return False
+    bare = re.compile(r"(?<![\w'\"])" + re.escape(text) + r"(?![\w'\"])")
+    return bare.search(source) is not None
+
+
 def _empty_strings(value: Any) -> int:
     if isinstance(value, dict):
         return sum((key == "") + _empty_strings(item) for key, item in value.items())
@@ -123,6 +147,9 @@ def _check_content(raw: str, value: Any) -> None:
         raise ContentLossError(f"repair would invent content: {_sample(added)}")
     if _empty_strings(value) > len(_EMPTY_STRING.findall(source)):
         raise ContentLossError("repair would invent an empty string for a missing value")
+    for text in _strings(value):
+        if not _stands_in(source, text):
+            raise ContentLossError(f"repair would alter the string {_sample(Counter([text]))}")
 
 
 def _finite(value: Any) -> bool:

@@ -65,7 +65,7 @@ class Schema:
     json_schema: dict[str, Any] | bool
     name: str
     adapter: pydantic.TypeAdapter[Any] | None = field(default=None, repr=False)
-    _validator: _JsonschemaValidator = field(default=None, repr=False)  # type: ignore[assignment]
+    _validator: _JsonschemaValidator = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         try:
@@ -73,7 +73,7 @@ class Schema:
         except jsonschema.exceptions.SchemaError as exc:
             raise InvalidSchemaError(
                 f"not a valid JSON Schema: {exc.message}",
-                schema_path=format_path(exc.absolute_path),
+                schema_path="/" + "/".join(str(part) for part in exc.absolute_path),
             ) from None
         object.__setattr__(self, "_validator", validator)
         if self.json_schema is False:
@@ -145,6 +145,11 @@ class Schema:
         return Schema(self.json_schema, _safe_name(name), self.adapter)
 
     @property
+    def validator(self) -> _JsonschemaValidator:
+        """The jsonschema validator (draft per ``$schema``, format checking on)."""
+        return self._validator
+
+    @property
     def is_typed(self) -> bool:
         """True when checking returns a pydantic instance / typed value, not plain JSON."""
         return self.adapter is not None
@@ -173,7 +178,7 @@ class Schema:
         except pydantic.ValidationError as exc:
             return Checked(
                 tuple(
-                    Issue(format_path(err["loc"]), "model", err["msg"])  # type: ignore[arg-type]
+                    Issue(format_path(err["loc"]), "model", err["msg"])
                     for err in exc.errors(include_url=False)
                 )
             )

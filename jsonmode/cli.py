@@ -1,0 +1,173 @@
+"""The ``jsonmode`` command.
+
+    jsonmode generate --schema FILE [--model M] [--mode strict|repair] [--api-base URL]
+                      [--max-attempts N] [--verbose] PROMPT
+    jsonmode validate --schema FILE [INPUT]
+    jsonmode repair   --schema FILE [INPUT]
+    jsonmode demo
+
+The JSON value goes to stdout. On failure: one line on stderr (every attempt with
+``--verbose``) and a non-zero exit status:
+
+    1  the output does not conform (after every attempt)
+    2  bad usage, bad schema, unreadable input
+    3  the backend failed (transient failures after retries, or a refused request)
+
+``validate`` and ``repair`` never import litellm, so they start fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from jsonmode._json import dumps
+from jsonmode.errors import BackendError, JsonModeError, OutputError, SchemaError, UsageError
+from jsonmode.reading import MODES, Mode, parse
+from jsonmode.schema.core import Schema
+
+__all__ = ["main"]
+
+EXIT_NONCONFORMING = 1
+EXIT_USAGE = 2
+EXIT_BACKEND = 3
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="jsonmode", description="Make any LLM return JSON that conforms to a schema."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def schema_command(name: str, help_text: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        sub.add_argument("--schema", required=True, type=pathlib.Path, help="JSON Schema file")
+        sub.add_argument("--verbose", "-v", action="store_true", help="show every attempt/repair")
+        sub.add_argument("--indent", type=int, default=None, help="pretty-print the output")
+        return sub
+
+    generate = schema_command("generate", "Generate conforming JSON from a model.")
+    generate.add_argument(
+        "--model",
+        default=os.environ.get("JSONMODE_MODEL"),
+        help="litellm model string, e.g. openai/gpt-4o-mini (default: $JSONMODE_MODEL)",
+    )
+    generate.add_argument("--mode", choices=MODES, default="strict")
+    generate.add_argument("--api-base", help="endpoint URL, e.g. http://127.0.0.1:8000/v1")
+    generate.add_argument("--api-key", default=None, help="API key (default: provider's env var)")
+    generate.add_argument("--max-attempts", type=int, default=3)
+    generate.add_argument("--tier", choices=("auto", "native", "prompted"), default="auto")
+    generate.add_argument("--timeout", type=float, default=60.0, help="seconds per request")
+    generate.add_argument("--temperature", type=float, default=None)
+    generate.add_argument("prompt", metavar="PROMPT", help="the prompt ('-' reads stdin)")
+
+    for name, text in (
+        ("validate", "Check that INPUT is JSON conforming to the schema (strict)."),
+        ("repair", "Repair INPUT into JSON conforming to the schema; repairs go to stderr."),
+    ):
+        sub = schema_command(name, text)
+        sub.add_argument("input", nargs="?", default="-", help="file to read (default: stdin)")
+
+    demo = commands.add_parser("demo", help="Run the offline demo.")
+    demo.add_argument("--verbose", "-v", action="store_true")
+    return parser
+
+
+def _read(source: str) -> str:
+    if source == "-":
+        return sys.stdin.read()
+    try:
+        return pathlib.Path(source).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {source}: {exc}") from None
+
+
+def _emit(value: Any, indent: int | None, out: TextIO) -> None:
+    text = dumps(value) if indent is None else json.dumps(value, ensure_ascii=False, indent=indent)
+    out.write(text + "\n")
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from jsonmode.facade import JsonMode
+
+    if not args.model:
+        raise UsageError("no model given", hint="pass --model or set JSONMODE_MODEL")
+    options: dict[str, Any] = {"timeout": args.timeout}
+    if args.api_base:
+        options["api_base"] = args.api_base
+    if args.api_key:
+        options["api_key"] = args.api_key
+    elif args.api_base:
+        # OpenAI-compatible local servers need *a* key to satisfy the SDK, not a real one.
+        options["api_key"] = os.environ.get("OPENAI_API_KEY", "unused")
+    if args.temperature is not None:
+        options["temperature"] = args.temperature
+    prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
+    spec = Schema.of(args.schema)
+    jm = JsonMode(args.model, args.mode, args.max_attempts, tier=args.tier, **options)
+    result = jm.run(prompt, spec)
+    if args.verbose:
+        print(f"tier: {result.tier}, mode: {result.mode}", file=sys.stderr)
+        for attempt in result.attempts:
+            print(attempt.describe(), file=sys.stderr)
+    _emit(result.data, args.indent, sys.stdout)
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    mode: Mode = "repair" if args.command == "repair" else "strict"
+    parsed = parse(_read(args.input), Schema.of(args.schema), mode)
+    if args.verbose:
+        for repair in parsed.repairs:
+            print(f"repair: {repair}", file=sys.stderr)
+    _emit(parsed.data, args.indent, sys.stdout)
+    return 0
+
+
+def _report(error: JsonModeError, verbose: bool) -> None:
+    print(f"jsonmode: error: {type(error).__name__}: {error}".replace("\n", " "), file=sys.stderr)
+    if not verbose:
+        return
+    for attempt in error.attempts:
+        print(attempt.describe(), file=sys.stderr)
+    if isinstance(error, OutputError):
+        for issue in error.issues:
+            print(f"  issue: {issue}", file=sys.stderr)
+        for repair in error.repairs:
+            print(f"  repair: {repair}", file=sys.stderr)
+
+
+def _exit_status(error: JsonModeError) -> int:
+    if isinstance(error, BackendError):
+        return EXIT_BACKEND
+    if isinstance(error, (SchemaError, UsageError)):
+        return EXIT_USAGE
+    return EXIT_NONCONFORMING
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    args = _parser().parse_args(argv)
+    verbose = bool(getattr(args, "verbose", False))
+    try:
+        if args.command == "generate":
+            return _generate(args)
+        if args.command in ("validate", "repair"):
+            return _check(args)
+        from jsonmode.demo import run_demo
+
+        return run_demo(verbose=verbose)
+    except JsonModeError as error:
+        _report(error, verbose)
+        return _exit_status(error)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

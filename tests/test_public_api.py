@@ -1,0 +1,72 @@
+"""The public surface is exactly this: changing it is a deliberate act."""
+
+import subprocess
+import sys
+
+import jsonmode
+
+PUBLIC = {
+    "Attempt",
+    "AttemptsExhaustedError",
+    "Backend",
+    "BackendError",
+    "Completion",
+    "InvalidSchemaError",
+    "Issue",
+    "JsonMode",
+    "JsonModeError",
+    "OutputError",
+    "OutputParseError",
+    "OutputTruncatedError",
+    "Parsed",
+    "PermanentBackendError",
+    "Repair",
+    "Request",
+    "Result",
+    "Schema",
+    "SchemaError",
+    "SchemaViolationError",
+    "TransientBackendError",
+    "TransportPolicy",
+    "UnsupportedSchemaError",
+    "UsageError",
+    "Usage",
+    "__version__",
+    "parse",
+}
+
+
+def test_all_is_pinned():
+    assert set(jsonmode.__all__) == PUBLIC
+    assert len(jsonmode.__all__) == len(PUBLIC)
+
+
+def test_every_public_name_exists():
+    for name in jsonmode.__all__:
+        assert hasattr(jsonmode, name), name
+
+
+def test_import_stays_light():
+    """`import jsonmode` must not import litellm, torch, or the optional integrations."""
+    code = (
+        "import sys, jsonmode, jsonmode.cli;"
+        "heavy = [m for m in ('litellm', 'openai', 'torch', 'transformers', 'langchain_core',"
+        " 'crewai', 'rfc3987_syntax.syntax_helpers') if m in sys.modules];"
+        "print(','.join(heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_errors_form_one_tree():
+    from jsonmode import errors
+
+    for name in errors.__all__:
+        cls = getattr(errors, name)
+        assert issubclass(cls, jsonmode.JsonModeError), name
+    assert jsonmode.TransientBackendError.retryable
+    assert not jsonmode.PermanentBackendError.retryable
+    assert jsonmode.OutputError.retryable
+    assert not jsonmode.AttemptsExhaustedError.retryable
+    assert not jsonmode.SchemaError.retryable
+    assert issubclass(jsonmode.UsageError, TypeError)

@@ -1,0 +1,146 @@
+"""repair/: extraction, syntax repair under the content-loss guard, coercion."""
+
+import pytest
+
+from jsonmode import Schema
+from jsonmode.repair.coerce import coerce
+from jsonmode.repair.extract import find_candidates
+from jsonmode.repair.syntax import ContentLossError, repair_syntax
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('```json\n{"a": 1}\n```', [('{"a": 1}', True)]),
+        ("```\n[1, 2]\n```\nthanks", [("[1, 2]", True)]),
+        ('Sure: {"a": 1} and also [2]', [('{"a": 1}', True), ("[2]", True)]),
+        ('{"a": "brace } in string"}', [('{"a": "brace } in string"}', True)]),
+        ('{"a": [1, 2', [('{"a": [1, 2', False)]),
+        ('```json\n{"a": 1\n```', [('{"a": 1\n', True)]),  # closed fence: a slip, not a cut
+        ('```json\n{"a": [1', [('{"a": [1', False)]),
+        ("42", [("42", True)]),
+        ("no json here", [("no json here", True)]),
+    ],
+)
+def test_find_candidates(text, expected):
+    assert [(c.text, c.closed) for c in find_candidates(text)] == expected
+
+
+@pytest.mark.parametrize(
+    ("raw", "value"),
+    [
+        ('{"a": 1,}', {"a": 1}),
+        ("{'name': 'Ada', 'note': 'it is'}", {"name": "Ada", "note": "it is"}),
+        ("{a: 1, b: 'x'}", {"a": 1, "b": "x"}),
+        ('{"a": True, "b": None}', {"a": True, "b": None}),
+        ('{"a": 1 // the age\n}', {"a": 1}),
+        ('{"a": /* why */ 2}', {"a": 2}),
+        ('{"t": "caf\\u00e9",}', {"t": "café"}),
+        ('{"quote": \'he said "hi" twice\',}', {"quote": 'he said "hi" twice'}),
+        ("['x', 'y',]", ["x", "y"]),
+    ],
+)
+def test_repair_syntax_keeps_content(raw, value):
+    assert repair_syntax(raw) == value
+
+
+@pytest.mark.parametrize(
+    ("raw", "why"),
+    [
+        ("hello world", "no JSON"),
+        ("", "empty"),
+        ('{"a": 1, "a": 2}', "lose"),  # a duplicate key would silently drop a value
+        ('{"name": "x", "age": }', "empty string"),  # never invent a missing value
+        ("{'name': 'O'Brien'}", "alter the string"),  # json-repair returns "O'Brien'"
+        ('{"t": "line\\n",}', "alter the string"),  # json-repair drops the newline
+    ],
+)
+def test_repair_syntax_refuses_lossy_repairs(raw, why):
+    with pytest.raises(ContentLossError, match=why):
+        repair_syntax(raw)
+
+
+@pytest.mark.parametrize("word", ["NaN", "Infinity"])
+def test_repair_syntax_never_turns_nan_into_a_number(word):
+    # A string: the schema then rejects it where a number is due.
+    assert repair_syntax(f'{{"x": {word},}}') == {"x": word}
+
+
+def _coerce(schema, value):
+    spec = Schema.of(schema)
+    return coerce(value, spec.json_schema, spec.validator)
+
+
+@pytest.mark.parametrize(
+    ("schema", "before", "after", "kinds"),
+    [
+        ({"type": "integer"}, "42", 42, ["string_to_integer"]),
+        ({"type": "integer"}, " -7 ", -7, ["string_to_integer"]),
+        ({"type": "integer"}, 31.0, 31, ["float_to_integer"]),
+        ({"type": "number"}, "4.5", 4.5, ["string_to_number"]),
+        ({"type": "boolean"}, "False", False, ["string_to_boolean"]),
+        ({"type": "null"}, "null", None, ["string_to_null"]),
+        (
+            {"type": "array", "items": {"type": "integer"}},
+            "3",
+            [3],
+            ["wrap_array", "string_to_integer"],
+        ),
+        ({"enum": ["red", "green"]}, "RED", "red", ["enum_case"]),
+        ({"const": "yes"}, "YES", "yes", ["enum_case"]),
+        ({"type": "string"}, "42", "42", []),  # already allowed: untouched
+        ({"type": ["string", "integer"]}, "42", "42", []),
+        ({"type": "integer"}, "1,000", "1,000", []),  # never guess
+        ({"type": "integer"}, "4.5", "4.5", []),
+        ({"enum": ["a", "A"]}, "Ä", "Ä", []),  # ambiguous or no match: untouched
+        ({"type": "number"}, "nan", "nan", []),
+    ],
+)
+def test_coerce_scalars(schema, before, after, kinds):
+    value, repairs = _coerce(schema, before)
+    assert value == after
+    assert type(value) is type(after)
+    assert [r.kind for r in repairs] == kinds
+
+
+def test_coerce_walks_nested_structures_and_refs_with_paths():
+    schema = {
+        "$defs": {"Item": {"type": "object", "properties": {"qty": {"type": "integer"}}}},
+        "type": "object",
+        "properties": {
+            "items": {"type": "array", "items": {"$ref": "#/$defs/Item"}},
+            "pair": {"type": "array", "prefixItems": [{"type": "boolean"}, {"type": "number"}]},
+        },
+        "additionalProperties": {"type": "integer"},
+    }
+    original = {"items": [{"qty": "2"}, {"qty": 3}], "pair": ["true", "1.5"], "extra": "9"}
+    value, repairs = _coerce(schema, original)
+    assert value == {"items": [{"qty": 2}, {"qty": 3}], "pair": [True, 1.5], "extra": 9}
+    assert [(r.path, r.kind) for r in repairs] == [
+        ("$.items[0].qty", "string_to_integer"),
+        ("$.pair[0]", "string_to_boolean"),
+        ("$.pair[1]", "string_to_number"),
+        ("$.extra", "string_to_integer"),
+    ]
+    assert original["items"][0]["qty"] == "2", "coercion must not mutate its input"
+
+
+def test_coerce_anyof_keeps_valid_values_and_picks_the_branch_that_works():
+    schema = {"anyOf": [{"type": "string", "maxLength": 1}, {"type": "integer"}]}
+    assert _coerce(schema, "ab")[0] == "ab"  # no branch fixes it: untouched
+    value, repairs = _coerce({"anyOf": [{"type": "boolean"}, {"type": "integer"}]}, "12")
+    assert value == 12
+    assert [r.kind for r in repairs] == ["string_to_integer"]
+    assert _coerce({"anyOf": [{"type": "string"}, {"type": "integer"}]}, "12") == ("12", [])
+
+
+def test_coerce_never_adds_or_removes_properties():
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "integer", "default": 1}},
+        "required": ["a"],
+        "additionalProperties": False,
+    }
+    value, repairs = _coerce(schema, {"b": "2"})
+    assert value == {"b": "2"}
+    assert repairs == []

@@ -1,0 +1,151 @@
+"""Schema input → one normalised JSON Schema; validation issues."""
+
+import json
+import pathlib
+from typing import Annotated, Literal
+
+import pytest
+from pydantic import BaseModel, Field, field_validator
+
+import jsonmode
+from jsonmode import InvalidSchemaError, Schema, UnsupportedSchemaError, UsageError
+
+
+class Person(BaseModel):
+    name: str
+    age: int = Field(ge=0)
+
+
+class Shouty(BaseModel):
+    word: str
+
+    @field_validator("word")
+    @classmethod
+    def must_be_upper(cls, value: str) -> str:
+        if value != value.upper():
+            raise ValueError("must be upper case")
+        return value
+
+
+def test_pydantic_model_gives_instance():
+    checked = Schema.of(Person).check({"name": "Ada", "age": 36})
+    assert checked.ok
+    assert checked.value == Person(name="Ada", age=36)
+
+
+def test_type_adapter_forms():
+    assert Schema.of(list[Person]).check([{"name": "a", "age": 1}]).value == [
+        Person(name="a", age=1)
+    ]
+    assert not Schema.of(Literal["a", "b"]).check("c").ok
+    assert Schema.of(Literal["a", "b"]).check("b").value == "b"
+    assert not Schema.of(Annotated[int, Field(ge=3)]).check(2).ok
+    assert Schema.of(int | str).check("x").ok
+    assert not Schema.of(int | str).check(1.5).ok
+
+
+def test_dict_and_text_and_path(tmp_path: pathlib.Path):
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(schema))
+    for form in (schema, json.dumps(schema), path):
+        spec = Schema.of(form)
+        assert spec.json_schema == schema
+        assert spec.check({"a": 1}).value == {"a": 1}
+        assert [i.keyword for i in spec.check({}).issues] == ["required"]
+
+
+def test_caller_dict_is_copied_not_referenced():
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    spec = Schema.of(schema)
+    schema["properties"]["a"]["type"] = "string"
+    assert spec.json_schema["properties"]["a"]["type"] == "integer"
+    assert Schema.of(schema).json_schema["properties"]["a"]["type"] == "string"
+
+
+def test_every_issue_is_reported_with_path_and_keyword():
+    spec = Schema.of(
+        {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string"},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "odd key": {"type": "integer"},
+            },
+            "required": ["name", "id"],
+        }
+    )
+    issues = spec.check({"name": 1, "tags": ["ok", 2], "odd key": "x"}).issues
+    found = {(i.path, i.keyword) for i in issues}
+    assert found == {
+        ("$", "required"),
+        ("$.name", "type"),
+        ("$.tags[1]", "type"),
+        ('$["odd key"]', "type"),
+    }
+
+
+def test_anyof_reports_branch_reasons():
+    spec = Schema.of({"anyOf": [{"type": "integer"}, {"type": "object", "required": ["a"]}]})
+    issues = spec.check({}).issues
+    assert issues[0].keyword == "anyOf"
+    assert any("branch 1" in i.message and i.keyword == "required" for i in issues)
+
+
+def test_draft7_follows_dollar_schema_and_formats_are_checked():
+    draft7 = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "items": [{"type": "integer"}],
+        "properties": {"e": {"format": "email"}},
+    }
+    spec = Schema.of(draft7)
+    assert not spec.check([1.5]).ok  # tuple-form items only means something in draft 7
+    assert [i.keyword for i in spec.check({"e": "nope"}).issues] == ["format"]
+    for fmt, bad in (("date-time", "yesterday"), ("uuid", "x"), ("ipv4", "1.2.3"), ("iri", "a b")):
+        assert not Schema.of({"format": fmt}).check(bad).ok, fmt
+
+
+def test_model_validators_report_as_model_issues():
+    checked = Schema.of(Shouty).check({"word": "quiet"})
+    assert [(i.path, i.keyword) for i in checked.issues] == [("$.word", "model")]
+    assert "upper" in checked.issues[0].message
+
+
+@pytest.mark.parametrize(
+    ("schema", "error"),
+    [
+        ({"type": "nope"}, InvalidSchemaError),
+        ({"minimum": "three"}, InvalidSchemaError),
+        ("{not json", InvalidSchemaError),
+        ({"$ref": "#/$defs/missing"}, InvalidSchemaError),
+        ({"$ref": "https://example.com/s.json"}, UnsupportedSchemaError),
+        (False, UnsupportedSchemaError),
+        ({"a": float("nan")}, InvalidSchemaError),
+        (42, UsageError),
+        (pathlib.Path("/nonexistent/schema.json"), InvalidSchemaError),
+    ],
+)
+def test_bad_schemas_raise_typed_errors(schema, error):
+    with pytest.raises(error) as info:
+        Schema.of(schema)
+    assert isinstance(info.value, jsonmode.JsonModeError)
+
+
+def test_invalid_schema_names_the_location():
+    with pytest.raises(InvalidSchemaError) as info:
+        Schema.of({"properties": {"a": {"type": 5}}})
+    assert "properties" in info.value.schema_path
+
+
+def test_cached_and_named():
+    assert Schema.of(Person) is Schema.of(Person)
+    assert Schema.of(Person).name == "Person"
+    assert Schema.of({"title": "My thing!"}).name == "My_thing"
+    assert Schema.of(Person, name="other").name == "other"
+
+
+def test_prompt_form_is_compact_without_derived_titles():
+    form = Schema.of(Person).prompt_form()
+    assert " " not in form
+    assert '"title":"Name"' not in form
+    assert json.loads(form)["properties"]["age"] == {"minimum": 0, "type": "integer"}
