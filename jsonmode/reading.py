@@ -80,14 +80,13 @@ def parse(text: str, schema: object, mode: Mode = "strict", *, truncated: bool =
         data = loads_strict(text)
     except StrictJSONError as exc:
         if mode == "strict" or len(text) > MAX_REPAIR_CHARS:
-            raise _unreadable(text, str(exc), truncated, ()) from None
+            raise _unreadable(text, str(exc), truncated) from None
         return _repair(text, spec, truncated)
-    if mode == "strict":
+    if mode == "strict" or spec.check(data).ok:
+        # Conforming output is never changed, in either mode.
         return _validate(text, spec, data, ())
-    try:
-        return _validate(text, spec, *_coerced(spec, data, ()))
-    except SchemaViolationError:
-        return _repair(text, spec, truncated)
+    # The whole reply is one JSON document: coerce it, never hunt inside it.
+    return _validate(text, spec, *_coerced(spec, data, ()))
 
 
 def _coerced(spec: Schema, data: Any, repairs: Sequence[Repair]) -> tuple[Any, tuple[Repair, ...]]:
@@ -109,21 +108,27 @@ def _validate(text: str, spec: Schema, data: Any, repairs: Sequence[Repair]) -> 
     return Parsed(checked.value, data, tuple(repairs))
 
 
-def _unreadable(text: str, why: str, truncated: bool, repairs: Sequence[Repair]) -> OutputError:
+def _unreadable(text: str, why: str, truncated: bool) -> OutputError:
     if truncated:
         return OutputTruncatedError(
             f"output was cut off at the length limit: {why}",
             raw=text,
-            repairs=repairs,
             hint="raise max_tokens or ask for a shorter answer",
         )
-    return OutputParseError(f"output is not JSON: {why}", raw=text, repairs=repairs)
+    return OutputParseError(f"output is not JSON: {why}", raw=text)
 
 
 def _repair(text: str, spec: Schema, truncated: bool) -> Parsed:
+    """Try every candidate document; exactly one distinct conforming value may win.
+
+    Two different conforming documents in one reply are ambiguous: picking either
+    would silently drop the other, so that fails. A document cut off at the end of
+    the reply outranks an earlier non-conforming draft: "cut off" is the useful news.
+    """
     stripped = text.strip()
-    first_violation: SchemaViolationError | None = None
-    first_failure = ""
+    conforming: dict[str, Parsed] = {}
+    violations: list[SchemaViolationError] = []
+    failures: list[str] = []
     cut_off = False
     for candidate in find_candidates(text):
         if not candidate.closed:
@@ -138,19 +143,30 @@ def _repair(text: str, spec: Schema, truncated: bool) -> Parsed:
             try:
                 data = repair_syntax(candidate.text)
             except StrictJSONError as exc:
-                first_failure = first_failure or str(exc)
+                failures.append(str(exc))
                 continue
             repairs.append(Repair("$", "syntax", candidate.text, dumps(data)))
         try:
-            return _validate(text, spec, *_coerced(spec, data, repairs))
+            parsed = _validate(text, spec, *_coerced(spec, data, repairs))
         except SchemaViolationError as violation:
-            first_violation = first_violation or violation
-    if first_violation is not None:
-        raise first_violation
-    if cut_off or truncated:
+            violations.append(violation)
+            continue
+        conforming.setdefault(dumps(parsed.data), parsed)
+    if len(conforming) == 1:
+        return next(iter(conforming.values()))
+    if conforming:
+        raise OutputParseError(
+            f"output holds {len(conforming)} different JSON documents that each conform; "
+            "refusing to pick one",
+            raw=text,
+            hint="reply with exactly one JSON document",
+        )
+    if cut_off:
         raise OutputTruncatedError(
             "output ends inside an unfinished JSON document (cut off?)",
             raw=text,
             hint="raise max_tokens or ask for a shorter answer",
         )
-    raise OutputParseError(f"output is not JSON: {first_failure or 'nothing to read'}", raw=text)
+    if violations:
+        raise violations[0]
+    raise _unreadable(text, failures[0] if failures else "nothing to read", truncated)

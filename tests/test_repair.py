@@ -16,7 +16,10 @@ from jsonmode.repair.syntax import ContentLossError, repair_syntax
         ('Sure: {"a": 1} and also [2]', [('{"a": 1}', True), ("[2]", True)]),
         ('{"a": "brace } in string"}', [('{"a": "brace } in string"}', True)]),
         ('{"a": [1, 2', [('{"a": [1, 2', False)]),
-        ('```json\n{"a": 1\n```', [('{"a": 1\n', True)]),  # closed fence: a slip, not a cut
+        # closed fence: a slip, not a cut; the whole-reply span runs to the end, so it is
+        ('```json\n{"a": 1\n```', [('{"a": 1\n', True), ('{"a": 1\n```', False)]),
+        ('```python\nx = [1]\n```\nthen {"a": 1}', [("[1]", True), ('{"a": 1}', True)]),
+        ("{'t': '12\" vinyl', 'n': 'O'Brien'}", [("{'t': '12\" vinyl', 'n': 'O'Brien'}", True)]),
         ('```json\n{"a": [1', [('{"a": [1', False)]),
         ("42", [("42", True)]),
         ("no json here", [("no json here", True)]),
@@ -60,10 +63,11 @@ def test_repair_syntax_refuses_lossy_repairs(raw, why):
         repair_syntax(raw)
 
 
-@pytest.mark.parametrize("word", ["NaN", "Infinity"])
-def test_repair_syntax_never_turns_nan_into_a_number(word):
-    # A string: the schema then rejects it where a number is due.
-    assert repair_syntax(f'{{"x": {word},}}') == {"x": word}
+@pytest.mark.parametrize("word", ["NaN", "Infinity", "-Infinity", "undefined", "nan"])
+def test_bare_non_values_never_become_numbers_or_strings(word):
+    with pytest.raises(ContentLossError, match="not a JSON value"):
+        repair_syntax(f'{{"x": {word},}}')
+    assert repair_syntax(f'{{"x": "{word}",}}') == {"x": word}  # quoted: the model meant text
 
 
 def _coerce(schema, value):
@@ -77,6 +81,8 @@ def _coerce(schema, value):
         ({"type": "integer"}, "42", 42, ["string_to_integer"]),
         ({"type": "integer"}, " -7 ", -7, ["string_to_integer"]),
         ({"type": "integer"}, 31.0, 31, ["float_to_integer"]),
+        ({"type": "integer"}, "1234567890123456789", 1234567890123456789, ["string_to_integer"]),
+        ({"type": "number"}, "1234567890123456789", 1234567890123456789, ["string_to_number"]),
         ({"type": "number"}, "4.5", 4.5, ["string_to_number"]),
         ({"type": "boolean"}, "False", False, ["string_to_boolean"]),
         ({"type": "null"}, "null", None, ["string_to_null"]),

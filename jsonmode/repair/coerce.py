@@ -32,6 +32,7 @@ from jsonmode.schema.validation import format_path
 __all__ = ["coerce"]
 
 _INTEGER = re.compile(r"\s*[-+]?\d+(?:\.0*)?\s*")
+_FLOAT_MARK = re.compile(r"[.eE]")  # present: parse as float
 _NUMBER = re.compile(r"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*")
 _MAX_DEPTH = 64
 _MAX_REF_HOPS = 32
@@ -133,12 +134,13 @@ class _Walk:
         if isinstance(value, str):
             text = value.strip()
             if "integer" in types and _INTEGER.fullmatch(value):
-                return self.record(path, "string_to_integer", value, int(float(text)))
+                # int() on the digits, not via float: "1234567890123456789" stays exact.
+                exact = int(text.split(".", 1)[0])
+                return self.record(path, "string_to_integer", value, exact)
             if "number" in types and _NUMBER.fullmatch(value):
-                number = float(text)
+                number: float | int = float(text) if _FLOAT_MARK.search(text) else int(text)
                 if math.isfinite(number):
-                    after = int(number) if number.is_integer() and "." not in text else number
-                    return self.record(path, "string_to_number", value, after)
+                    return self.record(path, "string_to_number", value, number)
             if "boolean" in types and text.lower() in ("true", "false"):
                 return self.record(path, "string_to_boolean", value, text.lower() == "true")
             if "null" in types and text.lower() == "null":

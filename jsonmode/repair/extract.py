@@ -1,7 +1,8 @@
 """Find the JSON document(s) inside a model's reply: markdown fences, prose around JSON.
 
-The scanner tracks double-quoted strings only: single quotes are too often
-apostrophes in prose (``it's``) to be trusted as string delimiters.
+Fenced blocks are tried first, then every bracketed span of the whole reply, so
+a fence holding code (or a fence cut short by backticks inside a string) never
+hides the document.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ __all__ = ["Candidate", "find_candidates"]
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _OPENERS = {"{": "}", "[": "]"}
+_SINGLE_STARTS = frozenset("{[,:")
+_SINGLE_ENDS = frozenset(",:}]") | {""}
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,27 +32,41 @@ class Candidate:
     closed: bool
 
 
+def _neighbour(region: str, i: int, step: int) -> str:
+    """The nearest non-space character from ``i`` in direction ``step`` ("" at the edge)."""
+    i += step
+    while 0 <= i < len(region) and region[i].isspace():
+        i += step
+    return region[i] if 0 <= i < len(region) else ""
+
+
 def _spans(region: str) -> list[Candidate]:
-    """Top-level ``{...}``/``[...]`` spans of ``region``, in order."""
+    """Top-level ``{...}``/``[...]`` spans of ``region``, in order.
+
+    Double quotes always delimit strings (with backslash escapes). A single quote
+    opens a string only where a value or key may start (after ``{ [ , :``) and closes
+    it only where one may end (before ``, : } ]``), so apostrophes in ``'O'Brien'``
+    or ``'it's'`` are content, and ``'12" vinyl'`` does not open a double-quoted string.
+    """
     found: list[Candidate] = []
     i, n = 0, len(region)
     while i < n:
         if region[i] not in _OPENERS:
             i += 1
             continue
-        start, stack, in_string, escaped = i, [_OPENERS[region[i]]], False, False
+        start, stack, quote, escaped = i, [_OPENERS[region[i]]], "", False
         i += 1
         while i < n and stack:
             ch = region[i]
-            if in_string:
+            if quote:
                 if escaped:
                     escaped = False
                 elif ch == "\\":
                     escaped = True
-                elif ch == '"':
-                    in_string = False
-            elif ch == '"':
-                in_string = True
+                elif ch == quote and (quote == '"' or _neighbour(region, i, 1) in _SINGLE_ENDS):
+                    quote = ""
+            elif ch == '"' or (ch == "'" and _neighbour(region, i, -1) in _SINGLE_STARTS):
+                quote = ch
             elif ch in _OPENERS:
                 stack.append(_OPENERS[ch])
             elif ch in "}]":
@@ -67,30 +84,28 @@ def _spans(region: str) -> list[Candidate]:
 
 
 def find_candidates(text: str) -> list[Candidate]:
-    """Candidate documents in ``text``, most likely first.
+    """Candidate documents in ``text``, most likely first, without duplicates.
 
-    Fenced blocks come first (a closing fence that never comes means the reply was
-    cut off), then bracketed spans in the prose. When nothing is bracketed the
-    stripped text itself is the only candidate (a scalar document, or garbage that
-    the parser will reject).
+    Spans inside fenced blocks come first, then spans of the whole reply. A span is
+    ``closed=False`` only when it is still open at the end of the reply (inside a
+    closed fence, an open span is a syntax slip, not a cut). When nothing is
+    bracketed, the stripped text itself is the only candidate (a scalar document,
+    or text the parser will reject).
     """
-    # (region, runs_to_end): an open document is only "cut off" when its region runs
-    # to the end of the reply; inside a closed fence it is a syntax slip instead.
-    regions: list[tuple[str, bool]] = [
-        (m.group(2), not (m.group(0).endswith("```") and m.end() - m.start(2) >= 3))
-        for m in _FENCE.finditer(text)
-    ]
-    if not regions:
-        regions = [(text, True)]
     candidates: list[Candidate] = []
-    for region, runs_to_end in regions:
-        spans = _spans(region)
-        if spans:
-            candidates.extend(
-                Candidate(span.text, closed=span.closed or not runs_to_end) for span in spans
-            )
-        elif region.strip():
-            candidates.append(Candidate(region.strip(), closed=True))
+    seen: set[str] = set()
+
+    def add(candidate: Candidate) -> None:
+        if candidate.text not in seen:
+            seen.add(candidate.text)
+            candidates.append(candidate)
+
+    for fence in _FENCE.finditer(text):
+        runs_to_end = not fence.group(0).endswith("```") or fence.end() - fence.start(2) < 3
+        for span in _spans(fence.group(2)):
+            add(Candidate(span.text, closed=span.closed or not runs_to_end))
+    for span in _spans(text):
+        add(span)
     if not candidates:
-        candidates.append(Candidate(text.strip(), closed=True))
+        add(Candidate(text.strip(), closed=True))
     return candidates

@@ -27,8 +27,11 @@ __all__ = ["ContentLossError", "repair_syntax"]
 _TOKEN = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|\w+")
 _ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.DOTALL)
 _SIMPLE_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f"}
-# Python and JavaScript spellings json-repair maps onto JSON literals.
-_LITERAL_ALIASES = {"none": "null", "undefined": "null"}
+# Python spellings json-repair maps onto JSON literals.
+_LITERAL_ALIASES = {"none": "null"}
+# Bare words that mean "no value" or "not a number": json-repair keeps them as strings,
+# which would turn a missing value into text.
+_NON_VALUES = frozenset({"undefined", "nan", "-nan", "infinity", "-infinity", "inf", "-inf"})
 _EMPTY_STRING = re.compile(r"\"\"|''")
 
 
@@ -114,9 +117,13 @@ def _strings(value: Any) -> Iterator[str]:
         yield value
 
 
+def _quoted_in(source: str, text: str) -> bool:
+    return f'"{text}"' in source or f"'{text}'" in source
+
+
 def _stands_in(source: str, text: str) -> bool:
     """``text`` appears in ``source`` quoted, or bare between non-word characters."""
-    if f'"{text}"' in source or f"'{text}'" in source:
+    if _quoted_in(source, text):
         return True
     if not text or text != text.strip():
         return False
@@ -148,6 +155,8 @@ def _check_content(raw: str, value: Any) -> None:
     if _empty_strings(value) > len(_EMPTY_STRING.findall(source)):
         raise ContentLossError("repair would invent an empty string for a missing value")
     for text in _strings(value):
+        if text.lower() in _NON_VALUES and not _quoted_in(source, text):
+            raise ContentLossError(f"bare {text} is not a JSON value")
         if not _stands_in(source, text):
             raise ContentLossError(f"repair would alter the string {_sample(Counter([text]))}")
 
