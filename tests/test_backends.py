@@ -41,7 +41,8 @@ def test_function_annotated_str_gets_a_prompt():
         return '{"ok": false}'
 
     assert JsonMode(backend).generate("question?", SCHEMA) == {"ok": False}
-    assert "[system]" in prompts[0] and "question?" in prompts[0]
+    assert "[system]" in prompts[0]
+    assert "question?" in prompts[0]
 
 
 def test_async_function_backend_in_sync_and_async_code():

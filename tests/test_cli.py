@@ -42,14 +42,17 @@ def test_validate_file_and_stdin(capsys, monkeypatch, schema_file, tmp_path):
     )
     assert status == 1
     assert out == ""
-    assert err.count("\n") == 1 and "SchemaViolationError" in err and "required" in err
+    assert err.count("\n") == 1
+    assert "SchemaViolationError" in err
+    assert "required" in err
 
 
 def test_validate_is_strict(capsys, monkeypatch, schema_file):
     status, _, err = run(
         capsys, ["validate", "--schema", str(schema_file)], "{'name': 'A', 'age': 1}", monkeypatch
     )
-    assert status == 1 and "OutputParseError" in err
+    assert status == 1
+    assert "OutputParseError" in err
 
 
 def test_repair_prints_value_and_lists_repairs_verbose(capsys, monkeypatch, schema_file):
@@ -57,15 +60,18 @@ def test_repair_prints_value_and_lists_repairs_verbose(capsys, monkeypatch, sche
     status, out, err = run(capsys, ["repair", "-v", "--schema", str(schema_file)], raw, monkeypatch)
     assert status == 0
     assert json.loads(out) == {"name": "Ada", "age": 36}
-    assert "string_to_integer" in err and "extract" in err
+    assert "string_to_integer" in err
+    assert "extract" in err
 
 
 def test_repair_failure_verbose_shows_issues(capsys, monkeypatch, schema_file):
     status, out, err = run(
         capsys, ["repair", "-v", "--schema", str(schema_file)], '{"age": "x"}', monkeypatch
     )
-    assert status == 1 and out == ""
-    assert "issue: $ (required)" in err and "issue: $.age (type)" in err
+    assert status == 1
+    assert out == ""
+    assert "issue: $ (required)" in err
+    assert "issue: $.age (type)" in err
 
 
 def test_indent(capsys, monkeypatch, schema_file):
@@ -75,19 +81,23 @@ def test_indent(capsys, monkeypatch, schema_file):
         '{"name":"A","age":1}',
         monkeypatch,
     )
-    assert status == 0 and out == '{\n  "name": "A",\n  "age": 1\n}\n'
+    assert status == 0
+    assert out == '{\n  "name": "A",\n  "age": 1\n}\n'
 
 
 def test_usage_errors_exit_2(capsys, monkeypatch, tmp_path, schema_file):
     bad = tmp_path / "bad.json"
     bad.write_text('{"type": 12}')
     status, _, err = run(capsys, ["validate", "--schema", str(bad)], "{}", monkeypatch)
-    assert status == 2 and "InvalidSchemaError" in err
+    assert status == 2
+    assert "InvalidSchemaError" in err
     status, _, err = run(capsys, ["validate", "--schema", str(schema_file), str(tmp_path / "nope")])
-    assert status == 2 and "cannot read" in err
+    assert status == 2
+    assert "cannot read" in err
     monkeypatch.delenv("JSONMODE_MODEL", raising=False)
     status, _, err = run(capsys, ["generate", "--schema", str(schema_file), "hi"])
-    assert status == 2 and "--model" in err
+    assert status == 2
+    assert "--model" in err
 
 
 def test_demo_runs_offline_and_says_it_is_scripted(capsys):
@@ -95,7 +105,8 @@ def test_demo_runs_offline_and_says_it_is_scripted(capsys):
     assert status == 0
     assert "SCRIPTED" in out
     assert out.count("valid") >= 3
-    assert "truncated" in out and "invalid_json" in out
+    assert "truncated" in out
+    assert "invalid_json" in out
 
 
 def test_console_script_is_installed_and_validate_starts_fast(schema_file):

@@ -232,5 +232,7 @@ def test_transformers_models_are_refused_clearly():
 
 def test_repr_names_backend_mode_and_tier():
     text = repr(JsonMode(ScriptedBackend([]), mode="repair"))
-    assert "scripted" in text and "repair" in text and "prompted" in text
+    assert "scripted" in text
+    assert "repair" in text
+    assert "prompted" in text
     assert isinstance(jsonmode.JsonMode, type)
