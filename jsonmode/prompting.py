@@ -45,7 +45,7 @@ def user_messages(prompt_or_messages: str | Sequence[Message]) -> tuple[Message,
 
 
 def _system(schema: Schema) -> str:
-    return _CONTRACT.format(schema=schema.prompt_form())
+    return _CONTRACT.format(schema=schema.prompt_form)
 
 
 def first_messages(

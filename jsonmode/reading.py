@@ -25,7 +25,7 @@ from jsonmode.repair.coerce import coerce
 from jsonmode.repair.extract import find_candidates
 from jsonmode.repair.report import Repair
 from jsonmode.repair.syntax import repair_syntax
-from jsonmode.schema.core import Schema
+from jsonmode.schema.core import Checked, Schema
 
 __all__ = ["MAX_REPAIR_CHARS", "Mode", "Parsed", "parse"]
 
@@ -82,9 +82,10 @@ def parse(text: str, schema: object, mode: Mode = "strict", *, truncated: bool =
         if mode == "strict" or len(text) > MAX_REPAIR_CHARS:
             raise _unreadable(text, str(exc), truncated) from None
         return _repair(text, spec, truncated)
-    if mode == "strict" or spec.check(data).ok:
+    checked = spec.check(data)
+    if mode == "strict" or checked.ok:
         # Conforming output is never changed, in either mode.
-        return _validate(text, spec, data, ())
+        return _conforming(text, data, checked, ())
     # The whole reply is one JSON document: coerce it, never hunt inside it.
     return _validate(text, spec, *_coerced(spec, data, ()))
 
@@ -95,7 +96,11 @@ def _coerced(spec: Schema, data: Any, repairs: Sequence[Repair]) -> tuple[Any, t
 
 
 def _validate(text: str, spec: Schema, data: Any, repairs: Sequence[Repair]) -> Parsed:
-    checked = spec.check(data)
+    return _conforming(text, data, spec.check(data), repairs)
+
+
+def _conforming(text: str, data: Any, checked: Checked, repairs: Sequence[Repair]) -> Parsed:
+    """``checked`` as a Parsed value, or the SchemaViolationError listing every issue."""
     if not checked.ok:
         count = len(checked.issues)
         raise SchemaViolationError(

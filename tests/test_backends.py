@@ -132,7 +132,10 @@ def test_native_capability_table(model, api_base, native):
 
 def test_litellm_errors_map_to_transient_or_permanent():
     import httpx
-    import litellm
+
+    from jsonmode.backends.litellm import _litellm
+
+    litellm = _litellm()  # imported the way jsonmode does: no network for the cost map
 
     request = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
 

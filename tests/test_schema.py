@@ -145,7 +145,7 @@ def test_cached_and_named():
 
 
 def test_prompt_form_is_compact_without_derived_titles():
-    form = Schema.of(Person).prompt_form()
+    form = Schema.of(Person).prompt_form
     assert " " not in form
     assert '"title":"Name"' not in form
     assert json.loads(form)["properties"]["age"] == {"minimum": 0, "type": "integer"}

@@ -10,12 +10,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from jsonmode.repair.lexer import lex
+
 __all__ = ["Candidate", "find_candidates"]
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _OPENERS = {"{": "}", "[": "]"}
-_SINGLE_STARTS = frozenset("{[,:")
-_SINGLE_ENDS = frozenset(",:}]") | {""}
+_OPEN = re.compile(r"[{\[]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,54 +33,44 @@ class Candidate:
     closed: bool
 
 
-def _neighbour(region: str, i: int, step: int) -> str:
-    """The nearest non-space character from ``i`` in direction ``step`` ("" at the edge)."""
-    i += step
-    while 0 <= i < len(region) and region[i].isspace():
-        i += step
-    return region[i] if 0 <= i < len(region) else ""
+def _match(region: str, start: int) -> Candidate | None:
+    """The span opened at ``start``, or None when a closer does not match."""
+    stack: list[str] = []
+    for token in lex(region, start):
+        if token.kind == "string":
+            if not token.closed:
+                break
+            continue
+        if token.kind != "bracket":
+            continue
+        char = region[token.start]
+        if char in _OPENERS:
+            stack.append(_OPENERS[char])
+        elif char != stack[-1]:
+            return None
+        else:
+            stack.pop()
+            if not stack:
+                return Candidate(region[start : token.end], closed=True)
+    return Candidate(region[start:], closed=False)
 
 
 def _spans(region: str) -> list[Candidate]:
     """Top-level ``{...}``/``[...]`` spans of ``region``, in order.
 
-    Double quotes always delimit strings (with backslash escapes). A single quote
-    opens a string only where a value or key may start (after ``{ [ , :``) and closes
-    it only where one may end (before ``, : } ]``), so apostrophes in ``'O'Brien'``
-    or ``'it's'`` are content, and ``'12" vinyl'`` does not open a double-quoted string.
+    Prose between spans is not lexed (a stray quote there must not swallow the JSON).
     """
     found: list[Candidate] = []
-    i, n = 0, len(region)
-    while i < n:
-        if region[i] not in _OPENERS:
-            i += 1
+    pos = 0
+    while (opener := _OPEN.search(region, pos)) is not None:
+        span = _match(region, opener.start())
+        if span is None:
+            pos = opener.start() + 1
             continue
-        start, stack, quote, escaped = i, [_OPENERS[region[i]]], "", False
-        i += 1
-        while i < n and stack:
-            ch = region[i]
-            if quote:
-                if escaped:
-                    escaped = False
-                elif ch == "\\":
-                    escaped = True
-                elif ch == quote and (quote == '"' or _neighbour(region, i, 1) in _SINGLE_ENDS):
-                    quote = ""
-            elif ch == '"' or (ch == "'" and _neighbour(region, i, -1) in _SINGLE_STARTS):
-                quote = ch
-            elif ch in _OPENERS:
-                stack.append(_OPENERS[ch])
-            elif ch in "}]":
-                if ch != stack[-1]:
-                    break  # mismatched closer: not JSON structure, move on
-                stack.pop()
-            i += 1
-        if not stack:
-            found.append(Candidate(region[start:i], closed=True))
-        elif i >= n:
-            found.append(Candidate(region[start:], closed=False))
-        else:
-            i = start + 1
+        found.append(span)
+        if not span.closed:
+            break
+        pos = opener.start() + len(span.text)
     return found
 
 

@@ -15,12 +15,12 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import json_repair
 
 from jsonmode._json import StrictJSONError, dumps
+from jsonmode.repair.lexer import lex, string_body, strip_comments
 
 __all__ = ["ContentLossError", "repair_syntax"]
 
@@ -46,42 +46,13 @@ def _unescape(match: re.Match[str]) -> str:
     return _SIMPLE_ESCAPES.get(body, body)
 
 
-def _strip_comments(text: str) -> str:
-    """Drop ``//`` and ``/* */`` comments outside double-quoted strings."""
-    out: list[str] = []
-    i, n, in_string = 0, len(text), False
-    while i < n:
-        ch = text[i]
-        if in_string:
-            out.append(ch)
-            if ch == "\\" and i + 1 < n:
-                out.append(text[i + 1])
-                i += 1
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-            out.append(ch)
-        elif text.startswith("//", i):
-            end = text.find("\n", i)
-            i = n if end < 0 else end
-            continue
-        elif text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            i = n if end < 0 else end + 2
-            continue
-        else:
-            out.append(ch)
-        i += 1
-    return "".join(out)
+def _decode(text: str) -> str:
+    return _ESCAPE.sub(_unescape, text) if "\\" in text else text
 
 
 def _token(raw: str) -> str:
     if raw[0].isdigit() or raw[0] == "-":
-        try:
-            return repr(float(raw))
-        except ValueError:  # pragma: no cover - the regex only matches numbers here
-            return raw
+        return repr(float(raw))
     word = raw.lower()
     return _LITERAL_ALIASES.get(word, word)
 
@@ -90,85 +61,60 @@ def _tokens(text: str) -> Counter[str]:
     return Counter(_token(m.group(0)) for m in _TOKEN.finditer(text))
 
 
-def _scalars(value: Any) -> Iterator[str]:
-    """Text of every key and scalar, in the spelling the raw text would use."""
+def _walk(value: Any, scalars: list[str], strings: list[str]) -> bool:
+    """Collect keys and scalars (as the raw text would spell them); False on NaN/inf."""
     if isinstance(value, dict):
         for key, item in value.items():
-            yield key
-            yield from _scalars(item)
+            scalars.append(key)
+            strings.append(key)
+            if not _walk(item, scalars, strings):
+                return False
     elif isinstance(value, list):
         for item in value:
-            yield from _scalars(item)
+            if not _walk(item, scalars, strings):
+                return False
     elif isinstance(value, str):
-        yield value
+        scalars.append(value)
+        strings.append(value)
+    elif isinstance(value, float) and not math.isfinite(value):
+        return False
     else:
-        yield dumps(value)
+        scalars.append(dumps(value))
+    return True
 
 
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, dict):
-        for key, item in value.items():
-            yield key
-            yield from _strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
-    elif isinstance(value, str):
-        yield value
-
-
-def _quoted_in(source: str, text: str) -> bool:
-    return f'"{text}"' in source or f"'{text}'" in source
-
-
-def _stands_in(source: str, text: str) -> bool:
-    """``text`` appears in ``source`` quoted, or bare between non-word characters."""
-    if _quoted_in(source, text):
-        return True
+def _bare_in(source: str, text: str) -> bool:
+    """``text`` stands unquoted in ``source``, between non-word characters."""
     if not text or text != text.strip():
         return False
     bare = re.compile(r"(?<![\w'\"])" + re.escape(text) + r"(?![\w'\"])")
     return bare.search(source) is not None
 
 
-def _empty_strings(value: Any) -> int:
-    if isinstance(value, dict):
-        return sum((key == "") + _empty_strings(item) for key, item in value.items())
-    if isinstance(value, list):
-        return sum(_empty_strings(item) for item in value)
-    return int(value == "")
-
-
 def _check_content(raw: str, value: Any) -> None:
-    if not _finite(value):
+    scalars: list[str] = []
+    strings: list[str] = []
+    if not _walk(value, scalars, strings):
         raise ContentLossError("NaN and Infinity are not JSON numbers")
-    source = _ESCAPE.sub(_unescape, _strip_comments(raw))
-    before = _tokens(source)
-    after: Counter[str] = Counter()
-    for text in _scalars(value):
-        after.update(_tokens(text))
+    source = strip_comments(raw)
+    quoted = {_decode(string_body(source, t)) for t in lex(source) if t.kind == "string"}
+    # One tokenisation of each side: every word and number must survive, none appear.
+    before = _tokens(_decode(source))
+    after = _tokens("\n".join(scalars))
     lost, added = before - after, after - before
     if lost:
         raise ContentLossError(f"repair would lose content: {_sample(lost)}")
     if added:
         raise ContentLossError(f"repair would invent content: {_sample(added)}")
-    if _empty_strings(value) > len(_EMPTY_STRING.findall(source)):
+    if strings.count("") > len(_EMPTY_STRING.findall(source)):
         raise ContentLossError("repair would invent an empty string for a missing value")
-    for text in _strings(value):
-        if text.lower() in _NON_VALUES and not _quoted_in(source, text):
+    for text in strings:
+        if text in quoted:
+            continue
+        if text.lower() in _NON_VALUES:
             raise ContentLossError(f"bare {text} is not a JSON value")
-        if not _stands_in(source, text):
-            raise ContentLossError(f"repair would alter the string {_sample(Counter([text]))}")
-
-
-def _finite(value: Any) -> bool:
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if isinstance(value, dict):
-        return all(_finite(item) for item in value.values())
-    if isinstance(value, list):
-        return all(_finite(item) for item in value)
-    return True
+        if not _bare_in(source, text):
+            raise ContentLossError(f"repair would alter the string {text!r:.60}")
 
 
 def _sample(tokens: Counter[str], limit: int = 5) -> str:

@@ -11,6 +11,7 @@ A :class:`Schema` is immutable and thread-safe; building one costs a schema chec
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import pathlib
 import re
@@ -183,6 +184,7 @@ class Schema:
                 )
             )
 
+    @functools.cached_property
     def prompt_form(self) -> str:
         """The schema as compact JSON for a prompt, without pydantic's derived titles."""
         return json.dumps(_strip_derived_titles(self.json_schema), separators=(",", ":"))
