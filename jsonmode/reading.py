@@ -91,6 +91,8 @@ def parse(text: str, schema: object, mode: Mode = "strict", *, truncated: bool =
 
 
 def _coerced(spec: Schema, data: Any, repairs: Sequence[Repair]) -> tuple[Any, tuple[Repair, ...]]:
+    if spec.conforms(data):
+        return data, tuple(repairs)
     fixed, coercions = coerce(data, spec.json_schema, spec.validator)
     return fixed, (*repairs, *coercions)
 

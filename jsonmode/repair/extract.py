@@ -8,6 +8,7 @@ hides the document.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from jsonmode.repair.lexer import lex
@@ -36,14 +37,14 @@ class Candidate:
 def _match(region: str, start: int) -> Candidate | None:
     """The span opened at ``start``, or None when a closer does not match."""
     stack: list[str] = []
-    for token in lex(region, start):
-        if token.kind == "string":
-            if not token.closed:
+    for kind, begin, end, closed in lex(region, start):
+        if kind == "string":
+            if not closed:
                 break
             continue
-        if token.kind != "bracket":
+        if kind != "bracket":
             continue
-        char = region[token.start]
+        char = region[begin]
         if char in _OPENERS:
             stack.append(_OPENERS[char])
         elif char != stack[-1]:
@@ -51,18 +52,23 @@ def _match(region: str, start: int) -> Candidate | None:
         else:
             stack.pop()
             if not stack:
-                return Candidate(region[start : token.end], closed=True)
+                return Candidate(region[start:end], closed=True)
     return Candidate(region[start:], closed=False)
 
 
-def _spans(region: str) -> list[Candidate]:
+def _spans(region: str, skip: Sequence[tuple[int, int]] = ()) -> list[Candidate]:
     """Top-level ``{...}``/``[...]`` spans of ``region``, in order.
 
-    Prose between spans is not lexed (a stray quote there must not swallow the JSON).
+    Prose between spans is not lexed (a stray quote there must not swallow the JSON);
+    nor are the ``skip`` ranges (fences whose spans are already known).
     """
     found: list[Candidate] = []
     pos = 0
     while (opener := _OPEN.search(region, pos)) is not None:
+        inside = next((end for begin, end in skip if begin <= opener.start() < end), None)
+        if inside is not None:
+            pos = inside
+            continue
         span = _match(region, opener.start())
         if span is None:
             pos = opener.start() + 1
@@ -91,11 +97,15 @@ def find_candidates(text: str) -> list[Candidate]:
             seen.add(candidate.text)
             candidates.append(candidate)
 
+    known: list[tuple[int, int]] = []  # fences whose every span closed inside them
     for fence in _FENCE.finditer(text):
         runs_to_end = not fence.group(0).endswith("```") or fence.end() - fence.start(2) < 3
-        for span in _spans(fence.group(2)):
+        spans = _spans(fence.group(2))
+        for span in spans:
             add(Candidate(span.text, closed=span.closed or not runs_to_end))
-    for span in _spans(text):
+        if all(span.closed for span in spans):
+            known.append((fence.start(2), fence.end()))
+    for span in _spans(text, known):
         add(span)
     if not candidates:
         add(Candidate(text.strip(), closed=True))

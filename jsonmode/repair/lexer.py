@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Token", "lex", "string_body", "strip_comments"]
+__all__ = ["QUOTED_BODY", "Token", "lex", "strip_comments"]
 
 _TOKEN = re.compile(
     r"""
@@ -31,18 +30,21 @@ _TOKEN = re.compile(
 )
 _SQ_END = re.compile(r"(?:[^\\]|\\.)*?'(?=[ \t\r]*(?:[,:}\]\n#]|//|/\*|\Z))", re.DOTALL)
 _SQ_STARTS = frozenset("{[,:")
+#: Bodies of quoted strings, found without lexing: double-quoted anywhere, single-quoted
+#: where a key or value starts. A superset of the lexer's strings, used where a
+#: superset is safe (the content-loss guard asks "was this string quoted in the raw?").
+QUOTED_BODY = re.compile(
+    r"""\"([^"\\]*(?:\\.[^"\\]*)*)\""""  # "double", escapes kept
+    r"""|[{\[,:]\s*'((?:[^\\]|\\.)*?)'(?=[ \t\r]*(?:[,:}\]\n#]|//|/\*|\Z))""",  # 'single'
+    re.DOTALL,
+)
 
 Kind = Literal["string", "comment", "bracket"]
 
-
-@dataclass(frozen=True, slots=True)
-class Token:
-    """A lexeme: ``text[start:end]``. ``closed`` is False for a string cut off at the end."""
-
-    kind: Kind
-    start: int
-    end: int
-    closed: bool = True
+#: ``(kind, start, end, closed)``: the lexeme is ``text[start:end]``; ``closed`` is
+#: False for a string cut off at the end of the text. A plain tuple: the lexer is on
+#: the repair hot path and a tuple costs a third of a dataclass instance.
+Token = tuple[Kind, int, int, bool]
 
 
 def _previous_char(text: str, index: int) -> str:
@@ -66,17 +68,17 @@ def lex(text: str, pos: int = 0) -> Iterator[Token]:
                 continue
             end_match = _SQ_END.match(text, start + 1)
             if end_match is None:
-                yield Token("string", start, n, closed=False)
+                yield ("string", start, n, False)
                 return
-            yield Token("string", start, end_match.end())
+            yield ("string", start, end_match.end(), True)
             pos = end_match.end()
             continue
         end = match.end()
         if kind == "dq":
             closed = end - start >= 2 and text[end - 1] == '"' and not _escaped(text, end - 1)
-            yield Token("string", start, end, closed)
+            yield ("string", start, end, closed)
         else:
-            yield Token(kind, start, end)  # type: ignore[arg-type]
+            yield (kind, start, end, True)  # type: ignore[misc]
         pos = end
 
 
@@ -87,21 +89,15 @@ def _escaped(text: str, index: int) -> bool:
     return backslashes % 2 == 1
 
 
-def string_body(text: str, token: Token) -> str:
-    """The raw body of a string token, without its delimiters (escapes kept)."""
-    body = text[token.start + 1 : token.end]
-    return body[:-1] if token.closed and body else body
-
-
 def strip_comments(text: str) -> str:
     """``text`` without its comments (strings untouched)."""
     if "/" not in text and "#" not in text:
         return text
     pieces: list[str] = []
     last = 0
-    for token in lex(text):
-        if token.kind == "comment":
-            pieces.append(text[last : token.start])
-            last = token.end
+    for kind, start, end, _ in lex(text):
+        if kind == "comment":
+            pieces.append(text[last:start])
+            last = end
     pieces.append(text[last:])
     return "".join(pieces)

@@ -20,7 +20,7 @@ from typing import Any
 import json_repair
 
 from jsonmode._json import StrictJSONError, dumps
-from jsonmode.repair.lexer import lex, string_body, strip_comments
+from jsonmode.repair.lexer import QUOTED_BODY, strip_comments
 
 __all__ = ["ContentLossError", "repair_syntax"]
 
@@ -32,6 +32,8 @@ _LITERAL_ALIASES = {"none": "null"}
 # Bare words that mean "no value" or "not a number": json-repair keeps them as strings,
 # which would turn a missing value into text.
 _NON_VALUES = frozenset({"undefined", "nan", "-nan", "infinity", "-infinity", "inf", "-inf"})
+# What separates unquoted keys and values: their text lies between these.
+_STRUCTURE = re.compile(r"[{}\[\],:\n]")
 _EMPTY_STRING = re.compile(r"\"\"|''")
 
 
@@ -61,6 +63,21 @@ def _tokens(text: str) -> Counter[str]:
     return Counter(_token(m.group(0)) for m in _TOKEN.finditer(text))
 
 
+def _difference(raw: str, repaired: str) -> tuple[Counter[str], Counter[str]]:
+    """Words and numbers of ``raw`` missing from ``repaired``, and the reverse.
+
+    Compares spellings first (one ``findall`` per side, in C); only when they differ
+    does it compare numbers by value and Python literals by meaning (``4.50`` is
+    ``4.5``, ``None`` is ``null``).
+    """
+    before = Counter(_TOKEN.findall(raw.lower()))
+    after = Counter(_TOKEN.findall(repaired.lower()))
+    if before == after:
+        return Counter(), Counter()
+    before, after = _tokens(raw), _tokens(repaired)
+    return before - after, after - before
+
+
 def _walk(value: Any, scalars: list[str], strings: list[str]) -> bool:
     """Collect keys and scalars (as the raw text would spell them); False on NaN/inf."""
     if isinstance(value, dict):
@@ -83,10 +100,12 @@ def _walk(value: Any, scalars: list[str], strings: list[str]) -> bool:
     return True
 
 
-def _bare_in(source: str, text: str) -> bool:
+def _bare_in(source: str, text: str, pieces: set[str]) -> bool:
     """``text`` stands unquoted in ``source``, between non-word characters."""
     if not text or text != text.strip():
         return False
+    if text in pieces:
+        return True
     bare = re.compile(r"(?<![\w'\"])" + re.escape(text) + r"(?![\w'\"])")
     return bare.search(source) is not None
 
@@ -97,23 +116,24 @@ def _check_content(raw: str, value: Any) -> None:
     if not _walk(value, scalars, strings):
         raise ContentLossError("NaN and Infinity are not JSON numbers")
     source = strip_comments(raw)
-    quoted = {_decode(string_body(source, t)) for t in lex(source) if t.kind == "string"}
-    # One tokenisation of each side: every word and number must survive, none appear.
-    before = _tokens(_decode(source))
-    after = _tokens("\n".join(scalars))
-    lost, added = before - after, after - before
+    decoded = _decode(source)
+    lost, added = _difference(decoded, "\n".join(scalars))
     if lost:
         raise ContentLossError(f"repair would lose content: {_sample(lost)}")
     if added:
         raise ContentLossError(f"repair would invent content: {_sample(added)}")
     if strings.count("") > len(_EMPTY_STRING.findall(source)):
         raise ContentLossError("repair would invent an empty string for a missing value")
+    quoted = {_decode(double or single) for double, single in QUOTED_BODY.findall(source)}
+    pieces: set[str] = set()
     for text in strings:
         if text in quoted:
             continue
         if text.lower() in _NON_VALUES:
             raise ContentLossError(f"bare {text} is not a JSON value")
-        if not _bare_in(source, text):
+        if not pieces:
+            pieces = {piece.strip() for piece in _STRUCTURE.split(source)}
+        if not _bare_in(source, text, pieces):
             raise ContentLossError(f"repair would alter the string {text!r:.60}")
 
 

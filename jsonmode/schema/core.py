@@ -16,7 +16,7 @@ import json
 import pathlib
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +26,7 @@ import referencing.exceptions
 from jsonschema.protocols import Validator as _JsonschemaValidator
 
 from jsonmode.errors import InvalidSchemaError, UnsupportedSchemaError, UsageError
+from jsonmode.schema.fastcheck import compile_check
 from jsonmode.schema.validation import Issue, format_path, make_validator, validation_issues
 
 __all__ = ["Checked", "Schema"]
@@ -67,6 +68,7 @@ class Schema:
     name: str
     adapter: pydantic.TypeAdapter[Any] | None = field(default=None, repr=False)
     _validator: _JsonschemaValidator = field(init=False, repr=False, compare=False)
+    _fast: Callable[[Any], bool] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         try:
@@ -77,6 +79,7 @@ class Schema:
                 schema_path="/" + "/".join(str(part) for part in exc.absolute_path),
             ) from None
         object.__setattr__(self, "_validator", validator)
+        object.__setattr__(self, "_fast", compile_check(self.json_schema, validator.format_checker))
         if self.json_schema is False:
             raise UnsupportedSchemaError("the schema `false` accepts no value at all")
         _check_local_refs(self.json_schema)
@@ -155,8 +158,23 @@ class Schema:
         """True when checking returns a pydantic instance / typed value, not plain JSON."""
         return self.adapter is not None
 
+    def conforms(self, value: Any) -> bool:
+        """Whether ``value`` satisfies the JSON Schema (no explanation; cheap when compiled)."""
+        if self._fast is not None:
+            return self._fast(value)
+        try:
+            return bool(self._validator.is_valid(value))
+        except referencing.exceptions.Unresolvable as exc:
+            raise InvalidSchemaError(f"schema reference cannot be resolved: {exc}") from None
+
     def issues(self, value: Any) -> list[Issue]:
-        """Every JSON Schema violation of ``value`` (empty when it conforms)."""
+        """Every JSON Schema violation of ``value`` (empty when it conforms).
+
+        A compiled yes/no check answers first when the schema allows it (see
+        :mod:`jsonmode.schema.fastcheck`); jsonschema explains every failure.
+        """
+        if self._fast is not None and self._fast(value):
+            return []
         try:
             return validation_issues(self._validator, value)
         except referencing.exceptions.Unresolvable as exc:
