@@ -183,8 +183,8 @@ class _Compiler:
         unknown = set(schema) - _SUPPORTED - _ANNOTATIONS
         if unknown:
             raise _Unsupported(", ".join(sorted(unknown)))
-        checks = [self.keyword(key, schema[key], schema) for key in schema if key in _SUPPORTED]
-        checks = [check for check in checks if check is not None]
+        compiled = (self.keyword(key, schema[key], schema) for key in schema if key in _SUPPORTED)
+        checks: list[Check] = [check for check in compiled if check is not None]
         if not checks:
             return lambda value: True
         if len(checks) == 1:
@@ -414,7 +414,7 @@ class _Compiler:
             if isinstance(arg, float):  # jsonschema's float rule, overflow included
                 try:
                     quotient = value / arg
-                    return int(quotient) == quotient
+                    return bool(int(quotient) == quotient)
                 except OverflowError:
                     return (Fraction(value) / Fraction(arg)).denominator == 1
             return not value % arg
