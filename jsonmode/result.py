@@ -99,7 +99,7 @@ class Result(Generic[T]):
     value: T
     data: Any
     tier: Tier
-    mode: str
+    mode: Literal["strict", "repair"]
     attempts: tuple[Attempt, ...]
     duration_s: float
 

@@ -140,6 +140,7 @@ def test_invalid_schema_names_the_location():
 def test_cached_and_named():
     assert Schema.of(Person) is Schema.of(Person)
     assert Schema.of(Person).name == "Person"
+    assert Schema.of(list[Person]).name == "list_Person"
     assert Schema.of({"title": "My thing!"}).name == "My_thing"
     assert Schema.of(Person, name="other").name == "other"
 

@@ -27,6 +27,7 @@ from typing import Any
 from jsonschema.protocols import Validator as _JsonschemaValidator
 
 from jsonmode.repair.report import Repair, RepairKind
+from jsonmode.schema.pointer import MISSING, resolve_local_ref
 from jsonmode.schema.validation import format_path
 
 __all__ = ["coerce"]
@@ -73,15 +74,9 @@ class _Walk:
         for _ in range(_MAX_REF_HOPS):
             if not isinstance(schema, dict) or not isinstance(schema.get("$ref"), str):
                 return schema
-            ref: str = schema["$ref"]
-            if not ref.startswith("#"):
-                return schema  # resolved by jsonschema at validation time; not coerced
-            target = self.root
-            for raw in ref[1:].split("/")[1:]:
-                part = raw.replace("~1", "/").replace("~0", "~")
-                target = target.get(part) if isinstance(target, dict) else None
-            if target is None:
-                return schema
+            target = resolve_local_ref(self.root, schema["$ref"])
+            if target is MISSING:
+                return schema  # not a local pointer: jsonschema resolves it; not coerced
             siblings = {k: v for k, v in schema.items() if k != "$ref"}
             schema = {**target, **siblings} if siblings and isinstance(target, dict) else target
         return schema

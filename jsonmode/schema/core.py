@@ -16,6 +16,7 @@ import json
 import pathlib
 import re
 import threading
+import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,7 @@ from jsonschema.protocols import Validator as _JsonschemaValidator
 
 from jsonmode.errors import InvalidSchemaError, UnsupportedSchemaError, UsageError
 from jsonmode.schema.fastcheck import compile_check
+from jsonmode.schema.pointer import MISSING, resolve_local_ref
 from jsonmode.schema.validation import Issue, format_path, make_validator, validation_issues
 
 __all__ = ["Checked", "Schema"]
@@ -137,7 +139,7 @@ class Schema:
                 raise InvalidSchemaError(
                     f"cannot build a JSON Schema for {schema!r}: {exc}"
                 ) from None
-            default_name = getattr(schema, "__name__", "") or str(generated.get("title", ""))
+            default_name = _type_name(schema) or str(generated.get("title", ""))
             return cls(generated, _safe_name(name or default_name), adapter)
         raise UsageError(
             f"unsupported schema input of type {type(schema).__name__}",
@@ -208,6 +210,16 @@ class Schema:
         return json.dumps(_strip_derived_titles(self.json_schema), separators=(",", ":"))
 
 
+def _type_name(obj: object) -> str:
+    """``Person`` for a class, ``list_Person`` for ``list[Person]``."""
+    args = typing.get_args(obj)
+    origin = typing.get_origin(obj)
+    if origin is None or not args:
+        return str(getattr(obj, "__name__", ""))
+    parts = [_type_name(origin)] + [_type_name(arg) or repr(arg) for arg in args]
+    return "_".join(part for part in parts if part)
+
+
 def _is_typing_form(obj: object) -> bool:
     return type(obj).__module__ in ("typing", "types", "typing_extensions") or hasattr(
         obj, "__origin__"
@@ -258,23 +270,10 @@ def _check_local_refs(root: dict[str, Any] | bool) -> None:
                 schema_path=pointer or "/",
                 hint="inline the referenced schema under $defs",
             )
-        if ref.startswith("#/") and _resolve_pointer(root, ref[1:]) is None:
+        if ref.startswith("#/") and resolve_local_ref(root, ref) is MISSING:
             raise InvalidSchemaError(
                 f"reference {ref!r} points nowhere", schema_path=pointer or "/"
             )
-
-
-def _resolve_pointer(root: Any, pointer: str) -> Any:
-    node = root
-    for raw in pointer.split("/")[1:]:
-        part = raw.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return None
-    return node
 
 
 def _strip_derived_titles(node: Any) -> Any:

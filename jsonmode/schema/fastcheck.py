@@ -27,6 +27,8 @@ from typing import Any
 
 from jsonschema import FormatChecker
 
+from jsonmode.schema.pointer import MISSING, resolve_local_ref
+
 __all__ = ["compile_check"]
 
 Check = Callable[[Any], bool]
@@ -157,21 +159,12 @@ class _Compiler:
         if pointer not in self.refs:
             table = self.refs
             table[pointer] = lambda value: table[pointer](value)  # placeholder for recursion
-            table[pointer] = self.compile(self._resolve(pointer))
+            target = resolve_local_ref(self.root, pointer)
+            if target is MISSING:
+                raise _Unsupported(pointer)
+            table[pointer] = self.compile(target)
         table = self.refs
         return lambda value: table[pointer](value)
-
-    def _resolve(self, pointer: str) -> Any:
-        node = self.root
-        for raw in pointer[2:].split("/") if pointer != "#" else ():
-            part = raw.replace("~1", "/").replace("~0", "~")
-            if isinstance(node, dict) and part in node:
-                node = node[part]
-            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-                node = node[int(part)]
-            else:
-                raise _Unsupported(pointer)
-        return node
 
     def compile(self, schema: Any) -> Check:
         if schema is True:
