@@ -66,8 +66,10 @@ def parse(text: str, schema: object, mode: Mode = "strict", *, truncated: bool =
         text: the model's output, unchanged.
         schema: anything :meth:`Schema.of` accepts.
         mode: ``"strict"`` (no repair) or ``"repair"``.
-        truncated: the backend reported that generation stopped at its length limit;
-            a document that cannot be read is then reported as truncated.
+        truncated: the backend reported that generation stopped at its length limit.
+            A complete document is still accepted (its closing bracket or quote proves
+            it ended), but one that cannot be read, or that ends in a number (which
+            could have gone on), is reported as truncated.
 
     Raises:
         OutputParseError, OutputTruncatedError, SchemaViolationError: the output does
@@ -76,6 +78,13 @@ def parse(text: str, schema: object, mode: Mode = "strict", *, truncated: bool =
     """
     spec = Schema.of(schema)
     check_mode(mode)
+    if truncated and text.rstrip()[-1:].isdigit():
+        # "12" parses, but cut off at the length limit it may be the start of "1234".
+        raise OutputTruncatedError(
+            "output was cut off at the length limit inside a number",
+            raw=text,
+            hint="raise max_tokens or ask for a shorter answer",
+        )
     try:
         data = loads_strict(text)
     except StrictJSONError as exc:
