@@ -20,13 +20,28 @@ _NAME = "rfc3987_syntax"
 _lock = threading.Lock()
 
 
-def _real_is_valid_syntax(rule: str, value: str) -> Any:
+def _real() -> types.ModuleType:
     with _lock:
         module = sys.modules.get(_NAME)
         if module is None or getattr(module, "__jsonmode_proxy__", False):
             sys.modules.pop(_NAME, None)
             module = importlib.import_module(_NAME)
-    return module.is_valid_syntax(rule, value)
+    return module
+
+
+def _real_is_valid_syntax(rule: str, value: str) -> Any:
+    return _real().is_valid_syntax(rule, value)
+
+
+def _delegate(name: str) -> Any:
+    """Anything else asked of the stand-in comes from the real module.
+
+    Dunder look-ups (``__path__``, ``__file__`` ...) come from the import system
+    itself and must not load the real module.
+    """
+    if name.startswith("__") and name.endswith("__"):
+        raise AttributeError(name)
+    return getattr(_real(), name)
 
 
 def defer_slow_imports() -> None:
@@ -42,4 +57,5 @@ def defer_slow_imports() -> None:
     proxy = types.ModuleType(_NAME)
     proxy.is_valid_syntax = _real_is_valid_syntax  # type: ignore[attr-defined]
     proxy.__jsonmode_proxy__ = True  # type: ignore[attr-defined]
+    proxy.__getattr__ = _delegate  # type: ignore[method-assign]
     sys.modules[_NAME] = proxy

@@ -70,3 +70,17 @@ def test_errors_form_one_tree():
     assert not jsonmode.AttemptsExhaustedError.retryable
     assert not jsonmode.SchemaError.retryable
     assert issubclass(jsonmode.UsageError, TypeError)
+
+
+def test_deferred_format_module_behaves_like_the_real_one():
+    """The IRI grammar loads on first use, and other importers still see the real module."""
+    code = (
+        "import sys, jsonmode;"
+        "assert 'rfc3987_syntax.syntax_helpers' not in sys.modules;"
+        "assert jsonmode.Schema.of({'format': 'iri'}).issues('a b');"
+        "assert 'rfc3987_syntax.syntax_helpers' in sys.modules;"
+        "from rfc3987_syntax import RFC3987_SYNTAX_TERMS;"
+        "print(len(RFC3987_SYNTAX_TERMS) > 0)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"
