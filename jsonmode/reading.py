@@ -80,11 +80,7 @@ def parse(text: str, schema: object, mode: Mode = "strict", *, truncated: bool =
     check_mode(mode)
     if truncated and text.rstrip()[-1:].isdigit():
         # "12" parses, but cut off at the length limit it may be the start of "1234".
-        raise OutputTruncatedError(
-            "output was cut off at the length limit inside a number",
-            raw=text,
-            hint="raise max_tokens or ask for a shorter answer",
-        )
+        raise _truncated(text, "output was cut off at the length limit inside a number")
     try:
         data = loads_strict(text)
     except StrictJSONError as exc:
@@ -124,13 +120,15 @@ def _conforming(text: str, data: Any, checked: Checked, repairs: Sequence[Repair
     return Parsed(checked.value, data, tuple(repairs))
 
 
+def _truncated(text: str, message: str) -> OutputTruncatedError:
+    return OutputTruncatedError(
+        message, raw=text, hint="raise max_tokens or ask for a shorter answer"
+    )
+
+
 def _unreadable(text: str, why: str, truncated: bool) -> OutputError:
     if truncated:
-        return OutputTruncatedError(
-            f"output was cut off at the length limit: {why}",
-            raw=text,
-            hint="raise max_tokens or ask for a shorter answer",
-        )
+        return _truncated(text, f"output was cut off at the length limit: {why}")
     return OutputParseError(f"output is not JSON: {why}", raw=text)
 
 
@@ -178,11 +176,7 @@ def _repair(text: str, spec: Schema, truncated: bool) -> Parsed:
             hint="reply with exactly one JSON document",
         )
     if cut_off:
-        raise OutputTruncatedError(
-            "output ends inside an unfinished JSON document (cut off?)",
-            raw=text,
-            hint="raise max_tokens or ask for a shorter answer",
-        )
+        raise _truncated(text, "output ends inside an unfinished JSON document (cut off?)")
     if violations:
         raise violations[0]
     raise _unreadable(text, failures[0] if failures else "nothing to read", truncated)
