@@ -133,7 +133,9 @@ class Schema:
             return cls(owned, _safe_name(name or (title if isinstance(title, str) else "")))
         if isinstance(schema, type) or _is_typing_form(schema):
             try:
-                adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(schema)
+                # Any: pydantic's own parameter type differs between releases.
+                form: Any = schema
+                adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(form)
                 generated = adapter.json_schema()
             except (pydantic.PydanticUserError, pydantic.PydanticSchemaGenerationError) as exc:
                 raise InvalidSchemaError(
