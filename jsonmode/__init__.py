@@ -18,6 +18,7 @@ from jsonmode.backends.base import Backend, Completion, Request
 from jsonmode.errors import (
     AttemptsExhaustedError,
     BackendError,
+    BudgetExceededError,
     InvalidSchemaError,
     JsonModeError,
     OutputError,
@@ -44,6 +45,7 @@ __all__ = [
     "AttemptsExhaustedError",
     "Backend",
     "BackendError",
+    "BudgetExceededError",
     "Completion",
     "InvalidSchemaError",
     "Issue",

@@ -12,6 +12,7 @@ attempt made so far, so nothing the model produced is lost.
     ├── SchemaError                    no         the schema cannot be used as given
     │   ├── InvalidSchemaError         no         not a valid JSON Schema / not a schema type
     │   └── UnsupportedSchemaError     no         valid, but uses what jsonmode cannot enforce
+    │       └── BudgetExceededError    no         compiling it would exceed a size/time budget
     ├── OutputError                    yes        one model output does not conform
     │   ├── OutputParseError           yes        no JSON document could be read
     │   ├── OutputTruncatedError       yes        the document was cut off
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AttemptsExhaustedError",
     "BackendError",
+    "BudgetExceededError",
     "InvalidSchemaError",
     "JsonModeError",
     "OutputError",
@@ -102,6 +104,22 @@ class InvalidSchemaError(SchemaError):
 
 class UnsupportedSchemaError(SchemaError):
     """A valid schema that uses something jsonmode cannot enforce or handle."""
+
+
+class BudgetExceededError(UnsupportedSchemaError):
+    """Compiling the schema would exceed a budget (automaton size, nesting, time).
+
+    The façade answers it by falling back from constrained decoding to the prompted
+    tier. Attributes: ``budget`` (what ran out) and ``limit`` (its setting).
+    """
+
+    def __init__(self, budget: str, limit: float) -> None:
+        super().__init__(
+            f"compiling the schema exceeds the budget for {budget} ({limit})",
+            hint="raise the budget in the compile options, or simplify the schema",
+        )
+        self.budget = budget
+        self.limit = limit
 
 
 class OutputError(JsonModeError):

@@ -10,6 +10,7 @@ PUBLIC = {
     "AttemptsExhaustedError",
     "Backend",
     "BackendError",
+    "BudgetExceededError",
     "Completion",
     "InvalidSchemaError",
     "Issue",

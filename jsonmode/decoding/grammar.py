@@ -1,0 +1,201 @@
+"""The decoder's intermediate form: a grammar of rules over bytes, printable.
+
+A schema compiles to a :class:`Grammar`: named rules, each an expression built
+from byte literals (:class:`Lit`), lexemes given by a byte automaton
+(:class:`Lex`: string bodies, numbers, patterns), calls to other rules
+(:class:`Call`), sequences, alternatives and bounded repetitions. Structured
+values (objects, arrays, references) are rules of their own; scalars are inlined
+into their parent. ``str(grammar)`` prints one line per rule, and golden tests pin
+that printed form.
+
+Everything here is immutable and hashable.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from jsonmode.decoding.regex import ByteDFA
+
+__all__ = [
+    "EMPTY",
+    "Alt",
+    "Call",
+    "Expr",
+    "Grammar",
+    "Lex",
+    "Lit",
+    "Members",
+    "Rep",
+    "Seq",
+    "alt",
+    "seq",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Lit:
+    """Exactly these bytes."""
+
+    data: bytes
+
+    def __str__(self) -> str:
+        return json.dumps(self.data.decode("utf-8", "backslashreplace"))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Lex:
+    """A lexeme: any byte string the automaton accepts. ``label`` is what prints."""
+
+    label: str
+    dfa: ByteDFA = field(repr=False, compare=False)
+
+    def __str__(self) -> str:
+        return f"/{self.label}/"
+
+    # Lexemes compare by label: the compiler gives equal automata equal labels.
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Lex) and other.label == self.label
+
+    def __hash__(self) -> int:
+        return hash(("Lex", self.label))
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """The rule named ``rule``."""
+
+    rule: str
+
+    def __str__(self) -> str:
+        return self.rule
+
+
+@dataclass(frozen=True, slots=True)
+class Seq:
+    items: tuple[Expr, ...]
+
+    def __str__(self) -> str:
+        return " ".join(_wrap(item, Alt) for item in self.items)
+
+
+@dataclass(frozen=True, slots=True)
+class Alt:
+    options: tuple[Expr, ...]
+
+    def __str__(self) -> str:
+        if not self.options:
+            return "NEVER"
+        return " | ".join(_wrap(option, Alt) for option in self.options)
+
+
+@dataclass(frozen=True, slots=True)
+class Rep:
+    """``item`` repeated ``low`` to ``high`` times (``high`` None: unbounded)."""
+
+    item: Expr
+    low: int
+    high: int | None
+
+    def __str__(self) -> str:
+        inner = _wrap(self.item, (Seq, Alt, Rep))
+        if (self.low, self.high) == (0, 1):
+            return f"{inner}?"
+        if (self.low, self.high) == (0, None):
+            return f"{inner}*"
+        if (self.low, self.high) == (1, None):
+            return f"{inner}+"
+        high = "" if self.high is None else str(self.high)
+        return f"{inner}{{{self.low},{high}}}"
+
+
+@dataclass(frozen=True, slots=True)
+class Members:
+    """The members of an object, between its braces.
+
+    ``members`` are ``(member, required)`` pairs: in declared order (optional ones
+    may be left out), or in any order when ``any_order``. ``extra`` (usually a rule
+    call) may appear any number of times anywhere. Consecutive members are separated
+    by ``sep``. Compiles to a linear chain of states (a subset lattice for any order),
+    where spelling it out with ``Alt``/``Rep`` would copy each member many times.
+    """
+
+    members: tuple[tuple[Expr, bool], ...]
+    extra: Expr | None
+    sep: Expr
+    any_order: bool = False
+
+    def __str__(self) -> str:
+        parts = [f"{member}{'' if needed else '?'}" for member, needed in self.members]
+        if self.extra is not None:
+            parts.append(f"{self.extra}*")
+        order = "any order" if self.any_order else "in order"
+        return f"<{order}: " + " , ".join(parts) + ">"
+
+
+Expr = Lit | Lex | Call | Seq | Alt | Rep | Members
+
+EMPTY = Seq(())
+
+
+def _wrap(expr: Expr, kinds: type | tuple[type, ...]) -> str:
+    text = str(expr)
+    atomic = not text or (isinstance(expr, Alt) and not expr.options)
+    return text if atomic or not isinstance(expr, kinds) else f"( {text} )"
+
+
+def seq(*items: Expr) -> Expr:
+    """A flattened sequence; adjacent literals merge."""
+    flat: list[Expr] = []
+    for item in items:
+        parts = item.items if isinstance(item, Seq) else (item,)
+        for part in parts:
+            if flat and isinstance(part, Lit) and isinstance(flat[-1], Lit):
+                flat[-1] = Lit(flat[-1].data + part.data)
+            else:
+                flat.append(part)
+    return flat[0] if len(flat) == 1 else Seq(tuple(flat))
+
+
+def alt(*options: Expr) -> Expr:
+    """A flattened alternative without duplicates (order kept)."""
+    flat: list[Expr] = []
+    for option in options:
+        for part in option.options if isinstance(option, Alt) else (option,):
+            if part not in flat:
+                flat.append(part)
+    return flat[0] if len(flat) == 1 else Alt(tuple(flat))
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """Rules by name; ``root`` names the start rule. Printable; immutable."""
+
+    root: str
+    rules: Mapping[str, Expr]
+
+    def __str__(self) -> str:
+        return "\n".join(f"{name} ::= {expr}" for name, expr in self.rules.items())
+
+    def calls(self, name: str) -> Iterator[str]:
+        """Names of the rules that rule ``name`` calls."""
+        stack = [self.rules[name]]
+        while stack:
+            expr = stack.pop()
+            if isinstance(expr, Call):
+                yield expr.rule
+            elif isinstance(expr, Seq):
+                stack.extend(expr.items)
+            elif isinstance(expr, Alt):
+                stack.extend(expr.options)
+            elif isinstance(expr, Rep):
+                stack.append(expr.item)
+            elif isinstance(expr, Members):
+                stack.extend(member for member, _ in expr.members)
+                stack.append(expr.sep)
+                if expr.extra is not None:
+                    stack.append(expr.extra)

@@ -1,0 +1,101 @@
+"""The slow, obviously correct matcher: a set of parse stacks, one byte at a time.
+
+A matcher state is a frozen set of stacks; a stack is a tuple of ``(rule, state)``
+frames, bottom first. The set is kept *closed*: calls are entered and finished
+rules returned from eagerly, so every stack in it can read a byte next, and the
+empty stack ``()`` in the set means "the document may end here".
+
+No caching, no vectorisation: this is the oracle the fast matcher is tested against.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from jsonmode.decoding.automaton import Network
+
+__all__ = ["END", "ReferenceMatcher", "State"]
+
+Stack = tuple[tuple[int, int], ...]
+State = frozenset[Stack]
+END: Stack = ()
+
+
+class ReferenceMatcher:
+    """Byte-level simulation of a :class:`Network`. Stateless; thread-safe.
+
+    ``max_depth`` bounds the stack (nesting) depth: deeper calls are not entered.
+    """
+
+    def __init__(self, network: Network, *, max_depth: int = 64) -> None:
+        self.network = network
+        self.max_depth = max_depth
+        # Per rule and state: can this state read a byte at all?
+        self._reads: list[npt.NDArray[np.bool_]] = [
+            np.asarray((rule.trans >= 0).any(axis=1)) for rule in network.rules
+        ]
+
+    def initial(self) -> State:
+        return self.close([((self.network.root, 0),)])
+
+    def close(self, stacks: list[Stack]) -> State:
+        rules = self.network.rules
+        done: set[Stack] = set()
+        seen: set[Stack] = set()
+        work = list(stacks)
+        while work:
+            stack = work.pop()
+            if stack in seen:
+                continue
+            seen.add(stack)
+            if not stack:
+                done.add(END)
+                continue
+            rule, state = stack[-1]
+            automaton = rules[rule]
+            if self._reads[rule][state]:
+                done.add(stack)
+            if len(stack) < self.max_depth:
+                for callee, back in automaton.calls[state]:
+                    work.append((*stack[:-1], (rule, back), (callee, 0)))
+            if automaton.accepting[state]:
+                work.append(stack[:-1])
+        return frozenset(done)
+
+    def step(self, state: State, byte: int) -> State:
+        """The state after reading ``byte`` (empty: the byte is not allowed)."""
+        rules = self.network.rules
+        moved: list[Stack] = []
+        for stack in state:
+            if not stack:
+                continue
+            rule, at = stack[-1]
+            target = int(rules[rule].trans[at, byte])
+            if target >= 0:
+                moved.append((*stack[:-1], (rule, target)))
+        return self.close(moved) if moved else frozenset()
+
+    def feed(self, state: State, data: bytes) -> State:
+        for byte in data:
+            if not state:
+                break
+            state = self.step(state, byte)
+        return state
+
+    @staticmethod
+    def can_end(state: State) -> bool:
+        return END in state
+
+    def accepts(self, data: bytes) -> bool:
+        return self.can_end(self.feed(self.initial(), data))
+
+    def allowed_bytes(self, state: State) -> npt.NDArray[np.bool_]:
+        """Which next bytes keep the document alive (for tests and forced-byte reads)."""
+        rules = self.network.rules
+        allowed = np.zeros(256, dtype=np.bool_)
+        for stack in state:
+            if stack:
+                rule, at = stack[-1]
+                allowed |= rules[rule].trans[at] >= 0
+        return allowed

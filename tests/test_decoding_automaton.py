@@ -1,0 +1,139 @@
+"""Grammar → rule automata → reference matcher, on hand-built grammars."""
+
+import itertools
+import re
+
+import pytest
+
+from jsonmode.decoding.automaton import build_network
+from jsonmode.decoding.grammar import EMPTY, Alt, Call, Grammar, Lit, Members, Rep, alt, seq
+from jsonmode.decoding.reference import END, ReferenceMatcher
+from jsonmode.errors import BudgetExceededError, UnsupportedSchemaError
+
+NEVER = Alt(())
+
+
+def matcher(rules, root="root", **kwargs):
+    return ReferenceMatcher(build_network(Grammar(root, rules)), **kwargs)
+
+
+def test_literals_alternatives_repetitions():
+    m = matcher({"root": seq(Lit(b"a"), alt(Lit(b"b"), Lit(b"cd")), Rep(Lit(b"e"), 1, 3))})
+    for text in ["".join(p) for n in range(1, 7) for p in itertools.product("abcde", repeat=n)]:
+        expected = re.fullmatch(r"a(?:b|cd)e{1,3}", text) is not None
+        assert m.accepts(text.encode()) is expected, text
+
+
+def test_unbounded_repetition_and_empty():
+    m = matcher({"root": seq(Lit(b"["), Rep(Lit(b"x"), 0, None), Lit(b"]"))})
+    assert m.accepts(b"[]")
+    assert m.accepts(b"[" + b"x" * 500 + b"]")
+    assert not m.accepts(b"[x")
+    assert matcher({"root": EMPTY}).accepts(b"")
+
+
+def test_recursion_through_calls():
+    # nested lists: L ::= "[" ( L ( "," L )* )? "]"
+    items = seq(Call("L"), Rep(seq(Lit(b","), Call("L")), 0, None))
+    m = matcher({"root": Call("L"), "L": seq(Lit(b"["), Rep(items, 0, 1), Lit(b"]"))})
+    for text, ok in [("[]", True), ("[[],[[]]]", True), ("[[]", False), ("[],[]", False)]:
+        assert m.accepts(text.encode()) is ok, text
+
+
+def test_depth_budget_stops_recursion():
+    m = matcher(
+        {"root": Call("L"), "L": seq(Lit(b"["), Rep(Call("L"), 0, 1), Lit(b"]"))}, max_depth=4
+    )
+    assert m.accepts(b"[[]]")
+    assert not m.accepts(b"[[[[[[]]]]]]")
+
+
+def test_unproductive_rules_are_trimmed_and_never_leave_dead_ends():
+    # B can never finish, so the "b" branch disappears: after "a" only "c" remains.
+    m = matcher(
+        {
+            "root": alt(seq(Lit(b"a"), Lit(b"c")), seq(Lit(b"a"), Call("B"))),
+            "B": seq(Lit(b"b"), Call("B")),
+        }
+    )
+    state = m.feed(m.initial(), b"a")
+    allowed = m.allowed_bytes(state)
+    assert allowed[ord("c")]
+    assert not allowed[ord("b")]
+    with pytest.raises(UnsupportedSchemaError, match="accepts no value"):
+        build_network(Grammar("root", {"root": NEVER}))
+
+
+def test_every_live_state_reaches_the_end():
+    """Walking any allowed byte never strands the matcher (the no-dead-end property)."""
+    items = seq(Call("V"), Rep(seq(Lit(b","), Call("V")), 0, 2))
+    m = matcher(
+        {
+            "root": Call("V"),
+            "V": alt(Lit(b"1"), Lit(b"22"), seq(Lit(b"["), Rep(items, 0, 1), Lit(b"]"))),
+        },
+        max_depth=6,
+    )
+    frontier = [m.initial()]
+    seen = set()
+    while frontier:
+        state = frontier.pop()
+        if state in seen or len(seen) > 3000:
+            continue
+        seen.add(state)
+        allowed = m.allowed_bytes(state)
+        assert allowed.any() or END in state
+        for byte in allowed.nonzero()[0]:
+            nxt = m.step(state, int(byte))
+            assert nxt, "an allowed byte must lead to a live state"
+            frontier.append(nxt)
+
+
+def members(*names, optional=(), extra=None, any_order=False):
+    parts = tuple((Lit(f'"{n}":1'.encode()), n not in optional) for n in names)
+    return seq(Lit(b"{"), Members(parts, extra, Lit(b","), any_order), Lit(b"}"))
+
+
+def test_members_in_order_with_optional_ones():
+    m = matcher({"root": members("a", "b", "c", optional=("b", "c"))})
+    ok = ['{"a":1}', '{"a":1,"b":1}', '{"a":1,"c":1}', '{"a":1,"b":1,"c":1}']
+    bad = ["{}", '{"b":1}', '{"b":1,"a":1}', '{"a":1,}', '{"a":1,"a":1}', '{"a":1"b":1}']
+    assert all(m.accepts(t.encode()) for t in ok)
+    assert not any(m.accepts(t.encode()) for t in bad)
+
+
+def test_members_with_extras_anywhere():
+    m = matcher({"root": members("a", optional=("a",), extra=Call("X")), "X": Lit(b'"x":0')})
+    for text in ["{}", '{"x":0}', '{"x":0,"a":1}', '{"a":1,"x":0,"x":0}', '{"x":0,"a":1,"x":0}']:
+        assert m.accepts(text.encode()), text
+    assert not m.accepts(b'{"a":1,"a":1}')
+    assert not m.accepts(b'{,"x":0}')
+
+
+def test_members_in_any_order():
+    m = matcher({"root": members("a", "b", "c", optional=("c",), any_order=True)})
+    for order in itertools.permutations("abc"):
+        assert m.accepts(("{" + ",".join(f'"{n}":1' for n in order) + "}").encode())
+    for order in itertools.permutations("ab"):
+        assert m.accepts(("{" + ",".join(f'"{n}":1' for n in order) + "}").encode())
+    assert not m.accepts(b'{"a":1,"c":1}')
+    assert not m.accepts(b'{"a":1,"b":1,"a":1}')
+
+
+def test_rule_state_budget_is_typed():
+    with pytest.raises(BudgetExceededError) as info:
+        build_network(
+            Grammar("root", {"root": Rep(alt(Lit(b"a"), Lit(b"b")), 0, 400)}), max_states=50
+        )
+    assert info.value.limit == 50
+
+
+def test_grammar_prints_one_rule_per_line():
+    grammar = Grammar(
+        "root",
+        {
+            "root": seq(Lit(b"["), Rep(Call("item"), 0, None), Lit(b"]")),
+            "item": Alt((Lit(b"1"), NEVER)),
+        },
+    )
+    assert str(grammar) == 'root ::= "[" item* "]"\nitem ::= "1" | NEVER'
