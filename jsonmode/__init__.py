@@ -40,12 +40,33 @@ from jsonmode.schema import Issue, Schema
 
 __version__ = "0.1.0"
 
+# The decoder needs numpy (and torch for logits): imported on first use, so that
+# `import jsonmode` stays light for the API tiers and the CLI.
+_LAZY = {
+    "CompiledSchema": "jsonmode.decoding.compiled",
+    "Vocabulary": "jsonmode.decoding.vocabulary",
+    "compile_schema": "jsonmode.decoding.compiled",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'jsonmode' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
 __all__ = [
     "Attempt",
     "AttemptsExhaustedError",
     "Backend",
     "BackendError",
     "BudgetExceededError",
+    "CompiledSchema",
     "Completion",
     "InvalidSchemaError",
     "Issue",
@@ -67,6 +88,8 @@ __all__ = [
     "UnsupportedSchemaError",
     "Usage",
     "UsageError",
+    "Vocabulary",
     "__version__",
+    "compile_schema",
     "parse",
 ]

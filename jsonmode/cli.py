@@ -75,6 +75,9 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="Run the offline demo.")
     demo.add_argument("--verbose", "-v", action="store_true")
+    demo.add_argument(
+        "--model", default=None, help="a Hugging Face model name or path (default: a random model)"
+    )
     return parser
 
 
@@ -161,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _check(args)
         from jsonmode.demo import run_demo
 
-        return run_demo(verbose=verbose)
+        return run_demo(verbose=verbose, model=args.model)
     except JsonModeError as error:
         _report(error, verbose)
         return _exit_status(error)

@@ -1,14 +1,18 @@
 """``jsonmode demo``: the main job, offline, on an embedded default.
 
-Until the constrained decoder lands, the demo runs the prompted tier against a
-built-in *scripted* backend — no model, no network — whose replies carry the slips
-real models make (prose, fences, trailing commas, wrong types, a cut-off reply).
-The point is what jsonmode does with them: repair mode repairs and records, strict
-mode re-asks with every error until the output conforms.
+Part 1, the constrained tier: a *randomly initialised* Llama-style model, built from
+a config with a byte-level BPE tokenizer the demo trains on the spot — no download.
+Its output is gibberish, yet always schema-valid JSON: that is the point. With
+``--model NAME_OR_PATH`` a real Hugging Face model is used instead.
+
+Part 2, the prompted tier against a built-in *scripted* backend whose replies carry
+the slips real models make (prose, fences, trailing commas, wrong types, a cut-off
+reply): repair mode repairs and records, strict mode re-asks with every error.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
@@ -71,11 +75,108 @@ def _show(title: str, result: Result[Any], verbose: bool, out: TextIO) -> None:
     out.write(f"   value ({type(result.value).__name__}): {dumps(result.data)}\n")
 
 
-def run_demo(*, verbose: bool = False, out: TextIO | None = None) -> int:
+# Bounded strings and ranges: even a random model must finish within max_new_tokens.
+CONSTRAINED_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "minLength": 1, "maxLength": 16},
+        "age": {"type": "integer", "minimum": 0, "maximum": 130},
+        "email": {
+            "anyOf": [
+                {"type": "string", "pattern": "^[a-z]{1,8}@[a-z]{1,8}\\.org$"},
+                {"type": "null"},
+            ]
+        },
+        "languages": {
+            "type": "array",
+            "items": {"enum": ["English", "French", "German", "Italian"]},
+            "minItems": 1,
+            "maxItems": 3,
+        },
+        "verified": {"type": "boolean"},
+    },
+    "required": ["name", "age", "email", "languages", "verified"],
+    "additionalProperties": False,
+}
+
+
+def random_local_model(seed: int = 0) -> tuple[Any, Any]:
+    """A small random Llama-style model and a byte-level BPE tokenizer, built offline."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    corpus = [_CLEAN, _TEXT, _SLOPPY, json.dumps(CONSTRAINED_SCHEMA)] * 20
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=1000,
+        special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    core.train_from_iterator(corpus, trainer)
+    fast: Any = PreTrainedTokenizerFast  # transformers is untyped here
+    tokenizer = fast(tokenizer_object=core, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=2048,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=None,
+    )
+    torch.manual_seed(seed)
+    model: Any = LlamaForCausalLM(config)
+    return model.eval(), tokenizer
+
+
+def _constrained_part(model_name: str | None, verbose: bool, stream: TextIO) -> None:
+    try:
+        if model_name:
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(model_name)
+            model: Any = AutoModelForCausalLM.from_pretrained(model_name)
+            model.eval()
+            label = f"the Hugging Face model {model_name}"
+        else:
+            model, tokenizer = random_local_model()
+            label = "a RANDOMLY INITIALISED model (its words are noise; its JSON is valid)"
+    except ImportError as exc:
+        stream.write(
+            f"\n(constrained tier skipped: {exc.name} is not installed; "
+            "pip install torch==2.13.0 && pip install -e '.[local]')\n"
+        )
+        return
+    stream.write(f"\n== constrained tier: {label}\n")
+    jm = JsonMode(model, tokenizer=tokenizer, max_new_tokens=256, do_sample=True)
+    for seed in range(3):
+        import torch
+
+        torch.manual_seed(seed)
+        result = jm.run(f"Extract the person from: {_TEXT}", CONSTRAINED_SCHEMA)
+        attempt = result.attempts[-1]
+        stream.write(
+            f"   run {seed + 1}: tier {result.tier}, {attempt.outcome}, "
+            f"{attempt.usage.completion_tokens if attempt.usage else '?'} tokens\n"
+        )
+        stream.write(f"   value: {dumps(result.data)}\n")
+        if verbose:
+            stream.write(attempt.describe() + "\n")
+
+
+def run_demo(*, verbose: bool = False, model: str | None = None, out: TextIO | None = None) -> int:
     """Run the scenarios and print what happened; returns 0 when every one conformed."""
     stream = out or sys.stdout
+    _constrained_part(model, verbose, stream)
     stream.write(
-        "jsonmode demo — prompted tier against a built-in SCRIPTED backend\n"
+        "\n== prompted tier against a built-in SCRIPTED backend\n"
         "(no model and no network: its replies are canned, with the slips real models make)\n"
         f"prompt: Extract the person from: {_TEXT!r}\n"
     )
@@ -92,5 +193,5 @@ def run_demo(*, verbose: bool = False, out: TextIO | None = None) -> int:
         jm = JsonMode(_scripted_model(first_reply), mode=mode)  # type: ignore[arg-type]
         result = jm.run(f"Extract the person from: {_TEXT}", Person)
         _show(title, result, verbose, stream)
-    stream.write("\nEvery value above conforms to the Person schema.\n")
+    stream.write("\nEvery value above conforms to its schema.\n")
     return 0

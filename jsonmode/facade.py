@@ -27,6 +27,7 @@ from jsonmode.errors import (
     OutputError,
     OutputParseError,
     OutputTruncatedError,
+    UnsupportedSchemaError,
     UsageError,
 )
 from jsonmode.prompting import Message, first_messages, reask_messages, user_messages
@@ -37,7 +38,7 @@ from jsonmode.schema.core import Schema
 
 __all__ = ["JsonMode"]
 
-TierChoice = Literal["auto", "native", "prompted"]
+TierChoice = Literal["auto", "constrained", "native", "prompted"]
 Prompt = str | Sequence[Message]
 
 
@@ -59,8 +60,10 @@ class JsonMode:
         mode: ``"strict"`` never repairs; ``"repair"`` repairs and records every repair.
         max_attempts: validation attempts; each re-ask shows the model its previous
             output and every error found in it.
-        tier: ``"auto"`` (native when the endpoint is known to take a JSON Schema, else
-            prompted), ``"native"`` or ``"prompted"``.
+        tier: ``"auto"`` (constrained for a local model, native when the endpoint is
+            known to take a JSON Schema, else prompted), or one of those by name. A
+            schema the decoder cannot compile (unsupported, over a budget) falls back
+            from constrained to prompted for that request; ``Result.tier`` says which ran.
         transport: retry policy for transient backend failures, separate from
             ``max_attempts``.
         **backend_options: passed to the backend (for litellm: ``api_base``,
@@ -83,18 +86,25 @@ class JsonMode:
         self.mode: Mode = check_mode(mode)
         if not isinstance(max_attempts, int) or isinstance(max_attempts, bool) or max_attempts < 1:
             raise UsageError(f"max_attempts must be a positive integer, not {max_attempts!r}")
-        if tier not in ("auto", "native", "prompted"):
-            raise UsageError(f"tier must be 'auto', 'native' or 'prompted', not {tier!r}")
+        if tier not in ("auto", "constrained", "native", "prompted"):
+            raise UsageError(
+                f"tier must be 'auto', 'constrained', 'native' or 'prompted', not {tier!r}"
+            )
         self.max_attempts = max_attempts
         self.backend: Backend = resolve(backend, **backend_options)
         self.transport = transport or TransportPolicy()
         if tier == "native" and self.backend.native_schema is False:
             raise UsageError(f"backend {self.backend.name} cannot take a JSON Schema natively")
-        self.tier: Tier = (
-            "native"
-            if tier == "native" or (tier == "auto" and self.backend.native_schema is True)
-            else "prompted"
-        )
+        local = bool(getattr(self.backend, "constrained_decoding", False))
+        if tier == "constrained" and not local:
+            raise UsageError(f"backend {self.backend.name} exposes no logits to constrain")
+        self.tier: Tier
+        if tier == "constrained" or (tier == "auto" and local):
+            self.tier = "constrained"
+        elif tier == "native" or (tier == "auto" and self.backend.native_schema is True):
+            self.tier = "native"
+        else:
+            self.tier = "prompted"
 
     def __repr__(self) -> str:
         return f"JsonMode({self.backend.name!r}, mode={self.mode!r}, tier={self.tier!r})"
@@ -184,8 +194,9 @@ class JsonMode:
     ) -> Generator[Request, _Reply, Result[Any]]:
         started = time.perf_counter()
         spec = Schema.of(schema)
+        tier = self._tier_for(spec)
         first = first_messages(spec, user_messages(prompt), _checked_examples(spec, examples))
-        request = Request(first, spec, native=self.tier == "native")
+        request = Request(first, spec, native=tier == "native", constrained=tier == "constrained")
         attempts: list[Attempt] = []
         for index in range(1, self.max_attempts + 1):
             reply = yield request
@@ -208,13 +219,16 @@ class JsonMode:
                 return Result(
                     value,
                     attempt.value,
-                    self.tier,
+                    tier,
                     self.mode,
                     tuple(attempts),
                     time.perf_counter() - started,
                 )
             request = Request(
-                reask_messages(first, attempt, self.max_attempts), spec, request.native
+                reask_messages(first, attempt, self.max_attempts),
+                spec,
+                request.native,
+                request.constrained,
             )
         last = attempts[-1]
         raise AttemptsExhaustedError(
@@ -223,6 +237,17 @@ class JsonMode:
             attempts=attempts,
             hint=None if self.mode == "repair" else "mode='repair' fixes common slips",
         )
+
+    def _tier_for(self, spec: Schema) -> Tier:
+        """The tier for one request: constrained falls back to prompted when the
+        decoder cannot compile this schema (unsupported construct or over a budget)."""
+        if self.tier != "constrained":
+            return self.tier
+        try:
+            self.backend.constrain(spec)  # type: ignore[attr-defined]
+        except UnsupportedSchemaError:
+            return "prompted"
+        return "constrained"
 
     def _judge(self, index: int, reply: _Reply, spec: Schema) -> tuple[Attempt, Any]:
         completion = reply.completion

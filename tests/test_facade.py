@@ -226,7 +226,7 @@ def test_transformers_models_are_refused_clearly():
     # A callable whose class comes from transformers must not become a function backend.
     model_class = type("PreTrainedModel", (), {"__call__": lambda self, *a: None})
     model_class.__module__ = "transformers.modeling_utils"
-    with pytest.raises(UsageError, match="constrained"):
+    with pytest.raises(UsageError, match="tokenizer"):
         JsonMode(model_class())
 
 

@@ -11,6 +11,7 @@ PUBLIC = {
     "Backend",
     "BackendError",
     "BudgetExceededError",
+    "CompiledSchema",
     "Completion",
     "InvalidSchemaError",
     "Issue",
@@ -32,7 +33,9 @@ PUBLIC = {
     "UnsupportedSchemaError",
     "UsageError",
     "Usage",
+    "Vocabulary",
     "__version__",
+    "compile_schema",
     "parse",
 }
 
@@ -52,6 +55,7 @@ def test_import_stays_light():
     code = (
         "import sys, jsonmode, jsonmode.cli;"
         "heavy = [m for m in ('litellm', 'openai', 'torch', 'transformers', 'langchain_core',"
+        " 'numpy', 'jsonmode.decoding.compiled',"
         " 'crewai', 'rfc3987_syntax.syntax_helpers') if m in sys.modules];"
         "print(','.join(heavy))"
     )

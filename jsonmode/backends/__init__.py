@@ -33,10 +33,9 @@ def resolve(backend: object, **options: Any) -> Backend:
 
         return LiteLLMBackend(backend, **options)
     if _is_torch_module(backend):
-        raise UsageError(
-            "local transformers models use the constrained tier, which is not available yet",
-            hint="serve the model behind an OpenAI-compatible server and pass 'openai/NAME'",
-        )
+        from jsonmode.backends.transformers import TransformersBackend
+
+        return TransformersBackend(backend, **options)
     if callable(backend):
         unknown = set(options) - {"takes"}
         if unknown:

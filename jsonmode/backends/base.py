@@ -27,11 +27,13 @@ class Request:
         messages: chat messages (``{"role": ..., "content": ...}``), already private copies.
         schema: the target schema.
         native: pass ``schema`` through the backend's own structured-output API.
+        constrained: decode under jsonmode's own token mask (local models only).
     """
 
     messages: tuple[Mapping[str, Any], ...]
     schema: Schema
     native: bool = False
+    constrained: bool = False
 
     def prompt_text(self) -> str:
         """The messages flattened into one prompt, for text-in/text-out callables."""

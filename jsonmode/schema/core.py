@@ -260,7 +260,8 @@ def _walk(node: Any, pointer: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
 
 def _check_local_refs(root: dict[str, Any] | bool) -> None:
     """Fail early on a ``#/...`` reference that points nowhere, and on remote references."""
-    if isinstance(root, bool):
+    if isinstance(root, bool) or _has_nested_id(root):
+        # With a nested $id, references resolve against that base: jsonschema knows how.
         return
     for pointer, node in _walk(root):
         ref = node.get("$ref")
@@ -276,6 +277,10 @@ def _check_local_refs(root: dict[str, Any] | bool) -> None:
             raise InvalidSchemaError(
                 f"reference {ref!r} points nowhere", schema_path=pointer or "/"
             )
+
+
+def _has_nested_id(root: dict[str, Any]) -> bool:
+    return any("$id" in node for pointer, node in _walk(root) if pointer)
 
 
 def _strip_derived_titles(node: Any) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import urllib.parse
 from typing import Any, Final
 
 __all__ = ["MISSING", "resolve_local_ref"]
@@ -18,7 +19,8 @@ def resolve_local_ref(root: Any, ref: str) -> Any:
         return MISSING
     node = root
     for raw in ref[2:].split("/"):
-        part = raw.replace("~1", "/").replace("~0", "~")
+        # A pointer in a URI fragment is percent-encoded first (RFC 6901, section 6).
+        part = urllib.parse.unquote(raw).replace("~1", "/").replace("~0", "~")
         if isinstance(node, dict) and part in node:
             node = node[part]
         elif isinstance(node, list) and part.isdigit() and int(part) < len(node):

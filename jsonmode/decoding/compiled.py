@@ -1,0 +1,134 @@
+"""``compile_schema`` and :class:`CompiledSchema`: compile once, match many.
+
+A compiled schema is immutable and thread-safe: the grammar (printable), the
+per-rule automata, and the list of schema locations left to post-validation.
+Compiling is cached by schema, vocabulary fingerprint and options, so compiling
+the same schema again costs a dictionary lookup.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from jsonmode.decoding.automaton import Network, build_network
+from jsonmode.decoding.compiler import CompileOptions, build_grammar
+from jsonmode.decoding.grammar import Grammar
+from jsonmode.decoding.matcher import MaskEngine, Matcher
+from jsonmode.decoding.reference import ReferenceMatcher
+from jsonmode.errors import BudgetExceededError, UsageError
+from jsonmode.schema.core import Schema
+
+if TYPE_CHECKING:
+    from jsonmode.decoding.vocabulary import Vocabulary
+
+__all__ = ["CompiledSchema", "compile_schema"]
+
+_CACHE_LIMIT = 128
+_cache: dict[tuple[str, str, CompileOptions], CompiledSchema] = {}
+_lock = threading.Lock()
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class CompiledSchema:
+    """A schema compiled for constrained decoding. Immutable; thread-safe.
+
+    Attributes:
+        schema: the normalised schema (post-validation uses it).
+        grammar: the printable intermediate form.
+        network: one automaton per grammar rule.
+        unenforced: schema locations (JSON pointers to keywords) that decoding does
+            not enforce exactly; empty when the schema is fully enforced.
+        options: the compile options.
+        vocabulary: the tokenizer vocabulary masks are computed for (None: text only).
+        compile_seconds: how long compiling took.
+    """
+
+    schema: Schema
+    grammar: Grammar
+    network: Network
+    unenforced: tuple[str, ...]
+    options: CompileOptions
+    vocabulary: Vocabulary | None
+    compile_seconds: float
+
+    def accepts(self, text: str | bytes) -> bool:
+        """Whether decoding could produce exactly ``text`` (no vocabulary needed).
+
+        Cost: one byte-at-a-time walk through the reference matcher — for tests and
+        diagnostics, not for the generation hot path.
+        """
+        data = text.encode("utf-8") if isinstance(text, str) else text
+        return self.reference().accepts(data)
+
+    def reference(self) -> ReferenceMatcher:
+        """The slow, obviously correct byte-level matcher for this schema."""
+        return ReferenceMatcher(self.network, max_depth=self.options.max_nesting_depth)
+
+    @property
+    def fully_enforced(self) -> bool:
+        return not self.unenforced
+
+    @functools.cached_property
+    def engine(self) -> MaskEngine:
+        """The mask engine shared by every matcher of this schema (its caches live here)."""
+        if self.vocabulary is None:
+            raise UsageError(
+                "this schema was compiled without a vocabulary",
+                hint="compile_schema(schema, Vocabulary.from_tokenizer(tokenizer))",
+            )
+        return MaskEngine(self.network, self.vocabulary, max_depth=self.options.max_nesting_depth)
+
+    def matcher(self) -> Matcher:
+        """A fresh matcher for one sequence (cheap: the engine and its caches are shared)."""
+        return Matcher(self.engine)
+
+
+def compile_schema(
+    schema: object, vocabulary: Vocabulary | None = None, **options: Any
+) -> CompiledSchema:
+    """Compile ``schema`` (a dict, JSON text, or pydantic model/type) for decoding.
+
+    ``options`` are :class:`CompileOptions` fields. Cached by schema, vocabulary
+    fingerprint and options.
+
+    Raises:
+        InvalidSchemaError: the schema is not valid.
+        UnsupportedSchemaError: it uses something decoding cannot handle (with
+            ``strict=True``: anything not enforced exactly), or accepts nothing.
+        BudgetExceededError: compiling exceeds a budget (see :class:`CompileOptions`).
+        UsageError: an unknown option.
+    """
+    try:
+        settings = CompileOptions(**options)
+    except TypeError as exc:
+        known = ", ".join(field.name for field in dataclasses.fields(CompileOptions))
+        raise UsageError(f"unknown compile option: {exc}", hint=f"known options: {known}") from None
+    spec = Schema.of(schema)
+    key = (
+        json.dumps(spec.json_schema, sort_keys=True),
+        vocabulary.fingerprint if vocabulary is not None else "",
+        settings,
+    )
+    with _lock:
+        hit = _cache.get(key)
+    if hit is not None:
+        return hit
+    started = time.perf_counter()
+    grammar, unenforced = build_grammar(
+        spec.json_schema, settings, lambda sub: spec.validator.evolve(schema=sub)
+    )
+    network = build_network(grammar, max_states=settings.max_rule_states)
+    elapsed = time.perf_counter() - started
+    if elapsed > settings.max_compile_seconds:
+        raise BudgetExceededError("compile time (seconds)", settings.max_compile_seconds)
+    compiled = CompiledSchema(spec, grammar, network, unenforced, settings, vocabulary, elapsed)
+    with _lock:
+        if len(_cache) >= _CACHE_LIMIT:
+            _cache.pop(next(iter(_cache)))
+        _cache[key] = compiled
+    return compiled

@@ -1,0 +1,762 @@
+"""JSON Schema → :class:`~jsonmode.decoding.grammar.Grammar`.
+
+Every schema node becomes an expression: scalars inline (string bodies, numbers and
+literals are lexemes), objects and arrays as rules of their own, ``$ref`` targets
+as named rules (so recursion works). What the grammar cannot enforce exactly is
+recorded, by schema location, in ``unenforced`` — the façade post-validates
+those — and ``strict=True`` turns any such entry into an error.
+
+Keyword policy (see ARCHITECTURE.md): enforced at decode time: ``type``, ``enum``,
+``const``, ``properties``, ``required``, ``additionalProperties``,
+``patternProperties`` (disjoint from the declared names), ``items``,
+``prefixItems``, ``minItems``/``maxItems``, ``minLength``/``maxLength``,
+``pattern``, ``format`` (where exact), integer bounds, ``anyOf``, ``oneOf``
+(disjoint branches), ``allOf`` (merged), ``$ref``/``$defs``. Everything else is
+listed in ``unenforced``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import jsonschema
+
+from jsonmode.decoding import regex as rx
+from jsonmode.decoding.formats import FORMAT_EXACTNESS, format_dfa
+from jsonmode.decoding.grammar import (
+    EMPTY,
+    Alt,
+    Call,
+    Expr,
+    Grammar,
+    Lex,
+    Lit,
+    Members,
+    Rep,
+    alt,
+    seq,
+)
+from jsonmode.errors import InvalidSchemaError, UnsupportedSchemaError
+from jsonmode.schema.pointer import MISSING, resolve_local_ref
+
+__all__ = ["CompileOptions", "build_grammar"]
+
+NEVER: Expr = Alt(())
+_MAX_ANY_ORDER = 8  # 2**8 member sets: beyond this the automaton grows too fast
+# Formats jsonschema's checker asserts (what post-validation enforces).
+_CHECKED_FORMATS = frozenset(jsonschema.Draft202012Validator.FORMAT_CHECKER.checkers)
+JSON_TYPES = ("null", "boolean", "object", "array", "number", "string")
+# Keywords that never constrain a value.
+_ANNOTATIONS = frozenset(
+    {
+        "$schema",
+        "$id",
+        "$comment",
+        "$defs",
+        "definitions",
+        "$anchor",
+        "title",
+        "description",
+        "default",
+        "examples",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+        "contentMediaType",
+        "contentEncoding",
+        "discriminator",
+        "nullable",  # OpenAPI; jsonschema ignores it too
+    }
+)
+_HANDLED = frozenset(
+    {
+        "type",
+        "enum",
+        "const",
+        "properties",
+        "required",
+        "additionalProperties",
+        "patternProperties",
+        "items",
+        "prefixItems",
+        "minItems",
+        "maxItems",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "format",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "anyOf",
+        "oneOf",
+        "allOf",
+        "$ref",
+    }
+)
+_NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+_TYPE_KEYWORDS = {
+    "string": ("minLength", "maxLength", "pattern", "format"),
+    "number": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"),
+    "object": (
+        "properties",
+        "required",
+        "additionalProperties",
+        "patternProperties",
+        "minProperties",
+        "maxProperties",
+        "propertyNames",
+        "dependentRequired",
+        "dependentSchemas",
+        "unevaluatedProperties",
+    ),
+    "array": (
+        "items",
+        "prefixItems",
+        "minItems",
+        "maxItems",
+        "contains",
+        "uniqueItems",
+        "unevaluatedItems",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """How a schema compiles. Every field is a typed setting with a documented default.
+
+    Attributes:
+        whitespace: ``"standard"`` allows at most one space after ``,`` and ``:``
+            (what ``json.dumps`` writes; generation stays compact); ``"flexible"``
+            allows up to ``max_whitespace`` whitespace characters between any two
+            tokens (accepts ``json.dumps(x, indent=2)``).
+        max_whitespace: the bound for flexible whitespace runs (default 40).
+        property_order: ``"schema"`` (declared order: the order is the reasoning
+            order) or ``"any"``.
+        strict: raise :class:`UnsupportedSchemaError` instead of listing a keyword in
+            ``unenforced``.
+        max_rule_states: automaton states per rule (default 20 000; each costs
+            256 int32 transitions, ~1 KiB).
+        max_repeat: counted repetitions (``maxItems``, ``maxLength``) expand up to this
+            bound (default 256); larger bounds are post-validated instead.
+        max_nesting_depth: how deep the matcher's stack may grow (default 64).
+        max_compile_seconds: give up compiling after this long (default 10 s).
+    """
+
+    whitespace: Literal["standard", "flexible"] = "standard"
+    max_whitespace: int = 40
+    property_order: Literal["schema", "any"] = "schema"
+    strict: bool = False
+    max_rule_states: int = 20_000
+    max_repeat: int = 256
+    max_nesting_depth: int = 64
+    max_compile_seconds: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.whitespace not in ("standard", "flexible"):
+            raise UnsupportedSchemaError(f"unknown whitespace option {self.whitespace!r}")
+        if self.property_order not in ("schema", "any"):
+            raise UnsupportedSchemaError(f"unknown property_order {self.property_order!r}")
+
+
+def _lex(label: str, dfa: rx.CharDFA) -> Lex:
+    return Lex(label, rx.utf8_byte_dfa(dfa))
+
+
+def _string_lex(label: str, dfa: rx.CharDFA) -> Expr:
+    return seq(Lit(b'"'), Lex(label, rx.json_string_body_dfa(dfa)), Lit(b'"'))
+
+
+@dataclass
+class _Builder:
+    root: Any
+    options: CompileOptions
+    draft7: bool
+    validator_for: Callable[[Any], Any]
+    rules: dict[str, Expr] = field(default_factory=dict)
+    unenforced: list[str] = field(default_factory=list)
+    ref_rules: dict[str, str] = field(default_factory=dict)
+    _lexes: dict[str, Expr] = field(default_factory=dict)
+
+    # -- bookkeeping -----------------------------------------------------------------
+
+    def skip(self, path: str, keyword: str) -> None:
+        location = f"{path}/{keyword}"
+        if self.options.strict:
+            raise UnsupportedSchemaError(
+                f"{keyword!r} cannot be enforced while decoding", schema_path=location
+            )
+        if location not in self.unenforced:
+            self.unenforced.append(location)
+
+    def rule(self, hint: str, build: Callable[[str], Expr]) -> Call:
+        name = re.sub(r"[^A-Za-z0-9_]+", "_", hint).strip("_") or "rule"
+        base, counter = name, 1
+        while name in self.rules:
+            counter += 1
+            name = f"{base}_{counter}"
+        self.rules[name] = NEVER  # reserve the name (recursion may call it)
+        self.rules[name] = build(name)
+        return Call(name)
+
+    def cached_lex(self, label: str, make: Callable[[], Expr]) -> Expr:
+        """One expression per label: equal lexemes are built (and determinised) once."""
+        if label not in self._lexes:
+            self._lexes[label] = make()
+        return self._lexes[label]
+
+    # -- whitespace and separators -------------------------------------------------------
+
+    @property
+    def ws(self) -> Expr:
+        if self.options.whitespace == "standard":
+            return EMPTY
+        return self.cached_lex(
+            "ws",
+            lambda: Rep(Lex("ws1", _ws_byte_dfa()), 0, self.options.max_whitespace),
+        )
+
+    def sep(self, char: bytes) -> Expr:
+        """``,`` or ``:`` with the whitespace the policy allows around it."""
+        if self.options.whitespace == "standard":
+            return seq(Lit(char), Rep(Lit(b" "), 0, 1))
+        return seq(self.ws, Lit(char), self.ws)
+
+    # -- values ------------------------------------------------------------------------
+
+    def value(self, schema: Any, path: str) -> Expr:
+        if schema is True or schema == {}:
+            return self.any_value()
+        if schema is False:
+            return NEVER
+        if not isinstance(schema, dict):
+            raise InvalidSchemaError(f"not a schema: {schema!r}", schema_path=path)
+        if "$ref" in schema:
+            return self.reference(schema, path)
+        handled = _HANDLED | {"additionalItems"} if self.draft7 else _HANDLED
+        for keyword in sorted(set(schema) - handled - _ANNOTATIONS):
+            self.skip(path, keyword)
+        if "allOf" in schema:
+            return self.value(self.merge_all(schema, path), path)
+        for keyword in ("anyOf", "oneOf"):
+            if keyword in schema:
+                return self.branches(schema, keyword, path)
+        if "enum" in schema or "const" in schema:
+            return self.constants(schema, path)
+        return self.typed(schema, path)
+
+    def reference(self, schema: dict[str, Any], path: str) -> Expr:
+        ref = schema["$ref"]
+        siblings = {k: v for k, v in schema.items() if k != "$ref" and k not in _ANNOTATIONS}
+        if not isinstance(ref, str) or resolve_local_ref(self.root, ref) is MISSING:
+            raise UnsupportedSchemaError(
+                f"reference {ref!r} is not a local pointer", schema_path=path
+            )
+        if siblings and not self.draft7:
+            merged = {"allOf": [{"$ref": ref}, siblings]}
+            return self.value(self.merge_all(merged, path), path)
+        if ref not in self.ref_rules:
+            target = resolve_local_ref(self.root, ref)
+            hint = "ref_" + ref.rsplit("/", 1)[-1]
+            self.ref_rules[ref] = hint  # placeholder while building (recursion)
+            call = self.rule(hint, lambda name: self._ref_body(ref, name, target))
+            self.ref_rules[ref] = call.rule
+        return Call(self.ref_rules[ref])
+
+    def _ref_body(self, ref: str, name: str, target: Any) -> Expr:
+        self.ref_rules[ref] = name
+        return self.value(target, ref[1:] or "/")
+
+    def any_value(self) -> Expr:
+        if "any" not in self.rules:
+            self.rule("any", lambda name: self._any_body())
+        return Call("any")
+
+    def _any_body(self) -> Expr:
+        member = seq(self.string_expr({}, ""), self.sep(b":"), Call("any"))
+        obj = seq(
+            Lit(b"{"),
+            self.ws,
+            Rep(seq(member, Rep(seq(self.sep(b","), member), 0, None)), 0, 1),
+            self.ws,
+            Lit(b"}"),
+        )
+        items = seq(Call("any"), Rep(seq(self.sep(b","), Call("any")), 0, None))
+        arr = seq(Lit(b"["), self.ws, Rep(items, 0, 1), self.ws, Lit(b"]"))
+        self.rules["any_object"] = obj
+        self.rules["any_array"] = arr
+        return alt(
+            Call("any_object"),
+            Call("any_array"),
+            self.string_expr({}, ""),
+            self.number_expr({}, "", integer=False),
+            Lit(b"true"),
+            Lit(b"false"),
+            Lit(b"null"),
+        )
+
+    # -- combinators ---------------------------------------------------------------------
+
+    def merge_all(self, schema: dict[str, Any], path: str) -> dict[str, Any]:
+        merged: dict[str, Any] = {k: v for k, v in schema.items() if k != "allOf"}
+        for index, part in enumerate(schema.get("allOf", [])):
+            part = self.resolve(part, f"{path}/allOf/{index}")
+            if part is False:
+                return {"not": {}}
+            if part is True:
+                continue
+            if "allOf" in part:
+                part = self.merge_all(part, f"{path}/allOf/{index}")
+            merged = _merge(merged, part, lambda keyword: self.skip(path, f"allOf/{keyword}"))
+        return merged
+
+    def resolve(self, schema: Any, path: str) -> Any:
+        seen = 0
+        while isinstance(schema, dict) and "$ref" in schema:
+            target = resolve_local_ref(self.root, schema["$ref"])
+            if target is MISSING:
+                raise UnsupportedSchemaError(
+                    f"reference {schema['$ref']!r} is not local", schema_path=path
+                )
+            siblings = {k: v for k, v in schema.items() if k != "$ref"}
+            schema = (
+                _merge(target, siblings, lambda k: self.skip(path, k))
+                if siblings and isinstance(target, dict)
+                else target
+            )
+            seen += 1
+            if seen > 32:
+                raise UnsupportedSchemaError("reference cycle without structure", schema_path=path)
+        return schema
+
+    def branches(self, schema: dict[str, Any], keyword: str, path: str) -> Expr:
+        rest = {k: v for k, v in schema.items() if k not in ("anyOf", "oneOf")}
+        options = schema[keyword]
+        exprs = []
+        for index, option in enumerate(options):
+            where = f"{path}/{keyword}/{index}"
+            branch = self.resolve(option, where)
+            if branch is False:
+                continue
+
+            def unmerged(key: str, where: str = where) -> None:
+                self.skip(where, key)
+
+            combined = _merge(rest, branch if branch is not True else {}, unmerged)
+            exprs.append(self.value(combined, where))
+        other = "oneOf" if keyword == "anyOf" else "anyOf"
+        if other in schema:
+            self.skip(path, other)
+        if keyword == "oneOf" and not _disjoint([self.resolve(o, path) for o in options]):
+            self.skip(path, "oneOf")
+        return alt(*exprs) if exprs else NEVER
+
+    def constants(self, schema: dict[str, Any], path: str) -> Expr:
+        values = [schema["const"]] if "const" in schema else list(schema["enum"])
+        rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
+        validator = self.validator_for(rest)
+        kept = [value for value in values if validator.is_valid(value)]
+        return alt(*(self.literal(value) for value in kept)) if kept else NEVER
+
+    def literal(self, value: Any) -> Expr:
+        """A JSON value written any way json.dumps may write it (whitespace per policy)."""
+        if isinstance(value, str):
+            if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
+                # The one spelling json.dumps writes: keys and constants are then forced.
+                return Lit(json.dumps(value).encode())
+            return _string_lex(f"const:{json.dumps(value)}", rx.literal_dfa([value]))
+        if isinstance(value, bool) or value is None:
+            return Lit(json.dumps(value).encode())
+        if isinstance(value, (int, float)) and float(value).is_integer():
+            # 3, 3.0 and 3.00 are the same JSON Schema value.
+            digits = str(int(value))
+            return self.cached_lex(
+                f"const:{digits}",
+                lambda: _lex(
+                    f"const:{digits}", rx.compile_pattern(f"^{re.escape(digits)}(?:\\.0+)?$")
+                ),
+            )
+        if isinstance(value, float):
+            return Lit(json.dumps(value).encode())
+        if isinstance(value, list):
+            if not value:
+                return seq(Lit(b"["), self.ws, Lit(b"]"))
+            parts: list[Expr] = [Lit(b"["), self.ws]
+            for index, item in enumerate(value):
+                if index:
+                    parts.append(self.sep(b","))
+                parts.append(self.literal(item))
+            return seq(*parts, self.ws, Lit(b"]"))
+        if not value:
+            return seq(Lit(b"{"), self.ws, Lit(b"}"))
+        # An object constant equals the same members in any order.
+        pairs = tuple(
+            (seq(self.literal(key), self.sep(b":"), self.literal(item)), True)
+            for key, item in value.items()
+        )
+        body = Members(pairs, None, self.sep(b","), any_order=len(pairs) <= _MAX_ANY_ORDER)
+        return seq(Lit(b"{"), self.ws, body, self.ws, Lit(b"}"))
+
+    # -- types ---------------------------------------------------------------------------
+
+    def typed(self, schema: dict[str, Any], path: str) -> Expr:
+        declared = schema.get("type")
+        if declared is None:
+            types: list[str] = list(JSON_TYPES)
+        elif isinstance(declared, str):
+            types = [declared]
+        else:
+            types = list(declared)
+        exprs: list[Expr] = []
+        if "integer" in types and "number" in types:
+            types.remove("integer")
+        for kind in types:
+            if kind == "null":
+                exprs.append(Lit(b"null"))
+            elif kind == "boolean":
+                exprs.append(alt(Lit(b"true"), Lit(b"false")))
+            elif kind == "string":
+                exprs.append(self.string_expr(schema, path))
+            elif kind in ("number", "integer"):
+                exprs.append(self.number_expr(schema, path, integer=kind == "integer"))
+            elif kind == "object":
+                exprs.append(self.rule(f"obj{path}", lambda name: self.object_body(schema, path)))
+            elif kind == "array":
+                exprs.append(self.rule(f"arr{path}", lambda name: self.array_body(schema, path)))
+            else:
+                raise InvalidSchemaError(f"unknown type {kind!r}", schema_path=f"{path}/type")
+        return alt(*exprs) if exprs else NEVER
+
+    def string_expr(self, schema: dict[str, Any], path: str) -> Expr:
+        low = _count(schema.get("minLength", 0))
+        high = _count(schema.get("maxLength"))
+        pattern = schema.get("pattern")
+        fmt = schema.get("format")
+        label = f"string{_bounds(low, high)}"
+        if high is not None and high > self.options.max_repeat:
+            self.skip(path, "maxLength")
+            high = None
+        if low > self.options.max_repeat:
+            self.skip(path, "minLength")
+            low = 0
+        dfa = rx.any_char_dfa(low, high)
+        if isinstance(pattern, str):
+            label += f" pattern:{pattern}"
+            dfa = rx.intersect(dfa, rx.compile_pattern(pattern))
+        if isinstance(fmt, str):
+            known = format_dfa(fmt)
+            if known is not None:
+                label += f" format:{fmt}"
+                dfa = rx.intersect(dfa, known)
+            if fmt in _CHECKED_FORMATS and FORMAT_EXACTNESS.get(fmt) != "exact":
+                # Post-validation checks it; decoding only approximates (or ignores) it.
+                self.skip(path, "format")
+        return self.cached_lex(label, lambda: _string_lex(label, dfa))
+
+    def number_expr(self, schema: dict[str, Any], path: str, *, integer: bool) -> Expr:
+        bounds = [
+            k for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum") if k in schema
+        ]
+        if "multipleOf" in schema:
+            self.skip(path, "multipleOf")
+        if not integer:
+            for keyword in bounds:
+                self.skip(path, keyword)
+            return self.cached_lex(
+                "number", lambda: _lex("number", rx.compile_pattern(f"^{_NUMBER}$"))
+            )
+        low, high = _integer_bounds(schema)
+        if low is not None and high is not None and low > high:
+            return NEVER
+        digits = rx.integer_range_pattern(low, high)
+        label = f"integer{_bounds(low, high)}"
+        # An integral float ("3.0") is an integer for JSON Schema.
+        pattern = f"^(?:{digits})(?:\\.0+)?$"
+        return self.cached_lex(label, lambda: _lex(label, rx.compile_pattern(pattern)))
+
+    # -- objects -----------------------------------------------------------------------
+
+    def object_body(self, schema: dict[str, Any], path: str) -> Expr:
+        for keyword in (
+            "minProperties",
+            "maxProperties",
+            "propertyNames",
+            "dependentRequired",
+            "dependentSchemas",
+            "unevaluatedProperties",
+            "dependencies",
+        ):
+            if keyword in schema:
+                self.skip(path, keyword)
+        properties: dict[str, Any] = dict(schema.get("properties") or {})
+        required = [name for name in schema.get("required", []) if isinstance(name, str)]
+        for name in required:
+            properties.setdefault(name, True)
+        patterns: dict[str, Any] = dict(schema.get("patternProperties") or {})
+        extra = schema.get("additionalProperties", True)
+        members: list[tuple[Expr, bool]] = []  # (member expr, required)
+        for name, sub in properties.items():
+            sub_path = f"{path}/properties/{_escape(name)}"
+            value = self.value(sub, sub_path)
+            if value == NEVER:
+                if name in required:
+                    return NEVER
+                continue
+            matching = [p for p in patterns if _search(p, name)]
+            if matching:
+                self.skip(path, "patternProperties")
+            key = self.literal(name)
+            members.append((seq(key, self.sep(b":"), value), name in required))
+        extras: list[Expr] = []
+        names_dfa = rx.literal_dfa(list(properties))
+        used = names_dfa
+        pattern_dfas: list[rx.CharDFA] = []
+        for pattern, sub in patterns.items():
+            pattern_dfa = rx.intersect(rx.compile_pattern(pattern), rx.complement(names_dfa))
+            if any(not rx.intersect(pattern_dfa, other).is_empty() for other in pattern_dfas):
+                self.skip(path, "patternProperties")
+            pattern_dfas.append(pattern_dfa)
+            used = rx.union(used, pattern_dfa)
+            value = self.value(sub, f"{path}/patternProperties/{_escape(pattern)}")
+            if value != NEVER and not pattern_dfa.is_empty():
+                key = _string_lex(f"key pattern:{pattern}", pattern_dfa)
+                extras.append(seq(key, self.sep(b":"), value))
+        if extra is not False:
+            value = self.value(extra, f"{path}/additionalProperties")
+            other_keys = rx.complement(used)
+            if value != NEVER and not other_keys.is_empty():
+                label = (
+                    "key not:" + ",".join(json.dumps(n) for n in properties)
+                    if properties
+                    else "key"
+                )
+                extras.append(seq(_string_lex(label, other_keys), self.sep(b":"), value))
+        any_order = self.options.property_order == "any"
+        if any_order and len(members) > _MAX_ANY_ORDER:
+            raise UnsupportedSchemaError(
+                f"property_order='any' handles at most {_MAX_ANY_ORDER} declared properties",
+                schema_path=path,
+            )
+        extra_call = self.rule(f"extra{path}", lambda name: alt(*extras)) if extras else None
+        body = Members(tuple(members), extra_call, self.sep(b","), any_order)
+        return seq(Lit(b"{"), self.ws, body, self.ws, Lit(b"}"))
+
+    # -- arrays ------------------------------------------------------------------------
+
+    def array_body(self, schema: dict[str, Any], path: str) -> Expr:
+        for keyword in (
+            "contains",
+            "uniqueItems",
+            "unevaluatedItems",
+            "minContains",
+            "maxContains",
+        ):
+            if keyword in schema and not (keyword == "uniqueItems" and schema[keyword] is False):
+                self.skip(path, keyword)
+        prefix = list(schema.get("prefixItems") or [])
+        items = schema.get("items", True)
+        if self.draft7 and isinstance(items, list):
+            prefix, items = items, schema.get("additionalItems", True)
+        low = _count(schema.get("minItems", 0))
+        high = _count(schema.get("maxItems"))
+        if high is not None and high > self.options.max_repeat:
+            self.skip(path, "maxItems")
+            high = None
+        if low > self.options.max_repeat:
+            self.skip(path, "minItems")
+            low = 0
+        prefix_exprs = [self.value(sub, f"{path}/prefixItems/{i}") for i, sub in enumerate(prefix)]
+        item_expr = self.value(items, f"{path}/items")
+        comma = self.sep(b",")
+
+        def element(index: int) -> Expr:
+            return prefix_exprs[index] if index < len(prefix_exprs) else item_expr
+
+        def tail(count: int) -> Expr:
+            """What may follow once ``count`` elements are written."""
+            if count >= len(prefix_exprs):
+                more = None if high is None else high - count
+                need = max(0, low - count)
+                if more is not None and more < need:
+                    return NEVER
+                if more == 0:
+                    return EMPTY
+                return Rep(seq(comma, item_expr), need, more)
+            options: list[Expr] = [EMPTY] if count >= low else []
+            if high is None or count < high:
+                options.append(seq(comma, element(count), tail(count + 1)))
+            return alt(*options) if options else NEVER
+
+        if high == 0:
+            body: Expr = EMPTY if low == 0 else NEVER
+        else:
+            first = seq(element(0), tail(1))
+            body = alt(EMPTY, first) if low == 0 else first
+        # NEVER inside a sequence kills that path: impossible lengths trim themselves.
+        return seq(Lit(b"["), self.ws, body, self.ws, Lit(b"]"))
+
+
+def _count(value: Any) -> Any:
+    """A length/count keyword as an int (JSON Schema allows 2.0 for 2); None stays None."""
+    return None if value is None else int(value)
+
+
+def _ws_byte_dfa() -> rx.ByteDFA:
+    return rx.utf8_byte_dfa(rx.compile_pattern("^[ \\t\\n\\r]$"))
+
+
+def _bounds(low: int | None, high: int | None) -> str:
+    if not low and high is None:
+        return ""
+    return f"[{'' if low is None else low},{'' if high is None else high}]"
+
+
+def _escape(name: str) -> str:
+    return name.replace("~", "~0").replace("/", "~1")
+
+
+def _search(pattern: str, text: str) -> bool:
+    try:
+        return re.search(pattern, text) is not None
+    except re.error:
+        return False
+
+
+def _integer_bounds(schema: dict[str, Any]) -> tuple[int | None, int | None]:
+    import math
+
+    low: int | None = None
+    high: int | None = None
+    for keyword, value in schema.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if keyword == "minimum":
+            bound = math.ceil(value)
+            low = bound if low is None else max(low, bound)
+        elif keyword == "exclusiveMinimum":
+            bound = math.floor(value) + 1
+            low = bound if low is None else max(low, bound)
+        elif keyword == "maximum":
+            bound = math.floor(value)
+            high = bound if high is None else min(high, bound)
+        elif keyword == "exclusiveMaximum":
+            bound = math.ceil(value) - 1
+            high = bound if high is None else min(high, bound)
+    return low, high
+
+
+def _merge(a: dict[str, Any], b: dict[str, Any], unmerged: Callable[[str], None]) -> dict[str, Any]:
+    """allOf of two schemas as one, for the keywords whose conjunction is expressible."""
+    for one, two in ((a, b), (b, a)):
+        # additionalProperties only sees its own siblings' properties: merging in
+        # another schema's properties would exempt them, so that is not exact.
+        closed = "additionalProperties" in one and one["additionalProperties"] is not True
+        names = set(two.get("properties", {})) - set(one.get("properties", {}))
+        if closed and (names or two.get("patternProperties")):
+            unmerged("additionalProperties")
+    out = dict(a)
+    for key, value in b.items():
+        if key not in out or key in _ANNOTATIONS:
+            out.setdefault(key, value)
+            continue
+        mine = out[key]
+        if mine == value:
+            continue
+        if key == "type":
+            left = {mine} if isinstance(mine, str) else set(mine)
+            right = {value} if isinstance(value, str) else set(value)
+            both = (left & right) | (
+                {"integer"}
+                if ("integer" in left and "number" in right)
+                or ("number" in left and "integer" in right)
+                else set()
+            )
+            out[key] = sorted(both)
+        elif key == "required":
+            out[key] = list(dict.fromkeys([*mine, *value]))
+        elif key in ("properties", "patternProperties"):
+            merged = dict(mine)
+            for name, sub in value.items():
+                merged[name] = {"allOf": [merged[name], sub]} if name in merged else sub
+            out[key] = merged
+        elif key in ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties"):
+            out[key] = max(mine, value)
+        elif key in ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties"):
+            out[key] = min(mine, value)
+        elif key == "enum":
+            out[key] = [v for v in mine if v in value]
+        elif key in ("anyOf", "oneOf", "allOf"):
+            out.setdefault("allOf", [])
+            out["allOf"] = [*out.get("allOf", []), {key: value}]
+        else:
+            unmerged(key)
+    return out
+
+
+def _disjoint(branches: Sequence[Any]) -> bool:
+    """Provably no value satisfies two branches: distinct types, or distinct constants."""
+    kinds: list[set[str]] = []
+    for branch in branches:
+        if not isinstance(branch, dict):
+            return False
+        declared = branch.get("type")
+        if declared is None:
+            return _distinct_constants(branches)
+        kind = {declared} if isinstance(declared, str) else set(declared)
+        if "number" in kind:
+            kind.add("integer")
+        kinds.append(kind)
+    return all(
+        not (x & y) for i, x in enumerate(kinds) for y in kinds[i + 1 :]
+    ) or _distinct_constants(branches)
+
+
+def _distinct_constants(branches: Sequence[Any]) -> bool:
+    """A shared required property whose const/enum values never overlap (a discriminator)."""
+    shared: set[str] | None = None
+    for branch in branches:
+        props = branch.get("properties", {}) if isinstance(branch, dict) else {}
+        names = {
+            n
+            for n, s in props.items()
+            if isinstance(s, dict)
+            and ("const" in s or "enum" in s)
+            and n in branch.get("required", [])
+        }
+        shared = names if shared is None else shared & names
+    for name in shared or ():
+        seen: list[Any] = []
+        ok = True
+        for branch in branches:
+            sub = branch["properties"][name]
+            values = [sub["const"]] if "const" in sub else list(sub["enum"])
+            if any(v in seen for v in values):
+                ok = False
+                break
+            seen.extend(values)
+        if ok:
+            return True
+    return False
+
+
+def build_grammar(
+    schema: Any, options: CompileOptions, validator_for: Callable[[Any], Any]
+) -> tuple[Grammar, tuple[str, ...]]:
+    """The grammar for ``schema`` and the schema locations it does not enforce exactly.
+
+    ``validator_for(subschema)`` returns a jsonschema validator (with the root's
+    references) used to filter ``enum`` values by the node's other keywords.
+    """
+    draft7 = isinstance(schema, dict) and "draft-07" in str(schema.get("$schema", ""))
+    builder = _Builder(schema, options, draft7, validator_for)
+    # One leading space is allowed: SentencePiece tokenizers spell the first token
+    # of a reply with it ("▁{"), and refusing it would force a less likely token.
+    lead = Rep(Lit(b" "), 0, 1) if options.whitespace == "standard" else builder.ws
+    builder.rule("root", lambda name: seq(lead, builder.value(schema, "")))
+    return Grammar("root", dict(builder.rules)), tuple(builder.unenforced)

@@ -1,0 +1,177 @@
+"""Schema → grammar: what is accepted, what is left to post-validation, options, budgets."""
+
+import json
+
+import pytest
+from pydantic import BaseModel, Field
+
+from jsonmode.decoding.compiled import compile_schema
+from jsonmode.errors import BudgetExceededError, UnsupportedSchemaError, UsageError
+
+
+def accepts(schema, value, **options):
+    return compile_schema(schema, **options).accepts(json.dumps(value))
+
+
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "minLength": 1},
+        "age": {"type": "integer", "minimum": 0, "maximum": 150},
+        "email": {"type": ["string", "null"], "pattern": "@"},
+        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
+    },
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"),
+    [
+        ({"name": "Ada", "age": 36}, True),
+        ({"name": "Ada", "age": 36, "email": None, "tags": ["x", "y"]}, True),
+        ({"name": "Ada", "age": 36, "tags": []}, True),
+        ({"name": "", "age": 36}, False),  # minLength
+        ({"name": "Ada", "age": 151}, False),  # maximum
+        ({"name": "Ada", "age": -1}, False),  # minimum
+        ({"name": "Ada", "age": 3.5}, False),  # integer
+        ({"name": "Ada"}, False),  # required
+        ({"name": "Ada", "age": 1, "tags": ["a", "b", "c", "d"]}, False),  # maxItems
+        ({"name": "Ada", "age": 1, "other": 1}, False),  # additionalProperties
+        ({"age": 1, "name": "Ada"}, False),  # schema order
+    ],
+)
+def test_person(value, ok):
+    assert accepts(PERSON, value) is ok
+    assert compile_schema(PERSON).unenforced == ()
+
+
+def test_compact_and_standard_whitespace_only_by_default():
+    compiled = compile_schema(PERSON)
+    value = {"name": "Ada", "age": 36}
+    assert compiled.accepts(json.dumps(value))
+    assert compiled.accepts(json.dumps(value, separators=(",", ":")))
+    assert not compiled.accepts(json.dumps(value, indent=2))
+    flexible = compile_schema(PERSON, whitespace="flexible")
+    assert flexible.accepts(json.dumps(value, indent=2))
+    assert flexible.accepts(json.dumps({**value, "tags": ["a"]}, indent=2))
+
+
+def test_any_property_order_option():
+    compiled = compile_schema(PERSON, property_order="any")
+    assert compiled.accepts(json.dumps({"age": 1, "name": "Ada"}))
+    assert not compiled.accepts(json.dumps({"age": 1}))
+
+
+def test_additional_properties_default_allows_other_keys_only():
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    assert accepts(schema, {"a": 1, "b": "anything", "c": [1, {"d": None}]})
+    assert accepts(schema, {"b": 2})
+    assert not accepts(schema, {"a": "x"})
+    assert not compile_schema(schema).accepts('{"a": 1, "a": 2}')  # no duplicate keys
+
+
+def test_additional_properties_schema_and_pattern_properties():
+    schema = {
+        "type": "object",
+        "patternProperties": {"^x-": {"type": "string"}},
+        "additionalProperties": {"type": "integer"},
+    }
+    assert accepts(schema, {"x-a": "s", "n": 1})
+    assert not accepts(schema, {"x-a": 1})
+    assert not accepts(schema, {"n": "s"})
+
+
+def test_enum_and_const_any_spelling():
+    schema = {"enum": ["café", 1, None, [1, "a"], {"k": True}]}
+    for value in schema["enum"]:
+        assert accepts(schema, value)
+    assert compile_schema(schema).accepts('"caf\\u00e9"')
+    assert not accepts(schema, "cafe")
+    assert not accepts(schema, 2)
+    assert accepts({"const": {"a": [1, 2]}}, {"a": [1, 2]})
+
+
+def test_enum_values_filtered_by_sibling_keywords():
+    compiled = compile_schema({"type": "string", "enum": ["a", 1, "b"], "maxLength": 1})
+    assert compiled.accepts('"a"')
+    assert not compiled.accepts("1")
+
+
+def test_anyof_oneof_allof():
+    nullable = {"anyOf": [{"type": "string"}, {"type": "null"}]}
+    assert accepts(nullable, None)
+    assert accepts(nullable, "x")
+    assert not accepts(nullable, 1)
+    merged = {"allOf": [{"type": "integer", "minimum": 3}, {"maximum": 5}]}
+    assert [accepts(merged, v) for v in (2, 3, 5, 6)] == [False, True, True, False]
+    tagged = {
+        "oneOf": [
+            {"type": "object", "properties": {"kind": {"const": "a"}}, "required": ["kind"]},
+            {"type": "object", "properties": {"kind": {"const": "b"}}, "required": ["kind"]},
+        ]
+    }
+    assert compile_schema(tagged).unenforced == ()  # provably disjoint
+    overlapping = {"oneOf": [{"type": "integer"}, {"type": "integer", "minimum": 3}]}
+    assert compile_schema(overlapping).unenforced == ("/oneOf",)
+
+
+def test_recursive_references():
+    tree = {
+        "$defs": {
+            "node": {
+                "type": "object",
+                "properties": {
+                    "value": {"type": "integer"},
+                    "children": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+                },
+                "required": ["value"],
+            }
+        },
+        "$ref": "#/$defs/node",
+    }
+    value = {"value": 1, "children": [{"value": 2}, {"value": 3, "children": [{"value": 4}]}]}
+    assert accepts(tree, value)
+    assert not accepts(tree, {"value": 1, "children": [{"children": []}]})
+
+
+def test_pydantic_models_compile():
+    class Item(BaseModel):
+        name: str
+        qty: int = Field(ge=1)
+
+    class Order(BaseModel):
+        items: list[Item]
+        note: str | None = None
+
+    compiled = compile_schema(Order)
+    good = Order(items=[Item(name="x", qty=2)]).model_dump(mode="json")
+    assert compiled.accepts(json.dumps(good))
+    assert not compiled.accepts(json.dumps({"items": [{"name": "x", "qty": 0}]}))
+
+
+def test_unenforced_keywords_are_listed_and_strict_refuses_them():
+    schema = {"type": "array", "items": {"type": "number", "multipleOf": 0.5}, "uniqueItems": True}
+    assert set(compile_schema(schema).unenforced) == {"/uniqueItems", "/items/multipleOf"}
+    with pytest.raises(UnsupportedSchemaError, match="uniqueItems"):
+        compile_schema(schema, strict=True)
+
+
+def test_unsatisfiable_schemas_are_refused():
+    with pytest.raises(UnsupportedSchemaError, match="accepts no value"):
+        compile_schema({"type": "integer", "minimum": 5, "maximum": 3})
+    with pytest.raises(UnsupportedSchemaError, match="accepts no value"):
+        compile_schema({"type": "object", "properties": {"a": False}, "required": ["a"]})
+
+
+def test_budgets_are_typed():
+    with pytest.raises(BudgetExceededError):
+        compile_schema({"type": "string", "pattern": "^[ab]{100}$"}, max_rule_states=20)
+    with pytest.raises(UsageError, match="unknown compile option"):
+        compile_schema({"type": "string"}, whitespaces="flexible")
+
+
+def test_compiled_schemas_are_cached():
+    assert compile_schema(PERSON) is compile_schema(json.loads(json.dumps(PERSON)))
+    assert compile_schema(PERSON) is not compile_schema(PERSON, whitespace="flexible")

@@ -1,0 +1,187 @@
+"""The token matcher: masks against the reference walk, real tokenizers, fuzzing."""
+
+import json
+import pathlib
+import random
+
+import numpy as np
+import pytest
+
+from jsonmode.decoding.compiled import compile_schema
+from jsonmode.decoding.vocabulary import Vocabulary
+from jsonmode.errors import UsageError
+
+TOKENIZERS = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tokenizers"
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 6},
+        "n": {"type": "integer", "minimum": -5, "maximum": 120},
+        "ok": {"type": "boolean"},
+        "tags": {"type": "array", "items": {"enum": ["a", "bc"]}, "maxItems": 3},
+        "sub": {
+            "anyOf": [
+                {"type": "null"},
+                {"type": "object", "properties": {"x": {"type": "number"}}, "required": ["x"]},
+            ]
+        },
+    },
+    "required": ["name", "n"],
+    "additionalProperties": False,
+}
+
+
+def synthetic_vocabulary() -> Vocabulary:
+    """Every single byte JSON uses, plus multi-byte tokens that cross boundaries."""
+    pieces = [bytes([b]) for b in range(32, 127)]
+    pieces += [
+        b'{"',
+        b'":',
+        b'",',
+        b'"}',
+        b"}]",
+        b"],",
+        b'", "',
+        b'": ',
+        b'":"',
+        b"true",
+        b"false",
+        b"null",
+        b'},{"',
+        b"12",
+        b"-5",
+        b"0.5",
+        b'"a"',
+        b'bc"',
+        b'"name',
+        b'name":"',
+        b"1}",
+        b"20,",
+        b'{"x":',
+        b'"]',
+        b"]}",
+        b"\xc3\xa9",
+        b"\xc3",
+        b"\xa9",
+        b"\\u00",
+        b"\\n",
+    ]
+    eos = len(pieces)
+    return Vocabulary.from_token_bytes([*pieces, b""], eos_ids=[eos])
+
+
+def reference_mask(compiled, state) -> np.ndarray:
+    vocabulary = compiled.vocabulary
+    reference = compiled.reference()
+    allowed = np.zeros(vocabulary.size, dtype=bool)
+    for token in range(vocabulary.size):
+        data = vocabulary.token_bytes(token)
+        if data and vocabulary.allowed_base[token]:
+            allowed[token] = bool(reference.feed(state, data))
+    if reference.can_end(state):
+        allowed[sorted(vocabulary.eos_ids)] = True
+    return allowed
+
+
+def random_walk(compiled, rng, steps=60):
+    matcher = compiled.matcher()
+    for _ in range(steps):
+        mask = matcher.mask()
+        yield matcher, mask
+        choices = np.flatnonzero(mask)
+        assert choices.size, "empty mask before the document is finished"
+        token = int(rng.choice(choices))
+        assert matcher.advance(token)
+        if matcher.is_finished():
+            return
+
+
+def test_fast_masks_equal_reference_masks_on_every_visited_state():
+    compiled = compile_schema(SCHEMA, synthetic_vocabulary())
+    rng = random.Random(7)
+    for _ in range(12):
+        for matcher, mask in random_walk(compiled, rng):
+            assert np.array_equal(mask, reference_mask(compiled, matcher.state))
+
+
+def test_random_walks_end_in_valid_documents():
+    vocabulary = synthetic_vocabulary()
+    compiled = compile_schema(SCHEMA, vocabulary)
+    rng = random.Random(3)
+    finished = 0
+    for _ in range(40):
+        text = bytearray()
+        matcher = compiled.matcher()
+        for _ in range(400):
+            mask = matcher.mask()
+            choices = np.flatnonzero(mask)
+            assert choices.size
+            # Prefer ending when possible, so documents close.
+            eos = [c for c in choices if c in vocabulary.eos_ids]
+            token = eos[0] if eos and rng.random() < 0.5 else int(rng.choice(choices))
+            assert matcher.advance(token)
+            if matcher.is_finished():
+                break
+            text += vocabulary.token_bytes(token)
+        if matcher.is_finished():
+            finished += 1
+            value = json.loads(bytes(text))
+            assert compiled.schema.conforms(value), bytes(text)
+    assert finished >= 30
+
+
+def test_advance_rejects_and_keeps_state_rollback_and_forced_bytes():
+    vocabulary = synthetic_vocabulary()
+    compiled = compile_schema(SCHEMA, vocabulary)
+    matcher = compiled.matcher()
+    token = {vocabulary.token_bytes(i): i for i in range(vocabulary.size)}
+    assert matcher.forced_bytes() == b""  # "{" or one leading space
+    before = matcher.state
+    assert not matcher.advance(token[b"}"])
+    assert matcher.state == before
+    assert matcher.advance(token[b'{"'])
+    assert matcher.forced_bytes() == b'name":'  # then an optional space
+    assert matcher.advance(token[b'name":"'])
+    matcher.rollback(1)
+    assert not matcher.advance(token[b'"name'])  # the quote is already there
+    assert matcher.advance(token[b"n"])
+    eos = next(iter(vocabulary.eos_ids))
+    assert not matcher.advance(eos)
+    assert not matcher.is_finished()
+    with pytest.raises(ValueError, match="roll back"):
+        matcher.rollback(99)
+
+
+def test_matcher_needs_a_vocabulary():
+    with pytest.raises(UsageError, match="vocabulary"):
+        compile_schema(SCHEMA).matcher()
+
+
+@pytest.mark.parametrize("name", ["qwen2.5", "llama-3", "mistral-7b-v0.1"])
+def test_real_tokenizer_walks_valid_documents(name):
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(TOKENIZERS / name / "tokenizer.json"))
+    vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / name)
+    compiled = compile_schema(SCHEMA, vocabulary)
+    documents = [
+        {"name": "Ada", "n": 36},
+        {"name": "é ü", "n": -5, "ok": True, "tags": ["a", "bc"], "sub": None},
+        {"name": "x", "n": 120, "sub": {"x": -0.5e-3}},
+    ]
+    for document in documents:
+        text = json.dumps(document, separators=(",", ":"))
+        ids = tokenizer.encode(text, add_special_tokens=False).ids
+        data = b"".join(vocabulary.token_bytes(i) for i in ids)
+        # SentencePiece spells the first piece with a leading space ("▁{").
+        assert data in (text.encode(), b" " + text.encode())
+        matcher = compiled.matcher()
+        for token in ids:
+            assert matcher.mask()[token], (name, text, vocabulary.token_bytes(token))
+            assert matcher.advance(token)
+        mask = matcher.mask()
+        assert all(mask[e] for e in vocabulary.eos_ids)
+        assert not any(mask[i] for i in vocabulary.special_ids - vocabulary.eos_ids)
+        assert matcher.advance(next(iter(vocabulary.eos_ids)))
+        assert matcher.is_finished()
