@@ -1,5 +1,7 @@
 """The constrained tier end to end: a random local model, the logits processor, fallbacks."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -94,3 +96,17 @@ def test_refused_token_marks_row_failed_and_allows_only_eos(local):
     assert processor.failed[0]
     finite = torch.isfinite(out[0]).nonzero().flatten().tolist()
     assert set(finite) == set(vocabulary.eos_ids)
+
+
+def test_streaming_yields_the_text_as_it_is_produced(local):
+    from jsonmode.backends.base import Request
+    from jsonmode.prompting import first_messages, user_messages
+
+    model, tokenizer = local
+    jm = JsonMode(model, tokenizer=tokenizer, max_new_tokens=256)
+    spec = Schema.of(CONSTRAINED_SCHEMA)
+    request = Request(first_messages(spec, user_messages("Extract.")), spec, constrained=True)
+    pieces = list(jm.backend.stream(request))
+    assert len(pieces) > 3, "text arrives in pieces, not at the end"
+    text = "".join(pieces).replace("<|endoftext|>", "")
+    assert spec.conforms(json.loads(text))
