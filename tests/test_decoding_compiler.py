@@ -172,6 +172,17 @@ def test_budgets_are_typed():
         compile_schema({"type": "string"}, whitespaces="flexible")
 
 
+def test_equal_looking_lexemes_never_share_an_automaton():
+    """Regression: `minimum: 0` once printed like no bound and reused its automaton."""
+    schema = {
+        "type": "object",
+        "properties": {"free": {"type": "integer"}, "count": {"type": "integer", "minimum": 0}},
+    }
+    assert accepts(schema, {"free": -1, "count": 0})
+    assert not accepts(schema, {"free": -1, "count": -1})
+    assert "integer[0,]" in str(compile_schema(schema).grammar)
+
+
 def test_compiled_schemas_are_cached():
     assert compile_schema(PERSON) is compile_schema(json.loads(json.dumps(PERSON)))
     assert compile_schema(PERSON) is not compile_schema(PERSON, whitespace="flexible")

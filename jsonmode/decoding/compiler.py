@@ -438,7 +438,7 @@ class _Builder:
         high = _count(schema.get("maxLength"))
         pattern = schema.get("pattern")
         fmt = schema.get("format")
-        label = f"string{_bounds(low, high)}"
+        label = f"string{_bounds(low or None, high)}"
         if high is not None and high > self.options.max_repeat:
             self.skip(path, "maxLength")
             high = None
@@ -612,7 +612,9 @@ def _ws_byte_dfa() -> rx.ByteDFA:
 
 
 def _bounds(low: int | None, high: int | None) -> str:
-    if not low and high is None:
+    """The bounds part of a lexeme label. Labels key the lexeme cache, so every
+    distinct bound must print distinctly (0 is a bound, None is none)."""
+    if low is None and high is None:
         return ""
     return f"[{'' if low is None else low},{'' if high is None else high}]"
 
