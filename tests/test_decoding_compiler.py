@@ -183,6 +183,23 @@ def test_equal_looking_lexemes_never_share_an_automaton():
     assert "integer[0,]" in str(compile_schema(schema).grammar)
 
 
+def test_property_order_is_part_of_the_cache_key():
+    a = {"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}}}
+    b = {"type": "object", "properties": {"y": {"type": "integer"}, "x": {"type": "integer"}}}
+    assert compile_schema(b).accepts('{"y":1,"x":2}')
+    assert compile_schema(a).accepts('{"x":1,"y":2}')
+    assert not compile_schema(a).accepts('{"y":1,"x":2}')
+
+
+def test_integral_floats_are_integers_except_in_draft_4():
+    assert accepts({"type": "integer"}, 1.0)
+    legacy = compile_schema(
+        {"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer"}
+    )
+    assert not legacy.accepts("1.0")
+    assert legacy.accepts("1")
+
+
 def test_compiled_schemas_are_cached():
     assert compile_schema(PERSON) is compile_schema(json.loads(json.dumps(PERSON)))
     assert compile_schema(PERSON) is not compile_schema(PERSON, whitespace="flexible")

@@ -110,7 +110,7 @@ def compile_schema(
         raise UsageError(f"unknown compile option: {exc}", hint=f"known options: {known}") from None
     spec = Schema.of(schema)
     key = (
-        json.dumps(spec.json_schema, sort_keys=True),
+        json.dumps(spec.json_schema),  # not sorted: property order is decoding order
         vocabulary.fingerprint if vocabulary is not None else "",
         settings,
     )

@@ -178,6 +178,7 @@ class _Builder:
     root: Any
     options: CompileOptions
     draft7: bool
+    legacy_integers: bool
     validator_for: Callable[[Any], Any]
     rules: dict[str, Expr] = field(default_factory=dict)
     unenforced: list[str] = field(default_factory=list)
@@ -476,8 +477,10 @@ class _Builder:
             return NEVER
         digits = rx.integer_range_pattern(low, high)
         label = f"integer{_bounds(low, high)}"
-        # An integral float ("3.0") is an integer for JSON Schema.
-        pattern = f"^(?:{digits})(?:\\.0+)?$"
+        # An integral float ("3.0") is an integer for JSON Schema since draft 6;
+        # drafts 3 and 4 say it is not.
+        fraction = "" if self.legacy_integers else "(?:\\.0+)?"
+        pattern = f"^(?:{digits}){fraction}$"
         return self.cached_lex(label, lambda: _lex(label, rx.compile_pattern(pattern)))
 
     # -- objects -----------------------------------------------------------------------
@@ -755,8 +758,10 @@ def build_grammar(
     ``validator_for(subschema)`` returns a jsonschema validator (with the root's
     references) used to filter ``enum`` values by the node's other keywords.
     """
-    draft7 = isinstance(schema, dict) and "draft-07" in str(schema.get("$schema", ""))
-    builder = _Builder(schema, options, draft7, validator_for)
+    declared = str(schema.get("$schema", "")) if isinstance(schema, dict) else ""
+    draft7 = "draft-07" in declared
+    legacy = "draft-04" in declared or "draft-03" in declared
+    builder = _Builder(schema, options, draft7 or legacy, legacy, validator_for)
     # One leading space is allowed: SentencePiece tokenizers spell the first token
     # of a reply with it ("▁{"), and refusing it would force a less likely token.
     lead = Rep(Lit(b" "), 0, 1) if options.whitespace == "standard" else builder.ws

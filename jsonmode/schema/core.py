@@ -231,7 +231,8 @@ def _is_typing_form(obj: object) -> bool:
 def _cache_key(schema: object, name: str | None) -> object | None:
     if isinstance(schema, (dict, bool)):
         try:
-            return ("json", json.dumps(schema, sort_keys=True, allow_nan=False), name)
+            # Key order matters (properties order is the decoding order): no sort_keys.
+            return ("json", json.dumps(schema, allow_nan=False), name)
         except (TypeError, ValueError, RecursionError):
             return None
     if isinstance(schema, str):
