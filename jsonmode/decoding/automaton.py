@@ -213,6 +213,16 @@ def _determinise(
     edges: list[list[Interval]] = []
     calls: list[dict[str, int]] = []
     accepting: list[bool] = []
+
+    def intern(target_set: frozenset[int]) -> int:
+        """The DFA state for a set of NFA states, made on first sight (within budget)."""
+        if target_set not in index:
+            if len(order) >= budget:
+                raise BudgetExceededError("states per rule", budget)
+            index[target_set] = len(order)
+            order.append(target_set)
+        return index[target_set]
+
     position = 0
     while position < len(order):
         members = order[position]
@@ -225,13 +235,7 @@ def _determinise(
             targets = [t for a, b, t in intervals if a <= lo and nxt - 1 <= b]
             if not targets:
                 continue
-            target_set = _closure(nfa, targets)
-            if target_set not in index:
-                if len(order) >= budget:
-                    raise BudgetExceededError("states per rule", budget)
-                index[target_set] = len(order)
-                order.append(target_set)
-            row.append((lo, nxt - 1, index[target_set]))
+            row.append((lo, nxt - 1, intern(_closure(nfa, targets))))
         edges.append(row)
         grouped: dict[str, list[int]] = {}
         for member in members:
@@ -239,13 +243,7 @@ def _determinise(
                 grouped.setdefault(callee, []).append(target)
         call_row: dict[str, int] = {}
         for callee, targets in grouped.items():
-            target_set = _closure(nfa, targets)
-            if target_set not in index:
-                if len(order) >= budget:
-                    raise BudgetExceededError("states per rule", budget)
-                index[target_set] = len(order)
-                order.append(target_set)
-            call_row[callee] = index[target_set]
+            call_row[callee] = intern(_closure(nfa, targets))
         calls.append(call_row)
     return edges, calls, accepting
 

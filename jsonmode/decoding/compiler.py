@@ -41,6 +41,7 @@ from jsonmode.decoding.grammar import (
     seq,
 )
 from jsonmode.errors import InvalidSchemaError, UnsupportedSchemaError
+from jsonmode.schema.keywords import ANNOTATIONS
 from jsonmode.schema.pointer import MISSING, resolve_local_ref
 
 __all__ = ["CompileOptions", "build_grammar"]
@@ -51,27 +52,9 @@ _MAX_ANY_ORDER = 8  # 2**8 member sets: beyond this the automaton grows too fast
 _CHECKED_FORMATS = frozenset(jsonschema.Draft202012Validator.FORMAT_CHECKER.checkers)
 JSON_TYPES = ("null", "boolean", "object", "array", "number", "string")
 # Keywords that never constrain a value.
-_ANNOTATIONS = frozenset(
-    {
-        "$schema",
-        "$id",
-        "$comment",
-        "$defs",
-        "definitions",
-        "$anchor",
-        "title",
-        "description",
-        "default",
-        "examples",
-        "deprecated",
-        "readOnly",
-        "writeOnly",
-        "contentMediaType",
-        "contentEncoding",
-        "discriminator",
-        "nullable",  # OpenAPI; jsonschema ignores it too
-    }
-)
+# $id and $anchor only name locations here (references are resolved by pointer);
+# "nullable" is OpenAPI's, ignored by jsonschema too.
+_ANNOTATIONS = ANNOTATIONS | {"$id", "$anchor", "nullable"}
 _HANDLED = frozenset(
     {
         "type",

@@ -27,6 +27,7 @@ from typing import Any
 
 from jsonschema import FormatChecker
 
+from jsonmode.schema.keywords import ANNOTATIONS
 from jsonmode.schema.pointer import MISSING, resolve_local_ref
 
 __all__ = ["compile_check"]
@@ -38,25 +39,7 @@ _DRAFT_2020_12 = {
     "https://json-schema.org/draft/2020-12/schema#",
 }
 # Keywords that never affect validity.
-_ANNOTATIONS = frozenset(
-    {
-        "$schema",
-        "$comment",
-        "$defs",
-        "definitions",
-        "title",
-        "description",
-        "default",
-        "examples",
-        "deprecated",
-        "readOnly",
-        "writeOnly",
-        "contentMediaType",
-        "contentEncoding",
-        "contentSchema",
-        "discriminator",  # OpenAPI annotation pydantic emits
-    }
-)
+_ANNOTATIONS = ANNOTATIONS
 _SUPPORTED = frozenset(
     {
         "type",
