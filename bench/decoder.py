@@ -1,7 +1,7 @@
 """Constrained-decoding engines side by side: jsonmode, xgrammar, llguidance, outlines-core.
 
-    python bench/decoder.py                   # 300 MaskBench schemas (~15-20 min on 2 cores)
-    python bench/decoder.py --quick           # 40 schemas (~2-3 min)
+    python bench/decoder.py                   # 300 MaskBench schemas (15-25 min on 2 cores)
+    python bench/decoder.py --quick           # 40 schemas (2-4 min)
     python bench/decoder.py --schemas 500 --seed 7 --json out.json
 
 Every engine gets the same stratified MaskBench sample and the same Qwen2.5 tokenizer,
@@ -1292,6 +1292,16 @@ def render_findings(findings: dict[str, list[dict[str, Any]]], examples: int = 5
     return "\n".join(lines)
 
 
+def _source_digest(folder: Path) -> str:
+    """sha256 of jsonmode's decoder sources (the engine changes often: which one ran)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in sorted(folder.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def _version(package: str) -> str | None:
     try:
         return importlib.metadata.version(package)
@@ -1477,6 +1487,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "vocab": tokenizer.get_vocab_size(with_added_tokens=True),
         "lanes": f"{args.jobs}: " + ", ".join(schedule),
         "python": platform.python_version(),
+        "jsonmode_decoding_sha256": _source_digest(ROOT / "jsonmode" / "decoding"),
         "packages": {
             name: _version(name)
             for name in ("numpy", "tokenizers", "transformers", "torch", "jsonschema")
