@@ -129,7 +129,9 @@ def test_matches_the_checked_in_baseline(outcomes):
 
 def test_most_of_the_suite_is_decided_correctly(outcomes):
     ok = sum(v in ("ok", "format_asserted") for v in outcomes.values())
-    # Ratchet: 2902 of 3666 today. The rest: keywords left to post-validation
+    # Ratchet: 2900 of 3666 today (2902 before idna 3.20 began refusing non-canonical
+    # Punycode, which decoding cannot check: two idn-hostname cases moved to
+    # unenforced false accepts). The rest: keywords left to post-validation
     # (unevaluated*, uniqueItems, contains, if/then/else, number bounds, ...), remote or
     # $id-relative references, and schemas that accept nothing.
-    assert ok >= 2902, f"only {ok} of {len(outcomes)} cases correct"
+    assert ok >= 2900, f"only {ok} of {len(outcomes)} cases correct"

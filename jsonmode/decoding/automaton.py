@@ -17,9 +17,11 @@ for typical schemas. Budget: ``max_states`` per rule (a typed
 
 from __future__ import annotations
 
+import functools
 import itertools
+import threading
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -140,18 +142,24 @@ class _NFA:
                 self.eps[here].append(end)
 
     def _embed(self, lex: Lex, start: int, end: int) -> None:
-        dfa = lex.dfa
+        rows, accepting, first = _lex_rows(lex)
         base = len(self.eps)
-        count = int(dfa.trans.shape[0])
-        for _ in range(count):
+        for _ in range(len(rows)):
             self.state()
-        self.eps[start].append(base + int(dfa.start))
-        for state in range(count):
-            if dfa.accepting[state]:
-                self.eps[base + state].append(end)
-            self.edges[base + state].extend(
-                (lo, hi, base + target) for lo, hi, target in _intervals(dfa.trans[state])
-            )
+        self.eps[start].append(base + first)
+        for state in accepting:
+            self.eps[base + state].append(end)
+        for state, row in enumerate(rows):
+            self.edges[base + state].extend((lo, hi, base + target) for lo, hi, target in row)
+
+
+@functools.lru_cache(maxsize=1024)
+def _lex_rows(lex: Lex) -> tuple[tuple[tuple[Interval, ...], ...], tuple[int, ...], int]:
+    """A lexeme's automaton as interval rows, accepting states and start (cached:
+    lexemes compare by label, and equal labels mean equal automata)."""
+    dfa = lex.dfa
+    rows = tuple(tuple(_intervals(dfa.trans[state])) for state in range(dfa.trans.shape[0]))
+    return rows, tuple(np.flatnonzero(dfa.accepting).tolist()), int(dfa.start)
 
 
 def _intervals(row: npt.NDArray[np.int32]) -> Iterable[Interval]:
@@ -193,6 +201,13 @@ class Network:
         return sum(rule.n_states for rule in self.rules)
 
 
+_Raw = tuple[list[list[Interval]], list[dict[str, int]], list[bool]]
+# Finished call-free rules (lexemes), by expression and budget (None: accepts nothing).
+_TERMINALS: dict[tuple[Expr, int], RuleDFA | None] = {}
+_TERMINALS_LOCK = threading.Lock()
+_TERMINAL_LIMIT = 512
+
+
 def _closure(nfa: _NFA, states: Iterable[int]) -> frozenset[int]:
     seen = set(states)
     stack = list(seen)
@@ -223,19 +238,42 @@ def _determinise(
             order.append(target_set)
         return index[target_set]
 
+    closed: dict[frozenset[int], int] = {}
+
+    def goto(targets: frozenset[int]) -> int:
+        known = closed.get(targets)
+        if known is None:
+            known = closed[targets] = intern(_closure(nfa, targets))
+        return known
+
     position = 0
     while position < len(order):
         members = order[position]
         position += 1
         accepting.append(final in members)
-        intervals = [iv for member in members for iv in nfa.edges[member]]
-        points = sorted({lo for lo, _, _ in intervals} | {hi + 1 for _, hi, _ in intervals})
+        # Sweep the byte axis: at each interval boundary, update the live targets.
+        opens: dict[int, list[int]] = {}
+        shuts: dict[int, list[int]] = {}
+        for member in members:
+            for lo, hi, nxt in nfa.edges[member]:
+                opens.setdefault(lo, []).append(nxt)
+                shuts.setdefault(hi + 1, []).append(nxt)
         row: list[Interval] = []
-        for lo, nxt in itertools.pairwise(points):
-            targets = [t for a, b, t in intervals if a <= lo and nxt - 1 <= b]
-            if not targets:
-                continue
-            row.append((lo, nxt - 1, intern(_closure(nfa, targets))))
+        live: dict[int, int] = {}
+        for lo, nxt_point in itertools.pairwise(sorted(opens.keys() | shuts.keys())):
+            for gone in shuts.get(lo, ()):
+                if live[gone] == 1:
+                    del live[gone]
+                else:
+                    live[gone] -= 1
+            for new in opens.get(lo, ()):
+                live[new] = live.get(new, 0) + 1
+            if live:
+                here = goto(frozenset(live))
+                if row and row[-1][1] == lo - 1 and row[-1][2] == here:
+                    row[-1] = (row[-1][0], nxt_point - 1, here)
+                else:
+                    row.append((lo, nxt_point - 1, here))
         edges.append(row)
         grouped: dict[str, list[int]] = {}
         for member in members:
@@ -255,51 +293,160 @@ def build_network(grammar: Grammar, *, max_states: int = 20_000) -> Network:
         UnsupportedSchemaError: the root rule accepts nothing (an unsatisfiable schema).
         BudgetExceededError: a rule needs more than ``max_states`` states.
     """
-    raw: dict[str, tuple[list[list[Interval]], list[dict[str, int]], list[bool]]] = {}
+    raw: dict[str, _Raw] = {}
+    done: dict[str, RuleDFA | None] = {}  # lexemes, finished once per process
     for name, expr in grammar.rules.items():
-        nfa = _NFA()
-        start, final = nfa.state(), nfa.state()
-        nfa.fragment(expr, start, final, max_states)
-        raw[name] = _determinise(name, nfa, start, final, max_states)
-    live = _live_states(raw)
-    if not live.get(grammar.root, {0: False}).get(0, False):
+        if _calls_nothing(expr):
+            done[name] = _terminal(name, expr, max_states)
+        else:
+            raw[name] = _determinise_expr(name, expr, max_states)
+    fixed = {name: rule is not None for name, rule in done.items()}
+    live = _live_states(raw, fixed)
+    if not (fixed.get(grammar.root) or live.get(grammar.root, {}).get(0, False)):
         raise UnsupportedSchemaError("the schema accepts no value at all")
-    names = [name for name in raw if live[name].get(0, False)]
+    names = [n for n in grammar.rules if fixed.get(n) or live.get(n, {}).get(0, False)]
     number = {name: index for index, name in enumerate(names)}
-    rules = tuple(_finish(name, raw[name], live, number) for name in names)
-    return Network(rules, number[grammar.root], number)
+    rules = []
+    for name in names:
+        finished = done.get(name)
+        if finished is not None:
+            rules.append(finished if finished.name == name else replace(finished, name=name))
+        else:
+            rules.append(_finish(name, raw[name], live, fixed, number))
+    return Network(tuple(rules), number[grammar.root], number)
 
 
-def _live_states(
-    raw: dict[str, tuple[list[list[Interval]], list[dict[str, int]], list[bool]]],
-) -> dict[str, dict[int, bool]]:
-    """Per rule, the states from which acceptance is reachable (calls to live rules count)."""
+def _terminal(name: str, expr: Expr, max_states: int) -> RuleDFA | None:
+    """A call-free rule (a lexeme), determinised and trimmed once per process; None
+    when it accepts nothing."""
+    key = (expr, max_states)
+    with _TERMINALS_LOCK:
+        if key in _TERMINALS:
+            return _TERMINALS[key]
+    rule = _direct(name, expr)
+    if rule is None:
+        parts = _determinise_expr(name, expr, max_states)
+        live = _live_states({name: parts}, {})
+        rule = _finish(name, parts, live, {}, {}) if live[name].get(0) else None
+    elif rule.n_states > max_states:
+        raise BudgetExceededError("states per rule", max_states)
+    with _TERMINALS_LOCK:
+        if len(_TERMINALS) >= _TERMINAL_LIMIT:
+            _TERMINALS.pop(next(iter(_TERMINALS)))
+        _TERMINALS[key] = rule
+    return rule
+
+
+def _direct(name: str, expr: Expr) -> RuleDFA | None:
+    """The rule for a lexeme of the usual shapes, straight from its automaton (no
+    subset construction): ``/lexeme/`` or ``"\"" /body/ "\""``. None for other shapes."""
+    quoted = (
+        isinstance(expr, Seq)
+        and len(expr.items) == 3
+        and expr.items[0] == Lit(b'"')
+        and expr.items[2] == Lit(b'"')
+        and isinstance(expr.items[1], Lex)
+    )
+    lex = expr.items[1] if quoted else expr  # type: ignore[union-attr]
+    if not isinstance(lex, Lex):
+        return None
+    dfa = lex.dfa
+    if not quoted:
+        trans = np.array(dfa.trans, dtype=np.int32)
+        if dfa.start != 0:  # the rule starts in state 0: swap it with the start
+            order = np.arange(dfa.n_states)
+            order[[0, dfa.start]] = [dfa.start, 0]
+            trans = trans[order]
+            trans = np.where(trans >= 0, order[np.maximum(trans, 0)], -1).astype(np.int32)
+            accepting = np.array(dfa.accepting)[order]
+        else:
+            accepting = np.array(dfa.accepting)
+        return RuleDFA(name, trans, ((),) * dfa.n_states, accepting)
+    if (dfa.trans[np.asarray(dfa.accepting), ord('"')] >= 0).any():  # pragma: no cover
+        return None  # a body that could go on with a raw quote (never: JSON escapes it)
+    count = dfa.n_states + 2  # 0: before the opening quote; last: after the closing one
+    trans = np.full((count, 256), -1, dtype=np.int32)
+    trans[1:-1] = np.where(dfa.trans >= 0, dfa.trans + 1, -1)
+    trans[0, ord('"')] = 1 + dfa.start
+    trans[1:-1][np.asarray(dfa.accepting), ord('"')] = count - 1
+    accepting = np.zeros(count, dtype=np.bool_)
+    accepting[-1] = True
+    return RuleDFA(name, trans, ((),) * count, accepting)
+
+
+def _determinise_expr(name: str, expr: Expr, max_states: int) -> _Raw:
+    nfa = _NFA()
+    start, final = nfa.state(), nfa.state()
+    nfa.fragment(expr, start, final, max_states)
+    return _determinise(name, nfa, start, final, max_states)
+
+
+def _calls_nothing(expr: Expr) -> bool:
+    if isinstance(expr, Call):
+        return False
+    if isinstance(expr, Seq):
+        return all(map(_calls_nothing, expr.items))
+    if isinstance(expr, Alt):
+        return all(map(_calls_nothing, expr.options))
+    if isinstance(expr, Rep):
+        return _calls_nothing(expr.item)
+    return not isinstance(expr, Members)  # objects are never lexemes
+
+
+def _live_states(raw: dict[str, _Raw], fixed: dict[str, bool]) -> dict[str, dict[int, bool]]:
+    """Per rule, the states from which acceptance is reachable (calls to live rules count).
+
+    ``fixed``: rules finished already (lexemes), by whether they accept anything.
+    A backwards worklist over byte and call edges: linear in the number of edges. A call
+    edge counts once its callee is live, so marking a rule's start state revisits the
+    call edges that wait on it.
+    """
+    back: dict[str, list[list[int]]] = {}
+    returns: dict[str, list[list[tuple[int, str]]]] = {}
+    waiting: dict[str, list[tuple[str, int, int]]] = {name: [] for name in raw}
+    for name, (edges, calls, _) in raw.items():
+        preds: list[list[int]] = [[] for _ in edges]
+        after: list[list[tuple[int, str]]] = [[] for _ in edges]
+        for state, row in enumerate(edges):
+            for _, _, target in row:
+                preds[target].append(state)
+            for callee, target in calls[state].items():
+                after[target].append((state, callee))
+                if callee in waiting:
+                    waiting[callee].append((name, state, target))
+        back[name] = preds
+        returns[name] = after
     live: dict[str, dict[int, bool]] = {name: {} for name in raw}
-    changed = True
-    while changed:
-        changed = False
-        for name, (edges, calls, accepting) in raw.items():
-            mark = live[name]
-            for state in range(len(accepting)):
-                if mark.get(state):
-                    continue
-                ok = (
-                    accepting[state]
-                    or any(mark.get(t) for _, _, t in edges[state])
-                    or any(
-                        live[callee].get(0) and mark.get(t) for callee, t in calls[state].items()
-                    )
-                )
-                if ok:
-                    mark[state] = True
-                    changed = True
+    work: list[tuple[str, int]] = []
+
+    def mark(name: str, state: int) -> None:
+        if not live[name].get(state):
+            live[name][state] = True
+            work.append((name, state))
+
+    for name, (_, _, accepting) in raw.items():
+        for state, accepts in enumerate(accepting):
+            if accepts:
+                mark(name, state)
+    while work:
+        name, state = work.pop()
+        for pred in back[name][state]:
+            mark(name, pred)
+        for origin, callee in returns[name][state]:
+            if fixed.get(callee) or live.get(callee, {}).get(0):
+                mark(name, origin)
+        if state == 0:
+            for caller, origin, target in waiting[name]:
+                if live[caller].get(target):
+                    mark(caller, origin)
     return live
 
 
 def _finish(
     name: str,
-    parts: tuple[list[list[Interval]], list[dict[str, int]], list[bool]],
+    parts: _Raw,
     live: dict[str, dict[int, bool]],
+    fixed: dict[str, bool],
     number: dict[str, int],
 ) -> RuleDFA:
     edges, calls, accepting = parts
@@ -316,7 +463,7 @@ def _finish(
             tuple(
                 (number[callee], renumber[target])
                 for callee, target in calls[old].items()
-                if live[callee].get(0) and target in renumber
+                if (fixed.get(callee) or live.get(callee, {}).get(0)) and target in renumber
             )
         )
     flags = np.array([accepting[old] for old in keep], dtype=np.bool_)

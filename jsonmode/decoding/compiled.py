@@ -15,6 +15,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from jsonmode import events
 from jsonmode.decoding.automaton import Network, build_network
 from jsonmode.decoding.compiler import CompileOptions, build_grammar
 from jsonmode.decoding.grammar import Grammar
@@ -124,6 +125,8 @@ def compile_schema(
     )
     network = build_network(grammar, max_states=settings.max_rule_states)
     elapsed = time.perf_counter() - started
+    if events.listeners:
+        events.emit(events.CompileFinished(elapsed))
     if elapsed > settings.max_compile_seconds:
         raise BudgetExceededError("compile time (seconds)", settings.max_compile_seconds)
     compiled = CompiledSchema(spec, grammar, network, unenforced, settings, vocabulary, elapsed)

@@ -17,8 +17,10 @@ listed in ``unenforced``.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -40,6 +42,7 @@ from jsonmode.decoding.grammar import (
     alt,
     seq,
 )
+from jsonmode.decoding.keys import extra_key_body
 from jsonmode.errors import InvalidSchemaError, UnsupportedSchemaError
 from jsonmode.schema.keywords import ANNOTATIONS
 from jsonmode.schema.pointer import MISSING, resolve_local_ref
@@ -47,6 +50,12 @@ from jsonmode.schema.pointer import MISSING, resolve_local_ref
 __all__ = ["CompileOptions", "build_grammar"]
 
 NEVER: Expr = Alt(())
+# Scalar lexemes by label, shared by every compile in the process (see _Builder.lexeme):
+# the expression and the keywords it could not enforce, as (keyword, reason).
+_LexemeMaker = Callable[[], tuple[Expr, tuple[tuple[str, str], ...]]]
+_LEXEMES: dict[str, tuple[Expr, tuple[tuple[str, str], ...]]] = {}
+_LEXEMES_LOCK = threading.Lock()
+_LEXEME_LIMIT = 1024
 _MAX_ANY_ORDER = 8  # 2**8 member sets: beyond this the automaton grows too fast
 # Formats jsonschema's checker asserts (what post-validation enforces).
 _CHECKED_FORMATS = frozenset(jsonschema.Draft202012Validator.FORMAT_CHECKER.checkers)
@@ -193,6 +202,34 @@ class _Builder:
         """One expression per label: equal lexemes are built (and determinised) once."""
         if label not in self._lexes:
             self._lexes[label] = make()
+        return self._lexes[label]
+
+    def lexeme(self, label: str, make: _LexemeMaker, path: str) -> Expr:
+        """A scalar value (string, number) as a rule of its own, one per label.
+
+        Keeping scalars out of their parents keeps structural rules small (a string
+        with ``maxLength`` is many states once, not once per property or item), and
+        lets the mask engine share one vocabulary walk per lexeme across properties
+        and schemas. ``label`` determines the lexeme completely, so its expression is
+        built once per process (:data:`_LEXEMES`). ``make`` also returns the keywords
+        it had to drop (an unsupported regex, a budget): they go to ``unenforced``, or
+        raise under ``strict``.
+        """
+        if label not in self._lexes:
+            with _LEXEMES_LOCK:
+                built = _LEXEMES.get(label)
+            if built is None:
+                built = make()
+                with _LEXEMES_LOCK:
+                    if len(_LEXEMES) >= _LEXEME_LIMIT:
+                        _LEXEMES.pop(next(iter(_LEXEMES)))
+                    _LEXEMES[label] = built
+            expr, dropped = built
+            for keyword, message in dropped:
+                if self.options.strict:
+                    raise UnsupportedSchemaError(message, schema_path=f"{path}/{keyword}")
+                self.skip(path, keyword)
+            self._lexes[label] = self.rule(label, lambda name: expr)
         return self._lexes[label]
 
     # -- whitespace and separators -------------------------------------------------------
@@ -354,7 +391,7 @@ class _Builder:
             if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
                 # The one spelling json.dumps writes: keys and constants are then forced.
                 return Lit(json.dumps(value).encode())
-            return _string_lex(f"const:{json.dumps(value)}", rx.literal_dfa([value]))
+            return _const_string(value)
         if isinstance(value, bool) or value is None:
             return Lit(json.dumps(value).encode())
         if isinstance(value, (int, float)) and float(value).is_integer():
@@ -422,26 +459,40 @@ class _Builder:
         high = _count(schema.get("maxLength"))
         pattern = schema.get("pattern")
         fmt = schema.get("format")
-        label = f"string{_bounds(low or None, high)}"
         if high is not None and high > self.options.max_repeat:
             self.skip(path, "maxLength")
             high = None
         if low > self.options.max_repeat:
             self.skip(path, "minLength")
             low = 0
-        dfa = rx.any_char_dfa(low, high)
+        known = format_dfa(fmt) if isinstance(fmt, str) else None
+        if (
+            isinstance(fmt, str)
+            and fmt in _CHECKED_FORMATS
+            and FORMAT_EXACTNESS.get(fmt) != "exact"
+        ):
+            # Post-validation checks it; decoding only approximates (or ignores) it.
+            self.skip(path, "format")
+        parts: list[tuple[str, str, Callable[[], rx.CharDFA]]] = []
         if isinstance(pattern, str):
-            label += f" pattern:{pattern}"
-            dfa = rx.intersect(dfa, rx.compile_pattern(pattern))
-        if isinstance(fmt, str):
-            known = format_dfa(fmt)
-            if known is not None:
-                label += f" format:{fmt}"
-                dfa = rx.intersect(dfa, known)
-            if fmt in _CHECKED_FORMATS and FORMAT_EXACTNESS.get(fmt) != "exact":
-                # Post-validation checks it; decoding only approximates (or ignores) it.
-                self.skip(path, "format")
-        return self.cached_lex(label, lambda: _string_lex(label, dfa))
+            parts.append(("pattern", f" pattern:{pattern}", lambda: rx.compile_pattern(pattern)))
+        if known is not None:
+            parts.append(("format", f" format:{fmt}", lambda: known))
+        label = f"string{_bounds(low or None, high)}" + "".join(text for _, text, _ in parts)
+
+        def make() -> tuple[Expr, tuple[tuple[str, str], ...]]:
+            dfa = rx.any_char_dfa(low, high)
+            name = f"string{_bounds(low or None, high)}"
+            dropped: list[tuple[str, str]] = []
+            for keyword, text, build in parts:
+                try:
+                    dfa = rx.intersect(dfa, build())
+                    name += text
+                except UnsupportedSchemaError as exc:
+                    dropped.append((keyword, str(exc)))
+            return _string_lex(name, dfa), tuple(dropped)
+
+        return self.lexeme(label, make, path)
 
     def number_expr(self, schema: dict[str, Any], path: str, *, integer: bool) -> Expr:
         bounds = [
@@ -452,19 +503,24 @@ class _Builder:
         if not integer:
             for keyword in bounds:
                 self.skip(path, keyword)
-            return self.cached_lex(
-                "number", lambda: _lex("number", rx.compile_pattern(f"^{_NUMBER}$"))
+            return self.lexeme(
+                "number", lambda: (_lex("number", rx.compile_pattern(f"^{_NUMBER}$")), ()), path
             )
         low, high = _integer_bounds(schema)
         if low is not None and high is not None and low > high:
             return NEVER
-        digits = rx.integer_range_pattern(low, high)
         label = f"integer{_bounds(low, high)}"
         # An integral float ("3.0") is an integer for JSON Schema since draft 6;
         # drafts 3 and 4 say it is not.
         fraction = "" if self.legacy_integers else "(?:\\.0+)?"
-        pattern = f"^(?:{digits}){fraction}$"
-        return self.cached_lex(label, lambda: _lex(label, rx.compile_pattern(pattern)))
+        if self.legacy_integers:
+            label += " draft4"
+
+        def make() -> tuple[Expr, tuple[tuple[str, str], ...]]:
+            digits = rx.integer_range_pattern(low, high)
+            return _lex(label, rx.compile_pattern(f"^(?:{digits}){fraction}$")), ()
+
+        return self.lexeme(label, make, path)
 
     # -- objects -----------------------------------------------------------------------
 
@@ -500,29 +556,18 @@ class _Builder:
             key = self.literal(name)
             members.append((seq(key, self.sep(b":"), value), name in required))
         extras: list[Expr] = []
-        names_dfa = rx.literal_dfa(list(properties))
-        used = names_dfa
-        pattern_dfas: list[rx.CharDFA] = []
-        for pattern, sub in patterns.items():
-            pattern_dfa = rx.intersect(rx.compile_pattern(pattern), rx.complement(names_dfa))
-            if any(not rx.intersect(pattern_dfa, other).is_empty() for other in pattern_dfas):
-                self.skip(path, "patternProperties")
-            pattern_dfas.append(pattern_dfa)
-            used = rx.union(used, pattern_dfa)
-            value = self.value(sub, f"{path}/patternProperties/{_escape(pattern)}")
-            if value != NEVER and not pattern_dfa.is_empty():
-                key = _string_lex(f"key pattern:{pattern}", pattern_dfa)
-                extras.append(seq(key, self.sep(b":"), value))
+        pattern_keys, other_key, overlap = _key_lexemes(tuple(properties), tuple(patterns))
+        if overlap:
+            self.skip(path, "patternProperties")
+        for pattern, pattern_key in pattern_keys:
+            value = self.value(patterns[pattern], f"{path}/patternProperties/{_escape(pattern)}")
+            if value != NEVER and pattern_key is not None:
+                extras.append(seq(pattern_key, self.sep(b":"), value))
         if extra is not False:
             value = self.value(extra, f"{path}/additionalProperties")
-            other_keys = rx.complement(used)
-            if value != NEVER and not other_keys.is_empty():
-                label = (
-                    "key not:" + ",".join(json.dumps(n) for n in properties)
-                    if properties
-                    else "key"
-                )
-                extras.append(seq(_string_lex(label, other_keys), self.sep(b":"), value))
+            if value != NEVER and other_key is not None:
+                key = self.lexeme(f"{other_key}", lambda: (other_key, ()), path)
+                extras.append(seq(key, self.sep(b":"), value))
         any_order = self.options.property_order == "any"
         if any_order and len(members) > _MAX_ANY_ORDER:
             raise UnsupportedSchemaError(
@@ -586,6 +631,44 @@ class _Builder:
             body = alt(EMPTY, first) if low == 0 else first
         # NEVER inside a sequence kills that path: impossible lengths trim themselves.
         return seq(Lit(b"["), self.ws, body, self.ws, Lit(b"]"))
+
+
+@functools.lru_cache(maxsize=1024)
+def _const_string(value: str) -> Expr:
+    """A string constant written any way JSON may escape it (cached per process)."""
+    return _string_lex(f"const:{json.dumps(value)}", rx.literal_dfa([value]))
+
+
+@functools.lru_cache(maxsize=512)
+def _key_lexemes(
+    names: tuple[str, ...], patterns: tuple[str, ...]
+) -> tuple[tuple[tuple[str, Expr | None], ...], Expr | None, bool]:
+    """Key lexemes of an object: per pattern, the keys it matches that are not
+    declared names (None: none); the keys no name or pattern claims (None: none);
+    and whether two patterns' keys overlap (then patternProperties is post-validated).
+
+    Cached per process: equal name and pattern lists give equal automata.
+    """
+    names_dfa = rx.literal_dfa(list(names))
+    used = names_dfa
+    keys: list[tuple[str, Expr | None]] = []
+    dfas: list[rx.CharDFA] = []
+    overlap = False
+    for pattern in patterns:
+        dfa = rx.intersect(rx.compile_pattern(pattern), rx.complement(names_dfa))
+        overlap = overlap or any(not rx.intersect(dfa, other).is_empty() for other in dfas)
+        dfas.append(dfa)
+        used = rx.union(used, dfa)
+        keys.append(
+            (pattern, None if dfa.is_empty() else _string_lex(f"key pattern:{pattern}", dfa))
+        )
+    label = "key" + "".join(f" not:{json.dumps(n)}" for n in names)
+    label += "".join(f" not:/{p}/" for p in patterns)
+    quick = None if patterns else extra_key_body(names)
+    if quick is not None:
+        return tuple(keys), seq(Lit(b'"'), Lex(label, quick), Lit(b'"')), overlap
+    other = rx.complement(used)
+    return tuple(keys), None if other.is_empty() else _string_lex(label, other), overlap
 
 
 def _count(value: Any) -> Any:

@@ -14,11 +14,13 @@ ever all ``-inf``.
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 
 import numpy as np
 import torch
 
+from jsonmode import events
 from jsonmode.decoding.compiled import CompiledSchema
 from jsonmode.decoding.matcher import Matcher
 from jsonmode.decoding.reference import State
@@ -72,6 +74,7 @@ class JsonLogitsProcessor:
         return bias
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        started = time.perf_counter() if events.listeners else 0.0
         rows, width = scores.shape
         if not self.matchers:
             self.matchers = [self.compiled.matcher() for _ in range(rows)]
@@ -93,6 +96,8 @@ class JsonLogitsProcessor:
                 out[row] += self._eos_only(width, scores)
             else:
                 out[row] += self._bias(matcher, width, scores)
+        if started and events.listeners:
+            events.decoder_step(self.compiled.engine, started)
         return out
 
     def is_complete(self, row: int = 0) -> bool:

@@ -1,0 +1,95 @@
+"""Byte automata for object keys that must differ from a set of declared names.
+
+``additionalProperties`` applies to the keys no declared property claims, so the
+decoder must keep an extra key from spelling a declared name. The exact automaton
+(the complement of the names, lowered through every JSON escape) is built by
+:mod:`jsonmode.decoding.regex` at a cost of milliseconds per object and hundreds
+of states. For the common case — names of printable ASCII without ``"`` or ``\\`` —
+:func:`extra_key_body` builds a small equivalent directly: a trie of the names
+over the plain JSON string body.
+
+The one difference from the exact automaton, on purpose: while a key is still a
+prefix of a declared name, ``\\/`` and ``\\uXXXX`` escapes of printable ASCII are
+refused (``json.dumps`` never writes them; allowing them would need an escape
+sub-automaton per trie node). Everything ``json.dumps`` writes, with
+``ensure_ascii`` on or off, is accepted exactly when the key is not a declared
+name; nothing that decodes to a declared name is ever accepted.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from jsonmode.decoding import regex as rx
+
+__all__ = ["extra_key_body"]
+
+_SHORT_ESCAPES = b'"\\bfnrt'
+_HEX = b"0123456789abcdefABCDEF"
+
+
+def _plain(name: str) -> bool:
+    return all(" " <= c <= "~" for c in name) and '"' not in name and "\\" not in name
+
+
+@functools.lru_cache(maxsize=1)
+def _body() -> rx.ByteDFA:
+    """The body of any JSON string (between the quotes)."""
+    return rx.json_string_body_dfa(rx.any_char_dfa(0, None))
+
+
+@functools.lru_cache(maxsize=2048)
+def extra_key_body(names: tuple[str, ...]) -> rx.ByteDFA | None:
+    """The bodies of JSON strings that do not decode to one of ``names``.
+
+    None when a name is not plain printable ASCII (the caller then builds the exact
+    automaton). Cost: linear in the total length of the names; cached per process.
+    """
+    if not all(map(_plain, names)):
+        return None
+    body = _body()
+    g0 = body.start
+    backslash = int(body.trans[g0, ord("\\")])
+    after_u = int(body.trans[backslash, ord("u")])
+    after_u0 = int(body.trans[after_u, ord("0")])
+    after_u00 = int(body.trans[after_u0, ord("0")])
+    if int(body.trans[g0, ord("a")]) != g0:  # pragma: no cover - the body's shape changed
+        raise AssertionError("the JSON string body automaton must loop on plain characters")
+    prefixes = sorted({name[:i] for name in names for i in range(len(name) + 1)} | {""})
+    node = {prefix: index for index, prefix in enumerate(prefixes)}
+    escape, u, u0, u00 = range(len(prefixes), len(prefixes) + 4)
+    shift = len(prefixes) + 4  # the plain body's states come last
+    total = shift + body.n_states
+    trans = np.full((total, 256), -1, dtype=np.int32)
+    plain = np.where(body.trans >= 0, body.trans + shift, -1).astype(np.int32)
+    trans[shift:] = plain
+
+    def via_body(state: int, digits: bytes) -> list[int]:
+        return [int(plain[state, d]) for d in digits]
+
+    for prefix, index in node.items():
+        # Any byte takes the key off the names (plain body after one character)...
+        trans[index] = plain[g0]
+        trans[index, ord("\\")] = escape
+        # ...except the characters that continue a name.
+        for name in names:
+            if name.startswith(prefix) and len(name) > len(prefix):
+                trans[index, ord(name[len(prefix)])] = node[name[: len(prefix) + 1]]
+    for byte in _SHORT_ESCAPES:
+        trans[escape, byte] = g0 + shift  # decodes to '"', '\\' or a control character
+    trans[escape, ord("u")] = u
+    # \uXXXX: only escapes of characters outside printable ASCII leave a name prefix.
+    trans[u, list(_HEX)] = via_body(after_u, _HEX)
+    trans[u, ord("0")] = u0
+    trans[u0, list(_HEX)] = via_body(after_u0, _HEX)
+    trans[u0, ord("0")] = u00
+    allowed = b"0189abcdefABCDEF"  # \u000X, \u001X (control), \u008X..\u00fX (non-ASCII)
+    trans[u00, list(allowed)] = via_body(after_u00, allowed)
+    accepting = np.zeros(total, dtype=np.bool_)
+    accepting[[node[p] for p in prefixes if p not in names]] = True
+    accepting[shift:] = body.accepting
+    trans.flags.writeable = False
+    accepting.flags.writeable = False
+    return rx.ByteDFA(node[""], accepting, trans)
