@@ -15,6 +15,7 @@ defer_slow_imports()
 # ruff: noqa: E402 - the deferral above must run before jsonschema is imported
 
 from jsonmode.backends.base import Backend, Completion, Request
+from jsonmode.decorator import structured
 from jsonmode.errors import (
     AttemptsExhaustedError,
     BackendError,
@@ -92,4 +93,5 @@ __all__ = [
     "__version__",
     "compile_schema",
     "parse",
+    "structured",
 ]

@@ -10,11 +10,19 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jsonmode._json import dumps
-from jsonmode.errors import UsageError
+from jsonmode.errors import OutputError, OutputTruncatedError, UsageError
 from jsonmode.result import Attempt
 from jsonmode.schema.core import Schema
+from jsonmode.schema.validation import Issue
 
-__all__ = ["Message", "first_messages", "reask_messages", "user_messages"]
+__all__ = [
+    "Message",
+    "describe_failure",
+    "first_messages",
+    "format_instructions",
+    "reask_messages",
+    "user_messages",
+]
 
 Message = Mapping[str, Any]
 
@@ -44,7 +52,12 @@ def user_messages(prompt_or_messages: str | Sequence[Message]) -> tuple[Message,
     return tuple(copies)
 
 
-def _system(schema: Schema) -> str:
+def format_instructions(schema: Schema) -> str:
+    """The output contract and the schema, as the system message states them.
+
+    The same text the prompted tier sends, for callers that build their own prompt
+    (the LangChain parser's ``get_format_instructions``).
+    """
     return _CONTRACT.format(schema=schema.prompt_form)
 
 
@@ -55,7 +68,7 @@ def first_messages(
 ) -> tuple[Message, ...]:
     """System contract (merged into the caller's system message if there is one),
     then few-shot turns, then the caller's conversation."""
-    contract = _system(schema)
+    contract = format_instructions(schema)
     head: list[Message]
     if messages and messages[0].get("role") == "system":
         own = messages[0].get("content")
@@ -70,20 +83,40 @@ def first_messages(
     return (*head, *rest)
 
 
-def _feedback(attempt: Attempt, max_attempts: int) -> str:
-    lines = [f"Attempt {attempt.index} of {max_attempts} did not conform."]
-    if attempt.outcome == "truncated":
-        lines.append(
+def _problems(outcome: str, issues: Sequence[Issue], error: str | None, raw: str) -> list[str]:
+    if outcome == "truncated":
+        return [
             "Your reply was cut off before the JSON document ended. "
             "Reply with a complete, shorter JSON document."
-        )
-    elif attempt.issues:
-        lines.append(f"It is JSON, but it violates the schema in {len(attempt.issues)} place(s):")
-        lines += [f"- {issue}" for issue in attempt.issues]
-    else:
-        lines.append(f"It could not be read as JSON: {attempt.error}")
-        if attempt.raw.lstrip().startswith("```"):
-            lines.append("Do not wrap the JSON in markdown code fences.")
+        ]
+    if issues:
+        return [
+            f"It is JSON, but it violates the schema in {len(issues)} place(s):",
+            *(f"- {issue}" for issue in issues),
+        ]
+    lines = [f"It could not be read as JSON: {error}"]
+    if raw.lstrip().startswith("```"):
+        lines.append("Do not wrap the JSON in markdown code fences.")
+    return lines
+
+
+def describe_failure(failure: OutputError) -> str:
+    """What is wrong with one output, worded for the model that wrote it.
+
+    The same wording as the façade's re-ask: every schema issue on its own line, or
+    why the text could not be read. Adapters use it as the message a framework feeds
+    back to its model (LangChain's ``observation``, a CrewAI guardrail's error).
+    """
+    outcome = "truncated" if isinstance(failure, OutputTruncatedError) else "other"
+    lines = ["The output does not conform to the JSON Schema."]
+    lines += _problems(outcome, failure.issues, failure.message, failure.raw)
+    lines.append("Reply again with only the corrected JSON document.")
+    return "\n".join(lines)
+
+
+def _feedback(attempt: Attempt, max_attempts: int) -> str:
+    lines = [f"Attempt {attempt.index} of {max_attempts} did not conform."]
+    lines += _problems(attempt.outcome, attempt.issues, attempt.error, attempt.raw)
     lines.append("Reply again with only the corrected JSON document.")
     return "\n".join(lines)
 

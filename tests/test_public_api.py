@@ -37,6 +37,7 @@ PUBLIC = {
     "__version__",
     "compile_schema",
     "parse",
+    "structured",
 }
 
 

@@ -18,11 +18,21 @@ def _is_torch_module(obj: object) -> bool:
     )
 
 
+def _is_langchain_runnable(obj: object) -> bool:
+    """A LangChain model or runnable, recognised without importing LangChain."""
+    return any(
+        klass.__name__ == "Runnable" and klass.__module__ == "langchain_core.runnables.base"
+        for klass in type(obj).__mro__
+    )
+
+
 def resolve(backend: object, **options: Any) -> Backend:
     """The backend for what the caller passed to ``JsonMode``.
 
-    A :class:`Backend` is used as is; a string is a litellm model; any other callable
-    is a :class:`FunctionBackend`. ``options`` go to the backend's constructor.
+    A :class:`Backend` is used as is; a string is a litellm model; a transformers
+    model is decoded locally; a LangChain model (or runnable) goes through
+    :class:`~jsonmode.adapters.langchain.LangChainBackend`; any other callable is a
+    :class:`FunctionBackend`. ``options`` go to the backend's constructor.
     """
     if isinstance(backend, Backend):
         if options:
@@ -36,6 +46,10 @@ def resolve(backend: object, **options: Any) -> Backend:
         from jsonmode.backends.transformers import TransformersBackend
 
         return TransformersBackend(backend, **options)
+    if _is_langchain_runnable(backend):
+        from jsonmode.adapters.langchain import LangChainBackend
+
+        return LangChainBackend(backend, **options)  # type: ignore[arg-type]
     if callable(backend):
         unknown = set(options) - {"takes"}
         if unknown:
@@ -43,5 +57,6 @@ def resolve(backend: object, **options: Any) -> Backend:
         return FunctionBackend(backend, **options)
     raise UsageError(
         f"cannot use {type(backend).__name__} as a backend",
-        hint="pass a litellm model string, a callable returning text, or a Backend",
+        hint="pass a litellm model string, a callable returning text, a LangChain model, "
+        "or a Backend",
     )

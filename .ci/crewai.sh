@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The CrewAI adapter's suite (tests/with_crewai), in crewai's own virtual environment:
+# crewai pins its own pydantic and json-repair, so it must never constrain the main
+# environment. Arguments go to pytest. pytest's exit status passes through unchanged:
+# "no tests collected" (5) fails CI.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+venv=.venv-crewai
+if [ ! -x "$venv/bin/python" ]; then
+    python -m venv "$venv"
+fi
+# jsonmode's core needs no torch; should any dependency ever ask for it, the pin keeps
+# pip from resolving an unpinned torch (which pulls gigabytes of CUDA packages).
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+    --constraint <(echo "torch==2.13.0") \
+    -e ".[crewai]" "pytest>=8" "pytest-timeout>=2.3"
+
+"$venv/bin/python" -m pytest tests/with_crewai "$@"

@@ -1,0 +1,247 @@
+"""Typed events: what the façade and the decoder report, for whoever listens.
+
+The façade emits :class:`AttemptFinished` after every attempt and
+:class:`RequestFinished` when a request returns or raises; the decoder emits
+:class:`CompileFinished` for every schema it actually compiles (cache hits are not
+compiles), :class:`MaskTimed` for a sample of decoding steps, and
+:class:`MaskCacheUsed` with the mask-cache lookups made since the last report.
+:mod:`jsonmode.metrics` is one listener; anything else (a tracer, a log line, a
+test) may subscribe too::
+
+    from jsonmode import events
+
+    def show(event: events.Event) -> None:
+        if isinstance(event, events.RequestFinished):
+            print(event.outcome, event.duration_s)
+
+    unsubscribe = events.subscribe(show)
+
+Cost: with no listener, an emitting site pays one truthiness check of
+:data:`listeners`. Listeners run synchronously in the emitting thread (keep them
+short); one that raises is logged and never breaks the request. Subscribing and
+unsubscribing are thread-safe (the tuple is replaced, never mutated).
+
+This module imports only the standard library: the decoder imports it too.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import re
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, Protocol, get_args
+
+from jsonmode.errors import UsageError
+
+if TYPE_CHECKING:
+    from jsonmode.reading import Mode
+    from jsonmode.result import Attempt, Tier
+
+__all__ = [
+    "REQUEST_OUTCOMES",
+    "AttemptFinished",
+    "CompileFinished",
+    "Event",
+    "Listener",
+    "MaskCacheUsed",
+    "MaskTimed",
+    "RequestFinished",
+    "RequestOutcome",
+    "check_schema_name",
+    "decoder_step",
+    "emit",
+    "listeners",
+    "request_outcome",
+    "subscribe",
+    "unsubscribe",
+]
+
+_log = logging.getLogger(__name__)
+
+#: How a request ended. ``first_try``: the first attempt was valid as it came;
+#: ``repaired``: the first attempt was valid after repair; ``retried``: a later
+#: attempt was valid; ``failed``: no attempt was (or the backend failed).
+RequestOutcome = Literal["first_try", "repaired", "retried", "failed"]
+REQUEST_OUTCOMES: tuple[RequestOutcome, ...] = get_args(RequestOutcome)
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptFinished:
+    """One attempt of a request ended (emitted before the next one starts).
+
+    Attributes:
+        tier: the tier that ran it.
+        mode: ``strict`` or ``repair``.
+        schema_name: the name the caller gave the schema, or None.
+        attempt: the attempt (outcome, repairs, issues, usage, latency).
+    """
+
+    tier: Tier
+    mode: Mode
+    schema_name: str | None
+    attempt: Attempt
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFinished:
+    """A request returned a value or raised.
+
+    Attributes:
+        tier: the tier that ran it.
+        mode: ``strict`` or ``repair``.
+        schema_name: the name the caller gave the schema, or None.
+        outcome: see :data:`RequestOutcome`.
+        attempts: every attempt, in order (the last one valid unless ``failed``).
+        duration_s: wall time of the whole request.
+        fallback: the constrained tier was asked for, but the decoder could not
+            compile this schema, so the request ran prompted.
+    """
+
+    tier: Tier
+    mode: Mode
+    schema_name: str | None
+    outcome: RequestOutcome
+    attempts: tuple[Attempt, ...]
+    duration_s: float
+    fallback: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CompileFinished:
+    """``compile_schema`` compiled a schema (not emitted for cache hits)."""
+
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class MaskTimed:
+    """One sampled decoding step: the time the logits processor spent on it
+    (advance the matchers, look up or compute the masks, apply them), all rows."""
+
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class MaskCacheUsed:
+    """Mask-cache lookups of one mask engine since its previous report."""
+
+    hits: int
+    misses: int
+
+
+Event = AttemptFinished | RequestFinished | CompileFinished | MaskTimed | MaskCacheUsed
+Listener = Callable[[Event], object]
+
+#: The current listeners. Read it (``if events.listeners:``) to skip building events
+#: nobody wants; change it only through :func:`subscribe` / :func:`unsubscribe`.
+listeners: tuple[Listener, ...] = ()
+_subscribe_lock = threading.Lock()
+
+
+def subscribe(listener: Listener) -> Callable[[], None]:
+    """Call ``listener(event)`` for every event from now on; returns the unsubscriber.
+
+    Subscribing the same listener twice is a no-op.
+    """
+    global listeners
+    with _subscribe_lock:
+        if listener not in listeners:
+            listeners = (*listeners, listener)
+    return lambda: unsubscribe(listener)
+
+
+def unsubscribe(listener: Listener) -> None:
+    """Stop calling ``listener``; a listener not subscribed is ignored."""
+    global listeners
+    with _subscribe_lock:
+        listeners = tuple(known for known in listeners if known != listener)
+
+
+def emit(event: Event) -> None:
+    """Hand ``event`` to every listener, in subscription order, in this thread."""
+    for listener in listeners:
+        try:
+            listener(event)
+        except Exception:
+            _log.exception(
+                "jsonmode event listener %r failed on %s", listener, type(event).__name__
+            )
+
+
+def request_outcome(attempts: tuple[Attempt, ...], ok: bool) -> RequestOutcome:
+    """Classify a finished request from its attempts (``ok``: it returned a value)."""
+    if not ok or not attempts:
+        return "failed"
+    if len(attempts) > 1:
+        return "retried"
+    return "repaired" if attempts[0].repairs else "first_try"
+
+
+_SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,63}")
+
+
+def check_schema_name(name: str | None) -> str | None:
+    """Return ``name`` if it may label metrics, else raise :class:`UsageError`.
+
+    A schema name is an identifier the developer chooses (``invoice``,
+    ``support.ticket``): 1-64 characters, letters, digits and ``_ . : -``, starting
+    with a letter or ``_``. Never pass user text: every distinct name is a time series.
+    """
+    if name is None:
+        return None
+    if not isinstance(name, str) or not _SCHEMA_NAME.fullmatch(name):
+        raise UsageError(
+            f"schema_name must be an identifier of 1-64 characters, not {name!r}",
+            hint="letters, digits and _ . : - (e.g. 'invoice'); it becomes a metric label",
+        )
+    return name
+
+
+# -- decoder steps ---------------------------------------------------------------------
+
+#: One decoding step in this many is timed into a :class:`MaskTimed` event (the
+#: others cost one counter increment). Set to 1 to time every step.
+mask_sample_every = 8
+_steps = itertools.count()
+
+
+class _CacheCounters(Protocol):
+    hits: int
+    misses: int
+
+
+# Per mask engine, the (hits, misses) already reported: engines are shared by
+# concurrent requests, so deltas are taken against one watermark under a lock.
+_reported: weakref.WeakKeyDictionary[_CacheCounters, tuple[int, int]] = weakref.WeakKeyDictionary()
+_reported_lock = threading.Lock()
+# (id(engine), hits, misses) as last reported: most steps change nothing, and this one
+# comparison spares them the lock and the weak dictionary. A stale match after an id
+# is reused only postpones a report: the watermark of the new engine is still (0, 0).
+_last: tuple[int, int, int] = (0, -1, -1)
+
+
+def decoder_step(engine: _CacheCounters, started: float) -> None:
+    """Report one decoding step that began at ``started`` (``time.perf_counter()``).
+
+    Emits :class:`MaskCacheUsed` when ``engine`` made cache lookups since its last
+    report, and :class:`MaskTimed` for one step in :data:`mask_sample_every`.
+    Called by the logits processor only when there are listeners. Cost: about a
+    microsecond when nothing is emitted.
+    """
+    global _last
+    elapsed = time.perf_counter() - started
+    if _last != (id(engine), engine.hits, engine.misses):
+        with _reported_lock:
+            hits, misses = engine.hits, engine.misses
+            seen_hits, seen_misses = _reported.get(engine, (0, 0))
+            _reported[engine] = (hits, misses)
+            _last = (id(engine), hits, misses)
+        if hits > seen_hits or misses > seen_misses:
+            emit(MaskCacheUsed(max(0, hits - seen_hits), max(0, misses - seen_misses)))
+    if next(_steps) % max(1, mask_sample_every) == 0:
+        emit(MaskTimed(elapsed))

@@ -1,0 +1,193 @@
+"""The JSON value a prefix of a streamed document already determines.
+
+For showing a document while it streams. A partial value is *never validated*:
+required properties may still be missing and strings still growing. What it holds
+is exactly what the finished document will hold, no more:
+
+- a string cut off mid-way appears with the characters received so far (an escape
+  sequence cut in half is left out until it is complete);
+- a number appears only once something follows it (``12`` may still become
+  ``1234``), ``true``/``false``/``null`` once complete;
+- an object key appears only once its value has started;
+- containers appear as soon as they open.
+
+So for every prefix of a JSON text ``t``, ``parse_partial(prefix)`` is contained in
+``json.loads(t)`` in that sense, and ``parse_partial(t) == json.loads(t)``. Leading
+prose or a markdown fence before the first ``{`` or ``[`` is skipped; anything after
+the document is ignored. Costs one linear pass over the text per call (a stream
+re-reads its growing text, so texts over :data:`MAX_PARTIAL_CHARS` give no partials).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+__all__ = ["MAX_PARTIAL_CHARS", "parse_partial"]
+
+#: Longer texts give no partial value: re-reading them on every chunk would cost
+#: quadratic time over a long stream.
+MAX_PARTIAL_CHARS = 200_000
+
+_WS = re.compile(r"[ \t\n\r]*")
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+# Pieces of an unterminated string body: plain runs and complete escapes.
+_BODY_PIECE = re.compile(r'[^"\\]+|\\u[0-9a-fA-F]{4}|\\["\\/bfnrt]')
+_HIGH_SURROGATE = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}")
+_ESCAPE_START = re.compile(r"\\(?:u[0-9a-fA-F]{0,3})?")
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+# Everything a number may be on its way to: decides "still growing" vs "invalid".
+_NUMBERISH = re.compile(r"-?[0-9]*(?:\.[0-9]*)?(?:[eE][+-]?[0-9]*)?")
+_LITERALS = (("true", True), ("false", False), ("null", None))
+_START = re.compile(r"[\[{]")
+_NOTHING: Any = object()
+
+
+class _Cut(Exception):
+    """The text ended; ``value`` is what the interrupted value holds so far."""
+
+    def __init__(self, value: Any) -> None:
+        super().__init__()
+        self.value = value
+
+
+class _Invalid(Exception):
+    """The prefix cannot be the start of a JSON document."""
+
+
+def parse_partial(text: str) -> Any:
+    """The value the JSON document at the start of ``text`` holds so far.
+
+    Returns ``None`` when nothing can be shown yet (empty text, a lone number still
+    growing), when the text cannot be the start of a JSON document, or when it is
+    longer than :data:`MAX_PARTIAL_CHARS`. Never raises for any input text.
+    """
+    if len(text) > MAX_PARTIAL_CHARS:
+        return None
+    start = _WS.match(text, 0).end()  # type: ignore[union-attr]
+    if start < len(text) and text[start] not in '{["':
+        found = _START.search(text, start)
+        if found is None:
+            return None
+        start = found.start()
+    try:
+        value, _ = _value(text, start)
+    except _Cut as cut:
+        value = cut.value
+    except (_Invalid, RecursionError):
+        return None
+    return None if value is _NOTHING else value
+
+
+def _skip(text: str, i: int) -> int:
+    return _WS.match(text, i).end()  # type: ignore[union-attr]
+
+
+def _value(text: str, i: int) -> tuple[Any, int]:
+    i = _skip(text, i)
+    if i >= len(text):
+        raise _Cut(_NOTHING)
+    char = text[i]
+    if char == "{":
+        return _object(text, i + 1)
+    if char == "[":
+        return _array(text, i + 1)
+    if char == '"':
+        return _string(text, i)
+    if char in "-0123456789":
+        token = _NUMBERISH.match(text, i).group()  # type: ignore[union-attr]
+        end = i + len(token)
+        if end == len(text):
+            raise _Cut(_NOTHING)  # "12" may still become "1234"
+        if _NUMBER.fullmatch(token) is None:
+            raise _Invalid
+        return json.loads(token), end
+    for word, literal in _LITERALS:
+        if text.startswith(word, i):
+            return literal, i + len(word)
+        if word.startswith(text[i : i + len(word)]) and len(text) - i < len(word):
+            raise _Cut(_NOTHING)
+    raise _Invalid
+
+
+def _string(text: str, i: int) -> tuple[str, int]:
+    whole = _STRING.match(text, i)
+    if whole is not None:
+        try:
+            return json.loads(whole.group(), strict=False), whole.end()
+        except json.JSONDecodeError:
+            raise _Invalid from None
+    pieces: list[str] = []
+    pos = i + 1
+    while (piece := _BODY_PIECE.match(text, pos)) is not None:
+        pieces.append(piece.group())
+        pos = piece.end()
+    if pos < len(text) and _ESCAPE_START.fullmatch(text, pos) is None:
+        raise _Invalid  # a bad escape, not an unfinished one
+    if pieces and _HIGH_SURROGATE.fullmatch(pieces[-1]):
+        pieces.pop()  # half of a surrogate pair: wait for the other half
+    try:
+        body = json.loads('"' + "".join(pieces) + '"', strict=False)
+    except json.JSONDecodeError:
+        raise _Invalid from None
+    raise _Cut(body)
+
+
+def _object(text: str, i: int) -> tuple[dict[str, Any], int]:
+    obj: dict[str, Any] = {}
+    i = _skip(text, i)
+    if i < len(text) and text[i] == "}":
+        return obj, i + 1
+    while True:
+        i = _skip(text, i)
+        if i >= len(text):
+            raise _Cut(obj)
+        if text[i] != '"':
+            raise _Invalid
+        try:
+            key, i = _string(text, i)
+        except _Cut:
+            raise _Cut(obj) from None  # a key is shown only once it is complete
+        i = _skip(text, i)
+        if i >= len(text):
+            raise _Cut(obj)
+        if text[i] != ":":
+            raise _Invalid
+        try:
+            obj[key], i = _value(text, i + 1)
+        except _Cut as cut:
+            if cut.value is not _NOTHING:
+                obj[key] = cut.value
+            raise _Cut(obj) from None
+        i = _skip(text, i)
+        if i >= len(text):
+            raise _Cut(obj)
+        if text[i] == "}":
+            return obj, i + 1
+        if text[i] != ",":
+            raise _Invalid
+        i += 1
+
+
+def _array(text: str, i: int) -> tuple[list[Any], int]:
+    items: list[Any] = []
+    i = _skip(text, i)
+    if i < len(text) and text[i] == "]":
+        return items, i + 1
+    while True:
+        try:
+            item, i = _value(text, i)
+        except _Cut as cut:
+            if cut.value is not _NOTHING:
+                items.append(cut.value)
+            raise _Cut(items) from None
+        items.append(item)
+        i = _skip(text, i)
+        if i >= len(text):
+            raise _Cut(items)
+        if text[i] == "]":
+            return items, i + 1
+        if text[i] != ",":
+            raise _Invalid
+        i += 1

@@ -1,0 +1,435 @@
+"""The LangChain adapter through real langchain-core: LCEL chains with its fake chat
+models, streaming, retry and fixing flows, and LangChain models as jsonmode backends."""
+
+import asyncio
+import itertools
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.exceptions import (
+    ModelAuthenticationError,
+    ModelRateLimitError,
+    OutputParserException,
+)
+from langchain_core.language_models.fake import FakeListLLM
+from langchain_core.language_models.fake_chat_models import (
+    FakeListChatModel,
+    GenericFakeChatModel,
+)
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.output_parsers import StrOutputParser
+from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.runnables import RunnableLambda
+from pydantic import BaseModel, Field
+
+import jsonmode
+from jsonmode import (
+    AttemptsExhaustedError,
+    JsonMode,
+    OutputTruncatedError,
+    PermanentBackendError,
+    SchemaViolationError,
+    TransientBackendError,
+    TransportPolicy,
+    UsageError,
+)
+from jsonmode.adapters.langchain import JsonModeParser, LangChainBackend, jsonmode_runnable
+
+GOOD = '{"name": "Ada Lovelace", "age": 36, "languages": ["English", "French"]}'
+SLOPPY = "Sure!\n```json\n{'name': 'Ada Lovelace', 'age': '36', 'languages': ['English',],}\n```"
+MISSING_AGE = '{"name": "Ada Lovelace", "languages": []}'
+
+
+class Person(BaseModel):
+    name: str
+    age: int = Field(ge=0)
+    languages: list[str]
+
+
+ADA = Person(name="Ada Lovelace", age=36, languages=["English", "French"])
+
+
+class Recorder(BaseCallbackHandler):
+    """Records the messages every chat model call received (a LangChain callback)."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[BaseMessage]] = []
+
+    def on_chat_model_start(
+        self, serialized: dict[str, Any], messages: list[list[BaseMessage]], **kwargs: Any
+    ) -> None:
+        self.calls.extend(messages)
+
+
+def prompt_for(parser: JsonModeParser) -> ChatPromptTemplate:
+    return ChatPromptTemplate.from_messages(
+        [("system", "{format_instructions}"), ("human", "{text}")]
+    ).partial(format_instructions=parser.get_format_instructions())
+
+
+def no_wait(**overrides: Any) -> TransportPolicy:
+    async def asleep(seconds: float) -> None:
+        return None
+
+    return TransportPolicy(sleep=lambda seconds: None, async_sleep=asleep, **overrides)
+
+
+# -- the parser on its own ---------------------------------------------------------
+
+
+def test_parser_is_a_langchain_output_parser_with_jsonmodes_format_instructions():
+    from langchain_core.output_parsers import BaseOutputParser
+
+    parser = JsonModeParser(Person)
+
+    assert isinstance(parser, BaseOutputParser)
+    instructions = parser.get_format_instructions()
+    assert jsonmode.Schema.of(Person).prompt_form in instructions
+    assert "exactly one JSON document" in instructions
+    assert repr(parser) == "JsonModeParser('Person', mode='strict')"
+
+
+def test_strict_parse_returns_the_model_instance():
+    assert JsonModeParser(Person).parse(GOOD) == ADA
+
+
+def test_strict_parse_refuses_slips_with_observation_and_raw_output():
+    with pytest.raises(OutputParserException) as caught:
+        JsonModeParser(Person).parse(MISSING_AGE)
+
+    error = caught.value
+    assert error.llm_output == MISSING_AGE
+    assert error.send_to_llm
+    assert error.observation is not None
+    assert "- $ (required): 'age' is a required property" in error.observation
+    assert isinstance(error.__cause__, SchemaViolationError)
+    assert error.__cause__.raw == MISSING_AGE
+
+
+def test_strict_parse_does_not_repair():
+    with pytest.raises(OutputParserException, match="not JSON"):
+        JsonModeParser(Person, mode="strict").parse(SLOPPY)
+
+
+def test_repair_mode_repairs_through_jsonmode():
+    assert JsonModeParser(Person, mode="repair").parse(SLOPPY) == Person(
+        name="Ada Lovelace", age=36, languages=["English"]
+    )
+
+
+def test_output_schema_is_the_model():
+    assert JsonModeParser(Person).get_output_jsonschema() == Person.model_json_schema()
+    chain = FakeListChatModel(responses=[GOOD]) | JsonModeParser(Person)
+    assert chain.get_output_jsonschema()["title"] == "Person"
+
+
+def test_json_schema_dicts_give_plain_json():
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    assert JsonModeParser(schema).parse('{"n": 1}') == {"n": 1}
+
+
+def test_a_reply_cut_off_at_the_length_limit_is_reported_as_truncated():
+    model = FakeListChatModel(responses=['{"name": "Ada Lovelace", "age": 3'])
+    truncating = model | RunnableLambda(
+        lambda message: AIMessage(
+            content=message.content, response_metadata={"finish_reason": "length"}
+        )
+    )
+    with pytest.raises(OutputParserException) as caught:
+        (truncating | JsonModeParser(Person, mode="repair")).invoke("Ada")
+    assert isinstance(caught.value.__cause__, OutputTruncatedError)
+    assert "cut off" in (caught.value.observation or "")
+
+
+def test_bad_arguments_are_usage_errors():
+    with pytest.raises(UsageError):
+        JsonModeParser(Person, mode="lenient")  # type: ignore[arg-type]
+    with pytest.raises(UsageError):
+        JsonModeParser(Person, diff=True)
+
+
+# -- LCEL ----------------------------------------------------------------------------
+
+
+def test_prompt_model_parser_chain():
+    parser = JsonModeParser(Person)
+    recorder = Recorder()
+    chain = prompt_for(parser) | FakeListChatModel(responses=[GOOD]) | parser
+
+    assert chain.invoke({"text": "Ada Lovelace, 36"}, config={"callbacks": [recorder]}) == ADA
+    system, human = recorder.calls[0]
+    assert parser.get_format_instructions() == system.content
+    assert human.content == "Ada Lovelace, 36"
+
+
+def test_chain_async_and_batch():
+    parser = JsonModeParser(Person, mode="repair")
+    chain = prompt_for(parser) | FakeListChatModel(responses=[GOOD, SLOPPY]) | parser
+
+    assert asyncio.run(chain.ainvoke({"text": "a"})) == ADA
+    assert chain.batch([{"text": "b"}], config={"max_concurrency": 1}) == [
+        Person(name="Ada Lovelace", age=36, languages=["English"])
+    ]
+
+
+def test_streaming_yields_growing_partials_then_the_validated_value():
+    parser = JsonModeParser(Person)
+    model = GenericFakeChatModel(messages=iter([AIMessage(content=GOOD)]))
+    chunks = list((model | parser).stream("Ada"))
+
+    *partials, final = chunks
+    assert final == ADA
+    assert len(partials) >= 3
+    assert all(isinstance(partial, dict) for partial in partials)
+    whole = json.loads(GOOD)
+    for earlier, later in itertools.pairwise(partials):
+        assert set(earlier) <= set(later)
+    for partial in partials:
+        assert set(partial) <= set(whole)
+        assert all(partial[key] == whole[key] for key in partial if key == "age")
+    assert "age" not in partials[0]
+
+
+def test_async_streaming():
+    parser = JsonModeParser(Person)
+    model = GenericFakeChatModel(messages=iter([AIMessage(content=GOOD)]))
+
+    async def collect() -> list[Any]:
+        return [chunk async for chunk in (model | parser).astream("Ada")]
+
+    *partials, final = asyncio.run(collect())
+    assert final == ADA
+    assert partials
+    assert partials[-1]["languages"][0] == "English"
+
+
+def test_a_stream_that_ends_invalid_raises_after_its_partials():
+    parser = JsonModeParser(Person)
+    model = GenericFakeChatModel(messages=iter([AIMessage(content=MISSING_AGE)]))
+    seen: list[Any] = []
+
+    def consume() -> None:
+        seen.extend((model | parser).stream("Ada"))
+
+    with pytest.raises(OutputParserException, match="age"):
+        consume()
+    assert seen
+    assert seen[-1] == {"name": "Ada Lovelace", "languages": []}
+
+
+def test_streaming_plain_text_chunks():
+    parser = JsonModeParser({"type": "array", "items": {"type": "integer"}})
+    chunks = list(parser.transform(iter(["[1, ", "22, ", "3", "]"])))
+    assert chunks == [[1], [1, 22], [1, 22, 3], [1, 22, 3]]  # partials, then the value
+
+
+def test_retry_flow_reinvokes_the_model_after_a_parser_exception():
+    parser = JsonModeParser(Person)
+    chain = (
+        prompt_for(parser) | FakeListChatModel(responses=[MISSING_AGE, GOOD]) | parser
+    ).with_retry(retry_if_exception_type=(OutputParserException,), stop_after_attempt=2)
+    assert chain.invoke({"text": "Ada"}) == ADA
+
+
+def test_fixing_flow_feeds_the_observation_and_raw_output_back_to_the_model():
+    parser = JsonModeParser(Person)
+    model = FakeListChatModel(responses=[MISSING_AGE, GOOD])
+    recorder = Recorder()
+
+    def fix_messages(inputs: dict[str, Any]) -> list[BaseMessage]:
+        error: OutputParserException = inputs["error"]
+        assert error.llm_output is not None
+        assert error.observation is not None
+        return [
+            HumanMessage(inputs["text"]),
+            AIMessage(error.llm_output),
+            HumanMessage(error.observation),
+        ]
+
+    fixer = RunnableLambda(fix_messages) | model | parser
+    chain = (prompt_for(parser) | model | parser).with_fallbacks(
+        [fixer], exceptions_to_handle=(OutputParserException,), exception_key="error"
+    )
+
+    assert chain.invoke({"text": "Ada"}, config={"callbacks": [recorder]}) == ADA
+    _, previous, observation = recorder.calls[1]
+    assert previous.content == MISSING_AGE
+    assert "'age' is a required property" in str(observation.content)
+
+
+# -- LangChain models as jsonmode backends --------------------------------------------
+
+
+def test_jsonmode_takes_a_chat_model_directly():
+    recorder = Recorder()
+    model = FakeListChatModel(responses=[MISSING_AGE, GOOD], callbacks=[recorder])
+    jm = JsonMode(model)
+
+    assert isinstance(jm.backend, LangChainBackend)
+    assert jm.backend.name == "langchain:FakeListChatModel"
+    result = jm.run("Ada Lovelace, 36", Person)
+
+    assert result.value == ADA
+    assert [attempt.outcome for attempt in result.attempts] == ["schema_violation", "valid"]
+    first, reask = recorder.calls
+    assert first[0].type == "system"
+    assert jsonmode.Schema.of(Person).prompt_form in str(first[0].content)
+    assert first[1].content == "Ada Lovelace, 36"
+    assert reask[2].type == "ai"
+    assert reask[2].content == MISSING_AGE
+    assert "'age' is a required property" in str(reask[3].content)
+
+
+def test_async_backend_reports_usage_from_usage_metadata():
+    reply = AIMessage(
+        content=GOOD,
+        usage_metadata={"input_tokens": 120, "output_tokens": 30, "total_tokens": 150},
+    )
+    jm = JsonMode(GenericFakeChatModel(messages=iter([reply])))
+
+    result = asyncio.run(jm.arun("Ada", Person))
+
+    assert result.value == ADA
+    assert result.usage == jsonmode.Usage(120, 30)
+
+
+def test_backend_reports_truncation_from_the_finish_reason():
+    reply = AIMessage(
+        content='{"name": "Ada", "age": 3', response_metadata={"finish_reason": "length"}
+    )
+    jm = JsonMode(GenericFakeChatModel(messages=iter([reply])), mode="repair", max_attempts=1)
+
+    with pytest.raises(AttemptsExhaustedError) as caught:
+        jm.generate("Ada", Person)
+    assert caught.value.attempts[0].outcome == "truncated"
+
+
+def test_text_llms_are_backends_too():
+    llm = FakeListLLM(responses=[MISSING_AGE, GOOD])
+    result = JsonMode(llm).run("Ada", Person)
+    assert result.value == ADA
+    assert len(result.attempts) == 2
+
+
+def test_runnables_built_from_models_are_backends_too():
+    bound = FakeListChatModel(responses=[GOOD]).bind(stop=["\n\n"])
+    assert JsonMode(bound).generate("Ada", Person) == ADA
+
+
+def test_retryable_langchain_errors_are_transient_and_retried_by_the_transport_policy():
+    calls: list[int] = []
+
+    def flaky(messages: list[BaseMessage]) -> AIMessage:
+        calls.append(len(messages))
+        if len(calls) < 3:
+            raise ModelRateLimitError("slow down")
+        return AIMessage(GOOD)
+
+    jm = JsonMode(RunnableLambda(flaky), transport=no_wait(max_retries=4))
+    result = jm.run("Ada", Person)
+
+    assert result.value == ADA
+    assert result.attempts[0].transport_retries == 2
+
+
+def test_permanent_langchain_errors_are_raised_at_once_with_their_cause():
+    calls: list[int] = []
+
+    def denied(messages: list[BaseMessage]) -> AIMessage:
+        calls.append(1)
+        raise ModelAuthenticationError("bad key")
+
+    with pytest.raises(PermanentBackendError) as caught:
+        JsonMode(RunnableLambda(denied), transport=no_wait()).generate("Ada", Person)
+    assert isinstance(caught.value.__cause__, ModelAuthenticationError)
+    assert calls == [1]
+
+
+def test_http_statuses_on_provider_errors_decide_transience():
+    class ProviderError(Exception):
+        def __init__(self, status_code: int) -> None:
+            super().__init__(f"HTTP {status_code}")
+            self.status_code = status_code
+
+    def unavailable(messages: list[BaseMessage]) -> AIMessage:
+        raise ProviderError(503)
+
+    with pytest.raises(TransientBackendError) as caught:
+        JsonMode(RunnableLambda(unavailable), transport=no_wait(max_retries=1)).generate(
+            "Ada", Person
+        )
+    assert caught.value.status_code == 503
+
+
+def test_a_chain_that_does_not_return_text_is_a_usage_error():
+    chain = FakeListChatModel(responses=[GOOD]) | StrOutputParser() | RunnableLambda(json.loads)
+    with pytest.raises(UsageError, match="not a message or text"):
+        JsonMode(chain).generate("Ada", Person)
+
+
+def test_native_tier_is_refused_for_langchain_models():
+    with pytest.raises(UsageError, match="natively"):
+        JsonMode(FakeListChatModel(responses=[GOOD]), tier="native")
+
+
+def test_the_decorator_takes_a_langchain_model():
+    @jsonmode.structured(backend=FakeListChatModel(responses=[SLOPPY]), mode="repair")
+    def extract(text: str) -> Person:
+        """Extract the person: {text}"""
+
+    assert extract("Ada").age == 36
+
+
+def test_backend_options_go_to_invoke():
+    recorder = Recorder()
+    backend = LangChainBackend(
+        FakeListChatModel(responses=[GOOD]), config={"callbacks": [recorder], "tags": ["x"]}
+    )
+    assert JsonMode(backend).generate("Ada", Person) == ADA
+    assert len(recorder.calls) == 1
+
+
+# -- the whole façade as one LCEL step -------------------------------------------------
+
+
+def test_jsonmode_runnable_reasks_inside_an_lcel_chain():
+    recorder = Recorder()
+    model = FakeListChatModel(responses=[MISSING_AGE, GOOD], callbacks=[recorder])
+    prompt = ChatPromptTemplate.from_messages([("human", "Extract: {text}")])
+    chain = prompt | jsonmode_runnable(model, Person)
+
+    assert chain.invoke({"text": "Ada Lovelace, 36"}) == ADA
+    assert len(recorder.calls) == 2
+    assert recorder.calls[0][-1].content == "Extract: Ada Lovelace, 36"
+
+
+def test_jsonmode_runnable_async_and_string_input():
+    runnable = jsonmode_runnable(FakeListChatModel(responses=[SLOPPY]), Person, mode="repair")
+    assert asyncio.run(runnable.ainvoke("Ada")).age == 36
+
+
+def test_jsonmode_runnable_raises_jsonmodes_typed_errors():
+    runnable = jsonmode_runnable(FakeListChatModel(responses=[MISSING_AGE]), Person, max_attempts=2)
+    with pytest.raises(AttemptsExhaustedError) as caught:
+        runnable.invoke([HumanMessage("Ada")])
+    assert len(caught.value.attempts) == 2
+
+
+def test_jsonmode_runnable_refuses_other_inputs():
+    runnable = jsonmode_runnable(FakeListChatModel(responses=[GOOD]), Person)
+    with pytest.raises(UsageError, match="prompt"):
+        runnable.invoke({"text": "a dict is not a prompt"})
+
+
+def test_import_jsonmode_never_imports_langchain():
+    code = (
+        "import sys, jsonmode;"
+        "jm = jsonmode.JsonMode(lambda prompt: '{}');"
+        "print('langchain_core' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
