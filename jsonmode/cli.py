@@ -4,7 +4,10 @@
                       [--max-attempts N] [--verbose] PROMPT
     jsonmode validate --schema FILE [INPUT]
     jsonmode repair   --schema FILE [INPUT]
-    jsonmode demo
+    jsonmode demo     [--metrics-port P [--duration S]]
+    jsonmode metrics serve --port P [--addr A]
+    jsonmode metrics assets
+    jsonmode dashboard [--metrics-url URL] [--port P] [--addr A] [--interval S]
 
 The JSON value goes to stdout. On failure: one line on stderr (every attempt with
 ``--verbose``) and a non-zero exit status:
@@ -13,7 +16,9 @@ The JSON value goes to stdout. On failure: one line on stderr (every attempt wit
     2  bad usage, bad schema, unreadable input
     3  the backend failed (transient failures after retries, or a refused request)
 
-``validate`` and ``repair`` never import litellm, so they start fast.
+``validate`` and ``repair`` never import litellm, so they start fast. The servers
+(``metrics serve``, ``dashboard``, ``demo --metrics-port``) print their URL on the
+first line of stdout and run until Ctrl-C (exit status 0).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import json
 import os
 import pathlib
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
@@ -78,6 +84,56 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--model", default=None, help="a Hugging Face model name or path (default: a random model)"
     )
+    demo.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        metavar="P",
+        help="serve Prometheus metrics on 127.0.0.1:P, then keep sending demo traffic "
+        "(watch it with: jsonmode dashboard)",
+    )
+    demo.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        metavar="S",
+        help="with --metrics-port: seconds of demo traffic (default: until Ctrl-C)",
+    )
+
+    metrics = commands.add_parser("metrics", help="Prometheus exporter and dashboard assets.")
+    metrics_commands = metrics.add_subparsers(dest="metrics_command", required=True)
+    serve = metrics_commands.add_parser(
+        "serve",
+        help="Serve the metrics of every process that writes to $PROMETHEUS_MULTIPROC_DIR.",
+        description="Serve /metrics aggregated over every process that writes to "
+        "$PROMETHEUS_MULTIPROC_DIR (multiprocess mode). A single process serves its own "
+        "metrics with jsonmode.metrics.serve(port) instead.",
+    )
+    serve.add_argument("--port", type=int, required=True, metavar="P")
+    serve.add_argument("--addr", default="127.0.0.1", help="address to bind (default: loopback)")
+    metrics_commands.add_parser(
+        "assets", help="Print the folder holding the Grafana dashboard and Prometheus rules."
+    )
+
+    dashboard = commands.add_parser(
+        "dashboard",
+        help="Serve a live dashboard page for an exporter.",
+        description="Serve a self-contained live page (no CDN; works offline) that polls "
+        "the exporter and charts conformance, outcomes, latency and decoder costs.",
+    )
+    dashboard.add_argument(
+        "--metrics-url",
+        default="http://127.0.0.1:9464/metrics",
+        metavar="URL",
+        help="the exporter (default: http://127.0.0.1:9464/metrics)",
+    )
+    dashboard.add_argument("--port", type=int, default=8765, metavar="P", help="default 8765")
+    dashboard.add_argument(
+        "--addr", default="127.0.0.1", help="address to bind (default: loopback)"
+    )
+    dashboard.add_argument(
+        "--interval", type=float, default=2.0, metavar="S", help="seconds between polls"
+    )
     return parser
 
 
@@ -132,6 +188,53 @@ def _check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _wait_for_interrupt() -> None:
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+
+
+def _metrics(args: argparse.Namespace) -> int:
+    if args.metrics_command == "assets":
+        from jsonmode.metrics import ASSETS
+
+        print(ASSETS)
+        return 0
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        raise UsageError(
+            "PROMETHEUS_MULTIPROC_DIR is not set: this process has no metrics of its own",
+            hint="set it (to the same directory) for your workers and for this command; "
+            "a single process serves itself with jsonmode.metrics.serve(port)",
+        )
+    import jsonmode.metrics
+
+    with _bound(lambda: jsonmode.metrics.serve(args.port, addr=args.addr)) as exporter:
+        print(f"serving {exporter.url} (Ctrl-C to stop)", flush=True)
+        _wait_for_interrupt()
+    return 0
+
+
+def _dashboard(args: argparse.Namespace) -> int:
+    from jsonmode.metrics.dashboard import serve_dashboard
+
+    with _bound(
+        lambda: serve_dashboard(args.metrics_url, args.port, args.addr, interval=args.interval)
+    ) as dashboard:
+        print(f"dashboard on {dashboard.url} (Ctrl-C to stop)", flush=True)
+        _wait_for_interrupt()
+    return 0
+
+
+def _bound(start: Any) -> Any:
+    """Start a server, turning a port that cannot be bound into a usage error."""
+    try:
+        return start()
+    except OSError as exc:
+        raise UsageError(f"cannot listen: {exc.strerror or exc}") from None
+
+
 def _report(error: JsonModeError, verbose: bool) -> None:
     print(f"jsonmode: error: {type(error).__name__}: {error}".replace("\n", " "), file=sys.stderr)
     if not verbose:
@@ -162,9 +265,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _generate(args)
         if args.command in ("validate", "repair"):
             return _check(args)
+        if args.command == "metrics":
+            return _metrics(args)
+        if args.command == "dashboard":
+            return _dashboard(args)
         from jsonmode.demo import run_demo
 
-        return run_demo(verbose=verbose, model=args.model)
+        if args.duration is not None and args.metrics_port is None:
+            raise UsageError("--duration needs --metrics-port")
+        return run_demo(
+            verbose=verbose,
+            model=args.model,
+            metrics_port=args.metrics_port,
+            duration=args.duration,
+        )
     except JsonModeError as error:
         _report(error, verbose)
         return _exit_status(error)

@@ -8,13 +8,17 @@ Its output is gibberish, yet always schema-valid JSON: that is the point. With
 Part 2, the prompted tier against a built-in *scripted* backend whose replies carry
 the slips real models make (prose, fences, trailing commas, wrong types, a cut-off
 reply): repair mode repairs and records, strict mode re-asks with every error.
+
+With ``metrics_port``, metrics are enabled and served on ``127.0.0.1:PORT`` and, after
+the scenarios, demo traffic flows (see :mod:`jsonmode._traffic`) until the duration
+ends or Ctrl-C, so ``jsonmode dashboard`` has something live to show.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from pydantic import BaseModel, Field
@@ -136,7 +140,11 @@ def random_local_model(seed: int = 0) -> tuple[Any, Any]:
     return model.eval(), tokenizer
 
 
-def _constrained_part(model_name: str | None, verbose: bool, stream: TextIO) -> None:
+def _constrained_part(
+    model_name: str | None, verbose: bool, stream: TextIO
+) -> Callable[[], Any] | None:
+    """Run the constrained scenarios; returns a function that runs one more (None:
+    the local extra is not installed)."""
     try:
         if model_name:
             from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -153,9 +161,11 @@ def _constrained_part(model_name: str | None, verbose: bool, stream: TextIO) -> 
             f"\n(constrained tier skipped: {exc.name} is not installed; "
             "pip install torch==2.13.0 && pip install -e '.[local]')\n"
         )
-        return
+        return None
     stream.write(f"\n== constrained tier: {label}\n")
-    jm = JsonMode(model, tokenizer=tokenizer, max_new_tokens=256, do_sample=True)
+    jm = JsonMode(
+        model, tokenizer=tokenizer, max_new_tokens=256, do_sample=True, schema_name="profile"
+    )
     for seed in range(3):
         import torch
 
@@ -169,12 +179,54 @@ def _constrained_part(model_name: str | None, verbose: bool, stream: TextIO) -> 
         stream.write(f"   value: {dumps(result.data)}\n")
         if verbose:
             stream.write(attempt.describe() + "\n")
+    return lambda: jm.run(f"Extract the person from: {_TEXT}", CONSTRAINED_SCHEMA)
 
 
-def run_demo(*, verbose: bool = False, model: str | None = None, out: TextIO | None = None) -> int:
-    """Run the scenarios and print what happened; returns 0 when every one conformed."""
+def run_demo(
+    *,
+    verbose: bool = False,
+    model: str | None = None,
+    out: TextIO | None = None,
+    metrics_port: int | None = None,
+    duration: float | None = None,
+) -> int:
+    """Run the scenarios and print what happened; returns 0 when every one conformed.
+
+    With ``metrics_port``: serve metrics there (0: any free port), then keep sending
+    demo traffic for ``duration`` seconds (None: until Ctrl-C).
+    """
     stream = out or sys.stdout
-    _constrained_part(model, verbose, stream)
+    if metrics_port is None:
+        _scenarios(model, verbose, stream)
+        return 0
+    import jsonmode.metrics
+
+    jsonmode.metrics.enable()
+    with jsonmode.metrics.serve(metrics_port) as exporter:
+        stream.write(
+            f"metrics: {exporter.url}\n"
+            f"watch:   jsonmode dashboard --metrics-url {exporter.url}"
+            " (then open http://127.0.0.1:8765/)\n"
+        )
+        stream.flush()
+        local = _scenarios(model, verbose, stream)
+        stream.write(
+            "\n== demo traffic: scripted requests with realistic slips, "
+            + ("until Ctrl-C" if duration is None else f"for {duration:g} s")
+            + "\n"
+        )
+        stream.flush()
+        try:
+            from jsonmode._traffic import run_traffic
+
+            run_traffic(Person, stream, duration=duration, local=local)
+        except KeyboardInterrupt:
+            stream.write("\nstopped.\n")
+    return 0
+
+
+def _scenarios(model: str | None, verbose: bool, stream: TextIO) -> Callable[[], Any] | None:
+    local = _constrained_part(model, verbose, stream)
     stream.write(
         "\n== prompted tier against a built-in SCRIPTED backend\n"
         "(no model and no network: its replies are canned, with the slips real models make)\n"
@@ -190,8 +242,9 @@ def run_demo(*, verbose: bool = False, model: str | None = None, out: TextIO | N
         ),
     )
     for title, first_reply, mode in scenarios:
-        jm = JsonMode(_scripted_model(first_reply), mode=mode)  # type: ignore[arg-type]
+        jm = JsonMode(_scripted_model(first_reply), mode=mode, schema_name="person")  # type: ignore[arg-type]
         result = jm.run(f"Extract the person from: {_TEXT}", Person)
         _show(title, result, verbose, stream)
     stream.write("\nEvery value above conforms to its schema.\n")
-    return 0
+    stream.flush()
+    return local

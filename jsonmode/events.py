@@ -4,7 +4,8 @@ The façade emits :class:`AttemptFinished` after every attempt and
 :class:`RequestFinished` when a request returns or raises; the decoder emits
 :class:`CompileFinished` for every schema it actually compiles (cache hits are not
 compiles), :class:`MaskTimed` for a sample of decoding steps, and
-:class:`MaskCacheUsed` with the mask-cache lookups made since the last report.
+:class:`MaskCacheUsed` with the mask-cache lookups made since the last report (on
+sampled steps and when a generation ends).
 :mod:`jsonmode.metrics` is one listener; anything else (a tracer, a log line, a
 test) may subscribe too::
 
@@ -53,10 +54,12 @@ __all__ = [
     "RequestFinished",
     "RequestOutcome",
     "check_schema_name",
+    "decoder_finished",
     "decoder_step",
     "emit",
     "listeners",
     "request_outcome",
+    "step_started",
     "subscribe",
     "unsubscribe",
 ]
@@ -204,8 +207,8 @@ def check_schema_name(name: str | None) -> str | None:
 
 # -- decoder steps ---------------------------------------------------------------------
 
-#: One decoding step in this many is timed into a :class:`MaskTimed` event (the
-#: others cost one counter increment). Set to 1 to time every step.
+#: One decoding step in this many is timed into a :class:`MaskTimed` event and reports
+#: the mask cache; the others cost one counter increment. Set to 1 to time every step.
 mask_sample_every = 8
 _steps = itertools.count()
 
@@ -219,29 +222,32 @@ class _CacheCounters(Protocol):
 # concurrent requests, so deltas are taken against one watermark under a lock.
 _reported: weakref.WeakKeyDictionary[_CacheCounters, tuple[int, int]] = weakref.WeakKeyDictionary()
 _reported_lock = threading.Lock()
-# (id(engine), hits, misses) as last reported: most steps change nothing, and this one
-# comparison spares them the lock and the weak dictionary. A stale match after an id
-# is reused only postpones a report: the watermark of the new engine is still (0, 0).
-_last: tuple[int, int, int] = (0, -1, -1)
+
+
+def step_started() -> float:
+    """``time.perf_counter()`` if this decoding step is one to time, else ``0.0``.
+
+    The logits processor calls it at the start of every step when there are
+    listeners, and :func:`decoder_step` at the end of the steps it returned a time for.
+    """
+    return time.perf_counter() if next(_steps) % max(1, mask_sample_every) == 0 else 0.0
 
 
 def decoder_step(engine: _CacheCounters, started: float) -> None:
-    """Report one decoding step that began at ``started`` (``time.perf_counter()``).
-
-    Emits :class:`MaskCacheUsed` when ``engine`` made cache lookups since its last
-    report, and :class:`MaskTimed` for one step in :data:`mask_sample_every`.
-    Called by the logits processor only when there are listeners. Cost: about a
-    microsecond when nothing is emitted.
-    """
-    global _last
+    """Report a sampled decoding step that began at ``started``: emits
+    :class:`MaskTimed`, and :class:`MaskCacheUsed` for ``engine``'s lookups since
+    its last report."""
     elapsed = time.perf_counter() - started
-    if _last != (id(engine), engine.hits, engine.misses):
-        with _reported_lock:
-            hits, misses = engine.hits, engine.misses
-            seen_hits, seen_misses = _reported.get(engine, (0, 0))
-            _reported[engine] = (hits, misses)
-            _last = (id(engine), hits, misses)
-        if hits > seen_hits or misses > seen_misses:
-            emit(MaskCacheUsed(max(0, hits - seen_hits), max(0, misses - seen_misses)))
-    if next(_steps) % max(1, mask_sample_every) == 0:
-        emit(MaskTimed(elapsed))
+    decoder_finished(engine)
+    emit(MaskTimed(elapsed))
+
+
+def decoder_finished(engine: _CacheCounters) -> None:
+    """Report ``engine``'s mask-cache lookups since its last report (a generation
+    ended; sampled steps report too, so totals lag by a few steps at most)."""
+    with _reported_lock:
+        hits, misses = engine.hits, engine.misses
+        seen_hits, seen_misses = _reported.get(engine, (0, 0))
+        _reported[engine] = (hits, misses)
+    if hits > seen_hits or misses > seen_misses:
+        emit(MaskCacheUsed(max(0, hits - seen_hits), max(0, misses - seen_misses)))

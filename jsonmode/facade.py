@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 import pydantic
 
+from jsonmode import events
 from jsonmode.backends import Backend, Completion, Request, resolve
 from jsonmode.errors import (
     AttemptsExhaustedError,
@@ -66,6 +67,8 @@ class JsonMode:
             from constrained to prompted for that request; ``Result.tier`` says which ran.
         transport: retry policy for transient backend failures, separate from
             ``max_attempts``.
+        schema_name: a name for the schema in metrics (``"invoice"``), for every
+            request unless a call names its own; see :mod:`jsonmode.metrics`.
         **backend_options: passed to the backend (for litellm: ``api_base``,
             ``api_key``, ``timeout``, ``temperature`` ...).
 
@@ -81,9 +84,11 @@ class JsonMode:
         *,
         tier: TierChoice = "auto",
         transport: TransportPolicy | None = None,
+        schema_name: str | None = None,
         **backend_options: Any,
     ) -> None:
         self.mode: Mode = check_mode(mode)
+        self.schema_name = events.check_schema_name(schema_name)
         if not isinstance(max_attempts, int) or isinstance(max_attempts, bool) or max_attempts < 1:
             raise UsageError(f"max_attempts must be a positive integer, not {max_attempts!r}")
         if tier not in ("auto", "constrained", "native", "prompted"):
@@ -117,6 +122,7 @@ class JsonMode:
         schema: object,
         *,
         examples: Sequence[tuple[str, Any]] = (),
+        schema_name: str | None = None,
     ) -> Result[Any]:
         """Generate a conforming value and the record of how it was obtained.
 
@@ -124,6 +130,7 @@ class JsonMode:
             prompt: a prompt string or a list of chat messages (never modified).
             schema: a pydantic model, a Python type, a JSON Schema dict or JSON text.
             examples: few-shot (prompt, value) pairs; each value must conform.
+            schema_name: the schema's name in metrics (default: the instance's).
 
         Raises:
             AttemptsExhaustedError: no attempt conformed; ``.attempts`` holds them all.
@@ -131,7 +138,7 @@ class JsonMode:
             PermanentBackendError: the backend refused the request (never retried).
             InvalidSchemaError, UnsupportedSchemaError, UsageError: bad input.
         """
-        session = self._session(prompt, schema, examples)
+        session = self._session(prompt, schema, examples, schema_name)
         request = next(session)
         while True:
             try:
@@ -145,9 +152,10 @@ class JsonMode:
         schema: object,
         *,
         examples: Sequence[tuple[str, Any]] = (),
+        schema_name: str | None = None,
     ) -> Result[Any]:
         """Async :meth:`run`."""
-        session = self._session(prompt, schema, examples)
+        session = self._session(prompt, schema, examples, schema_name)
         request = next(session)
         while True:
             try:
@@ -156,16 +164,26 @@ class JsonMode:
                 return done.value  # type: ignore[no-any-return]
 
     def generate(
-        self, prompt: Prompt, schema: object, *, examples: Sequence[tuple[str, Any]] = ()
+        self,
+        prompt: Prompt,
+        schema: object,
+        *,
+        examples: Sequence[tuple[str, Any]] = (),
+        schema_name: str | None = None,
     ) -> Any:
         """The conforming value alone: a model instance for a pydantic model, else JSON."""
-        return self.run(prompt, schema, examples=examples).value
+        return self.run(prompt, schema, examples=examples, schema_name=schema_name).value
 
     async def agenerate(
-        self, prompt: Prompt, schema: object, *, examples: Sequence[tuple[str, Any]] = ()
+        self,
+        prompt: Prompt,
+        schema: object,
+        *,
+        examples: Sequence[tuple[str, Any]] = (),
+        schema_name: str | None = None,
     ) -> Any:
         """Async :meth:`generate`."""
-        return (await self.arun(prompt, schema, examples=examples)).value
+        return (await self.arun(prompt, schema, examples=examples, schema_name=schema_name)).value
 
     # -- backend calls under the transport policy --------------------------------
 
@@ -190,11 +208,18 @@ class JsonMode:
     # -- validation attempts -------------------------------------------------------
 
     def _session(
-        self, prompt: Prompt, schema: object, examples: Sequence[tuple[str, Any]]
+        self,
+        prompt: Prompt,
+        schema: object,
+        examples: Sequence[tuple[str, Any]],
+        schema_name: str | None,
     ) -> Generator[Request, _Reply, Result[Any]]:
         started = time.perf_counter()
+        name = self.schema_name if schema_name is None else events.check_schema_name(schema_name)
         spec = Schema.of(schema)
         tier = self._tier_for(spec)
+        # what the events need; a tuple costs nothing when nobody listens
+        context: _Context = (tier, self.mode, name, started, self.tier != tier)
         first = first_messages(spec, user_messages(prompt), _checked_examples(spec, examples))
         request = Request(first, spec, native=tier == "native", constrained=tier == "constrained")
         attempts: list[Attempt] = []
@@ -211,12 +236,17 @@ class JsonMode:
                     )
                 )
                 reply.error.attempts = tuple(attempts)
+                if events.listeners:
+                    _attempt_finished(context, attempts[-1])
+                    _request_finished(context, attempts, ok=False)
                 raise reply.error
             assert reply.completion is not None
             attempt, value = self._judge(index, reply, spec)
             attempts.append(attempt)
+            if events.listeners:
+                _attempt_finished(context, attempt)
             if attempt.ok:
-                return Result(
+                result = Result(
                     value,
                     attempt.value,
                     tier,
@@ -224,12 +254,17 @@ class JsonMode:
                     tuple(attempts),
                     time.perf_counter() - started,
                 )
+                if events.listeners:
+                    _request_finished(context, attempts, ok=True, duration_s=result.duration_s)
+                return result
             request = Request(
                 reask_messages(first, attempt, self.max_attempts),
                 spec,
                 request.native,
                 request.constrained,
             )
+        if events.listeners:
+            _request_finished(context, attempts, ok=False)
         last = attempts[-1]
         raise AttemptsExhaustedError(
             f"no conforming JSON after {len(attempts)} attempt(s); last: "
@@ -274,6 +309,27 @@ class JsonMode:
         return Attempt(index, "valid", repairs=parsed.repairs, value=parsed.data, **common), (
             parsed.value
         )
+
+
+# One request's tier, mode, schema name, start time and whether it fell back from the
+# constrained tier: what its events carry (see jsonmode.events).
+_Context = tuple[Tier, Mode, str | None, float, bool]
+
+
+def _attempt_finished(context: _Context, attempt: Attempt) -> None:
+    tier, mode, name, _, _ = context
+    events.emit(events.AttemptFinished(tier, mode, name, attempt))
+
+
+def _request_finished(
+    context: _Context, attempts: list[Attempt], *, ok: bool, duration_s: float | None = None
+) -> None:
+    tier, mode, name, started, fallback = context
+    done = tuple(attempts)
+    if duration_s is None:
+        duration_s = time.perf_counter() - started
+    outcome = events.request_outcome(done, ok)
+    events.emit(events.RequestFinished(tier, mode, name, outcome, done, duration_s, fallback))
 
 
 def _outcome(failure: OutputError) -> Outcome:

@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Iterator
 from typing import Any
 
+from jsonmode import events
 from jsonmode.backends.base import Completion, Request
 from jsonmode.decoding.compiled import CompiledSchema, compile_schema
 from jsonmode.decoding.logits import JsonLogitsProcessor
@@ -124,6 +125,8 @@ class TransformersBackend:
         truncated = ended is None and len(generated) >= self.max_new_tokens
         if processor is not None and not processor.is_complete(0):
             truncated = True
+        if processor is not None and events.listeners:
+            events.decoder_finished(processor.compiled.engine)  # exact cache counts per request
         return Completion(
             data.decode("utf-8", errors="replace"),
             Usage(prompt_length, len(generated)),

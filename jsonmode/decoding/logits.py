@@ -14,7 +14,6 @@ ever all ``-inf``.
 
 from __future__ import annotations
 
-import time
 from collections import OrderedDict
 
 import numpy as np
@@ -74,7 +73,7 @@ class JsonLogitsProcessor:
         return bias
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        started = time.perf_counter() if events.listeners else 0.0
+        started = events.step_started() if events.listeners else 0.0  # sampled steps only
         rows, width = scores.shape
         if not self.matchers:
             self.matchers = [self.compiled.matcher() for _ in range(rows)]
