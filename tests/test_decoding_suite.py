@@ -129,9 +129,11 @@ def test_matches_the_checked_in_baseline(outcomes):
 
 def test_most_of_the_suite_is_decided_correctly(outcomes):
     ok = sum(v in ("ok", "format_asserted") for v in outcomes.values())
-    # Ratchet: 2900 of 3666 today (2902 before idna 3.20 began refusing non-canonical
-    # Punycode, which decoding cannot check: two idn-hostname cases moved to
-    # unenforced false accepts). The rest: keywords left to post-validation
-    # (unevaluated*, uniqueItems, contains, if/then/else, number bounds, ...), remote or
-    # $id-relative references, and schemas that accept nothing.
-    assert ok >= 2900, f"only {ok} of {len(outcomes)} cases correct"
+    # Ratchet: 2926 of 3666 today. Number bounds are enforced since 2900 (one case
+    # moved the other way: vocabulary.json#0/2, a custom metaschema that switches
+    # validation off, which decoding cannot read; "/$schema" is then unenforced), and
+    # idna 3.20 refuses non-canonical Punycode, which decoding cannot check (two
+    # idn-hostname cases are unenforced false accepts). The rest: keywords left to
+    # post-validation (unevaluated*, uniqueItems, contains, if/then/else, ...), remote
+    # or $id-relative references, and schemas that accept nothing.
+    assert ok >= 2926, f"only {ok} of {len(outcomes)} cases correct"

@@ -1,8 +1,9 @@
 """JSON Schema → :class:`~jsonmode.decoding.grammar.Grammar`.
 
-Every schema node becomes an expression: scalars inline (string bodies, numbers and
-literals are lexemes), objects and arrays as rules of their own, ``$ref`` targets
-as named rules (so recursion works). What the grammar cannot enforce exactly is
+Every schema node becomes an expression: strings and numbers as lexeme rules of their
+own (shared across properties and, through process-wide caches, across schemas),
+literals inline, objects and arrays as rules of their own, ``$ref`` targets as named
+rules (so recursion works). What the grammar cannot enforce exactly is
 recorded, by schema location, in ``unenforced`` — the façade post-validates
 those — and ``strict=True`` turns any such entry into an error.
 
@@ -10,7 +11,8 @@ Keyword policy (see ARCHITECTURE.md): enforced at decode time: ``type``, ``enum`
 ``const``, ``properties``, ``required``, ``additionalProperties``,
 ``patternProperties`` (disjoint from the declared names), ``items``,
 ``prefixItems``, ``minItems``/``maxItems``, ``minLength``/``maxLength``,
-``pattern``, ``format`` (where exact), integer bounds, ``anyOf``, ``oneOf``
+``pattern``, ``format`` (where exact), integer bounds, number bounds (see
+:mod:`~jsonmode.decoding.numbers`), ``anyOf``, ``oneOf``
 (disjoint branches), ``allOf`` (merged), ``$ref``/``$defs``. Everything else is
 listed in ``unenforced``.
 """
@@ -43,6 +45,7 @@ from jsonmode.decoding.grammar import (
     seq,
 )
 from jsonmode.decoding.keys import extra_key_body
+from jsonmode.decoding.numbers import Bounds, integer_range, number_dfa
 from jsonmode.errors import InvalidSchemaError, UnsupportedSchemaError
 from jsonmode.schema.keywords import ANNOTATIONS
 from jsonmode.schema.pointer import MISSING, resolve_local_ref
@@ -56,6 +59,9 @@ _LexemeMaker = Callable[[], tuple[Expr, tuple[tuple[str, str], ...]]]
 _LEXEMES: dict[str, tuple[Expr, tuple[tuple[str, str], ...]]] = {}
 _LEXEMES_LOCK = threading.Lock()
 _LEXEME_LIMIT = 1024
+_KNOWN_METASCHEMA = re.compile(
+    r"^https?://json-schema\.org/(?:draft-0[3-7]/schema|draft/20(?:19-09|20-12)/schema)#?$"
+)
 _MAX_ANY_ORDER = 8  # 2**8 member sets: beyond this the automaton grows too fast
 # Formats jsonschema's checker asserts (what post-validation enforces).
 _CHECKED_FORMATS = frozenset(jsonschema.Draft202012Validator.FORMAT_CHECKER.checkers)
@@ -495,18 +501,27 @@ class _Builder:
         return self.lexeme(label, make, path)
 
     def number_expr(self, schema: dict[str, Any], path: str, *, integer: bool) -> Expr:
-        bounds = [
+        keywords = [
             k for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum") if k in schema
         ]
         if "multipleOf" in schema:
             self.skip(path, "multipleOf")
+        bounds = Bounds.of(schema, legacy=self.legacy_integers)
         if not integer:
-            for keyword in bounds:
-                self.skip(path, keyword)
-            return self.lexeme(
-                "number", lambda: (_lex("number", rx.compile_pattern(f"^{_NUMBER}$")), ()), path
-            )
-        low, high = _integer_bounds(schema)
+            if bounds.unbounded:
+                return self.lexeme("number", _generic_number, path)
+            label = f"number{bounds.label()}"
+
+            def make_number() -> tuple[Expr, tuple[tuple[str, str], ...]]:
+                dfa = number_dfa(bounds)
+                if dfa is None:
+                    reason = "a bound within exponent notation's range is not enforced exactly"
+                    expr, _ = _generic_number()
+                    return expr, tuple((keyword, reason) for keyword in keywords)
+                return _lex(label, dfa), ()
+
+            return self.lexeme(label, make_number, path)
+        low, high = integer_range(bounds)
         if low is not None and high is not None and low > high:
             return NEVER
         label = f"integer{_bounds(low, high)}"
@@ -671,6 +686,10 @@ def _key_lexemes(
     return tuple(keys), None if other.is_empty() else _string_lex(label, other), overlap
 
 
+def _generic_number() -> tuple[Expr, tuple[tuple[str, str], ...]]:
+    return _lex("number", rx.compile_pattern(f"^{_NUMBER}$")), ()
+
+
 def _count(value: Any) -> Any:
     """A length/count keyword as an int (JSON Schema allows 2.0 for 2); None stays None."""
     return None if value is None else int(value)
@@ -699,27 +718,16 @@ def _search(pattern: str, text: str) -> bool:
         return False
 
 
-def _integer_bounds(schema: dict[str, Any]) -> tuple[int | None, int | None]:
-    import math
-
-    low: int | None = None
-    high: int | None = None
-    for keyword, value in schema.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            continue
-        if keyword == "minimum":
-            bound = math.ceil(value)
-            low = bound if low is None else max(low, bound)
-        elif keyword == "exclusiveMinimum":
-            bound = math.floor(value) + 1
-            low = bound if low is None else max(low, bound)
-        elif keyword == "maximum":
-            bound = math.floor(value)
-            high = bound if high is None else min(high, bound)
-        elif keyword == "exclusiveMaximum":
-            bound = math.ceil(value) - 1
-            high = bound if high is None else min(high, bound)
-    return low, high
+def _items_into_prefix(one: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
+    """``one`` with ``other``'s ``items`` applied to each of its ``prefixItems`` (when
+    ``other`` has a schema ``items`` and no ``prefixItems`` of its own)."""
+    items = other.get("items")
+    prefix = one.get("prefixItems")
+    if "prefixItems" in other or not isinstance(prefix, list) or items in (None, True):
+        return one
+    if not isinstance(items, (dict, bool)):
+        return one  # draft 7's array form: positional, not "the rest"
+    return {**one, "prefixItems": [{"allOf": [p, items]} for p in prefix]}
 
 
 def _merge(a: dict[str, Any], b: dict[str, Any], unmerged: Callable[[str], None]) -> dict[str, Any]:
@@ -731,6 +739,9 @@ def _merge(a: dict[str, Any], b: dict[str, Any], unmerged: Callable[[str], None]
         names = set(two.get("properties", {})) - set(one.get("properties", {}))
         if closed and (names or two.get("patternProperties")):
             unmerged("additionalProperties")
+    # items applies past its own siblings' prefixItems only: when the other schema
+    # brings a prefixItems, its positions must also satisfy these items.
+    a, b = _items_into_prefix(a, b), _items_into_prefix(b, a)
     out = dict(a)
     for key, value in b.items():
         if key not in out or key in _ANNOTATIONS:
@@ -828,6 +839,10 @@ def build_grammar(
     draft7 = "draft-07" in declared
     legacy = "draft-04" in declared or "draft-03" in declared
     builder = _Builder(schema, options, draft7 or legacy, legacy, validator_for)
+    if declared and not _KNOWN_METASCHEMA.match(declared):
+        # A custom metaschema may switch vocabularies off: decoding applies the
+        # standard ones, so whether they hold is left to post-validation.
+        builder.skip("", "$schema")
     # One leading space is allowed: SentencePiece tokenizers spell the first token
     # of a reply with it ("▁{"), and refusing it would force a less likely token.
     lead = Rep(Lit(b" "), 0, 1) if options.whitespace == "standard" else builder.ws

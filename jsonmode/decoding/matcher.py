@@ -107,6 +107,21 @@ class _Walk:
         return int(self.inside.nbytes) + sum(r.nbytes + c.nbytes for _, r, c in self.groups)
 
 
+@dataclass(frozen=True, slots=True)
+class _SharedWalk:
+    """The rule-independent part of a walk: tokens inside (as in :class:`_Walk`), and
+    the boundary tokens' positions and the columns where their rest starts."""
+
+    inside: npt.NDArray[np.bool_] | npt.NDArray[np.int64]
+    dense: bool
+    positions: Rows
+    cols: Rows
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.inside.nbytes) + self.positions.nbytes + self.cols.nbytes
+
+
 class _FirstByteIndex:
     """The vocabulary's tokens reordered by first byte ("positions").
 
@@ -131,26 +146,94 @@ class _Segment:
     """The fate of the tokens starting with one byte, given the state after it.
 
     ``inside``: per token of the segment, read entirely within the rule. Boundary
-    tokens: their positions, the state where they pass a call or return point, and
-    the column where their rest starts.
+    tokens: their positions and the column where their rest starts (where they pass
+    a point where the rule could call or return).
     """
 
     inside: npt.NDArray[np.bool_]
     positions: Rows
-    stops: Rows
     cols: Rows
 
     @property
     def nbytes(self) -> int:
-        return 96 + self.inside.nbytes + 3 * self.positions.nbytes
+        return 96 + self.inside.nbytes + 2 * self.positions.nbytes
+
+
+@dataclass(frozen=True, slots=True)
+class _RuleInfo:
+    """What the walks need of one rule automaton: its content signature, its
+    crossing states (accepting or calling), its flat transition table, and per
+    state bounded-depth behaviour hashes (None for automata too big to hash): row 0
+    looks one byte less far than the longest token, row 1 as far."""
+
+    signature: bytes
+    crossing: npt.NDArray[np.bool_]
+    flat: npt.NDArray[np.int32]
+    hashes: npt.NDArray[np.uint64] | None
+
+
+# Random weights per byte for the state hashes (fixed seed: hashes must agree
+# across engines in one process; they never leave it).
+_BYTE_WEIGHTS = np.random.default_rng(0x6A736F6E).integers(1, 2**63, size=256, dtype=np.uint64) | 1
+_DEAD = np.uint64(0x9E3779B97F4A7C15)
+_STATE_WEIGHTS = np.random.default_rng(0x6B657973).integers(
+    1, 2**63, size=4_000_000 // 64, dtype=np.uint64
+)
+_HASH_BUDGET = 4_000_000  # states x byte classes x depth; beyond it, no sharing
+
+
+def _state_hashes(
+    trans: npt.NDArray[np.int32], crossing: npt.NDArray[np.bool_], depth: int
+) -> npt.NDArray[np.uint64] | None:
+    """Per state, hashes of everything the automaton does in the next ``depth`` and
+    ``depth + 1`` bytes (rows 0 and 1).
+
+    Two states (of any automata) with equal hashes behave alike on every byte string
+    of at most ``depth`` bytes: the same strings are read, crossing states are met at
+    the same offsets (the hash is a depth-bounded bisimulation class, up to 64-bit
+    collisions). Bytes that every state treats alike are folded into one column
+    first, so the cost is states x byte classes x depth; None when that exceeds
+    ``_HASH_BUDGET`` (big structural rules, which rarely recur anyway).
+    """
+    states = trans.shape[0]
+    depth += 1
+    if states * depth > _HASH_BUDGET:
+        return None
+    with np.errstate(over="ignore"):
+        fold = ((trans.astype(np.uint64) + np.uint64(1)) * _STATE_WEIGHTS[:states, None]).sum(
+            axis=0, dtype=np.uint64
+        )
+    _, first, inverse = np.unique(fold, return_index=True, return_inverse=True)
+    if states * first.size * depth > _HASH_BUDGET:
+        return None
+    weights = np.zeros(first.size, dtype=np.uint64)
+    np.add.at(weights, inverse.reshape(-1), _BYTE_WEIGHTS)
+    table = trans[:, first]  # states x byte classes
+    live = table >= 0
+    targets = np.where(live, table, 0)
+    base = np.where(crossing, np.uint64(0x5851F42D4C957F2D), np.uint64(0x14057B7EF767814F))
+    hashes = base.copy()
+    previous = hashes
+    with np.errstate(over="ignore"):
+        for _ in range(depth + 1):
+            previous = hashes
+            values = np.where(live, hashes[targets], _DEAD)
+            mixed = (values * weights).sum(axis=1, dtype=np.uint64) + base
+            mixed ^= mixed >> np.uint64(31)
+            mixed *= np.uint64(0xBF58476D1CE4E5B9)
+            mixed ^= mixed >> np.uint64(29)
+            hashes = mixed
+    result: npt.NDArray[np.uint64] = np.stack([previous, hashes])
+    return result
 
 
 # Caches shared by every engine in the process. Walks are keyed by vocabulary and
 # automaton content, so equal lexemes in different schemas share them; masks are
 # keyed by engine and state. Budgets in bytes (see configure_caches).
-_walk_cache: _Lru[tuple[str, bytes, int], _Walk] = _Lru(256 << 20)
+_walk_cache: _Lru[tuple[str, bytes, int], _SharedWalk] = _Lru(256 << 20)
 _segment_cache: _Lru[tuple[str, bytes, int, int], _Segment] = _Lru(128 << 20)
 _mask_cache: _Lru[tuple[int, State], Mask] = _Lru(256 << 20)
+_hash_cache: _Lru[tuple[bytes, int], npt.NDArray[np.uint64]] = _Lru(16 << 20)
 _indexes: dict[str, _FirstByteIndex] = {}
 _indexes_lock = threading.Lock()
 _engine_ids = itertools.count()
@@ -208,17 +291,19 @@ class MaskEngine:
         self._base = vocabulary.allowed_base.copy()
         self._base[self.eos] = True
         self._walks: dict[tuple[int, int], _Walk] = {}
-        self._rule_keys: dict[int, tuple[bytes, npt.NDArray[np.bool_], npt.NDArray[np.int32]]] = {}
+        self._rule_keys: dict[int, _RuleInfo] = {}
+        self._depth = max(int(self._lengths.max(initial=1)) - 1, 1)
         self._next: dict[tuple[State, int], State] = {}
         self._steps: dict[tuple[State, int], State] = {}
+        self._bytes: dict[State, npt.NDArray[np.bool_]] = {}
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
 
     # -- per rule automaton ---------------------------------------------------------------
 
-    def _rule_key(self, rule: int) -> tuple[bytes, npt.NDArray[np.bool_], npt.NDArray[np.int32]]:
-        """(content signature, crossing states, flat transitions) of one rule."""
+    def _rule_key(self, rule: int) -> _RuleInfo:
+        """Content signature, crossing states, flat transitions and state hashes of a rule."""
         known = self._rule_keys.get(rule)
         if known is not None:
             return known
@@ -231,69 +316,96 @@ class MaskEngine:
         digest = hashlib.blake2b(digest_size=16)
         digest.update(trans.tobytes())
         digest.update(crossing.tobytes())
-        known = (digest.digest(), crossing, trans.reshape(-1))
+        # Lexemes (call-free rules) recur across properties and schemas; structural
+        # rules rarely do, and are keyed by their content alone.
+        lexeme = not any(automaton.calls)
+        hashes = _hash_cache.get((digest.digest(), self._depth)) if lexeme else None
+        if hashes is None and lexeme:
+            hashes = _state_hashes(trans, crossing, self._depth)
+            if hashes is not None:
+                _hash_cache.put((digest.digest(), self._depth), hashes, hashes.nbytes + 64)
+        known = _RuleInfo(digest.digest(), crossing, trans.reshape(-1), hashes)
         self._rule_keys[rule] = known
         return known
 
     def walk(self, rule: int, state: int) -> _Walk:
-        """The vocabulary walk of ``(rule, state)`` (cached by automaton content)."""
+        """The vocabulary walk of ``(rule, state)``.
+
+        The rule-independent part (which tokens stay inside, which pass a call or
+        return point and where) is cached process-wide by the state's behaviour hash
+        (or the rule's content); where each boundary token stops is this rule's own.
+        """
         local = self._walks.get((rule, state))
         if local is not None:
             return local
-        signature, crossing, flat = self._rule_key(rule)
-        key = (self.vocabulary.fingerprint, signature, state)
-        walk = _walk_cache.get(key)
-        if walk is None:
-            walk = self._compute_walk(signature, flat, crossing, state)
-            _walk_cache.put(key, walk, walk.nbytes)
+        info = self._rule_key(rule)
+        if info.hashes is None:
+            key = (self.vocabulary.fingerprint, info.signature, state)
+        else:
+            key = (self.vocabulary.fingerprint, b"", int(info.hashes[1, state]))
+        shared = _walk_cache.get(key)
+        if shared is None:
+            shared = self._compute_walk(info, state)
+            _walk_cache.put(key, shared, shared.nbytes)
+        groups: list[tuple[int, Rows, Rows]] = []
+        if shared.positions.size:
+            starts = np.full(shared.positions.size, state, dtype=np.int64)
+            stops = self._replay(info.flat, starts, shared.positions, shared.cols, 0)
+            order = np.argsort(stops, kind="stable")
+            stops, positions, cols = stops[order], shared.positions[order], shared.cols[order]
+            cuts = np.flatnonzero(np.diff(stops)) + 1
+            for part in np.split(np.arange(stops.size), cuts):
+                groups.append((int(stops[part[0]]), positions[part], cols[part]))
+        walk = _Walk(shared.inside, shared.dense, tuple(groups))
         with self._lock:
             if len(self._walks) > 65536:
                 self._walks.clear()
             self._walks[(rule, state)] = walk
         return walk
 
-    def _compute_walk(
-        self,
-        signature: bytes,
-        flat: npt.NDArray[np.int32],
-        crossing: npt.NDArray[np.bool_],
-        state: int,
-    ) -> _Walk:
+    def _compute_walk(self, info: _RuleInfo, state: int) -> _SharedWalk:
         """Assemble a walk from per-first-byte segments, computing the missing ones.
 
-        The fate of a token depends only on its bytes and the state after its first
-        byte, so segments are shared by every state that moves to the same state on
-        the same byte (the states inside a key that must differ from a few declared
-        names, the positions of a plain string body, ...).
+        The fate of a token depends only on its bytes and on what the automaton does
+        from the state after its first byte, up to the longest token: segments are
+        keyed by that state's bounded-depth hash (see :func:`_state_hashes`), so they
+        are shared by every state, rule and schema that behaves alike on the next
+        bytes (a plain string body, the states of a key that left the declared names,
+        a long ``maxLength`` string far from its bound, ...). Where a boundary token
+        stops is recomputed in this rule's own states.
         """
+        flat, hashes = info.flat, info.hashes
         row = flat[state * 256 : state * 256 + 256]
         fingerprint = self.vocabulary.fingerprint
-        segments: list[tuple[int, _Segment]] = []
+        segments: list[tuple[int, int, _Segment]] = []
         missing: list[tuple[int, int]] = []
+        keys: dict[int, tuple[str, bytes, int, int]] = {}
         for byte in np.flatnonzero(row >= 0).tolist():
             if self._offsets[byte] == self._offsets[byte + 1]:
                 continue
             target = int(row[byte])
-            segment = _segment_cache.get((fingerprint, signature, target, byte))
+            if hashes is None:
+                keys[byte] = (fingerprint, info.signature, target, byte)
+            else:
+                keys[byte] = (fingerprint, b"", int(hashes[0, target]), byte)
+            segment = _segment_cache.get(keys[byte])
             if segment is None:
                 missing.append((byte, target))
             else:
-                segments.append((byte, segment))
+                segments.append((byte, target, segment))
         if missing:
-            for byte, segment in self._compute_segments(flat, crossing, missing):
-                _segment_cache.put(
-                    (fingerprint, signature, int(row[byte]), byte), segment, segment.nbytes
-                )
-                segments.append((byte, segment))
+            for (byte, target), segment in zip(
+                missing, self._compute_segments(flat, info.crossing, missing), strict=True
+            ):
+                _segment_cache.put(keys[byte], segment, segment.nbytes)
+                segments.append((byte, target, segment))
         inside = np.zeros(self._ids.size, dtype=np.bool_)
         positions: list[Rows] = []
-        stops: list[Rows] = []
         cols: list[Rows] = []
-        for byte, segment in segments:
+        for byte, _, segment in segments:
             inside[self._offsets[byte] : self._offsets[byte + 1]] = segment.inside
             if segment.positions.size:
                 positions.append(segment.positions)
-                stops.append(segment.stops)
                 cols.append(segment.cols)
         ids = self._ids[inside]
         size = self.vocabulary.size
@@ -304,28 +416,33 @@ class MaskEngine:
             packed[ids] = True
         else:
             packed = np.sort(ids)
-        groups: list[tuple[int, Rows, Rows]] = []
-        if positions:
-            all_positions = np.concatenate(positions)
-            all_stops = np.concatenate(stops)
-            all_cols = np.concatenate(cols)
-            order = np.argsort(all_stops, kind="stable")
-            all_positions, all_stops, all_cols = (
-                all_positions[order],
-                all_stops[order],
-                all_cols[order],
-            )
-            cuts = np.flatnonzero(np.diff(all_stops)) + 1
-            for part in np.split(np.arange(all_stops.size), cuts):
-                groups.append((int(all_stops[part[0]]), all_positions[part], all_cols[part]))
-        return _Walk(packed, dense, tuple(groups))
+        empty = np.zeros(0, dtype=np.int64)
+        return _SharedWalk(
+            packed,
+            dense,
+            np.concatenate(positions) if positions else empty,
+            np.concatenate(cols) if cols else empty,
+        )
+
+    def _replay(
+        self, flat: npt.NDArray[np.int32], states: Rows, positions: Rows, cols: Rows, first: int
+    ) -> Rows:
+        """The states reached from ``states`` reading columns ``first .. cols - 1`` of each
+        token."""
+        states = states.copy()
+        for column in range(first, int(cols.max(initial=1))):
+            going = np.flatnonzero(cols > column)
+            if not going.size:
+                break
+            states[going] = flat[states[going] * 256 + self._matrix[positions[going], column]]
+        return states
 
     def _compute_segments(
         self,
         flat: npt.NDArray[np.int32],
         crossing: npt.NDArray[np.bool_],
         missing: list[tuple[int, int]],
-    ) -> list[tuple[int, _Segment]]:
+    ) -> list[_Segment]:
         """One vectorised walk of every token of the missing segments, from column 1."""
         matrix, lengths, offsets = self._matrix, self._lengths, self._offsets
         starts = np.array([offsets[byte] for byte, _ in missing], dtype=np.int64)
@@ -338,7 +455,6 @@ class MaskEngine:
         alive = np.arange(total)
         inside = np.zeros(total, dtype=np.bool_)
         b_k: list[Rows] = []
-        b_stops: list[Rows] = []
         b_cols: list[Rows] = []
         column = 1
         while alive.size:
@@ -355,7 +471,6 @@ class MaskEngine:
             at_cross = crossing[current]
             if at_cross.any():
                 b_k.append(alive[at_cross])
-                b_stops.append(current[at_cross])
                 b_cols.append(np.full(int(at_cross.sum()), column, dtype=np.int64))
             there = flat[current * 256 + matrix[where, column]]
             keep = there >= 0
@@ -367,30 +482,19 @@ class MaskEngine:
         if b_k:
             k = np.concatenate(b_k)
             order = np.argsort(k, kind="stable")
-            k, k_stops, k_cols = (
-                k[order],
-                np.concatenate(b_stops)[order],
-                np.concatenate(b_cols)[order],
-            )
+            k, k_cols = k[order], np.concatenate(b_cols)[order]
             cut = np.searchsorted(k, bounds)
         else:
-            k = k_stops = k_cols = np.zeros(0, dtype=np.int64)
+            k = k_cols = np.zeros(0, dtype=np.int64)
             cut = np.zeros(bounds.size, dtype=np.int64)
-        out: list[tuple[int, _Segment]] = []
-        for index, (byte, _) in enumerate(missing):
-            lo, hi = int(cut[index]), int(cut[index + 1])
-            out.append(
-                (
-                    byte,
-                    _Segment(
-                        inside[bounds[index] : bounds[index + 1]].copy(),
-                        base[k[lo:hi]],
-                        k_stops[lo:hi],
-                        k_cols[lo:hi],
-                    ),
-                )
+        return [
+            _Segment(
+                inside[bounds[index] : bounds[index + 1]].copy(),
+                base[k[cut[index] : cut[index + 1]]],
+                k_cols[cut[index] : cut[index + 1]],
             )
-        return out
+            for index in range(len(missing))
+        ]
 
     # -- per matcher state ----------------------------------------------------------------
 
@@ -441,6 +545,17 @@ class MaskEngine:
                 self._steps[key] = nxt
         return nxt
 
+    def _readable(self, state: State) -> npt.NDArray[np.bool_]:
+        """Which bytes ``state`` can read next (memoised per state)."""
+        known = self._bytes.get(state)
+        if known is None:
+            known = self.reference.allowed_bytes(state)
+            with self._lock:
+                if len(self._bytes) > 1 << 16:
+                    self._bytes.clear()
+                self._bytes[state] = known
+        return known
+
     def _finish(self, start: State, rows: Rows, cols: Rows) -> Rows:
         """The rows whose remaining bytes (from ``cols``) ``start`` can read.
 
@@ -459,6 +574,18 @@ class MaskEngine:
                 accepted.append(rows[done])
                 going = ~done
                 rows, cols, ends = rows[going], cols[going], ends[going]
+            if not rows.size:
+                continue
+            # One vectorised test drops every row whose next byte the state cannot read.
+            data = matrix[rows, cols]
+            readable = self._readable(state)[data]
+            if not readable.all():
+                rows, cols, ends, data = (
+                    rows[readable],
+                    cols[readable],
+                    ends[readable],
+                    data[readable],
+                )
             if rows.size <= _SMALL_GROUP:
                 for row, col, end in zip(rows.tolist(), cols.tolist(), ends.tolist(), strict=True):
                     here = state
@@ -469,7 +596,6 @@ class MaskEngine:
                     if here:
                         few.append(row)
                 continue
-            data = matrix[rows, cols]
             values = np.unique(data)
             for byte in values.tolist():
                 nxt = self._step(state, byte)
