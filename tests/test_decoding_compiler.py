@@ -203,3 +203,38 @@ def test_integral_floats_are_integers_except_in_draft_4():
 def test_compiled_schemas_are_cached():
     assert compile_schema(PERSON) is compile_schema(json.loads(json.dumps(PERSON)))
     assert compile_schema(PERSON) is not compile_schema(PERSON, whitespace="flexible")
+
+
+GOLDEN_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "integer", "minimum": 1},
+        "score": {"type": "number", "minimum": 0, "maximum": 1},
+        "name": {"type": "string", "maxLength": 8},
+        "kind": {"enum": ["a", "b"]},
+        "tags": {"type": "array", "items": {"$ref": "#/$defs/tag"}, "maxItems": 2},
+    },
+    "required": ["id", "name"],
+    "additionalProperties": False,
+    "$defs": {"tag": {"type": "string", "pattern": "^[a-z]+$"}},
+}
+
+GOLDEN_GRAMMAR = """\
+root ::= " "? obj
+obj ::= "{" <in order: "\\"id\\":" " "? integer_1 , "\\"score\\":" " "? number_0_1? , \
+"\\"name\\":" " "? string_8 , "\\"kind\\":" " "? ( "\\"a\\"" | "\\"b\\"" )? , \
+"\\"tags\\":" " "? arr_properties_tags?> "}"
+integer_1 ::= /integer[1,]/
+number_0_1 ::= /number[0,1]/
+string_8 ::= "\\"" /string[,8]/ "\\""
+arr_properties_tags ::= "[" (  | ref_tag ( "," " "? ref_tag )? ) "]"
+ref_tag ::= string_pattern_a_z
+string_pattern_a_z ::= "\\"" /string pattern:^[a-z]+$/ "\\""\
+"""
+
+
+def test_printed_grammar_is_pinned():
+    """The intermediate form, golden: scalars are lexeme rules, structure calls them."""
+    compiled = compile_schema(GOLDEN_SCHEMA)
+    assert str(compiled.grammar) == GOLDEN_GRAMMAR
+    assert compiled.fully_enforced

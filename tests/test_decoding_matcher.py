@@ -185,3 +185,34 @@ def test_real_tokenizer_walks_valid_documents(name):
         assert not any(mask[i] for i in vocabulary.special_ids - vocabulary.eos_ids)
         assert matcher.advance(next(iter(vocabulary.eos_ids)))
         assert matcher.is_finished()
+
+
+def test_process_wide_caches_stay_within_their_budgets():
+    from jsonmode.decoding import matcher as matcher_module
+
+    vocab = synthetic_vocabulary()
+    caches = [
+        matcher_module._mask_cache,
+        matcher_module._walk_cache,
+        matcher_module._local_walk_cache,
+        matcher_module._segment_cache,
+    ]
+    saved = [cache.budget for cache in caches]
+    try:
+        matcher_module.configure_caches(mask_bytes=4 * vocab.size, walk_bytes=8 * vocab.size)
+        compiled = compile_schema(SCHEMA, vocab, max_nesting_depth=63)  # a fresh engine
+        rng = random.Random(3)
+        for _ in range(5):
+            m = compiled.matcher()
+            for _ in range(40):
+                allowed = np.flatnonzero(m.mask())
+                assert allowed.size
+                assert m.advance(int(rng.choice(allowed.tolist())))
+                if m.is_finished():
+                    break
+        assert compiled.engine.misses > 4  # more masks than the budget holds...
+        for cache in caches[:3]:
+            assert cache.used <= cache.budget  # ...yet each cache stays within its budget
+    finally:
+        for cache, budget in zip(caches, saved, strict=True):
+            cache.budget = budget

@@ -20,33 +20,15 @@ from collections.abc import Iterator
 import pytest
 import torch
 from prometheus_client import CollectorRegistry
-from pydantic import BaseModel
 from support.binaries import ARTIFACTS, require
+from support.traffic import one_cycle
 
 import jsonmode.metrics
-from jsonmode import AttemptsExhaustedError, JsonMode, UsageError
-from jsonmode.backends import ScriptedBackend
+from jsonmode import JsonMode, UsageError
 from jsonmode.demo import CONSTRAINED_SCHEMA, random_local_model
 from jsonmode.metrics.dashboard import metrics_url, serve_dashboard
 
 pytestmark = pytest.mark.integration
-
-GOOD = '{"name": "Ada", "age": 36}'
-FENCED = 'Sure!\n```json\n{"name": "Ada", "age": 36}\n```'
-MISSING = '{"name": "Ada"}'
-
-
-class Person(BaseModel):
-    name: str
-    age: int
-
-
-def one_cycle() -> None:
-    JsonMode(ScriptedBackend([GOOD]), "strict", schema_name="person").run("x", Person)
-    JsonMode(ScriptedBackend([FENCED]), "repair", schema_name="person").run("x", Person)
-    JsonMode(ScriptedBackend([MISSING, GOOD]), "strict", schema_name="person").run("x", Person)
-    with pytest.raises(AttemptsExhaustedError):
-        JsonMode(ScriptedBackend(["prose", MISSING]), "strict", max_attempts=2).run("x", Person)
 
 
 def get(url: str) -> tuple[int, str, str]:

@@ -17,32 +17,12 @@ from typing import Any
 import pytest
 import yaml
 from prometheus_client import CollectorRegistry
-from pydantic import BaseModel
 from support.binaries import require
+from support.traffic import one_cycle
 
 import jsonmode.metrics
-from jsonmode import AttemptsExhaustedError, JsonMode
-from jsonmode.backends import ScriptedBackend
 
 pytestmark = pytest.mark.integration
-
-GOOD = '{"name": "Ada", "age": 36}'
-FENCED = 'Sure!\n```json\n{"name": "Ada", "age": 36}\n```'
-MISSING = '{"name": "Ada"}'
-
-
-class Person(BaseModel):
-    name: str
-    age: int
-
-
-def one_cycle() -> None:
-    """Four requests: first_try, repaired, retried, failed (6 attempts)."""
-    JsonMode(ScriptedBackend([GOOD]), "strict", schema_name="person").run("x", Person)
-    JsonMode(ScriptedBackend([FENCED]), "repair", schema_name="person").run("x", Person)
-    JsonMode(ScriptedBackend([MISSING, GOOD]), "strict", schema_name="person").run("x", Person)
-    with pytest.raises(AttemptsExhaustedError):
-        JsonMode(ScriptedBackend(["prose", MISSING]), "strict", max_attempts=2).run("x", Person)
 
 
 def free_port() -> int:

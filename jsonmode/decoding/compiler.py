@@ -571,8 +571,8 @@ class _Builder:
             key = self.literal(name)
             members.append((seq(key, self.sep(b":"), value), name in required))
         extras: list[Expr] = []
-        pattern_keys, other_key, overlap = _key_lexemes(tuple(properties), tuple(patterns))
-        if overlap:
+        pattern_keys, other_key, inexact = _key_lexemes(tuple(properties), tuple(patterns))
+        if inexact:
             self.skip(path, "patternProperties")
         for pattern, pattern_key in pattern_keys:
             value = self.value(patterns[pattern], f"{path}/patternProperties/{_escape(pattern)}")
@@ -660,7 +660,9 @@ def _key_lexemes(
 ) -> tuple[tuple[tuple[str, Expr | None], ...], Expr | None, bool]:
     """Key lexemes of an object: per pattern, the keys it matches that are not
     declared names (None: none); the keys no name or pattern claims (None: none);
-    and whether two patterns' keys overlap (then patternProperties is post-validated).
+    and whether patternProperties is enforced only approximately (two patterns'
+    keys overlap, or a pattern the regex engine cannot compile: its keys then count
+    as the others'), so post-validation must check it.
 
     Cached per process: equal name and pattern lists give equal automata.
     """
@@ -668,22 +670,26 @@ def _key_lexemes(
     used = names_dfa
     keys: list[tuple[str, Expr | None]] = []
     dfas: list[rx.CharDFA] = []
-    overlap = False
+    inexact = False
     for pattern in patterns:
-        dfa = rx.intersect(rx.compile_pattern(pattern), rx.complement(names_dfa))
-        overlap = overlap or any(not rx.intersect(dfa, other).is_empty() for other in dfas)
+        try:
+            dfa = rx.intersect(rx.compile_pattern(pattern), rx.complement(names_dfa))
+        except UnsupportedSchemaError:
+            inexact = True
+            continue
+        inexact = inexact or any(not rx.intersect(dfa, other).is_empty() for other in dfas)
         dfas.append(dfa)
         used = rx.union(used, dfa)
         keys.append(
             (pattern, None if dfa.is_empty() else _string_lex(f"key pattern:{pattern}", dfa))
         )
     label = "key" + "".join(f" not:{json.dumps(n)}" for n in names)
-    label += "".join(f" not:/{p}/" for p in patterns)
-    quick = None if patterns else extra_key_body(names)
+    label += "".join(f" not:/{p}/" for p, _ in keys)
+    quick = None if keys else extra_key_body(names)
     if quick is not None:
-        return tuple(keys), seq(Lit(b'"'), Lex(label, quick), Lit(b'"')), overlap
+        return tuple(keys), seq(Lit(b'"'), Lex(label, quick), Lit(b'"')), inexact
     other = rx.complement(used)
-    return tuple(keys), None if other.is_empty() else _string_lex(label, other), overlap
+    return tuple(keys), None if other.is_empty() else _string_lex(label, other), inexact
 
 
 def _generic_number() -> tuple[Expr, tuple[tuple[str, str], ...]]:

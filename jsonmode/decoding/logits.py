@@ -30,12 +30,16 @@ __all__ = ["JsonLogitsProcessor"]
 class JsonLogitsProcessor:
     """Constrain generation to documents ``compiled`` accepts. One per ``generate`` call.
 
+    ``max_cached_biases`` bounds the ``0 / -inf`` tensors kept per state (each costs
+    the logits width times the dtype size: 600 KB for a float32 151 936-wide row);
+    rebuilding an evicted one costs a fraction of a millisecond.
+
     Attributes:
         matchers: one per batch row, created on the first call.
         failed: rows whose sampled token the matcher refused.
     """
 
-    def __init__(self, compiled: CompiledSchema, *, max_cached_biases: int = 1024) -> None:
+    def __init__(self, compiled: CompiledSchema, *, max_cached_biases: int = 128) -> None:
         self.compiled = compiled
         self.matchers: list[Matcher] = []
         self.failed: list[bool] = []

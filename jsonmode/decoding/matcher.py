@@ -230,9 +230,10 @@ def _state_hashes(
 # Caches shared by every engine in the process. Walks are keyed by vocabulary and
 # automaton content, so equal lexemes in different schemas share them; masks are
 # keyed by engine and state. Budgets in bytes (see configure_caches).
-_walk_cache: _Lru[tuple[str, bytes, int], _SharedWalk] = _Lru(256 << 20)
-_segment_cache: _Lru[tuple[str, bytes, int, int], _Segment] = _Lru(128 << 20)
-_mask_cache: _Lru[tuple[int, State], Mask] = _Lru(256 << 20)
+_walk_cache: _Lru[tuple[str, bytes, int], _SharedWalk] = _Lru(32 << 20)
+_local_walk_cache: _Lru[tuple[int, int, int], _Walk] = _Lru(96 << 20)
+_segment_cache: _Lru[tuple[str, bytes, int, int], _Segment] = _Lru(96 << 20)
+_mask_cache: _Lru[tuple[int, State], Mask] = _Lru(128 << 20)
 _hash_cache: _Lru[tuple[bytes, int], npt.NDArray[np.uint64]] = _Lru(16 << 20)
 _indexes: dict[str, _FirstByteIndex] = {}
 _indexes_lock = threading.Lock()
@@ -245,14 +246,18 @@ def configure_caches(
     segment_bytes: int | None = None,
     mask_bytes: int | None = None,
 ) -> None:
-    """Set the process-wide cache budgets (bytes). Defaults: 256, 128 and 256 MiB.
+    """Set the process-wide cache budgets (bytes). Defaults: 128 MiB of walks (a
+    quarter shared across rules and schemas, the rest per rule state), 96 MiB of
+    segments and 128 MiB of masks; with the per-engine maps, a process stays within
+    about 400 MiB however many schemas it serves.
 
     A cached mask costs ``vocabulary.size`` bytes (152 KB for Qwen2.5); a cached walk
     up to that plus its boundary tokens; a segment about a byte per token that starts
     with its byte. Lowering a budget evicts at the next insert.
     """
     if walk_bytes is not None:
-        _walk_cache.budget = int(walk_bytes)
+        _walk_cache.budget = int(walk_bytes) // 4
+        _local_walk_cache.budget = int(walk_bytes) - int(walk_bytes) // 4
     if segment_bytes is not None:
         _segment_cache.budget = int(segment_bytes)
     if mask_bytes is not None:
@@ -290,7 +295,6 @@ class MaskEngine:
         self._ids = index.ids
         self._base = vocabulary.allowed_base.copy()
         self._base[self.eos] = True
-        self._walks: dict[tuple[int, int], _Walk] = {}
         self._rule_keys: dict[int, _RuleInfo] = {}
         self._depth = max(int(self._lengths.max(initial=1)) - 1, 1)
         self._next: dict[tuple[State, int], State] = {}
@@ -335,7 +339,7 @@ class MaskEngine:
         return point and where) is cached process-wide by the state's behaviour hash
         (or the rule's content); where each boundary token stops is this rule's own.
         """
-        local = self._walks.get((rule, state))
+        local = _local_walk_cache.get((self._token, rule, state))
         if local is not None:
             return local
         info = self._rule_key(rule)
@@ -357,10 +361,7 @@ class MaskEngine:
             for part in np.split(np.arange(stops.size), cuts):
                 groups.append((int(stops[part[0]]), positions[part], cols[part]))
         walk = _Walk(shared.inside, shared.dense, tuple(groups))
-        with self._lock:
-            if len(self._walks) > 65536:
-                self._walks.clear()
-            self._walks[(rule, state)] = walk
+        _local_walk_cache.put((self._token, rule, state), walk, walk.nbytes)
         return walk
 
     def _compute_walk(self, info: _RuleInfo, state: int) -> _SharedWalk:
@@ -540,7 +541,7 @@ class MaskEngine:
         if nxt is None:
             nxt = self.reference.step(state, byte)
             with self._lock:
-                if len(self._steps) > 1 << 18:
+                if len(self._steps) > 1 << 16:
                     self._steps.clear()
                 self._steps[key] = nxt
         return nxt
@@ -551,7 +552,7 @@ class MaskEngine:
         if known is None:
             known = self.reference.allowed_bytes(state)
             with self._lock:
-                if len(self._bytes) > 1 << 16:
+                if len(self._bytes) > 1 << 12:
                     self._bytes.clear()
                 self._bytes[state] = known
         return known
