@@ -8,11 +8,12 @@ of Qwen2.5's head) built from a config, with the real Qwen2.5 tokenizer from
 ``../shared/data``: nothing is downloaded. Both modes sample (``do_sample=True``)
 through ``model.generate`` with the KV cache, on this machine's CPU.
 
-* unconstrained: ``max_new_tokens = min_new_tokens = --tokens`` (EOS can't stop it);
 * constrained: ``JsonLogitsProcessor`` over a schema, until the document ends (EOS)
-  or ``--tokens``; every generated document is checked to be schema-valid.
+  or ``--tokens``; every generated document is checked to be schema-valid;
+* unconstrained: ``max_new_tokens = min_new_tokens =`` the constrained run's length.
 
-Rounds alternate the two modes, so machine drift hits both alike. The first
+Each constrained run is followed by an unconstrained run of exactly as many tokens
+(a step costs more as the sequence grows), so both see the same lengths and drift. The first
 constrained run of the process also pays the compile and the cold masks of every
 state it visits ("cold"); later runs reuse the per-state mask cache, as a server
 does from its second request on ("warm"). Reported: tokens per second per mode, and
@@ -37,11 +38,12 @@ SCHEMA: dict[str, Any] = {
     "properties": {
         "name": {"type": "string", "maxLength": 24},
         "age": {"type": "integer", "minimum": 0, "maximum": 150},
-        "email": {"type": "string", "format": "email", "maxLength": 40},
+        "born": {"type": "string", "format": "date"},
+        "zip": {"type": "string", "pattern": "^[0-9]{5}$"},
         "tags": {"type": "array", "items": {"type": "string", "maxLength": 12}, "maxItems": 4},
         "active": {"type": "boolean"},
     },
-    "required": ["name", "age", "email", "tags", "active"],
+    "required": ["name", "age", "born", "zip", "tags", "active"],
     "additionalProperties": False,
 }
 
@@ -89,15 +91,16 @@ def main(argv: list[str] | None = None) -> int:
     vocabulary = jsonmode.Vocabulary.from_tokenizer(tokenizer, vocab_size=151_936)
     spec = jsonmode.Schema.of(SCHEMA)
 
-    def unconstrained(seed: int) -> tuple[int, float]:
+    def unconstrained(seed: int, tokens: int) -> tuple[int, float]:
         torch.manual_seed(seed)
         started = time.perf_counter()
         with torch.no_grad():
             out = model.generate(
                 **prompt,
                 do_sample=True,
-                max_new_tokens=args.tokens,
-                min_new_tokens=args.tokens,
+                max_new_tokens=tokens,
+                min_new_tokens=tokens,
+                eos_token_id=sorted(vocabulary.eos_ids),
                 pad_token_id=model.config.pad_token_id,
             )
         return int(out.shape[1] - width), time.perf_counter() - started
@@ -113,11 +116,13 @@ def main(argv: list[str] | None = None) -> int:
                 do_sample=True,
                 max_new_tokens=args.tokens,
                 logits_processor=[processor],
+                eos_token_id=sorted(vocabulary.eos_ids),  # stop on any of them
                 pad_token_id=model.config.pad_token_id,
             )
         elapsed = time.perf_counter() - started
         ids = out[0, width:].tolist()
-        text = tokenizer.decode(ids, skip_special_tokens=True)
+        ended = next((i for i, t in enumerate(ids) if t in vocabulary.eos_ids), len(ids))
+        text = tokenizer.decode(ids[:ended], skip_special_tokens=True)
         complete = processor.is_complete()
         try:
             valid = complete and spec.conforms(json.loads(text))
@@ -126,43 +131,38 @@ def main(argv: list[str] | None = None) -> int:
         return len(ids), elapsed, complete, valid
 
     # One unconstrained warm-up run: torch's first call pays for allocations.
-    unconstrained(-1)
+    unconstrained(-1, 8)
     rows: list[dict[str, Any]] = []
     for round_ in range(args.rounds):
-        for mode in (
-            ("constrained", "unconstrained")
-            if round_ % 2
-            else (
-                "unconstrained",
-                "constrained",
-            )
-        ):
-            seed = args.seed * 1000 + round_
-            if mode == "unconstrained":
-                tokens, seconds = unconstrained(seed)
-                rows.append({"round": round_, "mode": mode, "tokens": tokens, "seconds": seconds})
-            else:
-                tokens, seconds, complete, valid = constrained(seed)
-                rows.append(
-                    {
-                        "round": round_,
-                        "mode": mode,
-                        "tokens": tokens,
-                        "seconds": seconds,
-                        "complete": complete,
-                        "valid": valid,
-                        "cold": round_ == 0,
-                    }
-                )
-            last = rows[-1]
+        # Each constrained run is paired with an unconstrained run of exactly as many
+        # tokens (a step's cost grows with the sequence length).
+        seed = args.seed * 1000 + round_
+        tokens, seconds, complete, valid = constrained(seed)
+        rows.append(
+            {
+                "round": round_,
+                "mode": "constrained",
+                "tokens": tokens,
+                "seconds": seconds,
+                "complete": complete,
+                "valid": valid,
+                "cold": round_ == 0,
+            }
+        )
+        free_tokens, free_seconds = unconstrained(seed, tokens)
+        rows.append(
+            {
+                "round": round_,
+                "mode": "unconstrained",
+                "tokens": free_tokens,
+                "seconds": free_seconds,
+            }
+        )
+        for row in rows[-2:]:
             print(
-                f"round {round_} {mode:13s} {last['tokens']:4d} tokens in {last['seconds']:.2f} s"
-                f" = {last['tokens'] / last['seconds']:6.1f} tok/s"
-                + (
-                    f"  complete={last['complete']} valid={last['valid']}"
-                    if "valid" in last
-                    else ""
-                ),
+                f"round {round_} {row['mode']:13s} {row['tokens']:4d} tokens in "
+                f"{row['seconds']:.2f} s = {row['tokens'] / row['seconds']:6.1f} tok/s"
+                + (f"  complete={row['complete']} valid={row['valid']}" if "valid" in row else ""),
                 flush=True,
             )
 

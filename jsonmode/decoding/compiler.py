@@ -487,15 +487,32 @@ class _Builder:
         label = f"string{_bounds(low or None, high)}" + "".join(text for _, text, _ in parts)
 
         def make() -> tuple[Expr, tuple[tuple[str, str], ...]]:
-            dfa = rx.any_char_dfa(low, high)
-            name = f"string{_bounds(low or None, high)}"
+            # The shape (pattern, format) first, then the length bounds: when both
+            # together exceed a budget, the shape matters more while decoding and the
+            # lengths are left to post-validation.
+            shape: rx.CharDFA | None = None
+            name = ""
             dropped: list[tuple[str, str]] = []
             for keyword, text, build in parts:
                 try:
-                    dfa = rx.intersect(dfa, build())
+                    shape = build() if shape is None else rx.intersect(shape, build())
                     name += text
                 except UnsupportedSchemaError as exc:
                     dropped.append((keyword, str(exc)))
+            if low == 0 and high is None:
+                dfa = shape if shape is not None else rx.any_char_dfa(0, None)
+                return _string_lex(f"string{name}", dfa), tuple(dropped)
+            try:
+                lengths = rx.any_char_dfa(low, high)
+                dfa = lengths if shape is None else rx.intersect(lengths, shape)
+                name = f"string{_bounds(low or None, high)}{name}"
+            except UnsupportedSchemaError as exc:
+                dfa = shape if shape is not None else rx.any_char_dfa(0, None)
+                name = f"string{name}"
+                if low:
+                    dropped.append(("minLength", str(exc)))
+                if high is not None:
+                    dropped.append(("maxLength", str(exc)))
             return _string_lex(name, dfa), tuple(dropped)
 
         return self.lexeme(label, make, path)

@@ -30,6 +30,10 @@ __all__ = ["JsonLogitsProcessor"]
 class JsonLogitsProcessor:
     """Constrain generation to documents ``compiled`` accepts. One per ``generate`` call.
 
+    Pass every end-of-sequence id to ``generate`` (``eos_token_id=sorted(
+    compiled.vocabulary.eos_ids)``): a row that ended on one generate does not stop
+    on would be left alone and run on unconstrained.
+
     ``max_cached_biases`` bounds the ``0 / -inf`` tensors kept per state (each costs
     the logits width times the dtype size: 600 KB for a float32 151 936-wide row);
     rebuilding an evicted one costs a fraction of a millisecond.
