@@ -93,12 +93,12 @@ class _Walk:
     """What one ``(rule automaton, state)`` decides for the whole vocabulary.
 
     ``inside``: tokens read entirely within the rule (allowed whatever the stack),
-    as a bool mask over ids when there are many, else as ids. ``groups``: per state
+    bit-packed over ids when there are many (``dense``), else as ids. ``groups``: per state
     where a boundary token passes a call or return point, the matrix rows of those
     tokens and the column where the rest of each token starts.
     """
 
-    inside: npt.NDArray[np.bool_] | npt.NDArray[np.int64]
+    inside: npt.NDArray[np.uint8] | npt.NDArray[np.int32]
     dense: bool
     groups: tuple[tuple[int, Rows, Rows], ...]
 
@@ -112,7 +112,7 @@ class _SharedWalk:
     """The rule-independent part of a walk: tokens inside (as in :class:`_Walk`), and
     the boundary tokens' positions and the columns where their rest starts."""
 
-    inside: npt.NDArray[np.bool_] | npt.NDArray[np.int64]
+    inside: npt.NDArray[np.uint8] | npt.NDArray[np.int32]
     dense: bool
     positions: Rows
     cols: Rows
@@ -410,13 +410,14 @@ class MaskEngine:
                 cols.append(segment.cols)
         ids = self._ids[inside]
         size = self.vocabulary.size
-        dense = ids.size * 8 > size
-        packed: npt.NDArray[np.bool_] | npt.NDArray[np.int64]
+        dense = ids.size * 32 > size  # a bit per id beats 4 bytes per listed id
+        packed: npt.NDArray[np.uint8] | npt.NDArray[np.int32]
         if dense:
-            packed = np.zeros(size, dtype=np.bool_)
-            packed[ids] = True
+            bits = np.zeros(size, dtype=np.bool_)
+            bits[ids] = True
+            packed = np.packbits(bits)
         else:
-            packed = np.sort(ids)
+            packed = np.sort(ids).astype(np.int32)
         empty = np.zeros(0, dtype=np.int64)
         return _SharedWalk(
             packed,
@@ -522,7 +523,9 @@ class MaskEngine:
         rule, at = stack[-1]
         walk = self.walk(rule, at)
         if walk.dense:
-            np.logical_or(allowed, walk.inside, out=allowed)
+            bits: npt.NDArray[np.uint8] = walk.inside  # type: ignore[assignment]
+            inside = np.unpackbits(bits, count=allowed.size).view(np.bool_)
+            np.logical_or(allowed, inside, out=allowed)
         else:
             allowed[walk.inside] = True
         for stop, rows, cols in walk.groups:
