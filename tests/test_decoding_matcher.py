@@ -219,3 +219,46 @@ def test_process_wide_caches_stay_within_their_budgets():
     finally:
         for cache, budget in zip(caches, saved, strict=True):
             cache.budget = budget
+
+
+@pytest.mark.parametrize("name", ["qwen2.5", "llama-3", "mistral-7b-v0.1"])
+def test_trie_walk_equals_the_column_walk(name, monkeypatch):
+    """Every (rule, state) of a schema, all first bytes at once: the token-trie walk and
+    the column-by-column walk find the same inside and boundary tokens."""
+    from jsonmode.decoding import matcher as matcher_module
+
+    vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / name)
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "maxLength": 5},
+            "n": {"type": "number", "minimum": 0, "maximum": 9.5},
+            "d": {"type": "string", "format": "date"},
+            "tags": {"type": "array", "items": {"type": "string"}},
+        },
+        "required": ["name"],
+    }
+    engine = compile_schema(schema, vocabulary).engine
+    compared = 0
+    for rule in range(len(engine.network.rules)):
+        info = engine._rule_key(rule)
+        for state in range(engine.network.rules[rule].n_states):
+            row = info.flat[state * 256 : (state + 1) * 256]
+            missing = [
+                (b, int(row[b]))
+                for b in np.flatnonzero(row >= 0).tolist()
+                if engine._offsets[b] != engine._offsets[b + 1]
+            ]
+            if not missing:
+                continue
+            monkeypatch.setattr(matcher_module, "_TRIE_ROWS", 10**9)
+            columns = engine._compute_segments(info.flat, info.crossing, missing)
+            monkeypatch.setattr(matcher_module, "_TRIE_ROWS", -1)
+            trie = engine._compute_segments(info.flat, info.crossing, missing)
+            for a, b in zip(columns, trie, strict=True):
+                assert np.array_equal(a.inside, b.inside)
+                pairs_a = sorted(zip(a.positions.tolist(), a.cols.tolist(), strict=True))
+                pairs_b = sorted(zip(b.positions.tolist(), b.cols.tolist(), strict=True))
+                assert pairs_a == pairs_b
+            compared += 1
+    assert compared > 100

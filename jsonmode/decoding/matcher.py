@@ -37,6 +37,7 @@ import numpy.typing as npt
 
 from jsonmode.decoding.automaton import Network
 from jsonmode.decoding.reference import END, ReferenceMatcher, Stack, State
+from jsonmode.decoding.trie import TokenTrie, lexicographic_order
 from jsonmode.decoding.vocabulary import Vocabulary
 
 __all__ = ["MaskEngine", "Matcher", "configure_caches"]
@@ -46,6 +47,8 @@ Rows = npt.NDArray[np.int64]
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
+# Missing segments with more tokens than this are walked through the token trie.
+_TRIE_ROWS = 100_000
 # Boundary groups at most this big are finished token by token (numpy's per-call
 # overhead beats the vectorised trie step below this size).
 _SMALL_GROUP = 8
@@ -123,22 +126,31 @@ class _SharedWalk:
 
 
 class _FirstByteIndex:
-    """The vocabulary's tokens reordered by first byte ("positions").
+    """The vocabulary's tokens in lexicographic byte order ("positions").
 
     ``matrix``/``lengths``/``ids`` are the vocabulary's, in position order; the
     tokens starting with byte ``b`` are positions ``offsets[b]:offsets[b + 1]``.
-    Empty tokens are left out. Built once per vocabulary (~20 MB for Qwen2.5).
+    Empty tokens are left out. Built once per vocabulary (~20 MB for Qwen2.5); the
+    token trie over the same positions is built on first use.
     """
 
     def __init__(self, vocabulary: Vocabulary) -> None:
-        lengths = vocabulary.lengths
+        lengths = vocabulary.lengths.astype(np.int64)
         nonempty = np.flatnonzero(lengths > 0)
-        first = vocabulary.matrix[nonempty, 0].astype(np.int64)
-        order = nonempty[np.argsort(first, kind="stable")]
+        order = nonempty[lexicographic_order(vocabulary.matrix[nonempty], lengths[nonempty])]
         self.matrix = np.ascontiguousarray(vocabulary.matrix[order])
-        self.lengths = lengths[order].astype(np.int64)
+        self.lengths = lengths[order]
         self.ids = vocabulary.ids[order].astype(np.int64)
         self.offsets = np.searchsorted(self.matrix[:, 0], np.arange(257)).astype(np.int64)
+        self._trie: TokenTrie | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def trie(self) -> TokenTrie:
+        with self._lock:
+            if self._trie is None:
+                self._trie = TokenTrie(self.matrix, self.lengths)
+            return self._trie
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,6 +301,7 @@ class MaskEngine:
         self.eos = np.array(sorted(vocabulary.eos_ids), dtype=np.int64)
         self._token = next(_engine_ids)
         index = _first_byte_index(vocabulary)
+        self._index = index
         self._offsets = index.offsets
         self._matrix = index.matrix
         self._lengths = index.lengths
@@ -426,6 +439,31 @@ class MaskEngine:
             np.concatenate(cols) if cols else empty,
         )
 
+    def _trie_segments(
+        self,
+        flat: npt.NDArray[np.int32],
+        crossing: npt.NDArray[np.bool_],
+        missing: list[tuple[int, int]],
+    ) -> list[_Segment]:
+        trie = self._index.trie
+        dead = crossing.size
+        table = np.full(flat.size + 256, dead, dtype=np.int64)
+        table[: flat.size] = np.where(flat >= 0, flat, dead)
+        first_level = trie.levels[0]
+        first = np.full(first_level.byte.size, dead, dtype=np.int64)
+        node_of = {int(b): i for i, b in enumerate(first_level.byte.tolist())}
+        for byte, target in missing:
+            first[node_of[byte]] = target
+        found = trie.walk(table, dead, first, np.append(crossing, False))
+        order = np.argsort(found.positions, kind="stable")
+        positions, cols = found.positions[order], found.cols[order]
+        segments = []
+        for byte, _ in missing:
+            lo, hi = int(self._offsets[byte]), int(self._offsets[byte + 1])
+            a, b = np.searchsorted(positions, [lo, hi])
+            segments.append(_Segment(found.inside[lo:hi].copy(), positions[a:b], cols[a:b]))
+        return segments
+
     def _replay(
         self, flat: npt.NDArray[np.int32], states: Rows, positions: Rows, cols: Rows, first: int
     ) -> Rows:
@@ -445,10 +483,14 @@ class MaskEngine:
         crossing: npt.NDArray[np.bool_],
         missing: list[tuple[int, int]],
     ) -> list[_Segment]:
-        """One vectorised walk of every token of the missing segments, from column 1."""
+        """One vectorised walk of every token of the missing segments, from column 1:
+        column by column over the tokens when they are few, else through the token
+        trie (each shared prefix read once)."""
         matrix, lengths, offsets = self._matrix, self._lengths, self._offsets
         starts = np.array([offsets[byte] for byte, _ in missing], dtype=np.int64)
         sizes = np.array([offsets[byte + 1] - offsets[byte] for byte, _ in missing])
+        if int(sizes.sum()) > _TRIE_ROWS:
+            return self._trie_segments(flat, crossing, missing)
         bounds = np.concatenate(([0], np.cumsum(sizes)))
         total = int(bounds[-1])
         # Candidate k is position base[k]; it starts in the state after its first byte.
