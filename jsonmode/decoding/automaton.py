@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
@@ -27,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from jsonmode.decoding.grammar import Alt, Call, Expr, Grammar, Lex, Lit, Members, Rep, Seq
+from jsonmode.decoding.lru import Lru
 from jsonmode.errors import BudgetExceededError, UnsupportedSchemaError
 
 __all__ = ["Network", "RuleDFA", "build_network"]
@@ -153,7 +153,7 @@ class _NFA:
             self.edges[base + state].extend((lo, hi, base + target) for lo, hi, target in row)
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=256)
 def _lex_rows(lex: Lex) -> tuple[tuple[tuple[Interval, ...], ...], tuple[int, ...], int]:
     """A lexeme's automaton as interval rows, accepting states and start (cached:
     lexemes compare by label, and equal labels mean equal automata)."""
@@ -203,9 +203,7 @@ class Network:
 
 _Raw = tuple[list[list[Interval]], list[dict[str, int]], list[bool]]
 # Finished call-free rules (lexemes), by expression and budget (None: accepts nothing).
-_TERMINALS: dict[tuple[Expr, int], RuleDFA | None] = {}
-_TERMINALS_LOCK = threading.Lock()
-_TERMINAL_LIMIT = 512
+_TERMINALS: Lru[tuple[Expr, int], tuple[RuleDFA | None]] = Lru(64 << 20)
 
 
 def _closure(nfa: _NFA, states: Iterable[int]) -> frozenset[int]:
@@ -320,9 +318,9 @@ def _terminal(name: str, expr: Expr, max_states: int) -> RuleDFA | None:
     """A call-free rule (a lexeme), determinised and trimmed once per process; None
     when it accepts nothing."""
     key = (expr, max_states)
-    with _TERMINALS_LOCK:
-        if key in _TERMINALS:
-            return _TERMINALS[key]
+    known = _TERMINALS.get(key)
+    if known is not None:
+        return known[0]
     rule = _direct(name, expr)
     if rule is None:
         parts = _determinise_expr(name, expr, max_states)
@@ -330,10 +328,7 @@ def _terminal(name: str, expr: Expr, max_states: int) -> RuleDFA | None:
         rule = _finish(name, parts, live, {}, {}) if live[name].get(0) else None
     elif rule.n_states > max_states:
         raise BudgetExceededError("states per rule", max_states)
-    with _TERMINALS_LOCK:
-        if len(_TERMINALS) >= _TERMINAL_LIMIT:
-            _TERMINALS.pop(next(iter(_TERMINALS)))
-        _TERMINALS[key] = rule
+    _TERMINALS.put(key, (rule,), 256 + (rule.trans.nbytes if rule is not None else 0))
     return rule
 
 

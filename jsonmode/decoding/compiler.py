@@ -22,7 +22,6 @@ from __future__ import annotations
 import functools
 import json
 import re
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -41,10 +40,12 @@ from jsonmode.decoding.grammar import (
     Lit,
     Members,
     Rep,
+    Seq,
     alt,
     seq,
 )
 from jsonmode.decoding.keys import extra_key_body
+from jsonmode.decoding.lru import Lru
 from jsonmode.decoding.numbers import Bounds, integer_range, number_dfa
 from jsonmode.errors import InvalidSchemaError, UnsupportedSchemaError
 from jsonmode.schema.keywords import ANNOTATIONS
@@ -56,9 +57,7 @@ NEVER: Expr = Alt(())
 # Scalar lexemes by label, shared by every compile in the process (see _Builder.lexeme):
 # the expression and the keywords it could not enforce, as (keyword, reason).
 _LexemeMaker = Callable[[], tuple[Expr, tuple[tuple[str, str], ...]]]
-_LEXEMES: dict[str, tuple[Expr, tuple[tuple[str, str], ...]]] = {}
-_LEXEMES_LOCK = threading.Lock()
-_LEXEME_LIMIT = 1024
+_LEXEMES: Lru[str, tuple[Expr, tuple[tuple[str, str], ...]]] = Lru(64 << 20)
 _KNOWN_METASCHEMA = re.compile(
     r"^https?://json-schema\.org/(?:draft-0[3-7]/schema|draft/20(?:19-09|20-12)/schema)#?$"
 )
@@ -222,14 +221,10 @@ class _Builder:
         raise under ``strict``.
         """
         if label not in self._lexes:
-            with _LEXEMES_LOCK:
-                built = _LEXEMES.get(label)
+            built = _LEXEMES.get(label)
             if built is None:
                 built = make()
-                with _LEXEMES_LOCK:
-                    if len(_LEXEMES) >= _LEXEME_LIMIT:
-                        _LEXEMES.pop(next(iter(_LEXEMES)))
-                    _LEXEMES[label] = built
+                _LEXEMES.put(label, built, _expr_bytes(built[0]))
             expr, dropped = built
             for keyword, message in dropped:
                 if self.options.strict:
@@ -671,7 +666,7 @@ def _const_string(value: str) -> Expr:
     return _string_lex(f"const:{json.dumps(value)}", rx.literal_dfa([value]))
 
 
-@functools.lru_cache(maxsize=512)
+@functools.lru_cache(maxsize=256)
 def _key_lexemes(
     names: tuple[str, ...], patterns: tuple[str, ...]
 ) -> tuple[tuple[tuple[str, Expr | None], ...], Expr | None, bool]:
@@ -707,6 +702,19 @@ def _key_lexemes(
         return tuple(keys), seq(Lit(b'"'), Lex(label, quick), Lit(b'"')), inexact
     other = rx.complement(used)
     return tuple(keys), None if other.is_empty() else _string_lex(label, other), inexact
+
+
+def _expr_bytes(expr: Expr) -> int:
+    """Roughly what an expression holds in memory (its lexemes' transition tables)."""
+    if isinstance(expr, Lex):
+        return 256 + int(expr.dfa.trans.nbytes)
+    if isinstance(expr, Seq):
+        return 64 + sum(map(_expr_bytes, expr.items))
+    if isinstance(expr, Alt):
+        return 64 + sum(map(_expr_bytes, expr.options))
+    if isinstance(expr, Rep):
+        return 64 + _expr_bytes(expr.item)
+    return 64
 
 
 def _generic_number() -> tuple[Expr, tuple[tuple[str, str], ...]]:

@@ -40,7 +40,7 @@ def _body() -> rx.ByteDFA:
     return rx.json_string_body_dfa(rx.any_char_dfa(0, None))
 
 
-@functools.lru_cache(maxsize=2048)
+@functools.lru_cache(maxsize=256)
 def extra_key_body(names: tuple[str, ...]) -> rx.ByteDFA | None:
     """The bodies of JSON strings that do not decode to one of ``names``.
 

@@ -27,15 +27,13 @@ from __future__ import annotations
 import hashlib
 import itertools
 import threading
-from collections import OrderedDict
-from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from jsonmode.decoding.automaton import Network
+from jsonmode.decoding.lru import Lru
 from jsonmode.decoding.reference import END, ReferenceMatcher, Stack, State
 from jsonmode.decoding.trie import TokenTrie, lexicographic_order
 from jsonmode.decoding.vocabulary import Vocabulary
@@ -44,51 +42,12 @@ __all__ = ["MaskEngine", "Matcher", "configure_caches"]
 
 Mask = npt.NDArray[np.bool_]
 Rows = npt.NDArray[np.int64]
-K = TypeVar("K", bound=Hashable)
-V = TypeVar("V")
 
 # Missing segments with more tokens than this are walked through the token trie.
 _TRIE_ROWS = 100_000
 # Boundary groups at most this big are finished token by token (numpy's per-call
 # overhead beats the vectorised trie step below this size).
 _SMALL_GROUP = 8
-
-
-class _Lru(Generic[K, V]):
-    """A thread-safe least-recently-used map bounded by the bytes of its values."""
-
-    def __init__(self, budget: int) -> None:
-        self.budget = budget
-        self.used = 0
-        self._items: OrderedDict[K, tuple[V, int]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: K) -> V | None:
-        with self._lock:
-            item = self._items.get(key)
-            if item is None:
-                return None
-            self._items.move_to_end(key)
-            return item[0]
-
-    def put(self, key: K, value: V, size: int) -> None:
-        with self._lock:
-            old = self._items.pop(key, None)
-            if old is not None:
-                self.used -= old[1]
-            self._items[key] = (value, size)
-            self.used += size
-            while self.used > self.budget and len(self._items) > 1:
-                _, (_, freed) = self._items.popitem(last=False)
-                self.used -= freed
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-            self.used = 0
-
-    def __len__(self) -> int:
-        return len(self._items)
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,11 +201,11 @@ def _state_hashes(
 # Caches shared by every engine in the process. Walks are keyed by vocabulary and
 # automaton content, so equal lexemes in different schemas share them; masks are
 # keyed by engine and state. Budgets in bytes (see configure_caches).
-_walk_cache: _Lru[tuple[str, bytes, int], _SharedWalk] = _Lru(32 << 20)
-_local_walk_cache: _Lru[tuple[int, int, int], _Walk] = _Lru(96 << 20)
-_segment_cache: _Lru[tuple[str, bytes, int, int], _Segment] = _Lru(96 << 20)
-_mask_cache: _Lru[tuple[int, State], Mask] = _Lru(128 << 20)
-_hash_cache: _Lru[tuple[bytes, int], npt.NDArray[np.uint64]] = _Lru(16 << 20)
+_walk_cache: Lru[tuple[str, bytes, int], _SharedWalk] = Lru(16 << 20)
+_local_walk_cache: Lru[tuple[int, int, int], _Walk] = Lru(48 << 20)
+_segment_cache: Lru[tuple[str, bytes, int, int], _Segment] = Lru(64 << 20)
+_mask_cache: Lru[tuple[int, State], Mask] = Lru(64 << 20)
+_hash_cache: Lru[tuple[bytes, int], npt.NDArray[np.uint64]] = Lru(16 << 20)
 _indexes: dict[str, _FirstByteIndex] = {}
 _indexes_lock = threading.Lock()
 _engine_ids = itertools.count()
@@ -258,14 +217,16 @@ def configure_caches(
     segment_bytes: int | None = None,
     mask_bytes: int | None = None,
 ) -> None:
-    """Set the process-wide cache budgets (bytes). Defaults: 128 MiB of walks (a
-    quarter shared across rules and schemas, the rest per rule state), 96 MiB of
-    segments and 128 MiB of masks; with the per-engine maps, a process stays within
-    about 400 MiB however many schemas it serves.
+    """Set the process-wide cache budgets (bytes). Defaults: 64 MiB of walks (a
+    quarter shared across rules and schemas, the rest per rule state), 64 MiB of
+    segments and 64 MiB of masks. With the compiler's lexeme caches (64 MiB each for
+    expressions and finished lexeme automata) and the per-engine maps, the decoder's
+    memory stays bounded however many schemas a process serves (~400 MB peak over the
+    300-schema benchmark with Qwen2.5's vocabulary).
 
     A cached mask costs ``vocabulary.size`` bytes (152 KB for Qwen2.5); a cached walk
-    up to that plus its boundary tokens; a segment about a byte per token that starts
-    with its byte. Lowering a budget evicts at the next insert.
+    an eighth of that (bit-packed) plus its boundary tokens; a segment about a byte per
+    token that starts with its byte. Lowering a budget evicts at the next insert.
     """
     if walk_bytes is not None:
         _walk_cache.budget = int(walk_bytes) // 4
