@@ -678,6 +678,10 @@ def _key_lexemes(
 
     Cached per process: equal name and pattern lists give equal automata.
     """
+    label = "key" + "".join(f" not:{json.dumps(n)}" for n in names)
+    quick = None if patterns else extra_key_body(names)
+    if quick is not None:  # the common case: no patterns, plain names
+        return (), seq(Lit(b'"'), Lex(label, quick), Lit(b'"')), False
     names_dfa = rx.literal_dfa(list(names))
     used = names_dfa
     keys: list[tuple[str, Expr | None]] = []
@@ -695,11 +699,10 @@ def _key_lexemes(
         keys.append(
             (pattern, None if dfa.is_empty() else _string_lex(f"key pattern:{pattern}", dfa))
         )
-    label = "key" + "".join(f" not:{json.dumps(n)}" for n in names)
     label += "".join(f" not:/{p}/" for p, _ in keys)
-    quick = None if keys else extra_key_body(names)
+    quick = None if keys else extra_key_body(names)  # every pattern was dropped
     if quick is not None:
-        return tuple(keys), seq(Lit(b'"'), Lex(label, quick), Lit(b'"')), inexact
+        return (), seq(Lit(b'"'), Lex(label, quick), Lit(b'"')), inexact
     other = rx.complement(used)
     return tuple(keys), None if other.is_empty() else _string_lex(label, other), inexact
 
