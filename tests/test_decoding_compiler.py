@@ -238,3 +238,51 @@ def test_printed_grammar_is_pinned():
     compiled = compile_schema(GOLDEN_SCHEMA)
     assert str(compiled.grammar) == GOLDEN_GRAMMAR
     assert compiled.fully_enforced
+
+
+def test_declared_names_never_pass_as_extra_keys_in_any_spelling():
+    """The trie key body: an extra key may share a prefix with a declared name, but no
+    spelling of a declared name gets in; json.dumps output is accepted both ways."""
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "nb": {"type": "integer"}},
+        "additionalProperties": {"type": "boolean"},
+    }
+    compiled = compile_schema(schema)
+    assert compiled.fully_enforced
+    for text in ['{"nam":true}', '{"namex":true}', '{"":true}', '{"nb":1,"nc":false}']:
+        assert compiled.accepts(text), text
+    for value in ({"naïve": True}, {"n\n": True}):
+        assert compiled.accepts(json.dumps(value))  # \u00ef and \n escapes
+        assert compiled.accepts(json.dumps(value, ensure_ascii=False))
+    for text in ['{"name":true}', '{"n\\u0061me":true}', '{"nam\\u0065":true}']:
+        assert not compiled.accepts(text), text
+    # Refused on purpose while the key is still a name's prefix (json.dumps never writes it).
+    assert not compiled.accepts('{"n\\u0062":true}')
+    assert compiled.accepts('{"x\\u0062":true}')  # off the names: any escape
+
+
+def test_an_unsupported_regex_is_post_validated_or_refused_under_strict():
+    pattern = {"type": "string", "pattern": "^$[a-z]*$"}
+    assert compile_schema(pattern).unenforced == ("/pattern",)
+    with pytest.raises(UnsupportedSchemaError) as caught:
+        compile_schema(pattern, strict=True)
+    assert caught.value.schema_path == "/pattern"
+    keys = {"type": "object", "patternProperties": {"^$x": {"type": "integer"}}}
+    assert compile_schema(keys).unenforced == ("/patternProperties",)
+    with pytest.raises(UnsupportedSchemaError):
+        compile_schema(keys, strict=True)
+
+
+def test_a_string_keeps_its_format_when_its_lengths_exceed_the_budget():
+    compiled = compile_schema({"type": "string", "format": "email", "maxLength": 40})
+    assert "/maxLength" in compiled.unenforced
+    assert compiled.accepts('"ada@example.org"')
+    assert not compiled.accepts('""')  # the format still shapes what is generated
+
+
+def test_an_unknown_metaschema_is_post_validated():
+    custom = {"$schema": "https://example.com/my-meta", "type": "integer", "minimum": 3}
+    assert compile_schema(custom).unenforced == ("/$schema",)
+    standard = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "integer"}
+    assert compile_schema(standard).fully_enforced

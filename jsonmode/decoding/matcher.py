@@ -9,10 +9,11 @@ How a mask is computed (see ARCHITECTURE.md, "How the engine gets fast"):
    that rule's byte automaton alone. One vectorised NumPy walk per ``(rule,
    state)`` finds the tokens read entirely inside the rule and the few *boundary*
    tokens that pass a point where the rule could call another rule or return.
-   The walk starts only from tokens whose first byte the state can read (an index
-   per vocabulary), and it is cached by the rule automaton's content, not its
-   name: lexemes are rules of their own, so every schema's plain strings,
-   integers and formats share one walk per vocabulary, in this process.
+   A walk is assembled from per-first-byte *segments* (only the bytes the state
+   can read), each keyed by a bounded-depth behaviour hash of the state after
+   that byte: states of any rule or schema that act alike on the next bytes
+   share segments and walks, process-wide. Big cold segments are walked through
+   the token trie (:mod:`~jsonmode.decoding.trie`), one gather per prefix level.
 3. Boundary tokens are finished from the real stack by the reference matcher,
    grouped by the bytes they still have to read: one reference step per distinct
    prefix (a trie walk over the boundary tokens), so a prefix that dies kills all
@@ -84,7 +85,7 @@ class _SharedWalk:
         return int(self.inside.nbytes) + self.positions.nbytes + self.cols.nbytes
 
 
-class _FirstByteIndex:
+class _TokenIndex:
     """The vocabulary's tokens in lexicographic byte order ("positions").
 
     ``matrix``/``lengths``/``ids`` are the vocabulary's, in position order; the
@@ -206,7 +207,7 @@ _local_walk_cache: Lru[tuple[int, int, int], _Walk] = Lru(48 << 20)
 _segment_cache: Lru[tuple[str, bytes, int, int], _Segment] = Lru(64 << 20)
 _mask_cache: Lru[tuple[int, State], Mask] = Lru(64 << 20)
 _hash_cache: Lru[tuple[bytes, int], npt.NDArray[np.uint64]] = Lru(16 << 20)
-_indexes: dict[str, _FirstByteIndex] = {}
+_indexes: dict[str, _TokenIndex] = {}
 _indexes_lock = threading.Lock()
 _engine_ids = itertools.count()
 
@@ -237,13 +238,13 @@ def configure_caches(
         _mask_cache.budget = int(mask_bytes)
 
 
-def _first_byte_index(vocabulary: Vocabulary) -> _FirstByteIndex:
+def _token_index(vocabulary: Vocabulary) -> _TokenIndex:
     with _indexes_lock:
         index = _indexes.get(vocabulary.fingerprint)
         if index is None:
             if len(_indexes) >= 8:
                 _indexes.pop(next(iter(_indexes)))
-            index = _indexes[vocabulary.fingerprint] = _FirstByteIndex(vocabulary)
+            index = _indexes[vocabulary.fingerprint] = _TokenIndex(vocabulary)
         return index
 
 
@@ -261,7 +262,7 @@ class MaskEngine:
         self.reference = ReferenceMatcher(network, max_depth=max_depth)
         self.eos = np.array(sorted(vocabulary.eos_ids), dtype=np.int64)
         self._token = next(_engine_ids)
-        index = _first_byte_index(vocabulary)
+        index = _token_index(vocabulary)
         self._index = index
         self._offsets = index.offsets
         self._matrix = index.matrix
