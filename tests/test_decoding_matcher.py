@@ -221,12 +221,24 @@ def test_process_wide_caches_stay_within_their_budgets():
             cache.budget = budget
 
 
-@pytest.mark.parametrize("name", ["qwen2.5", "llama-3", "mistral-7b-v0.1"])
-def test_trie_walk_equals_the_column_walk(name, monkeypatch):
-    """Every (rule, state) of a schema, all first bytes at once: the token-trie walk and
-    the column-by-column walk find the same inside and boundary tokens."""
-    from jsonmode.decoding import matcher as matcher_module
+def _token_fate(flat, crossing, target: int, token: bytes) -> tuple[bool, list[int]]:
+    """Byte by byte: is ``token`` read to its end from ``target`` (the state after its
+    first byte), and at which columns does it pass a crossing state with bytes left."""
+    state, passes = target, []
+    for column in range(1, len(token)):
+        if crossing[state]:
+            passes.append(column)
+        state = int(flat[state * 256 + token[column]])
+        if state < 0:
+            return False, passes
+    return True, passes
 
+
+@pytest.mark.parametrize("name", ["qwen2.5", "llama-3", "mistral-7b-v0.1"])
+def test_pruned_trie_walk_equals_a_token_by_token_walk(name):
+    """Every (rule, state) of a schema, all first bytes at once: the segments of the
+    pruned token-trie walk say, for a sample of tokens, exactly what reading each token
+    byte by byte says (inside or not; where it passes a call or return point)."""
     vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / name)
     schema = {
         "type": "object",
@@ -239,7 +251,8 @@ def test_trie_walk_equals_the_column_walk(name, monkeypatch):
         "required": ["name"],
     }
     engine = compile_schema(schema, vocabulary).engine
-    compared = 0
+    rng = np.random.default_rng(5)
+    compared = boundaries = 0
     for rule in range(len(engine.network.rules)):
         info = engine._rule_key(rule)
         for state in range(engine.network.rules[rule].n_states):
@@ -251,14 +264,22 @@ def test_trie_walk_equals_the_column_walk(name, monkeypatch):
             ]
             if not missing:
                 continue
-            monkeypatch.setattr(matcher_module, "_TRIE_ROWS", 10**9)
-            columns = engine._compute_segments(info.flat, info.crossing, missing)
-            monkeypatch.setattr(matcher_module, "_TRIE_ROWS", -1)
-            trie = engine._compute_segments(info.flat, info.crossing, missing)
-            for a, b in zip(columns, trie, strict=True):
-                assert np.array_equal(a.inside, b.inside)
-                pairs_a = sorted(zip(a.positions.tolist(), a.cols.tolist(), strict=True))
-                pairs_b = sorted(zip(b.positions.tolist(), b.cols.tolist(), strict=True))
-                assert pairs_a == pairs_b
+            for (byte, target), segment in zip(
+                missing, engine._compute_segments(info, missing), strict=True
+            ):
+                lo, hi = int(engine._offsets[byte]), int(engine._offsets[byte + 1])
+                inside = set(segment.inside.tolist())
+                passes: dict[int, list[int]] = {}
+                found = zip(segment.positions.tolist(), segment.cols.tolist(), strict=True)
+                for position, column in found:
+                    passes.setdefault(position, []).append(column)
+                sample = rng.choice(np.arange(lo, hi), size=min(40, hi - lo), replace=False)
+                for position in sorted({*sample.tolist(), *list(passes)[:40]}):
+                    token = bytes(engine._matrix[position, : engine._lengths[position]])
+                    assert token[0] == byte
+                    expected = _token_fate(info.flat, info.crossing, target, token)
+                    assert (position in inside, sorted(passes.get(position, []))) == expected
+                    boundaries += bool(expected[1])
             compared += 1
     assert compared > 100
+    assert boundaries > 100

@@ -12,8 +12,9 @@ How a mask is computed (see ARCHITECTURE.md, "How the engine gets fast"):
    A walk is assembled from per-first-byte *segments* (only the bytes the state
    can read), each keyed by a bounded-depth behaviour hash of the state after
    that byte: states of any rule or schema that act alike on the next bytes
-   share segments and walks, process-wide. Big cold segments are walked through
-   the token trie (:mod:`~jsonmode.decoding.trie`), one gather per prefix level.
+   share segments and walks, process-wide. Missing segments are walked through
+   the token trie (:mod:`~jsonmode.decoding.trie`) along live prefixes only, so a
+   state that reads few bytes costs little; wide ones take one gather per level.
 3. Boundary tokens are finished from the real stack by the reference matcher,
    grouped by the bytes they still have to read: one reference step per distinct
    prefix (a trie walk over the boundary tokens), so a prefix that dies kills all
@@ -28,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -44,8 +45,6 @@ __all__ = ["MaskEngine", "Matcher", "configure_caches"]
 Mask = npt.NDArray[np.bool_]
 Rows = npt.NDArray[np.int64]
 
-# Missing segments with more tokens than this are walked through the token trie.
-_TRIE_ROWS = 100_000
 # Boundary groups at most this big are finished token by token (numpy's per-call
 # overhead beats the vectorised trie step below this size).
 _SMALL_GROUP = 8
@@ -117,12 +116,12 @@ class _TokenIndex:
 class _Segment:
     """The fate of the tokens starting with one byte, given the state after it.
 
-    ``inside``: per token of the segment, read entirely within the rule. Boundary
-    tokens: their positions and the column where their rest starts (where they pass
-    a point where the rule could call or return).
+    ``inside``: the positions of the tokens read entirely within the rule, sorted.
+    Boundary tokens: their positions and the column where their rest starts (where
+    they pass a point where the rule could call or return).
     """
 
-    inside: npt.NDArray[np.bool_]
+    inside: npt.NDArray[np.int32]
     positions: Rows
     cols: Rows
 
@@ -134,14 +133,28 @@ class _Segment:
 @dataclass(frozen=True, slots=True)
 class _RuleInfo:
     """What the walks need of one rule automaton: its content signature, its
-    crossing states (accepting or calling), its flat transition table, and per
-    state bounded-depth behaviour hashes (None for automata too big to hash): row 0
-    looks one byte less far than the longest token, row 1 as far."""
+    crossing states (accepting or calling), its flat transition table (-1: no
+    transition), the same with an absorbing dead state (``dead_table``, dead =
+    ``crossing.size``; ``dead_crossing`` has it, False), and per state bounded-depth
+    behaviour hashes (None for automata too big to hash): row 0 looks as far as the
+    longest token after its first byte, row 1 as far as the longest token (each
+    with a byte to spare)."""
 
     signature: bytes
     crossing: npt.NDArray[np.bool_]
     flat: npt.NDArray[np.int32]
+    dead_table: npt.NDArray[np.int32]
+    dead_crossing: npt.NDArray[np.bool_]
     hashes: npt.NDArray[np.uint64] | None
+    readable: dict[int, list[int]] = field(default_factory=dict)  # memo of reads()
+
+    def reads(self, state: int) -> list[int]:
+        """The bytes ``state`` can read, ascending."""
+        known = self.readable.get(state)
+        if known is None:
+            row = self.flat[state * 256 : state * 256 + 256]
+            known = self.readable[state] = np.flatnonzero(row >= 0).tolist()
+        return known
 
 
 # Random weights per byte for the state hashes (fixed seed: hashes must agree
@@ -155,28 +168,27 @@ _HASH_BUDGET = 4_000_000  # states x byte classes x depth; beyond it, no sharing
 
 
 def _state_hashes(
-    trans: npt.NDArray[np.int32], crossing: npt.NDArray[np.bool_], depth: int
+    trans: npt.NDArray[np.int32], crossing: npt.NDArray[np.bool_], depths: tuple[int, ...]
 ) -> npt.NDArray[np.uint64] | None:
-    """Per state, hashes of everything the automaton does in the next ``depth`` and
-    ``depth + 1`` bytes (rows 0 and 1).
+    """Per state, for each ``d`` of ``depths`` (ascending; one row each), a hash of
+    everything the automaton does in the next ``d`` bytes.
 
-    Two states (of any automata) with equal hashes behave alike on every byte string
-    of at most ``depth`` bytes: the same strings are read, crossing states are met at
-    the same offsets (the hash is a depth-bounded bisimulation class, up to 64-bit
-    collisions). Bytes that every state treats alike are folded into one column
-    first, so the cost is states x byte classes x depth; None when that exceeds
-    ``_HASH_BUDGET`` (big structural rules, which rarely recur anyway).
+    Two states (of any automata) with equal hashes at depth ``d`` behave alike on
+    every byte string of at most ``d`` bytes: the same strings are read, crossing
+    states are met at the same offsets (the hash is a depth-bounded bisimulation
+    class, up to 64-bit collisions). Bytes that every state treats alike are folded
+    into one column first, so the cost is states x byte classes x depth; None when
+    that exceeds ``_HASH_BUDGET`` (big structural rules, which rarely recur anyway).
     """
-    states = trans.shape[0]
-    depth += 1
-    if states * depth > _HASH_BUDGET:
+    states, deepest = trans.shape[0], depths[-1]
+    if states * deepest > _HASH_BUDGET:
         return None
     with np.errstate(over="ignore"):
         fold = ((trans.astype(np.uint64) + np.uint64(1)) * _STATE_WEIGHTS[:states, None]).sum(
             axis=0, dtype=np.uint64
         )
     _, first, inverse = np.unique(fold, return_index=True, return_inverse=True)
-    if states * first.size * depth > _HASH_BUDGET:
+    if states * first.size * deepest > _HASH_BUDGET:
         return None
     weights = np.zeros(first.size, dtype=np.uint64)
     np.add.at(weights, inverse.reshape(-1), _BYTE_WEIGHTS)
@@ -184,18 +196,19 @@ def _state_hashes(
     live = table >= 0
     targets = np.where(live, table, 0)
     base = np.where(crossing, np.uint64(0x5851F42D4C957F2D), np.uint64(0x14057B7EF767814F))
-    hashes = base.copy()
-    previous = hashes
+    hashes = base.copy()  # depth 0: is the state crossing
+    rows: list[npt.NDArray[np.uint64]] = []
     with np.errstate(over="ignore"):
-        for _ in range(depth + 1):
-            previous = hashes
+        for depth in range(1, deepest + 1):
             values = np.where(live, hashes[targets], _DEAD)
             mixed = (values * weights).sum(axis=1, dtype=np.uint64) + base
             mixed ^= mixed >> np.uint64(31)
             mixed *= np.uint64(0xBF58476D1CE4E5B9)
             mixed ^= mixed >> np.uint64(29)
             hashes = mixed
-    result: npt.NDArray[np.uint64] = np.stack([previous, hashes])
+            if depth in depths:
+                rows.append(hashes)
+    result: npt.NDArray[np.uint64] = np.stack(rows)
     return result
 
 
@@ -210,6 +223,9 @@ _hash_cache: Lru[tuple[bytes, int], npt.NDArray[np.uint64]] = Lru(16 << 20)
 _indexes: dict[str, _TokenIndex] = {}
 _indexes_lock = threading.Lock()
 _engine_ids = itertools.count()
+# Missing segments with more tokens than this are walked level by level in full
+# (one gather per level) rather than by following the live frontier.
+_WIDE = 100_000
 
 
 def configure_caches(
@@ -271,7 +287,8 @@ class MaskEngine:
         self._base = vocabulary.allowed_base.copy()
         self._base[self.eos] = True
         self._rule_keys: dict[int, _RuleInfo] = {}
-        self._depth = max(int(self._lengths.max(initial=1)) - 1, 1)
+        # Hash depths: a token after its first byte, and a whole token (a byte to spare).
+        self._depth = int(self._lengths.max(initial=1))
         self._next: dict[tuple[State, int], State] = {}
         self._steps: dict[tuple[State, int], State] = {}
         self._bytes: dict[State, npt.NDArray[np.bool_]] = {}
@@ -282,7 +299,7 @@ class MaskEngine:
     # -- per rule automaton ---------------------------------------------------------------
 
     def _rule_key(self, rule: int) -> _RuleInfo:
-        """Content signature, crossing states, flat transitions and state hashes of a rule."""
+        """Content signature, crossing states, transitions and state hashes of a rule."""
         known = self._rule_keys.get(rule)
         if known is not None:
             return known
@@ -295,15 +312,21 @@ class MaskEngine:
         digest = hashlib.blake2b(digest_size=16)
         digest.update(trans.tobytes())
         digest.update(crossing.tobytes())
+        signature = digest.digest()
         # Lexemes (call-free rules) recur across properties and schemas; structural
         # rules rarely do, and are keyed by their content alone.
-        lexeme = not any(automaton.calls)
-        hashes = _hash_cache.get((digest.digest(), self._depth)) if lexeme else None
-        if hashes is None and lexeme:
-            hashes = _state_hashes(trans, crossing, self._depth)
-            if hashes is not None:
-                _hash_cache.put((digest.digest(), self._depth), hashes, hashes.nbytes + 64)
-        known = _RuleInfo(digest.digest(), crossing, trans.reshape(-1), hashes)
+        hashes = None
+        if not any(automaton.calls):
+            hashes = _hash_cache.get((signature, self._depth))
+            if hashes is None:
+                hashes = _state_hashes(trans, crossing, (self._depth, self._depth + 1))
+                if hashes is not None:
+                    _hash_cache.put((signature, self._depth), hashes, hashes.nbytes + 64)
+        flat = trans.reshape(-1)
+        dead = crossing.size
+        dead_table = np.full(flat.size + 256, dead, dtype=np.int32)
+        dead_table[: flat.size] = np.where(flat >= 0, flat, dead)
+        known = _RuleInfo(signature, crossing, flat, dead_table, np.append(crossing, False), hashes)
         self._rule_keys[rule] = known
         return known
 
@@ -318,20 +341,22 @@ class MaskEngine:
         if local is not None:
             return local
         info = self._rule_key(rule)
+        fingerprint = self.vocabulary.fingerprint
         if info.hashes is None:
-            key = (self.vocabulary.fingerprint, info.signature, state)
+            key = (fingerprint, info.signature, state)
         else:
-            key = (self.vocabulary.fingerprint, b"", int(info.hashes[1, state]))
+            key = (fingerprint, b"", int(info.hashes[1, state]))
         shared = _walk_cache.get(key)
         if shared is None:
             shared = self._compute_walk(info, state)
             _walk_cache.put(key, shared, shared.nbytes)
+        positions, cols = shared.positions, shared.cols
         groups: list[tuple[int, Rows, Rows]] = []
-        if shared.positions.size:
-            starts = np.full(shared.positions.size, state, dtype=np.int64)
-            stops = self._replay(info.flat, starts, shared.positions, shared.cols, 0)
+        if positions.size:
+            starts = np.full(positions.size, state, dtype=np.int64)
+            stops = self._replay(info.flat, starts, positions, cols, 0)
             order = np.argsort(stops, kind="stable")
-            stops, positions, cols = stops[order], shared.positions[order], shared.cols[order]
+            stops, positions, cols = stops[order], positions[order], cols[order]
             cuts = np.flatnonzero(np.diff(stops)) + 1
             for part in np.split(np.arange(stops.size), cuts):
                 groups.append((int(stops[part[0]]), positions[part], cols[part]))
@@ -371,19 +396,19 @@ class MaskEngine:
                 segments.append((byte, target, segment))
         if missing:
             for (byte, target), segment in zip(
-                missing, self._compute_segments(flat, info.crossing, missing), strict=True
+                missing, self._compute_segments(info, missing), strict=True
             ):
                 _segment_cache.put(keys[byte], segment, segment.nbytes)
                 segments.append((byte, target, segment))
-        inside = np.zeros(self._ids.size, dtype=np.bool_)
+        inside: list[npt.NDArray[np.int32]] = []
         positions: list[Rows] = []
         cols: list[Rows] = []
-        for byte, _, segment in segments:
-            inside[self._offsets[byte] : self._offsets[byte + 1]] = segment.inside
+        for _, _, segment in segments:
+            inside.append(segment.inside)
             if segment.positions.size:
                 positions.append(segment.positions)
                 cols.append(segment.cols)
-        ids = self._ids[inside]
+        ids = self._ids[np.concatenate(inside)] if inside else np.zeros(0, dtype=np.int64)
         size = self.vocabulary.size
         dense = ids.size * 32 > size  # a bit per id beats 4 bytes per listed id
         packed: npt.NDArray[np.uint8] | npt.NDArray[np.int32]
@@ -401,31 +426,6 @@ class MaskEngine:
             np.concatenate(cols) if cols else empty,
         )
 
-    def _trie_segments(
-        self,
-        flat: npt.NDArray[np.int32],
-        crossing: npt.NDArray[np.bool_],
-        missing: list[tuple[int, int]],
-    ) -> list[_Segment]:
-        trie = self._index.trie
-        dead = crossing.size
-        table = np.full(flat.size + 256, dead, dtype=np.int64)
-        table[: flat.size] = np.where(flat >= 0, flat, dead)
-        first_level = trie.levels[0]
-        first = np.full(first_level.byte.size, dead, dtype=np.int64)
-        node_of = {int(b): i for i, b in enumerate(first_level.byte.tolist())}
-        for byte, target in missing:
-            first[node_of[byte]] = target
-        found = trie.walk(table, dead, first, np.append(crossing, False))
-        order = np.argsort(found.positions, kind="stable")
-        positions, cols = found.positions[order], found.cols[order]
-        segments = []
-        for byte, _ in missing:
-            lo, hi = int(self._offsets[byte]), int(self._offsets[byte + 1])
-            a, b = np.searchsorted(positions, [lo, hi])
-            segments.append(_Segment(found.inside[lo:hi].copy(), positions[a:b], cols[a:b]))
-        return segments
-
     def _replay(
         self, flat: npt.NDArray[np.int32], states: Rows, positions: Rows, cols: Rows, first: int
     ) -> Rows:
@@ -439,67 +439,31 @@ class MaskEngine:
             states[going] = flat[states[going] * 256 + self._matrix[positions[going], column]]
         return states
 
-    def _compute_segments(
-        self,
-        flat: npt.NDArray[np.int32],
-        crossing: npt.NDArray[np.bool_],
-        missing: list[tuple[int, int]],
-    ) -> list[_Segment]:
-        """One vectorised walk of every token of the missing segments, from column 1:
-        column by column over the tokens when they are few, else through the token
-        trie (each shared prefix read once)."""
-        matrix, lengths, offsets = self._matrix, self._lengths, self._offsets
-        starts = np.array([offsets[byte] for byte, _ in missing], dtype=np.int64)
-        sizes = np.array([offsets[byte + 1] - offsets[byte] for byte, _ in missing])
-        if int(sizes.sum()) > _TRIE_ROWS:
-            return self._trie_segments(flat, crossing, missing)
-        bounds = np.concatenate(([0], np.cumsum(sizes)))
-        total = int(bounds[-1])
-        # Candidate k is position base[k]; it starts in the state after its first byte.
-        base = np.repeat(starts - bounds[:-1], sizes) + np.arange(total)
-        current = np.repeat(np.array([t for _, t in missing], dtype=np.int64), sizes)
-        alive = np.arange(total)
-        inside = np.zeros(total, dtype=np.bool_)
-        b_k: list[Rows] = []
-        b_cols: list[Rows] = []
-        column = 1
-        while alive.size:
-            where = base[alive]
-            ended = lengths[where] == column
-            if ended.any():
-                inside[alive[ended]] = True
-                going = ~ended
-                alive, current, where = alive[going], current[going], where[going]
-                if not alive.size:
-                    break
-            # Passing a point where the rule could return or call: the rest of the token
-            # may belong to the caller or callee (the closure covers column 0).
-            at_cross = crossing[current]
-            if at_cross.any():
-                b_k.append(alive[at_cross])
-                b_cols.append(np.full(int(at_cross.sum()), column, dtype=np.int64))
-            there = flat[current * 256 + matrix[where, column]]
-            keep = there >= 0
-            if keep.all():
-                current = there.astype(np.int64)
-            else:
-                alive, current = alive[keep], there[keep].astype(np.int64)
-            column += 1
-        if b_k:
-            k = np.concatenate(b_k)
-            order = np.argsort(k, kind="stable")
-            k, k_cols = k[order], np.concatenate(b_cols)[order]
-            cut = np.searchsorted(k, bounds)
-        else:
-            k = k_cols = np.zeros(0, dtype=np.int64)
-            cut = np.zeros(bounds.size, dtype=np.int64)
+    def _compute_segments(self, info: _RuleInfo, missing: list[tuple[int, int]]) -> list[_Segment]:
+        """The segments of ``(first byte, state after it)`` pairs, all in one
+        walk of the token trie that follows live prefixes only."""
+        trie = self._index.trie
+        nodes = trie.first_nodes[[byte for byte, _ in missing]]
+        states = np.array([target for _, target in missing], dtype=np.int64)
+        dead = info.crossing.size
+        offsets = self._offsets
+        wide = sum(int(offsets[byte + 1] - offsets[byte]) for byte, _ in missing) > _WIDE
+        found = trie.walk(
+            info.dead_table, dead, info.dead_crossing, nodes, states, info.reads, wide=wide
+        )
+        order = np.argsort(found.positions, kind="stable")
+        positions, cols = found.positions[order], found.cols[order]
+        bounds = np.array([[self._offsets[b], self._offsets[b + 1]] for b, _ in missing])
+        cut_in = np.searchsorted(found.inside, bounds)
+        cut_b = np.searchsorted(positions, bounds)
+        inside = found.inside.astype(np.int32)
         return [
             _Segment(
-                inside[bounds[index] : bounds[index + 1]].copy(),
-                base[k[cut[index] : cut[index + 1]]],
-                k_cols[cut[index] : cut[index + 1]],
+                inside[cut_in[k, 0] : cut_in[k, 1]],
+                positions[cut_b[k, 0] : cut_b[k, 1]],
+                cols[cut_b[k, 0] : cut_b[k, 1]],
             )
-            for index in range(len(missing))
+            for k in range(len(missing))
         ]
 
     # -- per matcher state ----------------------------------------------------------------

@@ -4,8 +4,9 @@ Tokens sorted lexicographically ("positions") share their prefixes: Qwen2.5's
 151 651 tokens have 333 080 distinct prefixes but 976 070 bytes. :class:`TokenTrie`
 stores the prefixes level by level (depth 1 = first byte), each node with its
 parent in the level above, its last byte, and the range of positions below it.
-:meth:`TokenTrie.walk` then runs a byte automaton over the whole vocabulary with
-one gather per level: every prefix is read once, not once per token.
+:meth:`TokenTrie.walk` then runs a byte automaton over chosen subtrees one level
+at a time, following live prefixes only: every prefix is read at most once, not
+once per token, and a dead prefix is never expanded.
 
 Built once per vocabulary (a few hundred milliseconds for 150k tokens); immutable
 and thread-safe afterwards.
@@ -13,6 +14,8 @@ and thread-safe afterwards.
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +24,11 @@ import numpy.typing as npt
 __all__ = ["TokenTrie", "TrieWalk", "lexicographic_order"]
 
 Ints = npt.NDArray[np.int64]
+Bools = npt.NDArray[np.bool_]
+
+# A live frontier of at most this many nodes is stepped in plain Python (NumPy's
+# per-call overhead, ~25 calls a level, beats vectorising below this size).
+_SMALL = 24
 
 
 def lexicographic_order(matrix: npt.NDArray[np.uint8], lengths: Ints) -> Ints:
@@ -38,17 +46,19 @@ class _Level:
     lo: Ints  # first position below the node
     hi: Ints  # one past the last position below the node
     term: Ints  # how many tokens equal the node's prefix (they sort first; duplicates exist)
+    child_lo: Ints  # first child in the level below...
+    child_hi: Ints  # ...and one past the last (children of a node are adjacent)
     ends: Ints  # positions whose token ends at this depth...
     ends_node: Ints  # ...and the node where each ends
 
 
 @dataclass(frozen=True, slots=True)
 class TrieWalk:
-    """What a walk found: per position, whether the token was read to its end (inside
-    the automaton); and the boundary tokens, as positions and the column where they
-    passed a crossing state with bytes still to read."""
+    """What a walk found: the positions of the tokens read to their end (inside the
+    automaton), sorted; and the boundary tokens, as positions and the column where
+    they passed a crossing state with bytes still to read."""
 
-    inside: npt.NDArray[np.bool_]
+    inside: Ints
     positions: Ints
     cols: Ints
 
@@ -59,7 +69,8 @@ class TokenTrie:
     def __init__(self, matrix: npt.NDArray[np.uint8], lengths: Ints) -> None:
         count = matrix.shape[0]
         self.count = count
-        levels: list[_Level] = []
+        found: list[tuple[Ints, Ints, Ints, Ints, Ints]] = []
+        ends: list[tuple[Ints, Ints]] = []
         node = np.zeros(count, dtype=np.int64)  # each row's node at the previous depth
         rows = np.arange(count, dtype=np.int64)
         for depth in range(1, matrix.shape[1] + 1):
@@ -76,40 +87,97 @@ class TokenTrie:
             starts = np.flatnonzero(new)
             last = np.append(starts[1:], rows.size) - 1
             ending = lengths[rows] == depth
+            term = np.bincount(ids[ending], minlength=starts.size).astype(np.int64)
+            found.append((parent[starts], byte[starts], rows[starts], rows[last] + 1, term))
+            ends.append((rows[ending], ids[ending]))
+            node[rows] = ids
+        levels: list[_Level] = []
+        for depth, (parent, byte, lo, hi, term) in enumerate(found):
+            below = found[depth + 1][0] if depth + 1 < len(found) else np.zeros(0, np.int64)
+            nodes = np.arange(byte.size)
             levels.append(
                 _Level(
-                    parent=parent[starts],
-                    byte=byte[starts],
-                    lo=rows[starts],
-                    hi=rows[last] + 1,
-                    term=np.bincount(ids[ending], minlength=starts.size).astype(np.int64),
-                    ends=rows[ending],
-                    ends_node=ids[ending],
+                    parent=parent,
+                    byte=byte,
+                    lo=lo,
+                    hi=hi,
+                    term=term,
+                    child_lo=np.searchsorted(below, nodes, side="left").astype(np.int64),
+                    child_hi=np.searchsorted(below, nodes, side="right").astype(np.int64),
+                    ends=ends[depth][0],
+                    ends_node=ends[depth][1],
                 )
             )
-            node[rows] = ids
         self.levels = tuple(levels)
+        # Per level, memoryviews of the arrays the small-frontier steps read (indexing
+        # one gives a plain int, without NumPy's per-call overhead).
+        self._views = tuple(
+            tuple(
+                memoryview(array)  # type: ignore[arg-type]
+                for array in (level.lo, level.hi, level.term, level.child_lo, level.child_hi)
+            )
+            for level in levels
+        )
+        self._bytes = tuple(memoryview(level.byte) for level in levels)  # type: ignore[arg-type]
+        # The depth-1 node of each first byte (-1: no token starts with it).
+        self.first_nodes = np.full(256, -1, dtype=np.int64)
+        if levels:
+            self.first_nodes[levels[0].byte] = np.arange(levels[0].byte.size)
         self.nodes = sum(level.byte.size for level in levels)
 
     def walk(
         self,
-        table: Ints,
+        table: npt.NDArray[np.int32] | Ints,
         dead: int,
-        first: Ints,
         crossing: npt.NDArray[np.bool_],
+        nodes: Ints,
+        states: Ints,
+        reads: Callable[[int], list[int]],
+        *,
+        wide: bool = False,
     ) -> TrieWalk:
-        """Run an automaton from each depth-1 node's state ``first[node]`` (``dead``
-        for subtrees to skip) over every longer prefix.
+        """Run an automaton over the subtrees of the depth-1 ``nodes``, from
+        ``states`` (the state after each node's byte), visiting live prefixes only
+        (``wide``: every node of every level instead, one gather per level; cheaper
+        when most of the trie is live).
 
         ``table``: flat transitions ``(n_states + 1) * 256`` where ``dead`` is the
         extra state, mapped to itself and standing for every missing transition.
         ``crossing``: per state (``dead`` included, False), whether a token passing it
-        with bytes left is a boundary token.
+        with bytes left is a boundary token. ``reads(state)``: the bytes a state can
+        read, ascending (used to look up few children among many).
+
+        The cost follows the live frontier: a level is a few vectorised steps over it,
+        or plain Python steps when it is small, so a state that reads few bytes walks
+        few nodes however big the vocabulary.
         """
+        if wide:
+            first = np.full(self.levels[0].byte.size, dead, dtype=np.int64)
+            first[nodes] = states
+            return self._walk_levels(table, dead, crossing, first)
+        found = _Found()
+        alive = states != dead
+        frontier: tuple[Ints, Ints] | tuple[list[int], list[int]]
+        frontier = (nodes[alive], states[alive])
+        depth = 1
+        while len(frontier[0]):
+            last = depth == len(self.levels)
+            if len(frontier[0]) <= _SMALL:
+                small = (_as_list(frontier[0]), _as_list(frontier[1]))
+                frontier = self._small_level(
+                    depth, small, table, dead, crossing, reads, found, last
+                )
+            else:
+                big = (np.asarray(frontier[0]), np.asarray(frontier[1]))
+                frontier = self._big_level(depth, big, table, dead, crossing, found, last)
+            depth += 1
+        return found.result()
+
+    def _walk_levels(
+        self, table: npt.NDArray[np.int32] | Ints, dead: int, crossing: Bools, first: Ints
+    ) -> TrieWalk:
         inside = np.zeros(self.count, dtype=np.bool_)
-        b_lo: list[Ints] = []
-        b_hi: list[Ints] = []
-        b_col: list[int] = []
+        found = _Found()
         state = first
         for depth, level in enumerate(self.levels, start=1):
             if depth > 1:
@@ -118,21 +186,132 @@ class TokenTrie:
                 inside[level.ends] = state[level.ends_node] != dead
             cross = np.flatnonzero(crossing[state])
             if cross.size:
-                # Tokens equal to the prefix sort first; they have no bytes left.
-                lo = level.lo[cross] + level.term[cross]
-                keep = lo < level.hi[cross]
-                if keep.any():
-                    b_lo.append(lo[keep])
-                    b_hi.append(level.hi[cross][keep])
-                    b_col.append(depth)
-        if not b_lo:
-            empty = np.zeros(0, dtype=np.int64)
-            return TrieWalk(inside, empty, empty)
-        sizes = [hi - lo for lo, hi in zip(b_lo, b_hi, strict=True)]
-        counts = np.concatenate(sizes)
-        starts = np.concatenate(b_lo)
+                found.boundaries(level.lo[cross] + level.term[cross], level.hi[cross], depth)
+        walk = found.result()
+        return TrieWalk(np.flatnonzero(inside), walk.positions, walk.cols)
+
+    def _big_level(
+        self,
+        depth: int,
+        frontier: tuple[Ints, Ints],
+        table: npt.NDArray[np.int32] | Ints,
+        dead: int,
+        crossing: npt.NDArray[np.bool_],
+        found: _Found,
+        last: bool,
+    ) -> tuple[Ints, Ints]:
+        """One level, vectorised: record the frontier's tokens, step to its children."""
+        nodes, states = frontier
+        level = self.levels[depth - 1]
+        lo, term = level.lo[nodes], level.term[nodes]
+        ended = np.flatnonzero(term)
+        if ended.size:
+            found.in_lo.append(lo[ended])
+            found.in_hi.append(lo[ended] + term[ended])
+        cross = np.flatnonzero(crossing[states])
+        if cross.size:
+            found.boundaries(lo[cross] + term[cross], level.hi[nodes[cross]], depth)
+        first, counts = level.child_lo[nodes], level.child_hi[nodes] - level.child_lo[nodes]
         total = int(counts.sum())
-        offsets = np.cumsum(counts) - counts
-        positions = np.repeat(starts - offsets, counts) + np.arange(total, dtype=np.int64)
-        cols = np.repeat(np.array(b_col, dtype=np.int64), [int(size.sum()) for size in sizes])
-        return TrieWalk(inside, positions, cols)
+        if last or not total:
+            return _NONE
+        children = np.repeat(first - (np.cumsum(counts) - counts), counts) + np.arange(total)
+        below = self.levels[depth]
+        states = table[np.repeat(states * 256, counts) + below.byte[children]]
+        alive = states != dead
+        return children[alive], states[alive]
+
+    def _small_level(
+        self,
+        depth: int,
+        frontier: tuple[list[int], list[int]],
+        table: npt.NDArray[np.int32] | Ints,
+        dead: int,
+        crossing: npt.NDArray[np.bool_],
+        reads: Callable[[int], list[int]],
+        found: _Found,
+        last: bool,
+    ) -> tuple[list[int], list[int]]:
+        """One level in plain Python: the same as :meth:`_big_level`, node by node."""
+        lo_of, hi_of, term_of, child_lo, child_hi = self._views[depth - 1]
+        below = None if last else self._bytes[depth]
+        steps = memoryview(table)  # type: ignore[arg-type]
+        is_crossing = memoryview(crossing)  # type: ignore[arg-type]
+        nodes: list[int] = []
+        states: list[int] = []
+        for node, state in zip(*frontier, strict=True):
+            lo, term = lo_of[node], term_of[node]
+            if term:
+                found.small_in.append((lo, lo + term))
+            if is_crossing[state] and lo + term < hi_of[node]:
+                found.small_b.append((lo + term, hi_of[node], depth))
+            if below is None:
+                continue
+            first, end = child_lo[node], child_hi[node]
+            base = state * 256
+            readable = reads(state) if end - first > 16 else None
+            if readable is not None and len(readable) < end - first:
+                for byte in readable:
+                    child = bisect_left(below, byte, first, end)
+                    if child < end and below[child] == byte:
+                        nodes.append(child)
+                        states.append(steps[base + byte])
+            else:
+                for child in range(first, end):
+                    target = steps[base + below[child]]
+                    if target != dead:
+                        nodes.append(child)
+                        states.append(target)
+        return nodes, states
+
+
+def _as_list(values: Ints | list[int]) -> list[int]:
+    return values if isinstance(values, list) else values.tolist()
+
+
+_NONE: tuple[Ints, Ints] = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+
+
+class _Found:
+    """What a walk records: ranges of inside positions and of boundary positions
+    (with their column), from vectorised levels (arrays) and small ones (tuples)."""
+
+    def __init__(self) -> None:
+        self.in_lo: list[Ints] = []
+        self.in_hi: list[Ints] = []
+        self.b_lo: list[Ints] = []
+        self.b_hi: list[Ints] = []
+        self.b_col: list[int] = []
+        self.small_in: list[tuple[int, int]] = []
+        self.small_b: list[tuple[int, int, int]] = []
+
+    def boundaries(self, rest: Ints, hi: Ints, depth: int) -> None:
+        """Nodes at ``depth`` passing a crossing state: their tokens from ``rest`` (past
+        those equal to the prefix, which sort first and have no bytes left) to ``hi``."""
+        keep = rest < hi
+        self.b_lo.append(rest[keep])
+        self.b_hi.append(hi[keep])
+        self.b_col.append(depth)
+
+    def result(self) -> TrieWalk:
+        in_lo, in_hi, b_lo, b_hi = self.in_lo, self.in_hi, self.b_lo, self.b_hi
+        sizes = [int((hi - lo).sum()) for lo, hi in zip(b_lo, b_hi, strict=True)]
+        cols = [np.repeat(np.array(self.b_col, dtype=np.int64), sizes)]
+        if self.small_in:
+            ranges = np.array(self.small_in, dtype=np.int64)
+            in_lo, in_hi = [*in_lo, ranges[:, 0]], [*in_hi, ranges[:, 1]]
+        if self.small_b:
+            ranges = np.array(self.small_b, dtype=np.int64)
+            b_lo, b_hi = [*b_lo, ranges[:, 0]], [*b_hi, ranges[:, 1]]
+            cols.append(np.repeat(ranges[:, 2], ranges[:, 1] - ranges[:, 0]))
+        return TrieWalk(np.sort(_expand(in_lo, in_hi)), _expand(b_lo, b_hi), np.concatenate(cols))
+
+
+def _expand(lo: list[Ints], hi: list[Ints]) -> Ints:
+    """The positions of the ranges ``lo[i][j] .. hi[i][j] - 1``, concatenated in order."""
+    if not lo:
+        return np.zeros(0, dtype=np.int64)
+    starts, ends = np.concatenate(lo), np.concatenate(hi)
+    counts = ends - starts
+    offsets = np.cumsum(counts) - counts
+    return np.repeat(starts - offsets, counts) + np.arange(int(counts.sum()), dtype=np.int64)
