@@ -226,6 +226,13 @@ _engine_ids = itertools.count()
 # Missing segments with more tokens than this are walked level by level in full
 # (one gather per level) rather than by following the live frontier.
 _WIDE = 100_000
+# A state is walked as a patch of its twin's walk (see MaskEngine._patched_walk) when
+# it reads at least _PATCH_MIN_BYTES bytes, at most _PATCH_MAX_BYTES of them lead
+# elsewhere than the twin's, and at most _PATCH_MAX_PAIRS trie nodes must be followed
+# at once to find where the two walks part.
+_PATCH_MIN_BYTES = 64
+_PATCH_MAX_BYTES = 16
+_PATCH_MAX_PAIRS = 64
 
 
 def configure_caches(
@@ -341,15 +348,7 @@ class MaskEngine:
         if local is not None:
             return local
         info = self._rule_key(rule)
-        fingerprint = self.vocabulary.fingerprint
-        if info.hashes is None:
-            key = (fingerprint, info.signature, state)
-        else:
-            key = (fingerprint, b"", int(info.hashes[1, state]))
-        shared = _walk_cache.get(key)
-        if shared is None:
-            shared = self._compute_walk(info, state)
-            _walk_cache.put(key, shared, shared.nbytes)
+        shared = self._shared_walk(info, state, patch=True)
         positions, cols = shared.positions, shared.cols
         groups: list[tuple[int, Rows, Rows]] = []
         if positions.size:
@@ -363,6 +362,111 @@ class MaskEngine:
         walk = _Walk(shared.inside, shared.dense, tuple(groups))
         _local_walk_cache.put((self._token, rule, state), walk, walk.nbytes)
         return walk
+
+    def _shared_walk(self, info: _RuleInfo, state: int, *, patch: bool) -> _SharedWalk:
+        """The rule-independent part of a walk, from the cache or computed (``patch``:
+        from a neighbour state's walk when the two differ on few tokens)."""
+        if info.hashes is None:
+            key = (self.vocabulary.fingerprint, info.signature, state)
+        else:
+            key = (self.vocabulary.fingerprint, b"", int(info.hashes[1, state]))
+        shared = _walk_cache.get(key)
+        if shared is None:
+            shared = (self._patched_walk(info, state) if patch else None) or self._compute_walk(
+                info, state
+            )
+            _walk_cache.put(key, shared, shared.nbytes)
+        return shared
+
+    def _patched_walk(self, info: _RuleInfo, state: int) -> _SharedWalk | None:
+        """The walk of a wide state as its *twin*'s walk with a few subtrees redone.
+
+        The twin is the state most of this state's bytes lead to (a key still
+        spelling a declared name, say, goes where the plain key body goes on every
+        byte but the name's next one and the closing quote). Tokens whose first byte
+        leads both to one state fare alike; the token trie is followed from the
+        others, two states in step, down to where the two walks part
+        (:meth:`TokenTrie.diverging`), and only the tokens below those nodes are
+        walked again. None where that does not pay (a narrow state, no twin, many
+        differing bytes or a wide parting).
+        """
+        flat, offsets = info.flat, self._offsets
+        row = flat[state * 256 : state * 256 + 256]
+        live = row[row >= 0]
+        if live.size < _PATCH_MIN_BYTES:
+            return None
+        values, counts = np.unique(live, return_counts=True)
+        twin = int(values[counts.argmax()])
+        if twin == state:
+            return None
+        twin_row = flat[twin * 256 : twin * 256 + 256]
+        differ = np.flatnonzero((row != twin_row) & (offsets[1:] > offsets[:-1]))
+        if differ.size > _PATCH_MAX_BYTES:
+            return None
+        trie, dead = self._index.trie, info.crossing.size
+        parted = trie.diverging(
+            info.dead_table,
+            dead,
+            info.dead_crossing,
+            trie.first_nodes[differ].tolist(),
+            np.where(row[differ] >= 0, row[differ], dead).tolist(),
+            np.where(twin_row[differ] >= 0, twin_row[differ], dead).tolist(),
+            _PATCH_MAX_PAIRS,
+        )
+        if parted is None:
+            return None
+        base = self._shared_walk(info, twin, patch=False)
+        return self._patch(base, info, parted) if parted else base
+
+    def _patch(
+        self, base: _SharedWalk, info: _RuleInfo, parted: list[tuple[int, int, int]]
+    ) -> _SharedWalk:
+        """``base`` with the tokens below each parting node walked again from our state
+        there: their inside bits and their boundary entries from the node's depth on
+        are replaced (entries above it are on the shared path, hence equal)."""
+        trie, dead = self._index.trie, info.crossing.size
+        removed: list[Rows] = []
+        added: list[Rows] = []
+        keep = np.ones(base.positions.size, dtype=np.bool_)
+        positions, cols = [base.positions], [base.cols]
+        by_depth: dict[int, tuple[list[int], list[int]]] = {}
+        for depth, node, ours in parted:
+            level = trie.levels[depth - 1]
+            lo, hi = int(level.lo[node]), int(level.hi[node])
+            removed.append(self._ids[lo:hi])
+            keep &= ~((base.positions >= lo) & (base.positions < hi) & (base.cols >= depth))
+            if ours != dead:
+                nodes, states = by_depth.setdefault(depth, ([], []))
+                nodes.append(node)
+                states.append(ours)
+        for depth, (nodes, states) in by_depth.items():
+            found = trie.walk(
+                info.dead_table,
+                dead,
+                info.dead_crossing,
+                np.array(nodes, dtype=np.int64),
+                np.array(states, dtype=np.int64),
+                info.reads,
+                depth=depth,
+            )
+            added.append(self._ids[found.inside])
+            positions.append(found.positions)
+            cols.append(found.cols)
+        size = self.vocabulary.size
+        gone = np.concatenate(removed)
+        new = np.concatenate(added) if added else np.zeros(0, dtype=np.int64)
+        inside: npt.NDArray[np.uint8] | npt.NDArray[np.int32]
+        if base.dense:
+            packed: npt.NDArray[np.uint8] = base.inside  # type: ignore[assignment]
+            bits = np.unpackbits(packed, count=size).view(np.bool_)
+            bits[gone] = False
+            bits[new] = True
+            inside = np.packbits(bits)
+        else:
+            kept = np.setdiff1d(base.inside, gone.astype(np.int32), assume_unique=True)
+            inside = np.union1d(kept, new.astype(np.int32)).astype(np.int32)
+        positions[0], cols[0] = base.positions[keep], base.cols[keep]
+        return _SharedWalk(inside, base.dense, np.concatenate(positions), np.concatenate(cols))
 
     def _compute_walk(self, info: _RuleInfo, state: int) -> _SharedWalk:
         """Assemble a walk from per-first-byte segments, computing the missing ones.

@@ -134,12 +134,13 @@ class TokenTrie:
         states: Ints,
         reads: Callable[[int], list[int]],
         *,
+        depth: int = 1,
         wide: bool = False,
     ) -> TrieWalk:
-        """Run an automaton over the subtrees of the depth-1 ``nodes``, from
-        ``states`` (the state after each node's byte), visiting live prefixes only
-        (``wide``: every node of every level instead, one gather per level; cheaper
-        when most of the trie is live).
+        """Run an automaton over the subtrees of ``nodes`` (at ``depth``), from
+        ``states`` (the state after each node's prefix), visiting live prefixes only
+        (``wide``, at depth 1 only: every node of every level instead, one gather per
+        level; cheaper when most of the trie is live).
 
         ``table``: flat transitions ``(n_states + 1) * 256`` where ``dead`` is the
         extra state, mapped to itself and standing for every missing transition.
@@ -151,7 +152,7 @@ class TokenTrie:
         or plain Python steps when it is small, so a state that reads few bytes walks
         few nodes however big the vocabulary.
         """
-        if wide:
+        if wide and depth == 1:
             first = np.full(self.levels[0].byte.size, dead, dtype=np.int64)
             first[nodes] = states
             return self._walk_levels(table, dead, crossing, first)
@@ -159,7 +160,6 @@ class TokenTrie:
         alive = states != dead
         frontier: tuple[Ints, Ints] | tuple[list[int], list[int]]
         frontier = (nodes[alive], states[alive])
-        depth = 1
         while len(frontier[0]):
             last = depth == len(self.levels)
             if len(frontier[0]) <= _SMALL:
@@ -172,6 +172,52 @@ class TokenTrie:
                 frontier = self._big_level(depth, big, table, dead, crossing, found, last)
             depth += 1
         return found.result()
+
+    def diverging(
+        self,
+        table: npt.NDArray[np.int32] | Ints,
+        dead: int,
+        crossing: Bools,
+        nodes: list[int],
+        ours: list[int],
+        theirs: list[int],
+        limit: int,
+    ) -> list[tuple[int, int, int]] | None:
+        """Where the walks from two states part, as ``(depth, node, our state)``.
+
+        ``ours``/``theirs``: each depth-1 node's state after its byte from either
+        state (``dead`` where it cannot be read). The two are followed together down
+        the trie while they differ; a pair that meets in one state behaves alike from
+        there on and is dropped. A node where one side is dead or only one side is
+        crossing is where they part: every token below it may fare differently, all
+        tokens elsewhere fare the same (inside, dead, or passing crossing states at the
+        same columns). None when more than ``limit`` pairs must be followed at once.
+        """
+        steps = memoryview(table)  # type: ignore[arg-type]
+        is_crossing = memoryview(crossing)  # type: ignore[arg-type]
+        parted: list[tuple[int, int, int]] = []
+        frontier = [(n, a, b) for n, a, b in zip(nodes, ours, theirs, strict=True) if a != b]
+        depth = 1
+        while frontier:
+            if len(frontier) > limit:
+                return None
+            below = self._bytes[depth] if depth < len(self.levels) else None
+            child_lo, child_hi = self._views[depth - 1][3:5]
+            following: list[tuple[int, int, int]] = []
+            for node, a, b in frontier:
+                if a == dead or b == dead or is_crossing[a] != is_crossing[b]:
+                    parted.append((depth, node, a))
+                    continue
+                if below is None:
+                    continue
+                for child in range(child_lo[node], child_hi[node]):
+                    byte = below[child]
+                    a2, b2 = steps[a * 256 + byte], steps[b * 256 + byte]
+                    if a2 != b2:
+                        following.append((child, a2, b2))
+            frontier = following
+            depth += 1
+        return parted
 
     def _walk_levels(
         self, table: npt.NDArray[np.int32] | Ints, dead: int, crossing: Bools, first: Ints
