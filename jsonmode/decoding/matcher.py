@@ -193,15 +193,15 @@ def _state_hashes(
     weights = np.zeros(first.size, dtype=np.uint64)
     np.add.at(weights, inverse.reshape(-1), _BYTE_WEIGHTS)
     table = trans[:, first]  # states x byte classes
-    live = table >= 0
-    targets = np.where(live, table, 0)
+    targets = np.where(table >= 0, table, states).astype(np.intp)  # dead: the extra slot
     base = np.where(crossing, np.uint64(0x5851F42D4C957F2D), np.uint64(0x14057B7EF767814F))
     hashes = base.copy()  # depth 0: is the state crossing
+    extended = np.full(states + 1, _DEAD, dtype=np.uint64)
     rows: list[npt.NDArray[np.uint64]] = []
     with np.errstate(over="ignore"):
         for depth in range(1, deepest + 1):
-            values = np.where(live, hashes[targets], _DEAD)
-            mixed = (values * weights).sum(axis=1, dtype=np.uint64) + base
+            extended[:states] = hashes
+            mixed = extended[targets].dot(weights) + base
             mixed ^= mixed >> np.uint64(31)
             mixed *= np.uint64(0xBF58476D1CE4E5B9)
             mixed ^= mixed >> np.uint64(29)
@@ -216,7 +216,7 @@ def _state_hashes(
 # automaton content, so equal lexemes in different schemas share them; masks are
 # keyed by engine and state. Budgets in bytes (see configure_caches).
 _walk_cache: Lru[tuple[str, bytes, int], _SharedWalk] = Lru(16 << 20)
-_local_walk_cache: Lru[tuple[int, int, int], _Walk] = Lru(48 << 20)
+_local_walk_cache: Lru[tuple[str, bytes, int], _Walk] = Lru(48 << 20)
 _segment_cache: Lru[tuple[str, bytes, int, int], _Segment] = Lru(64 << 20)
 _mask_cache: Lru[tuple[int, State], Mask] = Lru(64 << 20)
 _hash_cache: Lru[tuple[bytes, int], npt.NDArray[np.uint64]] = Lru(16 << 20)
@@ -342,12 +342,14 @@ class MaskEngine:
 
         The rule-independent part (which tokens stay inside, which pass a call or
         return point and where) is cached process-wide by the state's behaviour hash
-        (or the rule's content); where each boundary token stops is this rule's own.
+        (or the rule's content); where each boundary token stops is this rule's own,
+        cached by the rule's content (equal lexemes of different schemas share it).
         """
-        local = _local_walk_cache.get((self._token, rule, state))
+        info = self._rule_key(rule)
+        local_key = (self.vocabulary.fingerprint, info.signature, state)
+        local = _local_walk_cache.get(local_key)
         if local is not None:
             return local
-        info = self._rule_key(rule)
         shared = self._shared_walk(info, state, patch=True)
         positions, cols = shared.positions, shared.cols
         groups: list[tuple[int, Rows, Rows]] = []
@@ -360,7 +362,7 @@ class MaskEngine:
             for part in np.split(np.arange(stops.size), cuts):
                 groups.append((int(stops[part[0]]), positions[part], cols[part]))
         walk = _Walk(shared.inside, shared.dense, tuple(groups))
-        _local_walk_cache.put((self._token, rule, state), walk, walk.nbytes)
+        _local_walk_cache.put(local_key, walk, walk.nbytes)
         return walk
 
     def _shared_walk(self, info: _RuleInfo, state: int, *, patch: bool) -> _SharedWalk:
