@@ -47,7 +47,7 @@ Rows = npt.NDArray[np.int64]
 
 # Boundary groups at most this big are finished token by token (numpy's per-call
 # overhead beats the vectorised trie step below this size).
-_SMALL_GROUP = 8
+_SMALL_GROUP = 48
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,6 +298,7 @@ class MaskEngine:
         self._depth = int(self._lengths.max(initial=1))
         self._next: dict[tuple[State, int], State] = {}
         self._steps: dict[tuple[State, int], State] = {}
+        self._closed: dict[Stack, State] = {}
         self._bytes: dict[State, npt.NDArray[np.bool_]] = {}
         self._lock = threading.Lock()
         self.hits = 0
@@ -557,6 +558,8 @@ class MaskEngine:
         found = trie.walk(
             info.dead_table, dead, info.dead_crossing, nodes, states, info.reads, wide=wide
         )
+        if len(missing) == 1:
+            return [_Segment(found.inside.astype(np.int32), found.positions, found.cols)]
         order = np.argsort(found.positions, kind="stable")
         positions, cols = found.positions[order], found.cols[order]
         bounds = np.array([[self._offsets[b], self._offsets[b + 1]] for b, _ in missing])
@@ -606,11 +609,22 @@ class MaskEngine:
             pending = ~allowed[self._ids[rows]]
             if not pending.any():
                 continue
-            moved = self.reference.close([(*stack[:-1], (rule, stop))])
+            moved = self._close((*stack[:-1], (rule, stop)))
             if moved:
                 accepted = self._finish(moved, rows[pending], cols[pending])
                 if accepted.size:
                     allowed[self._ids[accepted]] = True
+
+    def _close(self, stack: Stack) -> State:
+        """The closed state of one stack (memoised)."""
+        known = self._closed.get(stack)
+        if known is None:
+            known = self.reference.close([stack])
+            with self._lock:
+                if len(self._closed) > 1 << 14:
+                    self._closed.clear()
+                self._closed[stack] = known
+        return known
 
     def _step(self, state: State, byte: int) -> State:
         key = (state, byte)

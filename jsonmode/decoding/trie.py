@@ -340,6 +340,15 @@ class _Found:
         self.b_col.append(depth)
 
     def result(self) -> TrieWalk:
+        if not self.in_lo and not self.b_lo and _small_total(self.small_in, self.small_b):
+            # Small levels only, few tokens: expand the ranges in plain Python.
+            inside = sorted(p for lo, hi in self.small_in for p in range(lo, hi))
+            rows = [(p, col) for lo, hi, col in self.small_b for p in range(lo, hi)]
+            return TrieWalk(
+                np.array(inside, dtype=np.int64),
+                np.array([p for p, _ in rows], dtype=np.int64),
+                np.array([c for _, c in rows], dtype=np.int64),
+            )
         in_lo, in_hi, b_lo, b_hi = self.in_lo, self.in_hi, self.b_lo, self.b_hi
         sizes = [int((hi - lo).sum()) for lo, hi in zip(b_lo, b_hi, strict=True)]
         cols = [np.repeat(np.array(self.b_col, dtype=np.int64), sizes)]
@@ -351,6 +360,11 @@ class _Found:
             b_lo, b_hi = [*b_lo, ranges[:, 0]], [*b_hi, ranges[:, 1]]
             cols.append(np.repeat(ranges[:, 2], ranges[:, 1] - ranges[:, 0]))
         return TrieWalk(np.sort(_expand(in_lo, in_hi)), _expand(b_lo, b_hi), np.concatenate(cols))
+
+
+def _small_total(inside: list[tuple[int, int]], boundary: list[tuple[int, int, int]]) -> bool:
+    total = sum(hi - lo for lo, hi in inside) + sum(hi - lo for lo, hi, _ in boundary)
+    return total <= 256
 
 
 def _expand(lo: list[Ints], hi: list[Ints]) -> Ints:
