@@ -17,6 +17,8 @@ import jsonschema.exceptions
 import jsonschema.validators
 from jsonschema.protocols import Validator as _JsonschemaValidator
 
+from jsonmode.schema.metaschema import check_schema
+
 __all__ = ["Issue", "format_path", "make_validator", "validation_issues"]
 
 # Sub-errors of anyOf/oneOf explain *why* no branch matched; more than this many is noise.
@@ -61,8 +63,14 @@ def make_validator(schema: dict[str, Any] | bool) -> _JsonschemaValidator:
     The draft follows ``$schema`` (Draft 2020-12 when absent). Raises
     :class:`jsonschema.exceptions.SchemaError` when the schema itself is invalid.
     """
+    declared = schema.get("$schema") if isinstance(schema, dict) else None
+    if declared is not None and not isinstance(declared, str):
+        # jsonschema's own lookup fails on these with an AttributeError.
+        raise jsonschema.exceptions.SchemaError(
+            f"{declared!r} is not of type 'string'", path=("$schema",)
+        )
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    cls.check_schema(schema)
+    check_schema(cls, schema)
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
 
 
