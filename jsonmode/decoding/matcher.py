@@ -37,7 +37,7 @@ import numpy.typing as npt
 from jsonmode.decoding.automaton import Network
 from jsonmode.decoding.lru import Lru
 from jsonmode.decoding.reference import END, ReferenceMatcher, Stack, State
-from jsonmode.decoding.trie import TokenTrie, lexicographic_order
+from jsonmode.decoding.trie import TokenTrie, lexicographic_order, ranges
 from jsonmode.decoding.vocabulary import Vocabulary
 
 __all__ = ["MaskEngine", "Matcher", "configure_caches"]
@@ -57,16 +57,18 @@ class _Walk:
     ``inside``: tokens read entirely within the rule (allowed whatever the stack),
     bit-packed over ids when there are many (``dense``), else as ids. ``groups``: per state
     where a boundary token passes a call or return point, the matrix rows of those
-    tokens and the column where the rest of each token starts.
+    tokens and the column where the rest of each token starts, sorted by the rest's
+    first byte (tokens whose rest starts with byte ``b``: ``offsets[b]:offsets[b + 1]``).
     """
 
     inside: npt.NDArray[np.uint8] | npt.NDArray[np.int32]
     dense: bool
-    groups: tuple[tuple[int, Rows, Rows], ...]
+    groups: tuple[tuple[int, Rows, Rows, Rows], ...]
 
     @property
     def nbytes(self) -> int:
-        return int(self.inside.nbytes) + sum(r.nbytes + c.nbytes for _, r, c in self.groups)
+        groups = sum(r.nbytes + c.nbytes + o.nbytes for _, r, c, o in self.groups)
+        return int(self.inside.nbytes) + groups
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,7 +355,7 @@ class MaskEngine:
             return local
         shared = self._shared_walk(info, state, patch=True)
         positions, cols = shared.positions, shared.cols
-        groups: list[tuple[int, Rows, Rows]] = []
+        groups: list[tuple[int, Rows, Rows, Rows]] = []
         if positions.size:
             starts = np.full(positions.size, state, dtype=np.int64)
             stops = self._replay(info.flat, starts, positions, cols, 0)
@@ -361,7 +363,11 @@ class MaskEngine:
             stops, positions, cols = stops[order], positions[order], cols[order]
             cuts = np.flatnonzero(np.diff(stops)) + 1
             for part in np.split(np.arange(stops.size), cuts):
-                groups.append((int(stops[part[0]]), positions[part], cols[part]))
+                rows, starts = positions[part], cols[part]
+                following = self._matrix[rows, starts]
+                by_byte = np.argsort(following, kind="stable")
+                offsets = np.searchsorted(following[by_byte], np.arange(257))
+                groups.append((int(stops[part[0]]), rows[by_byte], starts[by_byte], offsets))
         walk = _Walk(shared.inside, shared.dense, tuple(groups))
         _local_walk_cache.put(local_key, walk, walk.nbytes)
         return walk
@@ -605,12 +611,20 @@ class MaskEngine:
             np.logical_or(allowed, inside, out=allowed)
         else:
             allowed[walk.inside] = True
-        for stop, rows, cols in walk.groups:
-            pending = ~allowed[self._ids[rows]]
-            if not pending.any():
-                continue
+        for stop, rows, cols, offsets in walk.groups:
             moved = self._close((*stack[:-1], (rule, stop)))
-            if moved:
+            if not moved:
+                continue
+            if rows.size > _SMALL_GROUP:
+                # Only the tokens whose rest starts with a byte the caller can read.
+                starts = np.flatnonzero(self._readable(moved) & (offsets[1:] > offsets[:-1]))
+                if not starts.size:
+                    continue
+                if starts.size < 256:
+                    pick = ranges(offsets[starts], offsets[starts + 1])
+                    rows, cols = rows[pick], cols[pick]
+            pending = ~allowed[self._ids[rows]]
+            if pending.any():
                 accepted = self._finish(moved, rows[pending], cols[pending])
                 if accepted.size:
                     allowed[self._ids[accepted]] = True

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["TokenTrie", "TrieWalk", "lexicographic_order"]
+__all__ = ["TokenTrie", "TrieWalk", "lexicographic_order", "ranges"]
 
 Ints = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
@@ -371,7 +371,11 @@ def _expand(lo: list[Ints], hi: list[Ints]) -> Ints:
     """The positions of the ranges ``lo[i][j] .. hi[i][j] - 1``, concatenated in order."""
     if not lo:
         return np.zeros(0, dtype=np.int64)
-    starts, ends = np.concatenate(lo), np.concatenate(hi)
-    counts = ends - starts
+    return ranges(np.concatenate(lo), np.concatenate(hi))
+
+
+def ranges(lo: Ints, hi: Ints) -> Ints:
+    """The integers ``lo[i] .. hi[i] - 1`` of every range, concatenated in order."""
+    counts = hi - lo
     offsets = np.cumsum(counts) - counts
-    return np.repeat(starts - offsets, counts) + np.arange(int(counts.sum()), dtype=np.int64)
+    return np.repeat(lo - offsets, counts) + np.arange(int(counts.sum()), dtype=np.int64)
