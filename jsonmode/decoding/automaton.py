@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -249,6 +249,11 @@ def _determinise(
         members = order[position]
         position += 1
         accepting.append(final in members)
+        single = _single_reader_row(nfa, members, goto)
+        if single is not None:
+            edges.append(single)
+            calls.append(_call_row(nfa, members, intern))
+            continue
         # Sweep the byte axis: at each interval boundary, update the live targets.
         opens: dict[int, list[int]] = {}
         shuts: dict[int, list[int]] = {}
@@ -273,15 +278,46 @@ def _determinise(
                 else:
                     row.append((lo, nxt_point - 1, here))
         edges.append(row)
-        grouped: dict[str, list[int]] = {}
-        for member in members:
-            for callee, target in nfa.calls[member]:
-                grouped.setdefault(callee, []).append(target)
-        call_row: dict[str, int] = {}
-        for callee, targets in grouped.items():
-            call_row[callee] = intern(_closure(nfa, targets))
-        calls.append(call_row)
+        calls.append(_call_row(nfa, members, intern))
     return edges, calls, accepting
+
+
+def _single_reader_row(
+    nfa: _NFA, members: frozenset[int], goto: Callable[[frozenset[int]], int]
+) -> list[Interval] | None:
+    """The DFA row of a state set in which one NFA state alone reads bytes, on
+    disjoint intervals (a literal, a key's next byte, ...): its edges, each to the
+    closure of its one target. None otherwise (the caller sweeps the byte axis)."""
+    reader = None
+    for member in members:
+        if nfa.edges[member]:
+            if reader is not None:
+                return None
+            reader = member
+    if reader is None:
+        return []
+    intervals = sorted(nfa.edges[reader])
+    if any(b[0] <= a[1] for a, b in itertools.pairwise(intervals)):
+        return None
+    row: list[Interval] = []
+    for lo, hi, nxt in intervals:
+        here = goto(frozenset((nxt,)))
+        if row and row[-1][1] == lo - 1 and row[-1][2] == here:
+            row[-1] = (row[-1][0], hi, here)
+        else:
+            row.append((lo, hi, here))
+    return row
+
+
+def _call_row(
+    nfa: _NFA, members: frozenset[int], intern: Callable[[frozenset[int]], int]
+) -> dict[str, int]:
+    """Per rule called from a state set, the DFA state the call returns to."""
+    grouped: dict[str, list[int]] = {}
+    for member in members:
+        for callee, target in nfa.calls[member]:
+            grouped.setdefault(callee, []).append(target)
+    return {callee: intern(_closure(nfa, targets)) for callee, targets in grouped.items()}
 
 
 def build_network(grammar: Grammar, *, max_states: int = 20_000) -> Network:
