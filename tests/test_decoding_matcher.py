@@ -320,3 +320,48 @@ def test_patched_walks_equal_computed_walks(name):
             assert _walk_sets(walk, vocabulary.size) == _walk_sets(expected, vocabulary.size)
             patched += engine.network.rules[rule].name.startswith("key_not")
     assert patched >= 5  # the key spelling "nam", "name", "names", ...: the case it is for
+
+
+def _dense_state_hashes(trans, crossing, depths):
+    """The state hashes computed the plain way: every state x byte, every depth."""
+    from jsonmode.decoding import matcher as matcher_module
+
+    states = trans.shape[0]
+    weights = matcher_module._BYTE_WEIGHTS
+    targets = np.where(trans >= 0, trans, states)
+    base = np.where(crossing, np.uint64(0x5851F42D4C957F2D), np.uint64(0x14057B7EF767814F))
+    hashes, rows = base.copy(), []
+    with np.errstate(over="ignore"):
+        for depth in range(1, depths[-1] + 1):
+            extended = np.append(hashes, matcher_module._DEAD)
+            mixed = (extended[targets] * weights).sum(axis=1, dtype=np.uint64) + base
+            mixed ^= mixed >> np.uint64(31)
+            mixed *= np.uint64(0xBF58476D1CE4E5B9)
+            mixed ^= mixed >> np.uint64(29)
+            hashes = mixed
+            if depth in depths:
+                rows.append(hashes)
+    return np.stack(rows)
+
+
+def test_state_hashes_equal_the_plain_computation():
+    """Folding bytes into classes and classes into weighted edges changes nothing."""
+    from jsonmode.decoding import matcher as matcher_module
+
+    schemas = [
+        {"type": "string", "maxLength": 12},
+        {"type": "string", "format": "date-time"},
+        {"type": "number", "minimum": 3, "exclusiveMaximum": 70.5},
+        {"type": "object", "properties": {k: {} for k in ("alpha", "alphabet", "beta")}},
+        {"type": "string", "pattern": "^[a-z]+(-[0-9]{2,4})?$"},
+    ]
+    compared = 0
+    for schema in schemas:
+        for rule in compile_schema(schema).network.rules:
+            trans = np.ascontiguousarray(rule.trans, dtype=np.int32)
+            crossing = rule.accepting | np.array([bool(c) for c in rule.calls])
+            fast = matcher_module._state_hashes(trans, crossing, (7, 40))
+            assert fast is not None
+            assert np.array_equal(fast, _dense_state_hashes(trans, crossing, (7, 40)))
+            compared += 1
+    assert compared >= 10

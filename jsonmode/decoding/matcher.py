@@ -179,8 +179,10 @@ def _state_hashes(
     every byte string of at most ``d`` bytes: the same strings are read, crossing
     states are met at the same offsets (the hash is a depth-bounded bisimulation
     class, up to 64-bit collisions). Bytes that every state treats alike are folded
-    into one column first, so the cost is states x byte classes x depth; None when
-    that exceeds ``_HASH_BUDGET`` (big structural rules, which rarely recur anyway).
+    into one class first, and the classes leading one state to one target into one
+    weighted edge, so a step costs the distinct (state, target) pairs; None when states
+    x byte classes x depth exceeds ``_HASH_BUDGET`` (big structural rules, which
+    rarely recur anyway).
     """
     states, deepest = trans.shape[0], depths[-1]
     if states * deepest > _HASH_BUDGET:
@@ -194,8 +196,19 @@ def _state_hashes(
         return None
     weights = np.zeros(first.size, dtype=np.uint64)
     np.add.at(weights, inverse.reshape(-1), _BYTE_WEIGHTS)
-    table = trans[:, first]  # states x byte classes
-    targets = np.where(table >= 0, table, states).astype(np.intp)  # dead: the extra slot
+    # Per state, its distinct targets (dead: the extra slot) with the summed weights
+    # of the byte classes that lead there: a few per state, where classes are dozens.
+    targets = trans[:, first].astype(np.int64)
+    targets[targets < 0] = states
+    pairs = (np.arange(states, dtype=np.int64)[:, None] * (states + 1) + targets).reshape(-1)
+    order = np.argsort(pairs, kind="stable")
+    pairs = pairs[order]
+    fresh = np.ones(pairs.size, dtype=np.bool_)
+    fresh[1:] = pairs[1:] != pairs[:-1]
+    starts = np.flatnonzero(fresh)
+    summed = np.add.reduceat(np.tile(weights, states)[order], starts)
+    target = (pairs[starts] % (states + 1)).astype(np.intp)
+    bounds = np.searchsorted(pairs[starts] // (states + 1), np.arange(states))
     base = np.where(crossing, np.uint64(0x5851F42D4C957F2D), np.uint64(0x14057B7EF767814F))
     hashes = base.copy()  # depth 0: is the state crossing
     extended = np.full(states + 1, _DEAD, dtype=np.uint64)
@@ -203,7 +216,7 @@ def _state_hashes(
     with np.errstate(over="ignore"):
         for depth in range(1, deepest + 1):
             extended[:states] = hashes
-            mixed = extended[targets].dot(weights) + base
+            mixed = np.add.reduceat(extended[target] * summed, bounds) + base
             mixed ^= mixed >> np.uint64(31)
             mixed *= np.uint64(0xBF58476D1CE4E5B9)
             mixed ^= mixed >> np.uint64(29)
