@@ -334,11 +334,8 @@ def _dense_state_hashes(trans, crossing, depths):
     with np.errstate(over="ignore"):
         for depth in range(1, depths[-1] + 1):
             extended = np.append(hashes, matcher_module._DEAD)
-            mixed = (extended[targets] * weights).sum(axis=1, dtype=np.uint64) + base
-            mixed ^= mixed >> np.uint64(31)
-            mixed *= np.uint64(0xBF58476D1CE4E5B9)
-            mixed ^= mixed >> np.uint64(29)
-            hashes = mixed
+            summed = (extended[targets] * weights).sum(axis=1, dtype=np.uint64) + base
+            hashes = matcher_module._mix(summed)
             if depth in depths:
                 rows.append(hashes)
     return np.stack(rows)

@@ -169,6 +169,15 @@ _STATE_WEIGHTS = np.random.default_rng(0x6B657973).integers(
 _HASH_BUDGET = 4_000_000  # states x byte classes x depth; beyond it, no sharing
 
 
+def _mix(values: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """Scramble hash values (a 64-bit finaliser; wraps around, in place)."""
+    with np.errstate(over="ignore"):
+        values ^= values >> np.uint64(31)
+        values *= np.uint64(0xBF58476D1CE4E5B9)
+        values ^= values >> np.uint64(29)
+    return values
+
+
 def _state_hashes(
     trans: npt.NDArray[np.int32], crossing: npt.NDArray[np.bool_], depths: tuple[int, ...]
 ) -> npt.NDArray[np.uint64] | None:
@@ -216,11 +225,7 @@ def _state_hashes(
     with np.errstate(over="ignore"):
         for depth in range(1, deepest + 1):
             extended[:states] = hashes
-            mixed = np.add.reduceat(extended[target] * summed, bounds) + base
-            mixed ^= mixed >> np.uint64(31)
-            mixed *= np.uint64(0xBF58476D1CE4E5B9)
-            mixed ^= mixed >> np.uint64(29)
-            hashes = mixed
+            hashes = _mix(np.add.reduceat(extended[target] * summed, bounds) + base)
             if depth in depths:
                 rows.append(hashes)
     result: npt.NDArray[np.uint64] = np.stack(rows)
