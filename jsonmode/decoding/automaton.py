@@ -110,15 +110,21 @@ class _NFA:
         after = [self.state() for _ in range(count + 1)]  # something written
         self.eps[start].append(fresh[0])
         for index, (member, needed) in enumerate(node.members):
-            self.fragment(member, fresh[index], after[index + 1], budget)
-            self.fragment(Seq((node.sep, member)), after[index], after[index + 1], budget)
+            # One copy of the member, entered directly when nothing was written yet
+            # and after the separator otherwise.
+            ready = self.state()
+            self.eps[fresh[index]].append(ready)
+            self.fragment(node.sep, after[index], ready, budget)
+            self.fragment(member, ready, after[index + 1], budget)
             if not needed:
                 self.eps[fresh[index]].append(fresh[index + 1])
                 self.eps[after[index]].append(after[index + 1])
         if node.extra is not None:
             for index in range(count + 1):
-                self.fragment(node.extra, fresh[index], after[index], budget)
-                self.fragment(Seq((node.sep, node.extra)), after[index], after[index], budget)
+                ready = self.state()
+                self.eps[fresh[index]].append(ready)
+                self.fragment(node.sep, after[index], ready, budget)
+                self.fragment(node.extra, ready, after[index], budget)
         self.eps[fresh[count]].append(end)
         self.eps[after[count]].append(end)
 
