@@ -50,7 +50,8 @@ Mask = npt.NDArray[np.bool_]
 Rows = npt.NDArray[np.int64]
 
 # Boundary groups at most this big are finished token by token (numpy's per-call
-# overhead beats the vectorised trie step below this size).
+# overhead beats the vectorised trie step below this size); bigger ones are first
+# narrowed to the tokens whose rest starts with a byte the caller can read.
 _SMALL_GROUP = 48
 
 
@@ -379,8 +380,7 @@ class MaskEngine:
         positions, cols = shared.positions, shared.cols
         groups: list[tuple[int, Rows, Rows, Rows]] = []
         if positions.size:
-            starts = np.full(positions.size, state, dtype=np.int64)
-            stops = self._replay(info.flat, starts, positions, cols, 0)
+            stops = self._replay(info.flat, state, positions, cols)
             order = np.argsort(stops, kind="stable")
             stops, positions, cols = stops[order], positions[order], cols[order]
             cuts = np.flatnonzero(np.diff(stops)) + 1
@@ -561,13 +561,11 @@ class MaskEngine:
             np.concatenate(cols) if cols else empty,
         )
 
-    def _replay(
-        self, flat: npt.NDArray[np.int32], states: Rows, positions: Rows, cols: Rows, first: int
-    ) -> Rows:
-        """The states reached from ``states`` reading columns ``first .. cols - 1`` of each
+    def _replay(self, flat: npt.NDArray[np.int32], state: int, positions: Rows, cols: Rows) -> Rows:
+        """The states reached from ``state`` reading columns ``0 .. cols - 1`` of each
         token."""
-        states = states.copy()
-        for column in range(first, int(cols.max(initial=1))):
+        states = np.full(positions.size, state, dtype=np.int64)
+        for column in range(int(cols.max(initial=1))):
             going = np.flatnonzero(cols > column)
             if not going.size:
                 break
@@ -590,7 +588,7 @@ class MaskEngine:
             return [_Segment(found.inside.astype(np.int32), found.positions, found.cols)]
         order = np.argsort(found.positions, kind="stable")
         positions, cols = found.positions[order], found.cols[order]
-        bounds = np.array([[self._offsets[b], self._offsets[b + 1]] for b, _ in missing])
+        bounds = np.array([[offsets[b], offsets[b + 1]] for b, _ in missing])
         cut_in = np.searchsorted(found.inside, bounds)
         cut_b = np.searchsorted(positions, bounds)
         inside = found.inside.astype(np.int32)

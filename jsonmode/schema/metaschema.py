@@ -68,18 +68,13 @@ def _flat_validator() -> Validator | None:
         from jsonschema_specifications import REGISTRY
 
         top = REGISTRY.contents(_BASE + "schema")
-        defs: dict[str, Any] = {}
-        parts = []
-        for reference in top["allOf"]:
-            vocabulary = _flatten(REGISTRY.contents(_BASE + reference["$ref"]))
-            for name, definition in vocabulary.pop("$defs", {}).items():
-                if defs.setdefault(name, definition) != definition:
-                    return None
-            parts.append(vocabulary)
+        parts = [_flatten(REGISTRY.contents(_BASE + ref["$ref"])) for ref in top["allOf"]]
         flat = _flatten({key: value for key, value in top.items() if key != "allOf"})
-        for name, definition in flat.pop("$defs", {}).items():
-            if defs.setdefault(name, definition) != definition:
-                return None
+        defs: dict[str, Any] = {}
+        for document in (*parts, flat):
+            for name, definition in document.pop("$defs", {}).items():
+                if defs.setdefault(name, definition) != definition:
+                    return None  # two documents define one name differently
         flat.update({"allOf": parts, "$defs": defs})
         cls = jsonschema.Draft202012Validator
         cls.check_schema(flat)
