@@ -270,7 +270,8 @@ def test_pruned_trie_walk_equals_a_token_by_token_walk(name):
                 lo, hi = int(engine._offsets[byte]), int(engine._offsets[byte + 1])
                 inside = set(segment.inside.tolist())
                 passes: dict[int, list[int]] = {}
-                found = zip(segment.positions.tolist(), segment.cols.tolist(), strict=True)
+                positions, columns = segment.bounds.expand()
+                found = zip(positions.tolist(), columns.tolist(), strict=True)
                 for position, column in found:
                     passes.setdefault(position, []).append(column)
                 sample = rng.choice(np.arange(lo, hi), size=min(40, hi - lo), replace=False)
@@ -290,7 +291,8 @@ def _walk_sets(walk, size: int) -> tuple[set[int], list[tuple[int, int]]]:
         inside = set(np.flatnonzero(np.unpackbits(walk.inside, count=size)).tolist())
     else:
         inside = set(walk.inside.tolist())
-    return inside, sorted(zip(walk.positions.tolist(), walk.cols.tolist(), strict=True))
+    positions, columns = walk.bounds.expand()
+    return inside, sorted(zip(positions.tolist(), columns.tolist(), strict=True))
 
 
 @pytest.mark.parametrize("name", ["qwen2.5", "mistral-7b-v0.1"])

@@ -41,7 +41,7 @@ import numpy.typing as npt
 from jsonmode.decoding.automaton import Network
 from jsonmode.decoding.lru import Lru
 from jsonmode.decoding.reference import END, ReferenceMatcher, Stack, State
-from jsonmode.decoding.trie import TokenTrie, lexicographic_order, ranges
+from jsonmode.decoding.trie import Boundaries, Following, TokenTrie, lexicographic_order
 from jsonmode.decoding.vocabulary import Vocabulary
 
 __all__ = ["MaskEngine", "Matcher", "configure_caches"]
@@ -49,9 +49,9 @@ __all__ = ["MaskEngine", "Matcher", "configure_caches"]
 Mask = npt.NDArray[np.bool_]
 Rows = npt.NDArray[np.int64]
 
-# Boundary groups at most this big are finished token by token (numpy's per-call
-# overhead beats the vectorised trie step below this size); bigger ones are first
-# narrowed to the tokens whose rest starts with a byte the caller can read.
+# Boundary tokens at most this many (after those whose rest the caller cannot read
+# are dropped) are finished token by token (numpy's per-call overhead beats the
+# vectorised trie step below this size).
 _SMALL_GROUP = 48
 
 
@@ -61,34 +61,31 @@ class _Walk:
 
     ``inside``: tokens read entirely within the rule (allowed whatever the stack),
     bit-packed over ids when there are many (``dense``), else as ids. ``groups``: per state
-    where a boundary token passes a call or return point, the matrix rows of those
-    tokens and the column where the rest of each token starts, sorted by the rest's
-    first byte (tokens whose rest starts with byte ``b``: ``offsets[b]:offsets[b + 1]``).
+    where boundary tokens pass a call or return point, those tokens split by the
+    byte their rest starts with.
     """
 
     inside: npt.NDArray[np.uint8] | npt.NDArray[np.int32]
     dense: bool
-    groups: tuple[tuple[int, Rows, Rows, Rows], ...]
+    groups: tuple[tuple[int, Following], ...]
 
     @property
     def nbytes(self) -> int:
-        groups = sum(r.nbytes + c.nbytes + o.nbytes for _, r, c, o in self.groups)
-        return int(self.inside.nbytes) + groups
+        return int(self.inside.nbytes) + sum(split.nbytes + 64 for _, split in self.groups)
 
 
 @dataclass(frozen=True, slots=True)
 class _SharedWalk:
     """The rule-independent part of a walk: tokens inside (as in :class:`_Walk`), and
-    the boundary tokens' positions and the columns where their rest starts."""
+    the boundary tokens (as trie subtrees, sorted by position)."""
 
     inside: npt.NDArray[np.uint8] | npt.NDArray[np.int32]
     dense: bool
-    positions: Rows
-    cols: Rows
+    bounds: Boundaries
 
     @property
     def nbytes(self) -> int:
-        return int(self.inside.nbytes) + self.positions.nbytes + self.cols.nbytes
+        return int(self.inside.nbytes) + self.bounds.nbytes
 
 
 class _TokenIndex:
@@ -124,17 +121,15 @@ class _Segment:
     """The fate of the tokens starting with one byte, given the state after it.
 
     ``inside``: the positions of the tokens read entirely within the rule, sorted.
-    Boundary tokens: their positions and the column where their rest starts (where
-    they pass a point where the rule could call or return).
+    ``bounds``: the tokens that pass a point where the rule could call or return.
     """
 
     inside: npt.NDArray[np.int32]
-    positions: Rows
-    cols: Rows
+    bounds: Boundaries
 
     @property
     def nbytes(self) -> int:
-        return 96 + self.inside.nbytes + 2 * self.positions.nbytes
+        return 96 + self.inside.nbytes + self.bounds.nbytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,15 +166,16 @@ _DEAD = np.uint64(0x9E3779B97F4A7C15)
 _STATE_WEIGHTS = np.random.default_rng(0x6B657973).integers(
     1, 2**63, size=4_000_000 // 64, dtype=np.uint64
 )
-_HASH_BUDGET = 4_000_000  # states x byte classes x depth; beyond it, no sharing
+_HASH_BUDGET = 4_000_000  # states x depth (see _state_hashes); beyond it, no sharing
+_SHIFT_1, _SHIFT_2, _MULTIPLIER = np.uint64(31), np.uint64(29), np.uint64(0xBF58476D1CE4E5B9)
 
 
 def _mix(values: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
-    """Scramble hash values (a 64-bit finaliser; wraps around, in place)."""
-    with np.errstate(over="ignore"):
-        values ^= values >> np.uint64(31)
-        values *= np.uint64(0xBF58476D1CE4E5B9)
-        values ^= values >> np.uint64(29)
+    """Scramble hash values (a 64-bit finaliser; wraps around, in place: NumPy
+    integer arrays wrap silently, no error state to set)."""
+    values ^= values >> _SHIFT_1
+    values *= _MULTIPLIER
+    values ^= values >> _SHIFT_2
     return values
 
 
@@ -195,8 +191,8 @@ def _state_hashes(
     class, up to 64-bit collisions). Bytes that every state treats alike are folded
     into one class first, and the classes leading one state to one target into one
     weighted edge, so a step costs the distinct (state, target) pairs; None when states
-    x byte classes x depth exceeds ``_HASH_BUDGET`` (big structural rules, which
-    rarely recur anyway).
+    x depth, states x byte classes or pairs x depth exceed ``_HASH_BUDGET`` (or twice
+    it; big structural rules, which rarely recur anyway).
     """
     states, deepest = trans.shape[0], depths[-1]
     if states * deepest > _HASH_BUDGET:
@@ -206,7 +202,7 @@ def _state_hashes(
             axis=0, dtype=np.uint64
         )
     _, first, inverse = np.unique(fold, return_index=True, return_inverse=True)
-    if states * first.size * deepest > _HASH_BUDGET:
+    if states * first.size > _HASH_BUDGET // 2:
         return None
     weights = np.zeros(first.size, dtype=np.uint64)
     np.add.at(weights, inverse.reshape(-1), _BYTE_WEIGHTS)
@@ -220,6 +216,8 @@ def _state_hashes(
     fresh = np.ones(pairs.size, dtype=np.bool_)
     fresh[1:] = pairs[1:] != pairs[:-1]
     starts = np.flatnonzero(fresh)
+    if starts.size * deepest > 2 * _HASH_BUDGET:
+        return None
     summed = np.add.reduceat(np.tile(weights, states)[order], starts)
     target = (pairs[starts] % (states + 1)).astype(np.intp)
     bounds = np.searchsorted(pairs[starts] // (states + 1), np.arange(states))
@@ -319,6 +317,9 @@ class MaskEngine:
         self._base = vocabulary.allowed_base.copy()
         self._base[self.eos] = True
         self._rule_keys: dict[int, _RuleInfo] = {}
+        self._signatures: dict[int, tuple[bytes, npt.NDArray[np.bool_], npt.NDArray[np.int32]]] = {}
+        self._lexemes = [k for k, rule in enumerate(network.rules) if not any(rule.calls)]
+        self._hashed: set[int] = set()  # lexemes whose hashes were computed (or refused)
         # Hash depths: a token after its first byte, and a whole token (a byte to spare).
         self._depth = int(self._lengths.max(initial=1))
         self._next: dict[tuple[State, int], State] = {}
@@ -336,25 +337,14 @@ class MaskEngine:
         known = self._rule_keys.get(rule)
         if known is not None:
             return known
-        automaton = self.network.rules[rule]
-        crossing = automaton.accepting.copy()
-        for index, calls in enumerate(automaton.calls):
-            if calls:
-                crossing[index] = True
-        trans = np.ascontiguousarray(automaton.trans, dtype=np.int32)
-        digest = hashlib.blake2b(digest_size=16)
-        digest.update(trans.tobytes())
-        digest.update(crossing.tobytes())
-        signature = digest.digest()
+        signature, crossing, trans = self._signature(rule)
         # Lexemes (call-free rules) recur across properties and schemas; structural
         # rules rarely do, and are keyed by their content alone.
         hashes = None
-        if not any(automaton.calls):
+        if not any(self.network.rules[rule].calls):
             hashes = _hash_cache.get((signature, self._depth))
-            if hashes is None:
-                hashes = _state_hashes(trans, crossing, (self._depth, self._depth + 1))
-                if hashes is not None:
-                    _hash_cache.put((signature, self._depth), hashes, hashes.nbytes + 64)
+            if hashes is None and rule not in self._hashed:
+                hashes = self._hash_lexemes(rule)
         flat = trans.reshape(-1)
         dead = crossing.size
         dead_table = np.full(flat.size + 256, dead, dtype=np.int32)
@@ -362,6 +352,65 @@ class MaskEngine:
         known = _RuleInfo(signature, crossing, flat, dead_table, np.append(crossing, False), hashes)
         self._rule_keys[rule] = known
         return known
+
+    def _signature(self, rule: int) -> tuple[bytes, npt.NDArray[np.bool_], npt.NDArray[np.int32]]:
+        """A rule's content signature, crossing states and transitions (memoised)."""
+        known = self._signatures.get(rule)
+        if known is None:
+            automaton = self.network.rules[rule]
+            crossing = automaton.accepting.copy()
+            for index, calls in enumerate(automaton.calls):
+                if calls:
+                    crossing[index] = True
+            trans = np.ascontiguousarray(automaton.trans, dtype=np.int32)
+            digest = hashlib.blake2b(digest_size=16)
+            digest.update(trans.tobytes())
+            digest.update(crossing.tobytes())
+            known = self._signatures[rule] = (digest.digest(), crossing, trans)
+        return known
+
+    def _hash_lexemes(self, rule: int) -> npt.NDArray[np.uint64] | None:
+        """The state hashes of lexeme ``rule``, computed together with those of every
+        other lexeme of the network not hashed yet: a pass costs mostly per depth step,
+        whatever the number of states, so one pass for all of a schema's lexemes beats
+        one each. Each lexeme's hashes are cached by its signature."""
+        depths = (self._depth, self._depth + 1)
+        batch: list[int] = []
+        total = 0
+        for other in [rule, *self._lexemes]:
+            if other in self._hashed or (other != rule and other in batch):
+                continue
+            signature, _, trans = self._signature(other)
+            if other != rule and _hash_cache.get((signature, self._depth)) is not None:
+                continue
+            if batch and (total + trans.shape[0]) * depths[-1] > _HASH_BUDGET:
+                continue
+            batch.append(other)
+            total += trans.shape[0]
+        self._hashed.update(batch)
+        parts = [self._signature(other) for other in batch]
+        starts = np.cumsum([0] + [trans.shape[0] for _, _, trans in parts])
+        trans = np.concatenate(
+            [
+                np.where(t >= 0, t + start, -1)
+                for (_, _, t), start in zip(parts, starts, strict=False)
+            ]
+        ).astype(np.int32)
+        crossing = np.concatenate([c for _, c, _ in parts])
+        hashes = _state_hashes(trans, crossing, depths)
+        if hashes is None and len(batch) > 1:
+            self._hashed.difference_update(batch[1:])
+            signature, crossing, trans = parts[0]
+            hashes = _state_hashes(trans, crossing, depths)
+            batch, starts = batch[:1], starts[:2]
+        if hashes is None:
+            return None
+        mine = None
+        for k, (signature, _, _) in enumerate(parts[: len(batch)]):
+            own = np.ascontiguousarray(hashes[:, starts[k] : starts[k + 1]])
+            _hash_cache.put((signature, self._depth), own, own.nbytes + 64)
+            mine = own if k == 0 else mine
+        return mine
 
     def walk(self, rule: int, state: int) -> _Walk:
         """The vocabulary walk of ``(rule, state)``.
@@ -377,19 +426,19 @@ class MaskEngine:
         if local is not None:
             return local
         shared = self._shared_walk(info, state, patch=True)
-        positions, cols = shared.positions, shared.cols
-        groups: list[tuple[int, Rows, Rows, Rows]] = []
-        if positions.size:
-            stops = self._replay(info.flat, state, positions, cols)
+        bounds, trie = shared.bounds, self._index.trie
+        groups: list[tuple[int, Following]] = []
+        if bounds.size == 1:
+            stop = self._replay(info.flat, state, bounds.lo, bounds.col)
+            groups.append((int(stop[0]), trie.following(bounds)))
+        elif bounds.size:
+            stops = self._replay(info.flat, state, bounds.lo, bounds.col)
             order = np.argsort(stops, kind="stable")
-            stops, positions, cols = stops[order], positions[order], cols[order]
-            cuts = np.flatnonzero(np.diff(stops)) + 1
-            for part in np.split(np.arange(stops.size), cuts):
-                rows, starts = positions[part], cols[part]
-                following = self._matrix[rows, starts]
-                by_byte = np.argsort(following, kind="stable")
-                offsets = np.searchsorted(following[by_byte], np.arange(257))
-                groups.append((int(stops[part[0]]), rows[by_byte], starts[by_byte], offsets))
+            stops = stops[order]
+            edges = [0, *(np.flatnonzero(np.diff(stops)) + 1).tolist(), stops.size]
+            for begin, end in itertools.pairwise(edges):
+                part = bounds.take(order[begin:end])
+                groups.append((int(stops[begin]), trie.following(part)))
         walk = _Walk(shared.inside, shared.dense, tuple(groups))
         _local_walk_cache.put(local_key, walk, walk.nbytes)
         return walk
@@ -458,14 +507,15 @@ class MaskEngine:
         trie, dead = self._index.trie, info.crossing.size
         removed: list[Rows] = []
         added: list[Rows] = []
-        keep = np.ones(base.positions.size, dtype=np.bool_)
-        positions, cols = [base.positions], [base.cols]
+        bounds = base.bounds
+        keep = np.ones(bounds.size, dtype=np.bool_)
+        found_bounds: list[Boundaries] = []
         by_depth: dict[int, tuple[list[int], list[int]]] = {}
         for depth, node, ours in parted:
             level = trie.levels[depth - 1]
             lo, hi = int(level.lo[node]), int(level.hi[node])
             removed.append(self._ids[lo:hi])
-            keep &= ~((base.positions >= lo) & (base.positions < hi) & (base.cols >= depth))
+            keep &= ~((bounds.lo >= lo) & (bounds.lo < hi) & (bounds.col >= depth))
             if ours != dead:
                 nodes, states = by_depth.setdefault(depth, ([], []))
                 nodes.append(node)
@@ -481,8 +531,7 @@ class MaskEngine:
                 depth=depth,
             )
             added.append(self._ids[found.inside])
-            positions.append(found.positions)
-            cols.append(found.cols)
+            found_bounds.append(found.bounds)
         size = self.vocabulary.size
         gone = np.concatenate(removed)
         new = np.concatenate(added) if added else np.zeros(0, dtype=np.int64)
@@ -496,8 +545,10 @@ class MaskEngine:
         else:
             kept = np.setdiff1d(base.inside, gone.astype(np.int32), assume_unique=True)
             inside = np.union1d(kept, new.astype(np.int32)).astype(np.int32)
-        positions[0], cols[0] = base.positions[keep], base.cols[keep]
-        return _SharedWalk(inside, base.dense, np.concatenate(positions), np.concatenate(cols))
+        joined = Boundaries.join([bounds.take(keep), *found_bounds])
+        if found_bounds:
+            joined = joined.take(np.argsort(joined.lo, kind="stable"))
+        return _SharedWalk(inside, base.dense, joined)
 
     def _compute_walk(self, info: _RuleInfo, state: int) -> _SharedWalk:
         """Assemble a walk from per-first-byte segments, computing the missing ones.
@@ -536,13 +587,11 @@ class MaskEngine:
                 _segment_cache.put(keys[byte], segment, segment.nbytes)
                 segments.append((byte, target, segment))
         inside: list[npt.NDArray[np.int32]] = []
-        positions: list[Rows] = []
-        cols: list[Rows] = []
-        for _, _, segment in segments:
+        bounds: list[Boundaries] = []
+        for _, _, segment in sorted(segments, key=lambda item: item[0]):
             inside.append(segment.inside)
-            if segment.positions.size:
-                positions.append(segment.positions)
-                cols.append(segment.cols)
+            if segment.bounds.size:
+                bounds.append(segment.bounds)
         ids = self._ids[np.concatenate(inside)] if inside else np.zeros(0, dtype=np.int64)
         size = self.vocabulary.size
         dense = ids.size * 32 > size  # a bit per id beats 4 bytes per listed id
@@ -553,13 +602,7 @@ class MaskEngine:
             packed = np.packbits(bits)
         else:
             packed = np.sort(ids).astype(np.int32)
-        empty = np.zeros(0, dtype=np.int64)
-        return _SharedWalk(
-            packed,
-            dense,
-            np.concatenate(positions) if positions else empty,
-            np.concatenate(cols) if cols else empty,
-        )
+        return _SharedWalk(packed, dense, Boundaries.join(bounds))
 
     def _replay(self, flat: npt.NDArray[np.int32], state: int, positions: Rows, cols: Rows) -> Rows:
         """The states reached from ``state`` reading columns ``0 .. cols - 1`` of each
@@ -585,18 +628,15 @@ class MaskEngine:
             info.dead_table, dead, info.dead_crossing, nodes, states, info.reads, wide=wide
         )
         if len(missing) == 1:
-            return [_Segment(found.inside.astype(np.int32), found.positions, found.cols)]
-        order = np.argsort(found.positions, kind="stable")
-        positions, cols = found.positions[order], found.cols[order]
-        bounds = np.array([[offsets[b], offsets[b + 1]] for b, _ in missing])
-        cut_in = np.searchsorted(found.inside, bounds)
-        cut_b = np.searchsorted(positions, bounds)
+            return [_Segment(found.inside.astype(np.int32), found.bounds)]
+        spans = np.array([[offsets[b], offsets[b + 1]] for b, _ in missing])
+        cut_in = np.searchsorted(found.inside, spans)
+        cut_b = np.searchsorted(found.bounds.lo, spans)
         inside = found.inside.astype(np.int32)
         return [
             _Segment(
                 inside[cut_in[k, 0] : cut_in[k, 1]],
-                positions[cut_b[k, 0] : cut_b[k, 1]],
-                cols[cut_b[k, 0] : cut_b[k, 1]],
+                found.bounds.take(slice(cut_b[k, 0], cut_b[k, 1])),
             )
             for k in range(len(missing))
         ]
@@ -631,18 +671,14 @@ class MaskEngine:
             np.logical_or(allowed, inside, out=allowed)
         else:
             allowed[walk.inside] = True
-        for stop, rows, cols, offsets in walk.groups:
+        for stop, split in walk.groups:
             moved = self._close((*stack[:-1], (rule, stop)))
             if not moved:
                 continue
-            if rows.size > _SMALL_GROUP:
-                # Only the tokens whose rest starts with a byte the caller can read.
-                starts = np.flatnonzero(self._readable(moved) & (offsets[1:] > offsets[:-1]))
-                if not starts.size:
-                    continue
-                if starts.size < 256:
-                    pick = ranges(offsets[starts], offsets[starts + 1])
-                    rows, cols = rows[pick], cols[pick]
+            # Only the tokens whose rest starts with a byte the caller can read.
+            rows, cols = split.select(self._readable(moved))
+            if not rows.size:
+                continue
             pending = ~allowed[self._ids[rows]]
             if pending.any():
                 accepted = self._finish(moved, rows[pending], cols[pending])

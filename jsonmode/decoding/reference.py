@@ -31,16 +31,26 @@ class ReferenceMatcher:
     def __init__(self, network: Network, *, max_depth: int = 64) -> None:
         self.network = network
         self.max_depth = max_depth
-        # Per rule and state: can this state read a byte at all?
-        self._reads: list[npt.NDArray[np.bool_]] = [
-            np.asarray((rule.trans >= 0).any(axis=1)) for rule in network.rules
+        # Per rule, as plain Python sequences (a NumPy scalar lookup costs several times
+        # more): transitions (``state * 256 + byte``), accepting states, calls, and
+        # whether a state can read a byte at all.
+        self._trans = [
+            memoryview(np.ascontiguousarray(rule.trans, dtype=np.int32).reshape(-1))  # type: ignore[arg-type]
+            for rule in network.rules
+        ]
+        self._accepting: list[list[bool]] = [
+            list(rule.accepting.tolist()) for rule in network.rules
+        ]
+        self._calls = [rule.calls for rule in network.rules]
+        self._reads: list[list[bool]] = [
+            np.asarray((rule.trans >= 0).any(axis=1)).tolist() for rule in network.rules
         ]
 
     def initial(self) -> State:
         return self.close([((self.network.root, 0),)])
 
     def close(self, stacks: list[Stack]) -> State:
-        rules = self.network.rules
+        reads, calls, accepting = self._reads, self._calls, self._accepting
         done: set[Stack] = set()
         seen: set[Stack] = set()
         work = list(stacks)
@@ -53,25 +63,24 @@ class ReferenceMatcher:
                 done.add(END)
                 continue
             rule, state = stack[-1]
-            automaton = rules[rule]
-            if self._reads[rule][state]:
+            if reads[rule][state]:
                 done.add(stack)
             if len(stack) < self.max_depth:
-                for callee, back in automaton.calls[state]:
+                for callee, back in calls[rule][state]:
                     work.append((*stack[:-1], (rule, back), (callee, 0)))
-            if automaton.accepting[state]:
+            if accepting[rule][state]:
                 work.append(stack[:-1])
         return frozenset(done)
 
     def step(self, state: State, byte: int) -> State:
         """The state after reading ``byte`` (empty: the byte is not allowed)."""
-        rules = self.network.rules
+        trans = self._trans
         moved: list[Stack] = []
         for stack in state:
             if not stack:
                 continue
             rule, at = stack[-1]
-            target = int(rules[rule].trans[at, byte])
+            target = trans[rule][at * 256 + byte]
             if target >= 0:
                 moved.append((*stack[:-1], (rule, target)))
         return self.close(moved) if moved else frozenset()

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["TokenTrie", "TrieWalk", "lexicographic_order", "ranges"]
+__all__ = ["Boundaries", "Following", "TokenTrie", "TrieWalk", "lexicographic_order", "ranges"]
 
 Ints = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
@@ -56,14 +56,100 @@ class _Level:
 
 
 @dataclass(frozen=True, slots=True)
+class Boundaries:
+    """Boundary tokens as trie subtrees, one entry per node where a walk passed a
+    crossing state: entry ``i`` is node ``node[i]`` at depth ``col[i]``, and stands
+    for the tokens below it that have bytes left (positions ``lo[i] .. hi[i] - 1``),
+    whose rest starts at column ``col[i]``. A few entries stand for many tokens (the
+    tokens after a space that opens a value are one entry), so the per-entry work
+    (replaying a prefix, grouping, choosing the next bytes a caller can read) does
+    not grow with the vocabulary."""
+
+    lo: Ints
+    hi: Ints
+    col: Ints
+    node: Ints
+
+    @property
+    def size(self) -> int:
+        return int(self.lo.size)
+
+    @property
+    def nbytes(self) -> int:
+        return 4 * int(self.lo.nbytes)
+
+    def take(self, index: Ints | Bools | slice) -> Boundaries:
+        return Boundaries(self.lo[index], self.hi[index], self.col[index], self.node[index])
+
+    def expand(self) -> tuple[Ints, Ints]:
+        """Every token of every entry: its position and the column where its rest starts."""
+        return ranges(self.lo, self.hi), np.repeat(self.col, self.hi - self.lo)
+
+    @staticmethod
+    def join(parts: list[Boundaries]) -> Boundaries:
+        if len(parts) == 1:
+            return parts[0]
+        if not parts:
+            return NO_BOUNDARIES
+        return Boundaries(
+            np.concatenate([part.lo for part in parts]),
+            np.concatenate([part.hi for part in parts]),
+            np.concatenate([part.col for part in parts]),
+            np.concatenate([part.node for part in parts]),
+        )
+
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+NO_BOUNDARIES = Boundaries(_EMPTY, _EMPTY, _EMPTY, _EMPTY)
+
+
+# Boundary groups of at most this many tokens are kept listed: choosing among them by
+# their next byte costs more than it saves (the caller checks that byte anyway).
+_LISTED = 48
+
+
+@dataclass(frozen=True, slots=True)
+class Following:
+    """Boundary tokens split by the byte their rest starts with: the tokens in
+    positions ``lo[i] .. hi[i] - 1`` have their rest start at column ``col[i]`` with
+    ``byte[i]``. Few tokens are also listed (``rows``, ``cols``)."""
+
+    byte: Ints
+    lo: Ints
+    hi: Ints
+    col: Ints
+    rows: Ints | None = None
+    cols: Ints | None = None
+
+    @staticmethod
+    def of(byte: Ints, lo: Ints, hi: Ints, col: Ints) -> Following:
+        if int((hi - lo).sum()) > _LISTED:
+            return Following(byte, lo, hi, col)
+        return Following(byte, lo, hi, col, ranges(lo, hi), np.repeat(col, hi - lo))
+
+    @property
+    def nbytes(self) -> int:
+        listed = 0 if self.rows is None else 2 * self.rows.nbytes
+        return 4 * int(self.byte.nbytes) + listed
+
+    def select(self, readable: Bools) -> tuple[Ints, Ints]:
+        """The tokens whose rest may start with a ``readable`` byte (all of them when
+        they are few): positions and the column where their rest starts."""
+        if self.rows is not None and self.cols is not None:
+            return self.rows, self.cols
+        keep = readable[self.byte]
+        lo, hi, col = self.lo[keep], self.hi[keep], self.col[keep]
+        return ranges(lo, hi), np.repeat(col, hi - lo)
+
+
+@dataclass(frozen=True, slots=True)
 class TrieWalk:
     """What a walk found: the positions of the tokens read to their end (inside the
-    automaton), sorted; and the boundary tokens, as positions and the column where
-    they passed a crossing state with bytes still to read."""
+    automaton), sorted; and the boundary tokens (passing a crossing state with bytes
+    still to read), sorted by position."""
 
     inside: Ints
-    positions: Ints
-    cols: Ints
+    bounds: Boundaries
 
 
 class TokenTrie:
@@ -221,6 +307,27 @@ class TokenTrie:
             depth += 1
         return parted
 
+    def following(self, bounds: Boundaries) -> Following:
+        """The tokens of ``bounds`` split by the byte their rest starts with (the
+        entries' children in the trie)."""
+        parts: list[tuple[Ints, Ints, Ints, Ints]] = []
+        for col in np.unique(bounds.col).tolist() if bounds.size > 1 else bounds.col.tolist():
+            nodes = bounds.node if bounds.size == 1 else bounds.node[bounds.col == col]
+            level, below = self.levels[col - 1], self.levels[col]
+            children = ranges(level.child_lo[nodes], level.child_hi[nodes])
+            parts.append(
+                (
+                    below.byte[children],
+                    below.lo[children],
+                    below.hi[children],
+                    np.full(children.size, col, dtype=np.int64),
+                )
+            )
+        if len(parts) == 1:
+            return Following.of(*parts[0])
+        byte, lo, hi, col = (np.concatenate(arrays) for arrays in zip(*parts, strict=True))
+        return Following.of(byte, lo, hi, col)
+
     def _walk_levels(
         self, table: npt.NDArray[np.int32] | Ints, dead: int, crossing: Bools, first: Ints
     ) -> TrieWalk:
@@ -234,9 +341,8 @@ class TokenTrie:
                 inside[level.ends] = state[level.ends_node] != dead
             cross = np.flatnonzero(crossing[state])
             if cross.size:
-                found.boundaries(level.lo[cross] + level.term[cross], level.hi[cross], depth)
-        walk = found.result()
-        return TrieWalk(np.flatnonzero(inside), walk.positions, walk.cols)
+                found.boundaries(level, cross, depth)
+        return TrieWalk(np.flatnonzero(inside), found.result().bounds)
 
     def _big_level(
         self,
@@ -258,7 +364,7 @@ class TokenTrie:
             found.in_hi.append(lo[ended] + term[ended])
         cross = np.flatnonzero(crossing[states])
         if cross.size:
-            found.boundaries(lo[cross] + term[cross], level.hi[nodes[cross]], depth)
+            found.boundaries(level, nodes[cross], depth)
         first, counts = level.child_lo[nodes], level.child_hi[nodes] - level.child_lo[nodes]
         if last or not counts.any():
             return _NONE
@@ -291,7 +397,7 @@ class TokenTrie:
             if term:
                 found.small_in.append((lo, lo + term))
             if is_crossing[state] and lo + term < hi_of[node]:
-                found.small_b.append((lo + term, hi_of[node], depth))
+                found.small_b.append((lo + term, hi_of[node], depth, node))
             if below is None:
                 continue
             first, end = child_lo[node], child_hi[node]
@@ -320,59 +426,42 @@ _NONE: tuple[Ints, Ints] = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.in
 
 
 class _Found:
-    """What a walk records: ranges of inside positions and of boundary positions
-    (with their column), from vectorised levels (arrays) and small ones (tuples)."""
+    """What a walk records: ranges of inside positions and boundary entries, from
+    vectorised levels (arrays) and small ones (tuples)."""
 
     def __init__(self) -> None:
         self.in_lo: list[Ints] = []
         self.in_hi: list[Ints] = []
-        self.b_lo: list[Ints] = []
-        self.b_hi: list[Ints] = []
-        self.b_col: list[int] = []
+        self.bounds: list[Boundaries] = []
         self.small_in: list[tuple[int, int]] = []
-        self.small_b: list[tuple[int, int, int]] = []
+        self.small_b: list[tuple[int, int, int, int]] = []
 
-    def boundaries(self, rest: Ints, hi: Ints, depth: int) -> None:
-        """Nodes at ``depth`` passing a crossing state: their tokens from ``rest`` (past
-        those equal to the prefix, which sort first and have no bytes left) to ``hi``."""
+    def boundaries(self, level: _Level, nodes: Ints, depth: int) -> None:
+        """``nodes`` at ``depth`` pass a crossing state: their tokens past those equal to
+        the prefix (which sort first and have no bytes left)."""
+        rest, hi = level.lo[nodes] + level.term[nodes], level.hi[nodes]
         keep = rest < hi
-        self.b_lo.append(rest[keep])
-        self.b_hi.append(hi[keep])
-        self.b_col.append(depth)
+        if not keep.all():
+            rest, hi, nodes = rest[keep], hi[keep], nodes[keep]
+        self.bounds.append(Boundaries(rest, hi, np.full(rest.size, depth, np.int64), nodes))
 
     def result(self) -> TrieWalk:
-        if not self.in_lo and not self.b_lo and _small_total(self.small_in, self.small_b):
+        bounds = self.bounds
+        if self.small_b:
+            small = np.array(self.small_b, dtype=np.int64)
+            bounds = [*bounds, Boundaries(small[:, 0], small[:, 1], small[:, 2], small[:, 3])]
+        joined = Boundaries.join(bounds)
+        if joined.size > 1:
+            joined = joined.take(np.argsort(joined.lo, kind="stable"))
+        if not self.in_lo and sum(hi - lo for lo, hi in self.small_in) <= 256:
             # Small levels only, few tokens: expand the ranges in plain Python.
             inside = sorted(p for lo, hi in self.small_in for p in range(lo, hi))
-            rows = [(p, col) for lo, hi, col in self.small_b for p in range(lo, hi)]
-            return TrieWalk(
-                np.array(inside, dtype=np.int64),
-                np.array([p for p, _ in rows], dtype=np.int64),
-                np.array([c for _, c in rows], dtype=np.int64),
-            )
-        in_lo, in_hi, b_lo, b_hi = self.in_lo, self.in_hi, self.b_lo, self.b_hi
-        sizes = [int((hi - lo).sum()) for lo, hi in zip(b_lo, b_hi, strict=True)]
-        cols = [np.repeat(np.array(self.b_col, dtype=np.int64), sizes)]
+            return TrieWalk(np.array(inside, dtype=np.int64), joined)
+        in_lo, in_hi = self.in_lo, self.in_hi
         if self.small_in:
-            ranges = np.array(self.small_in, dtype=np.int64)
-            in_lo, in_hi = [*in_lo, ranges[:, 0]], [*in_hi, ranges[:, 1]]
-        if self.small_b:
-            ranges = np.array(self.small_b, dtype=np.int64)
-            b_lo, b_hi = [*b_lo, ranges[:, 0]], [*b_hi, ranges[:, 1]]
-            cols.append(np.repeat(ranges[:, 2], ranges[:, 1] - ranges[:, 0]))
-        return TrieWalk(np.sort(_expand(in_lo, in_hi)), _expand(b_lo, b_hi), np.concatenate(cols))
-
-
-def _small_total(inside: list[tuple[int, int]], boundary: list[tuple[int, int, int]]) -> bool:
-    total = sum(hi - lo for lo, hi in inside) + sum(hi - lo for lo, hi, _ in boundary)
-    return total <= 256
-
-
-def _expand(lo: list[Ints], hi: list[Ints]) -> Ints:
-    """The positions of the ranges ``lo[i][j] .. hi[i][j] - 1``, concatenated in order."""
-    if not lo:
-        return np.zeros(0, dtype=np.int64)
-    return ranges(np.concatenate(lo), np.concatenate(hi))
+            pairs = np.array(self.small_in, dtype=np.int64)
+            in_lo, in_hi = [*in_lo, pairs[:, 0]], [*in_hi, pairs[:, 1]]
+        return TrieWalk(np.sort(ranges(np.concatenate(in_lo), np.concatenate(in_hi))), joined)
 
 
 def ranges(lo: Ints, hi: Ints) -> Ints:
