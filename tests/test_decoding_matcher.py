@@ -387,3 +387,21 @@ def test_key_masks_equal_reference_masks_on_a_real_vocabulary():
         assert np.array_equal(matcher.mask(), reference_mask(compiled, matcher.state)), text
         checked += 1
     assert checked == 3
+
+
+def test_lexicographic_order_sorts_tokens_by_their_bytes():
+    """Prefixes before their extensions, bytes compared unsigned, equal tokens kept in
+    their order (the token trie relies on all three)."""
+    from jsonmode.decoding.trie import lexicographic_order
+
+    rng = np.random.default_rng(11)
+    tokens = [bytes(rng.integers(0, 256, rng.integers(1, 6)).tolist()) for _ in range(400)]
+    tokens += [b"\xff", b"\xff\x00", b"a", b"ab", b"a", b"\x00", b"\x80abc"]
+    width = max(map(len, tokens))
+    matrix = np.zeros((len(tokens), width), dtype=np.uint8)
+    for row, token in enumerate(tokens):
+        matrix[row, : len(token)] = list(token)
+    lengths = np.array([len(token) for token in tokens], dtype=np.int64)
+    order = lexicographic_order(matrix, lengths).tolist()
+    expected = sorted(range(len(tokens)), key=lambda row: (tokens[row], row))
+    assert order == expected

@@ -35,11 +35,13 @@ _SMALL = 24
 
 
 def lexicographic_order(matrix: npt.NDArray[np.uint8], lengths: Ints) -> Ints:
-    """Row indices sorting the tokens by their bytes (a prefix before its extensions)."""
+    """Row indices sorting the tokens by their bytes (a prefix before its extensions;
+    equal tokens keep their order). Python's sort of the rows as ``bytes`` objects:
+    about 3x faster than ``np.lexsort`` over the padded columns."""
     width = matrix.shape[1]
-    padded = np.where(np.arange(width)[None, :] < lengths[:, None], matrix.astype(np.int16), -1)
-    # np.lexsort sorts by the last key first: give it the columns from last to first.
-    return np.lexsort(padded.T[::-1]).astype(np.int64)
+    data = np.ascontiguousarray(matrix).tobytes()
+    rows = [data[row * width : row * width + size] for row, size in enumerate(lengths.tolist())]
+    return np.array(sorted(range(len(rows)), key=rows.__getitem__), dtype=np.int64)
 
 
 @dataclass(frozen=True, slots=True)
