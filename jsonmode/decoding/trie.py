@@ -26,6 +26,10 @@ __all__ = ["Boundaries", "Following", "TokenTrie", "TrieWalk", "lexicographic_or
 Ints = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
 
+# A wide walk takes this many levels in full (one gather over every node of a level),
+# then follows the live nodes of the deeper, smaller levels as a frontier.
+_WIDE_LEVELS = 12
+
 # A live frontier of at most this many nodes is stepped in plain Python (NumPy's
 # per-call overhead, ~25 calls a level, beats vectorising below this size). Its work
 # is bounded: at most 24 nodes x 256 children a level, fewer where a state reads few
@@ -242,14 +246,16 @@ class TokenTrie:
         or plain Python steps when it is small, so a state that reads few bytes walks
         few nodes however big the vocabulary.
         """
+        found = _Found()
+        frontier: tuple[Ints, Ints] | tuple[list[int], list[int]]
         if wide and depth == 1:
             first = np.full(self.levels[0].byte.size, dead, dtype=np.int64)
             first[nodes] = states
-            return self._walk_levels(table, dead, crossing, first)
-        found = _Found()
-        alive = states != dead
-        frontier: tuple[Ints, Ints] | tuple[list[int], list[int]]
-        frontier = (nodes[alive], states[alive])
+            frontier = self._walk_levels(table, dead, crossing, first, found)
+            depth = _WIDE_LEVELS + 1
+        else:
+            alive = states != dead
+            frontier = (nodes[alive], states[alive])
         while len(frontier[0]):
             last = depth == len(self.levels)
             if len(frontier[0]) <= _SMALL:
@@ -331,12 +337,19 @@ class TokenTrie:
         return Following.of(byte, lo, hi, col)
 
     def _walk_levels(
-        self, table: npt.NDArray[np.int32] | Ints, dead: int, crossing: Bools, first: Ints
-    ) -> TrieWalk:
+        self,
+        table: npt.NDArray[np.int32] | Ints,
+        dead: int,
+        crossing: Bools,
+        first: Ints,
+        found: _Found,
+    ) -> tuple[Ints, Ints]:
+        """The first ``_WIDE_LEVELS`` levels in full, one gather each (dead nodes too);
+        returns the live nodes of the next level and their states (the deep levels
+        hold few nodes: they are followed as a frontier)."""
         inside = np.zeros(self.count, dtype=np.bool_)
-        found = _Found()
         state = first
-        for depth, level in enumerate(self.levels, start=1):
+        for depth, level in enumerate(self.levels[:_WIDE_LEVELS], start=1):
             if depth > 1:
                 state = table[state[level.parent] * 256 + level.byte]
             if level.ends.size:
@@ -344,7 +357,13 @@ class TokenTrie:
             cross = np.flatnonzero(crossing[state])
             if cross.size:
                 found.boundaries(level, cross, depth)
-        return TrieWalk(np.flatnonzero(inside), found.result().bounds)
+        found.inside.append(np.flatnonzero(inside))
+        if len(self.levels) <= _WIDE_LEVELS:
+            return _NONE
+        below = self.levels[_WIDE_LEVELS]
+        state = table[state[below.parent] * 256 + below.byte]
+        alive = np.flatnonzero(state != dead)
+        return alive, state[alive]
 
     def _big_level(
         self,
@@ -437,6 +456,7 @@ class _Found:
         self.bounds: list[Boundaries] = []
         self.small_in: list[tuple[int, int]] = []
         self.small_b: list[tuple[int, int, int, int]] = []
+        self.inside: list[Ints] = []  # positions found inside, as they are
 
     def boundaries(self, level: _Level, nodes: Ints, depth: int) -> None:
         """``nodes`` at ``depth`` pass a crossing state: their tokens past those equal to
@@ -455,7 +475,7 @@ class _Found:
         joined = Boundaries.join(bounds)
         if joined.size > 1:
             joined = joined.take(np.argsort(joined.lo, kind="stable"))
-        if not self.in_lo and sum(hi - lo for lo, hi in self.small_in) <= 256:
+        if not self.in_lo and not self.inside and sum(hi - lo for lo, hi in self.small_in) <= 256:
             # Small levels only, few tokens: expand the ranges in plain Python.
             inside = sorted(p for lo, hi in self.small_in for p in range(lo, hi))
             return TrieWalk(np.array(inside, dtype=np.int64), joined)
@@ -463,7 +483,10 @@ class _Found:
         if self.small_in:
             pairs = np.array(self.small_in, dtype=np.int64)
             in_lo, in_hi = [*in_lo, pairs[:, 0]], [*in_hi, pairs[:, 1]]
-        return TrieWalk(np.sort(ranges(np.concatenate(in_lo), np.concatenate(in_hi))), joined)
+        if not in_lo:  # a wide walk's positions (sorted) and nothing else
+            return TrieWalk(self.inside[0], joined)
+        parts = [*self.inside, ranges(np.concatenate(in_lo), np.concatenate(in_hi))]
+        return TrieWalk(np.sort(np.concatenate(parts) if len(parts) > 1 else parts[0]), joined)
 
 
 def ranges(lo: Ints, hi: Ints) -> Ints:
