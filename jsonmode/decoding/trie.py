@@ -204,6 +204,19 @@ class TokenTrie:
                 )
             )
         self.levels = tuple(levels)
+        # Every node of every level in one numbering (level by level): node ``n`` at
+        # depth ``d`` is ``self._first[d - 1] + n``; its children, byte and positions.
+        self._first = np.cumsum([0, *(level.byte.size for level in levels)]).astype(np.int64)
+        below = self._first[1:]
+        self._child_lo = _joined(
+            [lv.child_lo + base for lv, base in zip(levels, below, strict=True)]
+        )
+        self._child_hi = _joined(
+            [lv.child_hi + base for lv, base in zip(levels, below, strict=True)]
+        )
+        self._byte = _joined([level.byte for level in levels])
+        self._lo = _joined([level.lo for level in levels])
+        self._hi = _joined([level.hi for level in levels])
         # Per level, memoryviews of the arrays the small-frontier steps read (indexing
         # one gives a plain int, without NumPy's per-call overhead).
         self._views = tuple(
@@ -318,23 +331,11 @@ class TokenTrie:
     def following(self, bounds: Boundaries) -> Following:
         """The tokens of ``bounds`` split by the byte their rest starts with (the
         entries' children in the trie)."""
-        parts: list[tuple[Ints, Ints, Ints, Ints]] = []
-        for col in np.unique(bounds.col).tolist() if bounds.size > 1 else bounds.col.tolist():
-            nodes = bounds.node if bounds.size == 1 else bounds.node[bounds.col == col]
-            level, below = self.levels[col - 1], self.levels[col]
-            children = ranges(level.child_lo[nodes], level.child_hi[nodes])
-            parts.append(
-                (
-                    below.byte[children],
-                    below.lo[children],
-                    below.hi[children],
-                    np.full(children.size, col, dtype=np.int64),
-                )
-            )
-        if len(parts) == 1:
-            return Following.of(*parts[0])
-        byte, lo, hi, col = (np.concatenate(arrays) for arrays in zip(*parts, strict=True))
-        return Following.of(byte, lo, hi, col)
+        nodes = self._first[bounds.col - 1] + bounds.node
+        first, last = self._child_lo[nodes], self._child_hi[nodes]
+        children = ranges(first, last)
+        col = np.repeat(bounds.col, last - first)
+        return Following.of(self._byte[children], self._lo[children], self._hi[children], col)
 
     def _walk_levels(
         self,
@@ -437,6 +438,10 @@ class TokenTrie:
                         nodes.append(child)
                         states.append(target)
         return nodes, states
+
+
+def _joined(arrays: list[Ints]) -> Ints:
+    return np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
 
 
 def _as_list(values: Ints | list[int]) -> list[int]:
