@@ -41,7 +41,13 @@ import numpy.typing as npt
 from jsonmode.decoding.automaton import Network
 from jsonmode.decoding.lru import Lru
 from jsonmode.decoding.reference import END, ReferenceMatcher, Stack, State
-from jsonmode.decoding.trie import Boundaries, Following, TokenTrie, lexicographic_order
+from jsonmode.decoding.trie import (
+    Boundaries,
+    Following,
+    TokenTrie,
+    TrieWalk,
+    lexicographic_order,
+)
 from jsonmode.decoding.vocabulary import Vocabulary
 
 __all__ = ["MaskEngine", "Matcher", "configure_caches"]
@@ -249,6 +255,9 @@ _engine_ids = itertools.count()
 # Missing segments with more tokens than this are walked level by level in full
 # (one gather per level) rather than by following the live frontier.
 _WIDE = 100_000
+# A state none of whose segments is cached, with more than this many first bytes, is
+# walked whole: its segments are not split off and cached (they rarely serve again).
+_UNSPLIT = 32
 # A state is walked as a patch of its twin's walk (see MaskEngine._patched_walk) when
 # it reads at least _PATCH_MIN_BYTES bytes, at most _PATCH_MAX_BYTES of them lead
 # elsewhere than the twin's, and at most _PATCH_MAX_PAIRS trie nodes must be followed
@@ -580,6 +589,11 @@ class MaskEngine:
                 missing.append((byte, target))
             else:
                 segments.append((byte, target, segment))
+        if len(missing) > _UNSPLIT and not segments:
+            # A state unlike any seen (a count state near its bound, say): its segments
+            # would rarely serve again, so the walk is kept whole, not split and cached.
+            found = self._trie_walk(info, missing)
+            return self._shared(self._ids[found.inside], found.bounds)
         if missing:
             for (byte, target), segment in zip(
                 missing, self._compute_segments(info, missing), strict=True
@@ -593,6 +607,10 @@ class MaskEngine:
             if segment.bounds.size:
                 bounds.append(segment.bounds)
         ids = self._ids[np.concatenate(inside)] if inside else np.zeros(0, dtype=np.int64)
+        return self._shared(ids, Boundaries.join(bounds))
+
+    def _shared(self, ids: Rows, bounds: Boundaries) -> _SharedWalk:
+        """A walk from the ids of the tokens inside and the boundary entries (sorted)."""
         size = self.vocabulary.size
         dense = ids.size * 32 > size  # a bit per id beats 4 bytes per listed id
         packed: npt.NDArray[np.uint8] | npt.NDArray[np.int32]
@@ -602,7 +620,7 @@ class MaskEngine:
             packed = np.packbits(bits)
         else:
             packed = np.sort(ids).astype(np.int32)
-        return _SharedWalk(packed, dense, Boundaries.join(bounds))
+        return _SharedWalk(packed, dense, bounds)
 
     def _replay(self, flat: npt.NDArray[np.int32], state: int, positions: Rows, cols: Rows) -> Rows:
         """The states reached from ``state`` reading columns ``0 .. cols - 1`` of each
@@ -615,18 +633,23 @@ class MaskEngine:
             states[going] = flat[states[going] * 256 + self._matrix[positions[going], column]]
         return states
 
-    def _compute_segments(self, info: _RuleInfo, missing: list[tuple[int, int]]) -> list[_Segment]:
-        """The segments of ``(first byte, state after it)`` pairs, all in one
-        walk of the token trie that follows live prefixes only."""
+    def _trie_walk(self, info: _RuleInfo, missing: list[tuple[int, int]]) -> TrieWalk:
+        """One walk of the token trie for ``(first byte, state after it)`` pairs,
+        following live prefixes only (every node of the first levels when wide)."""
         trie = self._index.trie
         nodes = trie.first_nodes[[byte for byte, _ in missing]]
         states = np.array([target for _, target in missing], dtype=np.int64)
-        dead = info.crossing.size
         offsets = self._offsets
         wide = sum(int(offsets[byte + 1] - offsets[byte]) for byte, _ in missing) > _WIDE
-        found = trie.walk(
+        dead = info.crossing.size
+        return trie.walk(
             info.dead_table, dead, info.dead_crossing, nodes, states, info.reads, wide=wide
         )
+
+    def _compute_segments(self, info: _RuleInfo, missing: list[tuple[int, int]]) -> list[_Segment]:
+        """The segments of ``(first byte, state after it)`` pairs, from one trie walk."""
+        found = self._trie_walk(info, missing)
+        offsets = self._offsets
         if len(missing) == 1:
             return [_Segment(found.inside.astype(np.int32), found.bounds)]
         spans = np.array([[offsets[b], offsets[b + 1]] for b, _ in missing])

@@ -358,7 +358,7 @@ class TokenTrie:
             cross = np.flatnonzero(crossing[state])
             if cross.size:
                 found.boundaries(level, cross, depth)
-        found.inside.append(np.flatnonzero(inside))
+        found.inside_bits = inside
         if len(self.levels) <= _WIDE_LEVELS:
             return _NONE
         below = self.levels[_WIDE_LEVELS]
@@ -461,7 +461,7 @@ class _Found:
         self.bounds: list[Boundaries] = []
         self.small_in: list[tuple[int, int]] = []
         self.small_b: list[tuple[int, int, int, int]] = []
-        self.inside: list[Ints] = []  # positions found inside, as they are
+        self.inside_bits: Bools | None = None  # a wide walk's inside positions, as flags
 
     def boundaries(self, level: _Level, nodes: Ints, depth: int) -> None:
         """``nodes`` at ``depth`` pass a crossing state: their tokens past those equal to
@@ -480,7 +480,8 @@ class _Found:
         joined = Boundaries.join(bounds)
         if joined.size > 1:
             joined = joined.take(np.argsort(joined.lo, kind="stable"))
-        if not self.in_lo and not self.inside and sum(hi - lo for lo, hi in self.small_in) <= 256:
+        bits = self.inside_bits
+        if not self.in_lo and bits is None and sum(hi - lo for lo, hi in self.small_in) <= 256:
             # Small levels only, few tokens: expand the ranges in plain Python.
             inside = sorted(p for lo, hi in self.small_in for p in range(lo, hi))
             return TrieWalk(np.array(inside, dtype=np.int64), joined)
@@ -488,10 +489,11 @@ class _Found:
         if self.small_in:
             pairs = np.array(self.small_in, dtype=np.int64)
             in_lo, in_hi = [*in_lo, pairs[:, 0]], [*in_hi, pairs[:, 1]]
-        if not in_lo:  # a wide walk's positions (sorted) and nothing else
-            return TrieWalk(self.inside[0], joined)
-        parts = [*self.inside, ranges(np.concatenate(in_lo), np.concatenate(in_hi))]
-        return TrieWalk(np.sort(np.concatenate(parts) if len(parts) > 1 else parts[0]), joined)
+        if bits is None:
+            return TrieWalk(np.sort(ranges(np.concatenate(in_lo), np.concatenate(in_hi))), joined)
+        if in_lo:
+            bits[ranges(np.concatenate(in_lo), np.concatenate(in_hi))] = True
+        return TrieWalk(np.flatnonzero(bits), joined)
 
 
 def ranges(lo: Ints, hi: Ints) -> Ints:
