@@ -14,15 +14,19 @@ How a mask is computed (see ARCHITECTURE.md, "How the engine gets fast"):
    that byte: states of any rule or schema that act alike on the next bytes
    share segments and walks, process-wide. Missing segments are walked through
    the token trie (:mod:`~jsonmode.decoding.trie`) along live prefixes only, so a
-   state that reads few bytes costs little; wide ones take one gather per level.
-   A wide state that differs from its *twin* (the state most of its bytes lead
-   to) in few places, such as a key still spelling a declared name, takes the
-   twin's walk and redoes only the trie subtrees where the two part.
-3. Boundary tokens are finished from the real stack by the reference matcher,
-   grouped by the first byte they still have to read (only those the caller can
-   read are tried), then one reference step per distinct prefix (a trie walk over
-   the boundary tokens), so a prefix that dies kills all the tokens that share it
-   at once.
+   state that reads few bytes costs little; wide ones take one gather per level
+   for the first levels. A state unlike any seen is walked whole, not split into
+   segments. A wide state that differs from its *twin* (the state most of its
+   bytes lead to) in few places, such as a key still spelling a declared name,
+   takes the twin's walk and redoes only the trie subtrees where the two part.
+   Boundary tokens are kept as trie subtrees (one entry per node where the walk
+   passed a call or return point), so the work on them grows with the entries,
+   not with the tokens: the tokens after a space that opens a value are one entry.
+3. Boundary tokens are finished from the real stack by the reference matcher:
+   grouped by where they stop in the rule, split by the byte their rest starts
+   with (only those the caller can read are tried), then one reference step per
+   distinct prefix (a trie walk over the boundary tokens), so a prefix that dies
+   kills all the tokens that share it at once.
 
 Errors on the hot path are booleans and a sticky state, never exceptions.
 Matchers are cheap and single-threaded; the caches they share are thread-safe.
