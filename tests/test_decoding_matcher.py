@@ -405,3 +405,37 @@ def test_lexicographic_order_sorts_tokens_by_their_bytes():
     order = lexicographic_order(matrix, lengths).tolist()
     expected = sorted(range(len(tokens)), key=lambda row: (tokens[row], row))
     assert order == expected
+
+
+def test_lexemes_hashed_together_equal_each_hashed_alone():
+    """One pass over all of a network's lexemes (their automata side by side) gives
+    every lexeme exactly the hashes it gets alone, and caches them by signature."""
+    from jsonmode.decoding import matcher as matcher_module
+
+    vocabulary = Vocabulary.from_token_bytes(
+        [bytes([b]) for b in range(32, 127)] + [b'":', b"12", b"ab", b""], eos_ids=[98]
+    )
+    schema = {
+        "type": "object",
+        "properties": {
+            "s": {"type": "string", "maxLength": 7},
+            "p": {"type": "string", "pattern": "^[a-c]+x?$"},
+            "n": {"type": "number"},
+            "i": {"type": "integer", "minimum": 3, "maximum": 117},
+        },
+    }
+    engine = compile_schema(schema, vocabulary).engine
+    matcher_module._hash_cache.clear()
+    lexemes = engine._lexemes
+    assert len(lexemes) >= 4
+    depths = (engine._depth, engine._depth + 1)
+    first = engine._hash_lexemes(lexemes[0])
+    assert set(lexemes) <= engine._hashed  # all in the one pass
+    for rule in lexemes:
+        signature, crossing, trans = engine._signature(rule)
+        alone = matcher_module._state_hashes(trans, crossing, depths)
+        cached = matcher_module._hash_cache.get((signature, engine._depth))
+        assert cached is not None
+        assert np.array_equal(cached, alone)
+    _, crossing, trans = engine._signature(lexemes[0])
+    assert np.array_equal(first, matcher_module._state_hashes(trans, crossing, depths))

@@ -96,7 +96,7 @@ class Boundaries:
         if len(parts) == 1:
             return parts[0]
         if not parts:
-            return NO_BOUNDARIES
+            return _NO_BOUNDARIES
         return Boundaries(
             np.concatenate([part.lo for part in parts]),
             np.concatenate([part.hi for part in parts]),
@@ -106,7 +106,7 @@ class Boundaries:
 
 
 _EMPTY = np.zeros(0, dtype=np.int64)
-NO_BOUNDARIES = Boundaries(_EMPTY, _EMPTY, _EMPTY, _EMPTY)
+_NO_BOUNDARIES = Boundaries(_EMPTY, _EMPTY, _EMPTY, _EMPTY)
 
 
 # Boundary groups of at most this many tokens are kept listed: choosing among them by
@@ -441,14 +441,14 @@ class TokenTrie:
 
 
 def _joined(arrays: list[Ints]) -> Ints:
-    return np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
+    return np.concatenate(arrays) if arrays else _EMPTY
 
 
 def _as_list(values: Ints | list[int]) -> list[int]:
     return values if isinstance(values, list) else values.tolist()
 
 
-_NONE: tuple[Ints, Ints] = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+_NONE: tuple[Ints, Ints] = (_EMPTY, _EMPTY)
 
 
 class _Found:
