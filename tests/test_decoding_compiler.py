@@ -286,3 +286,27 @@ def test_an_unknown_metaschema_is_post_validated():
     assert compile_schema(custom).unenforced == ("/$schema",)
     standard = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "integer"}
     assert compile_schema(standard).fully_enforced
+
+
+def test_strings_with_length_bounds_only_are_marked_counted():
+    """A string whose only constraints are length bounds becomes a rule marked with
+    them (the mask engine walks it as the plain string plus a count); one with a
+    pattern or a format, or no bounds, is not marked."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "string", "maxLength": 5},
+            "b": {"type": "string", "minLength": 2},
+            "c": {"type": "string", "minLength": 2, "pattern": "^[a-z]+$"},
+            "d": {"type": "string", "maxLength": 9, "format": "date"},
+            "e": {"type": "string"},
+        },
+    }
+    network = compile_schema(schema).network
+    marked = {rule.name: rule.lengths for rule in network.rules if not any(rule.calls)}
+    assert marked["string_5"] == (0, 5)
+    assert marked["string_2"] == (2, None)
+    assert all(
+        lengths is None for name, lengths in marked.items() if name not in ("string_5", "string_2")
+    )
+    assert len(marked) >= 5

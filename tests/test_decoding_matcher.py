@@ -426,11 +426,13 @@ def test_lexemes_hashed_together_equal_each_hashed_alone():
     }
     engine = compile_schema(schema, vocabulary).engine
     matcher_module._hash_cache.clear()
-    lexemes = engine._lexemes
-    assert len(lexemes) >= 4
+    # Counted strings (the maxLength one) are keyed by their budgets, not hashed.
+    lexemes = [rule for rule in engine._lexemes if engine.network.rules[rule].lengths is None]
+    assert len(lexemes) >= 3
     depths = (engine._depth, engine._depth + 1)
     first = engine._hash_lexemes(lexemes[0])
     assert set(lexemes) <= engine._hashed  # all in the one pass
+    assert not set(engine._lexemes) - set(lexemes) & engine._hashed
     for rule in lexemes:
         signature, crossing, trans = engine._signature(rule)
         alone = matcher_module._state_hashes(trans, crossing, depths)
@@ -439,3 +441,96 @@ def test_lexemes_hashed_together_equal_each_hashed_alone():
         assert np.array_equal(cached, alone)
     _, crossing, trans = engine._signature(lexemes[0])
     assert np.array_equal(first, matcher_module._state_hashes(trans, crossing, depths))
+
+
+COUNTED = {
+    "type": "object",
+    "properties": {
+        "a": {"type": "string", "maxLength": 5},
+        "b": {"type": "string", "minLength": 3, "maxLength": 40},
+        "c": {"type": "string", "minLength": 4},
+        "d": {"type": "string", "minLength": 2, "maxLength": 2},
+        "e": {"type": "string", "maxLength": 0},
+    },
+}
+
+
+@pytest.mark.parametrize("name", ["qwen2.5", "mistral-7b-v0.1"])
+def test_counted_string_walks_equal_computed_walks(name):
+    """A string with length bounds only, between characters, is walked as the plain
+    string's walk cut by its character budget: exactly the tokens and boundaries a
+    trie walk of its own automaton finds, at every count (near both bounds, far from
+    them, exactly at them)."""
+    vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / name)
+    engine = compile_schema(COUNTED, vocabulary).engine
+    compared = set()
+    for rule, automaton in enumerate(engine.network.rules):
+        if automaton.lengths is None:
+            continue
+        info = engine._rule_key(rule)
+        assert info.counted is not None, automaton.name  # not silently the slow path
+        for state in range(automaton.n_states):
+            budget = engine._budget(info.counted, state)
+            if budget is None:
+                continue
+            walk = engine._counted_walk(info.counted.plain, *budget)
+            expected = engine._compute_walk(info, state)
+            assert _walk_sets(walk, vocabulary.size) == _walk_sets(expected, vocabulary.size), (
+                automaton.name,
+                state,
+            )
+            compared.add((automaton.lengths, budget))
+    assert {lengths for lengths, _ in compared} == {(0, 5), (3, 40), (4, None), (2, 2), (0, 0)}
+    assert len(compared) > 30
+
+
+def test_counted_string_masks_equal_reference_masks():
+    """Through the whole engine (budget keys shared between lexemes, the local walks
+    of each lexeme), masks of counted strings are the reference matcher's."""
+    from tokenizers import Tokenizer
+
+    vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / "qwen2.5")
+    compiled = compile_schema(COUNTED, vocabulary)
+    tokenizer = Tokenizer.from_file(str(TOKENIZERS / "qwen2.5" / "tokenizer.json"))
+    checked = 0
+    for document in (
+        '{"a":"abcd","b":"' + "xy" * 19 + '","d":"ab"}',
+        r'{"a":"\u00e9\n' + "\u00e9" + r'","c":"caf' + "\u00e9" + r' \"ok\"","e":""}',
+    ):
+        matcher = compiled.matcher()
+        for step, token in enumerate(tokenizer.encode(document, add_special_tokens=False).ids):
+            if step % 8 == 7:  # (a reference mask takes seconds)
+                assert np.array_equal(matcher.mask(), reference_mask(compiled, matcher.state))
+                checked += 1
+            assert matcher.advance(token), document
+        assert matcher.can_end()
+    assert checked >= 4
+
+
+def test_count_states_refuse_automata_other_than_the_counted_plain_string():
+    """The claim ``lengths`` is checked against the automaton on every state and byte
+    class: a wrong bound, or a body narrower than any string, is refused (the engine
+    then walks the rule like any other), never mistaken for a counted string."""
+    from jsonmode.decoding import regex as rx
+    from jsonmode.decoding.automaton import plain_string_rule, quoted_rule
+    from jsonmode.decoding.matcher import _count_states
+
+    plain = plain_string_rule().trans
+
+    def rule(dfa, lengths):
+        return quoted_rule("s", rx.json_string_body_dfa(dfa), lengths)
+
+    for low, high in ((0, 0), (0, 1), (3, 3), (2, 40), (0, None), (6, None)):
+        found = _count_states(rule(rx.any_char_dfa(low, high), (low, high)), plain)
+        assert found is not None, (low, high)
+        plain_of, chars = found
+        between = int(plain[0, ord('"')])
+        assert sorted(chars[plain_of == between].tolist()) == list(range((high or low) + 1))
+    assert _count_states(rule(rx.any_char_dfa(0, 5), (0, 4)), plain) is None
+    assert _count_states(rule(rx.any_char_dfa(0, 5), (1, 5)), plain) is None
+    assert _count_states(rule(rx.any_char_dfa(2, None), (1, None)), plain) is None
+    assert _count_states(rule(rx.any_char_dfa(0, 5), (0, None)), plain) is None
+    letters = rx.intersect(rx.any_char_dfa(0, 5), rx.compile_pattern("^[a-z]*$"))
+    assert _count_states(rule(letters, (0, 5)), plain) is None
+    no_quote = rx.intersect(rx.any_char_dfa(0, 5), rx.compile_pattern('^[^"]*$'))
+    assert _count_states(rule(no_quote, (0, 5)), plain) is None

@@ -27,9 +27,10 @@ import numpy.typing as npt
 
 from jsonmode.decoding.grammar import Alt, Call, Expr, Grammar, Lex, Lit, Members, Rep, Seq
 from jsonmode.decoding.lru import Lru
+from jsonmode.decoding.regex import ByteDFA, any_char_dfa, json_string_body_dfa
 from jsonmode.errors import BudgetExceededError, UnsupportedSchemaError
 
-__all__ = ["Network", "RuleDFA", "build_network"]
+__all__ = ["Network", "RuleDFA", "build_network", "plain_string_rule", "quoted_rule"]
 
 # The NFA may be this many times larger than the DFA budget before we give up early.
 _NFA_PER_DFA_STATE = 4
@@ -188,6 +189,9 @@ class RuleDFA:
     trans: npt.NDArray[np.int32]
     calls: tuple[tuple[tuple[int, int], ...], ...]
     accepting: npt.NDArray[np.bool_]
+    # A quoted JSON string of any ``low .. high`` code points (high None: unbounded):
+    # the automaton is :func:`plain_string_rule`'s with a count of the characters.
+    lengths: tuple[int, int | None] | None = None
 
     @property
     def n_states(self) -> int:
@@ -401,14 +405,27 @@ def _direct(name: str, expr: Expr) -> RuleDFA | None:
         return RuleDFA(name, trans, ((),) * dfa.n_states, accepting)
     if (dfa.trans[np.asarray(dfa.accepting), ord('"')] >= 0).any():  # pragma: no cover
         return None  # a body that could go on with a raw quote (never: JSON escapes it)
-    count = dfa.n_states + 2  # 0: before the opening quote; last: after the closing one
+    return quoted_rule(name, dfa, lex.lengths)
+
+
+def quoted_rule(name: str, body: ByteDFA, lengths: tuple[int, int | None] | None = None) -> RuleDFA:
+    """The rule ``'"' body '"'``: state 0 is before the opening quote, the last state
+    after the closing one (its only accepting state); the body's states follow state 0
+    in their order. ``body`` must not read a raw quote where it accepts."""
+    count = body.n_states + 2
     trans = np.full((count, 256), -1, dtype=np.int32)
-    trans[1:-1] = np.where(dfa.trans >= 0, dfa.trans + 1, -1)
-    trans[0, ord('"')] = 1 + dfa.start
-    trans[1:-1][np.asarray(dfa.accepting), ord('"')] = count - 1
+    trans[1:-1] = np.where(body.trans >= 0, body.trans + 1, -1)
+    trans[0, ord('"')] = 1 + body.start
+    trans[1:-1][np.asarray(body.accepting), ord('"')] = count - 1
     accepting = np.zeros(count, dtype=np.bool_)
     accepting[-1] = True
-    return RuleDFA(name, trans, ((),) * count, accepting)
+    return RuleDFA(name, trans, ((),) * count, accepting, lengths)
+
+
+@functools.cache
+def plain_string_rule() -> RuleDFA:
+    """The rule for any JSON string (what a ``lengths`` rule counts over)."""
+    return quoted_rule("string", json_string_body_dfa(any_char_dfa()))
 
 
 def _determinise_expr(name: str, expr: Expr, max_states: int) -> _Raw:

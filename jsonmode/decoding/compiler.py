@@ -166,8 +166,10 @@ def _lex(label: str, dfa: rx.CharDFA) -> Lex:
     return Lex(label, rx.utf8_byte_dfa(dfa))
 
 
-def _string_lex(label: str, dfa: rx.CharDFA) -> Expr:
-    return seq(Lit(b'"'), Lex(label, rx.json_string_body_dfa(dfa)), Lit(b'"'))
+def _string_lex(label: str, dfa: rx.CharDFA, lengths: tuple[int, int | None] | None = None) -> Expr:
+    """A quoted JSON string whose decoded value ``dfa`` accepts (``lengths``: ``dfa``
+    is exactly :func:`~jsonmode.decoding.regex.any_char_dfa` of those bounds)."""
+    return seq(Lit(b'"'), Lex(label, rx.json_string_body_dfa(dfa), lengths), Lit(b'"'))
 
 
 @dataclass
@@ -499,7 +501,10 @@ class _Builder:
                 return _string_lex(f"string{name}", dfa), tuple(dropped)
             try:
                 lengths = rx.any_char_dfa(low, high)
-                dfa = lengths if shape is None else rx.intersect(lengths, shape)
+                if shape is None:
+                    name = f"string{_bounds(low or None, high)}"
+                    return _string_lex(name, lengths, (low, high)), tuple(dropped)
+                dfa = rx.intersect(lengths, shape)
                 name = f"string{_bounds(low or None, high)}{name}"
             except UnsupportedSchemaError as exc:
                 dfa = shape if shape is not None else rx.any_char_dfa(0, None)

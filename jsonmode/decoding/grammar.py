@@ -49,10 +49,16 @@ class Lit:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Lex:
-    """A lexeme: any byte string the automaton accepts. ``label`` is what prints."""
+    """A lexeme: any byte string the automaton accepts. ``label`` is what prints.
+
+    ``lengths``: set on a JSON string body that is *any* string of ``low .. high``
+    code points (``high`` None: unbounded) and nothing else, so that the mask engine
+    may treat it as the plain string body plus a count (see ``RuleDFA.lengths``).
+    """
 
     label: str
     dfa: ByteDFA = field(repr=False, compare=False)
+    lengths: tuple[int, int | None] | None = field(default=None, repr=False, compare=False)
 
     def __str__(self) -> str:
         return f"/{self.label}/"

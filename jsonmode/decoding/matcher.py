@@ -22,6 +22,11 @@ How a mask is computed (see ARCHITECTURE.md, "How the engine gets fast"):
    Boundary tokens are kept as trie subtrees (one entry per node where the walk
    passed a call or return point), so the work on them grows with the entries,
    not with the tokens: the tokens after a space that opens a value are one entry.
+   A string with length bounds only is the plain string plus a count of its
+   characters: a state between characters takes the plain string's walk less the
+   tokens beyond its character budget (per-token counts from one trie replay per
+   vocabulary), keyed by that budget, so the states far from their bounds share one
+   walk whatever their lexeme.
 3. Boundary tokens are finished from the real stack by the reference matcher:
    grouped by where they stop in the rule, split by the byte their rest starts
    with (only those the caller can read are tried), then one reference step per
@@ -42,7 +47,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from jsonmode.decoding.automaton import Network
+from jsonmode.decoding.automaton import Network, RuleDFA, plain_string_rule
 from jsonmode.decoding.lru import Lru
 from jsonmode.decoding.reference import END, ReferenceMatcher, Stack, State
 from jsonmode.decoding.trie import (
@@ -150,7 +155,8 @@ class _RuleInfo:
     ``crossing.size``; ``dead_crossing`` has it, False), and per state bounded-depth
     behaviour hashes (None for automata too big to hash): row 0 looks as far as the
     longest token after its first byte, row 1 as far as the longest token (each
-    with a byte to spare)."""
+    with a byte to spare). ``counted``: for a string with length bounds only, its
+    states as the plain string's plus a count."""
 
     signature: bytes
     crossing: npt.NDArray[np.bool_]
@@ -158,6 +164,7 @@ class _RuleInfo:
     dead_table: npt.NDArray[np.int32]
     dead_crossing: npt.NDArray[np.bool_]
     hashes: npt.NDArray[np.uint64] | None
+    counted: _Counted | None = None
     readable: dict[int, list[int]] = field(default_factory=dict)  # memo of reads()
 
     def reads(self, state: int) -> list[int]:
@@ -167,6 +174,193 @@ class _RuleInfo:
             row = self.flat[state * 256 : state * 256 + 256]
             known = self.readable[state] = np.flatnonzero(row >= 0).tolist()
         return known
+
+
+def _content(automaton: RuleDFA) -> tuple[bytes, npt.NDArray[np.bool_], npt.NDArray[np.int32]]:
+    """A rule's content signature, crossing states (accepting or calling) and
+    transitions."""
+    crossing = automaton.accepting.copy()
+    for index, calls in enumerate(automaton.calls):
+        if calls:
+            crossing[index] = True
+    trans = np.ascontiguousarray(automaton.trans, dtype=np.int32)
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(trans.tobytes())
+    digest.update(crossing.tobytes())
+    return digest.digest(), crossing, trans
+
+
+def _rule_info(
+    signature: bytes,
+    crossing: npt.NDArray[np.bool_],
+    trans: npt.NDArray[np.int32],
+    hashes: npt.NDArray[np.uint64] | None,
+    counted: _Counted | None = None,
+) -> _RuleInfo:
+    flat = trans.reshape(-1)
+    dead = crossing.size
+    dead_table = np.full(flat.size + 256, dead, dtype=np.int32)
+    dead_table[: flat.size] = np.where(flat >= 0, flat, dead)
+    return _RuleInfo(
+        signature, crossing, flat, dead_table, np.append(crossing, False), hashes, counted
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Counted:
+    """A string with length bounds only (``RuleDFA.lengths``) as the plain string
+    (``plain``) plus a count: per state, the plain string's state it acts as
+    (``plain_of``) and the characters begun so far (``chars``; capped at ``low``
+    when there is no upper bound). From a state, a token fares as from its plain
+    state, except that it dies once it begins more than ``high - chars`` characters,
+    or closes the string after fewer than ``low - chars``."""
+
+    plain: _RuleInfo
+    plain_of: npt.NDArray[np.int64]
+    chars: npt.NDArray[np.int64]
+    low: int
+    high: int | None
+
+    @property
+    def between(self) -> int:
+        """The plain string's state between characters."""
+        return int(self.plain.flat[_QUOTE])
+
+
+@dataclass(frozen=True, slots=True)
+class _CharCounts:
+    """The tokens read from the plain string's between-characters state: per
+    position, the characters a token begins if it is read to its end (``chars``;
+    -1: it is not) and whether it ends just after the closing quote (``closed``);
+    per trie node, the characters begun along its prefix (``at_nodes``; where a
+    boundary entry read the closing quote, those before it)."""
+
+    chars: npt.NDArray[np.int16]
+    closed: npt.NDArray[np.bool_]
+    at_nodes: npt.NDArray[np.int16]
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.chars.nbytes + self.closed.nbytes + self.at_nodes.nbytes)
+
+
+_QUOTE = ord('"')
+
+
+def _begins(plain: npt.NDArray[np.int32]) -> npt.NDArray[np.bool_]:
+    """Per plain-string state and byte: whether the byte begins a character (any
+    byte the body's between-characters state reads, but the closing quote)."""
+    between = int(plain[0, _QUOTE])
+    begins = np.zeros(plain.shape, dtype=np.bool_)
+    begins[between] = plain[between] >= 0
+    begins[between, _QUOTE] = False
+    return begins
+
+
+def _count_states(
+    rule: RuleDFA, plain: npt.NDArray[np.int32]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
+    """Each state of a ``lengths`` rule as ``(plain string state, characters begun)``;
+    None unless the rule is exactly the plain string with those bounds on the count.
+
+    The states between characters are found first, one per count (from the opening
+    quote, an ``a`` at a time); the others are paired with the plain string's in its
+    order (the states inside a character form an acyclic graph between its
+    between-characters states), all the states of one plain state at once. Every
+    state and byte class is checked against the plain string and the bounds, so a
+    rule built otherwise is refused, not mistaken.
+    """
+    assert rule.lengths is not None
+    low, high = rule.lengths
+    trans, size = rule.trans, rule.trans.shape[0]
+    top = high if high is not None else low
+    between, closing = int(plain[0, _QUOTE]), plain.shape[0] - 1
+    chain = [int(trans[0, _QUOTE])]
+    for _ in range(top):
+        chain.append(int(trans[chain[-1], ord("a")]) if chain[-1] >= 0 else -1)
+    if min(chain) < 0 or len(set(chain)) != top + 1:
+        return None
+    if high is None and trans[chain[-1], ord("a")] != chain[-1]:
+        return None
+    begins = _begins(plain)
+    # Bytes that every state of both automata treats alike, as one class each.
+    _, first = np.unique(
+        _fold_columns(np.concatenate([trans, plain, begins.astype(np.int32)])), return_index=True
+    )
+    ours, theirs, weight = trans[:, first], plain[:, first], begins[:, first].astype(np.int64)
+    quote = first == _QUOTE
+    chains = np.array(chain, dtype=np.int64)
+    plain_of = np.full(size, -1, dtype=np.int64)
+    chars = np.full(size, -1, dtype=np.int64)
+    plain_of[size - 1], chars[size - 1] = closing, 0
+    arrivals: dict[int, list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]] = {
+        0: [(np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64))],
+        between: [(chains, np.arange(top + 1, dtype=np.int64))],
+    }
+    order = _plain_order(plain)
+    rank = {state: index for index, state in enumerate(order)}
+    for here in order:
+        parts = arrivals.pop(here, [])
+        if not parts:
+            continue
+        states = np.concatenate([s for s, _ in parts])
+        counts = np.concatenate([c for _, c in parts])
+        states, index = np.unique(states, return_index=True)
+        counts = counts[index]
+        if (plain_of[states] >= 0).any():  # met before as another plain state
+            return None
+        plain_of[states], chars[states] = here, counts
+        if (chars[states] != counts).any():
+            return None
+        targets, theirs_here = ours[states], theirs[here]
+        if (targets[:, theirs_here < 0] >= 0).any():
+            return None
+        after = counts[:, None] + weight[here][None, :]
+        if high is None:
+            np.minimum(after, low, out=after)
+        early = (counts[:, None] < low) & quote[None, :] & (here == between)
+        full = (counts[:, None] >= top) & (weight[here][None, :] > 0) & (high is not None)
+        missing = (targets < 0) & (theirs_here >= 0)[None, :]
+        if (missing & ~(early | full)).any() or ((targets >= 0) & (early | full)).any():
+            return None
+        for target in np.unique(theirs_here[theirs_here >= 0]).tolist():
+            columns = theirs_here == target
+            reached, begun = targets[:, columns], after[:, columns]
+            live = reached >= 0
+            reached, begun = reached[live], begun[live]
+            if target == closing:
+                if (reached != size - 1).any():
+                    return None
+            elif target == between:
+                if (begun > top).any() or (reached != chains[np.minimum(begun, top)]).any():
+                    return None
+            elif rank.get(target, -1) <= rank[here]:
+                return None  # not in the plain string's order (never: see _plain_order)
+            else:
+                arrivals.setdefault(target, []).append((reached, begun))
+    if arrivals or (plain_of < 0).any():
+        return None
+    return plain_of, chars
+
+
+def _plain_order(plain: npt.NDArray[np.int32]) -> list[int]:
+    """The plain string's states in an order where the states inside a character
+    come after those that lead to them: 0, the between-characters state, then the
+    rest topologically (Kahn's algorithm; states on a cycle inside a character, which
+    the plain string has none of, are left out)."""
+    between, closing = int(plain[0, _QUOTE]), plain.shape[0] - 1
+    inner = [s for s in range(1, closing) if s != between]
+    leads = {s: {int(t) for t in plain[s][plain[s] >= 0]} & set(inner) for s in inner}
+    waiting = {s: sum(s in targets for targets in leads.values()) for s in inner}
+    order, ready = [0, between], [s for s in inner if not waiting[s]]
+    while ready:
+        state = ready.pop()
+        order.append(state)
+        for target in sorted(leads[state]):
+            waiting[target] -= 1
+            if not waiting[target]:
+                ready.append(target)
+    return order
 
 
 # Random weights per byte for the state hashes (fixed seed: hashes must agree
@@ -189,6 +383,17 @@ def _mix(values: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
     return values
 
 
+def _fold_columns(trans: npt.NDArray[np.int32]) -> npt.NDArray[np.uint64]:
+    """Per byte, a hash of its column (equal for bytes every state treats alike, up
+    to 64-bit collisions). At most ``len(_STATE_WEIGHTS)`` states."""
+    with np.errstate(over="ignore"):
+        weights = _STATE_WEIGHTS[: trans.shape[0], None]
+        folded: npt.NDArray[np.uint64] = ((trans.astype(np.uint64) + np.uint64(1)) * weights).sum(
+            axis=0, dtype=np.uint64
+        )
+    return folded
+
+
 def _state_hashes(
     trans: npt.NDArray[np.int32], crossing: npt.NDArray[np.bool_], depths: tuple[int, ...]
 ) -> npt.NDArray[np.uint64] | None:
@@ -207,11 +412,7 @@ def _state_hashes(
     states, deepest = trans.shape[0], depths[-1]
     if states * deepest > _HASH_BUDGET:
         return None
-    with np.errstate(over="ignore"):
-        fold = ((trans.astype(np.uint64) + np.uint64(1)) * _STATE_WEIGHTS[:states, None]).sum(
-            axis=0, dtype=np.uint64
-        )
-    _, first, inverse = np.unique(fold, return_index=True, return_inverse=True)
+    _, first, inverse = np.unique(_fold_columns(trans), return_index=True, return_inverse=True)
     if states * first.size > _HASH_BUDGET // 2:
         return None
     weights = np.zeros(first.size, dtype=np.uint64)
@@ -248,11 +449,17 @@ def _state_hashes(
 # Caches shared by every engine in the process. Walks are keyed by vocabulary and
 # automaton content, so equal lexemes in different schemas share them; masks are
 # keyed by engine and state. Budgets in bytes (see configure_caches).
+# Walks keyed by a state's hash, a rule's content and state, or a counted string's
+# budget (see MaskEngine._shared_walk).
 _walk_cache: Lru[tuple[str, bytes, int], _SharedWalk] = Lru(16 << 20)
 _local_walk_cache: Lru[tuple[str, bytes, int], _Walk] = Lru(48 << 20)
 _segment_cache: Lru[tuple[str, bytes, int, int], _Segment] = Lru(64 << 20)
 _mask_cache: Lru[tuple[int, State], Mask] = Lru(64 << 20)
 _hash_cache: Lru[tuple[bytes, int], npt.NDArray[np.uint64]] = Lru(16 << 20)
+_count_cache: Lru[bytes, tuple[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None]] = Lru(
+    8 << 20
+)
+_char_counts: Lru[str, _CharCounts] = Lru(16 << 20)
 _indexes: dict[str, _TokenIndex] = {}
 _indexes_lock = threading.Lock()
 _engine_ids = itertools.count()
@@ -330,6 +537,7 @@ class MaskEngine:
         self._base = vocabulary.allowed_base.copy()
         self._base[self.eos] = True
         self._rule_keys: dict[int, _RuleInfo] = {}
+        self._plain_info: _RuleInfo | None = None
         self._signatures: dict[int, tuple[bytes, npt.NDArray[np.bool_], npt.NDArray[np.int32]]] = {}
         self._lexemes = [k for k, rule in enumerate(network.rules) if not any(rule.calls)]
         self._hashed: set[int] = set()  # lexemes whose hashes were computed (or refused)
@@ -351,35 +559,48 @@ class MaskEngine:
         if known is not None:
             return known
         signature, crossing, trans = self._signature(rule)
+        automaton = self.network.rules[rule]
         # Lexemes (call-free rules) recur across properties and schemas; structural
         # rules rarely do, and are keyed by their content alone.
+        counted = None
+        if automaton.lengths is not None:
+            known_states = _count_cache.get(signature)
+            if known_states is None:
+                known_states = (_count_states(automaton, self._plain().flat.reshape(-1, 256)),)
+                size = 64 + 16 * trans.shape[0]
+                _count_cache.put(signature, known_states, size)
+            if known_states[0] is not None:
+                plain_of, chars = known_states[0]
+                low, high = automaton.lengths
+                counted = _Counted(self._plain(), plain_of, chars, low, high)
         hashes = None
-        if not any(self.network.rules[rule].calls):
+        if counted is None and not any(automaton.calls):
+            # A counted string's states need no hashes: those between characters are
+            # keyed by their budget, the others read few bytes.
             hashes = _hash_cache.get((signature, self._depth))
             if hashes is None and rule not in self._hashed:
                 hashes = self._hash_lexemes(rule)
-        flat = trans.reshape(-1)
-        dead = crossing.size
-        dead_table = np.full(flat.size + 256, dead, dtype=np.int32)
-        dead_table[: flat.size] = np.where(flat >= 0, flat, dead)
-        known = _RuleInfo(signature, crossing, flat, dead_table, np.append(crossing, False), hashes)
+        known = _rule_info(signature, crossing, trans, hashes, counted)
         self._rule_keys[rule] = known
         return known
+
+    def _plain(self) -> _RuleInfo:
+        """The plain string's rule information (what ``lengths`` rules count over)."""
+        if self._plain_info is None:
+            signature, crossing, trans = _content(plain_string_rule())
+            hashes = _hash_cache.get((signature, self._depth))
+            if hashes is None:
+                hashes = _state_hashes(trans, crossing, (self._depth, self._depth + 1))
+                if hashes is not None:
+                    _hash_cache.put((signature, self._depth), hashes, hashes.nbytes + 64)
+            self._plain_info = _rule_info(signature, crossing, trans, hashes)
+        return self._plain_info
 
     def _signature(self, rule: int) -> tuple[bytes, npt.NDArray[np.bool_], npt.NDArray[np.int32]]:
         """A rule's content signature, crossing states and transitions (memoised)."""
         known = self._signatures.get(rule)
         if known is None:
-            automaton = self.network.rules[rule]
-            crossing = automaton.accepting.copy()
-            for index, calls in enumerate(automaton.calls):
-                if calls:
-                    crossing[index] = True
-            trans = np.ascontiguousarray(automaton.trans, dtype=np.int32)
-            digest = hashlib.blake2b(digest_size=16)
-            digest.update(trans.tobytes())
-            digest.update(crossing.tobytes())
-            known = self._signatures[rule] = (digest.digest(), crossing, trans)
+            known = self._signatures[rule] = _content(self.network.rules[rule])
         return known
 
     def _hash_lexemes(self, rule: int) -> npt.NDArray[np.uint64] | None:
@@ -391,8 +612,8 @@ class MaskEngine:
         depths = (self._depth, self._depth + 1)
         batch, total = [rule], self._signature(rule)[2].shape[0]
         for other in self._lexemes:
-            if other == rule or other in self._hashed:
-                continue
+            if other == rule or other in self._hashed or self.network.rules[other].lengths:
+                continue  # (counted strings are not hashed, see _rule_key)
             signature, _, trans = self._signature(other)
             fits = (total + trans.shape[0]) * depths[-1] <= _HASH_BUDGET
             if fits and _hash_cache.get((signature, self._depth)) is None:
@@ -450,17 +671,72 @@ class MaskEngine:
     def _shared_walk(self, info: _RuleInfo, state: int, *, patch: bool) -> _SharedWalk:
         """The rule-independent part of a walk, from the cache or computed (``patch``:
         from a neighbour state's walk when the two differ on few tokens)."""
-        if info.hashes is None:
-            key = (self.vocabulary.fingerprint, info.signature, state)
+        fingerprint = self.vocabulary.fingerprint
+        budget = None if info.counted is None else self._budget(info.counted, state)
+        if budget is not None:
+            key = (fingerprint, b"chars", budget[0] * 1024 + budget[1])
+        elif info.hashes is None:
+            key = (fingerprint, info.signature, state)
         else:
-            key = (self.vocabulary.fingerprint, b"", int(info.hashes[1, state]))
+            key = (fingerprint, b"", int(info.hashes[1, state]))
         shared = _walk_cache.get(key)
         if shared is None:
-            shared = (self._patched_walk(info, state) if patch else None) or self._compute_walk(
-                info, state
-            )
+            if budget is not None:
+                assert info.counted is not None
+                shared = self._counted_walk(info.counted.plain, *budget)
+            else:
+                shared = (self._patched_walk(info, state) if patch else None) or self._compute_walk(
+                    info, state
+                )
             _walk_cache.put(key, shared, shared.nbytes)
         return shared
+
+    def _budget(self, counted: _Counted, state: int) -> tuple[int, int] | None:
+        """For a state of a string with length bounds that is between characters: the
+        most characters a token may still begin, and the fewest it must begin before
+        closing the string (clipped to what a token can hold: states far from their
+        bounds share one walk, whatever their lexeme). None for the other states."""
+        if counted.plain_of[state] != counted.between:
+            return None
+        begun, cap = int(counted.chars[state]), self._depth
+        most = cap if counted.high is None else min(counted.high - begun, cap)
+        return most, min(max(counted.low - begun, 0), cap + 1)
+
+    def _counted_walk(self, plain: _RuleInfo, most: int, least: int) -> _SharedWalk:
+        """The walk of a between-characters state of a string with length bounds (see
+        :meth:`_budget`): the plain string's walk less the tokens that begin more than
+        ``most`` characters or close the string after fewer than ``least``. A few
+        vector operations over the vocabulary: a trie walk costs ~10x more, and every
+        state within a token's length of a bound needs its own."""
+        between = int(plain.flat[_QUOTE])
+        base = self._shared_walk(plain, between, patch=True)
+        counts = self._char_counts(plain)
+        keep = (counts.chars >= 0) & (counts.chars <= most)
+        if least > 0:
+            keep &= ~counts.closed | (counts.chars >= least)
+        at_close = counts.at_nodes[self._index.trie.nodes(base.bounds)]
+        bounds = (at_close >= least) & (at_close <= most)
+        return self._shared(self._ids[np.flatnonzero(keep)], base.bounds.take(bounds))
+
+    def _char_counts(self, plain: _RuleInfo) -> _CharCounts:
+        """What every token does from the plain string's between-characters state (see
+        :class:`_CharCounts`): one replay of the token trie, cached per vocabulary."""
+        key = self.vocabulary.fingerprint
+        known = _char_counts.get(key)
+        if known is not None:
+            return known
+        dead = plain.crossing.size
+        closing = dead - 1  # the plain string's last state: after the closing quote
+        begins = np.zeros(plain.dead_table.size, dtype=np.int16)
+        begins[: plain.flat.size] = _begins(plain.flat.reshape(-1, 256)).reshape(-1)
+        trie = self._index.trie
+        states, chars = trie.replay(plain.dead_table, int(plain.flat[_QUOTE]), begins)
+        ends = trie.end_nodes
+        at_end = states[ends]
+        inside = np.where(at_end != dead, chars[ends], -1).astype(np.int16)
+        known = _CharCounts(inside, at_end == closing, chars)
+        _char_counts.put(key, known, known.nbytes)
+        return known
 
     def _patched_walk(self, info: _RuleInfo, state: int) -> _SharedWalk | None:
         """The walk of a wide state as its *twin*'s walk with a few subtrees redone.

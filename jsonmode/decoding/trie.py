@@ -215,6 +215,10 @@ class TokenTrie:
             [lv.child_hi + base for lv, base in zip(levels, below, strict=True)]
         )
         self._byte = _joined([level.byte for level in levels])
+        # Per position, the node where its token ends (in the one numbering).
+        self.end_nodes = np.zeros(count, dtype=np.int64)
+        for level, base in zip(levels, self._first[:-1], strict=True):
+            self.end_nodes[level.ends] = level.ends_node + base
         self._lo = _joined([level.lo for level in levels])
         self._hi = _joined([level.hi for level in levels])
         # Per level, memoryviews of the arrays the small-frontier steps read (indexing
@@ -327,6 +331,34 @@ class TokenTrie:
             frontier = following
             depth += 1
         return parted
+
+    def nodes(self, bounds: Boundaries) -> Ints:
+        """The entries' nodes in the one numbering (see :meth:`replay`)."""
+        return self._first[bounds.col - 1] + bounds.node
+
+    def replay(
+        self,
+        table: npt.NDArray[np.int32] | Ints,
+        state: int,
+        weights: npt.NDArray[np.int16],
+    ) -> tuple[Ints, npt.NDArray[np.int16]]:
+        """Run an automaton over every node from ``state``: per node (in the one
+        numbering: index with :attr:`end_nodes` or :meth:`nodes`), the state after its
+        prefix and the sum of ``weights`` (per flat transition, like ``table``) along
+        it. One gather per level; dead prefixes are carried along (``table`` must map
+        its dead state to itself)."""
+        states = np.empty(self._byte.size, dtype=np.int64)
+        sums = np.empty(self._byte.size, dtype=np.int16)
+        above_state = np.full(1, state, dtype=np.int64)
+        above_sum = np.zeros(1, dtype=np.int16)
+        for depth, level in enumerate(self.levels):
+            parent = level.parent if depth else np.zeros(level.byte.size, dtype=np.int64)
+            steps = above_state[parent] * 256 + level.byte
+            above_state = table[steps].astype(np.int64)
+            above_sum = above_sum[parent] + weights[steps]
+            begin, end = self._first[depth], self._first[depth + 1]
+            states[begin:end], sums[begin:end] = above_state, above_sum
+        return states, sums
 
     def following(self, bounds: Boundaries) -> Following:
         """The tokens of ``bounds`` split by the byte their rest starts with (the
