@@ -6,8 +6,8 @@ dynamically, which makes checking a typical schema cost ~3 ms, often more than
 compiling it. When the standard metaschema is where validation starts, every such
 reference resolves to its top document, so the same constraints can be stated as
 one document with plain ``$ref: "#"``. That document is built here, once, from the
-metaschemas jsonschema itself ships (``jsonschema-specifications``) and checks in
-about a third of the time.
+metaschemas jsonschema itself ships (``jsonschema-specifications``), and compiled
+by :mod:`~jsonmode.schema.fastcheck`: a typical schema is checked in ~0.3 ms.
 
 Contract: :func:`check_schema` raises exactly when ``cls.check_schema`` would, with
 jsonschema's own error. A schema the flat document rejects is checked again the
@@ -18,11 +18,14 @@ back to the official check; differential tests pin the two verdicts together.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import jsonschema
 import jsonschema.validators
 from jsonschema.protocols import Validator
+
+from jsonmode.schema.fastcheck import compile_check
 
 __all__ = ["check_schema"]
 
@@ -54,10 +57,23 @@ def check_schema(cls: type[Validator], schema: Any) -> None:
     """Raise :class:`jsonschema.exceptions.SchemaError` when ``schema`` is not valid
     under ``cls``'s metaschema (as ``cls.check_schema(schema)`` does)."""
     if cls is jsonschema.Draft202012Validator:
-        flat = _flat_validator()
-        if flat is not None and flat.is_valid(schema):
+        flat = _flat_check()
+        if flat is not None and flat(schema):
             return
     cls.check_schema(schema)
+
+
+@functools.cache
+def _flat_check() -> Callable[[Any], bool] | None:
+    """The yes/no check of the flat 2020-12 metaschema: compiled by
+    :mod:`~jsonmode.schema.fastcheck` (same verdicts as jsonschema's, ~5x faster),
+    else jsonschema's own; None without the flat document."""
+    flat = _flat_validator()
+    if flat is None:
+        return None
+    cls = jsonschema.Draft202012Validator
+    compiled = compile_check(flat.schema, cls.FORMAT_CHECKER)
+    return compiled if compiled is not None else flat.is_valid
 
 
 @functools.cache
