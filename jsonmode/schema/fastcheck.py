@@ -130,10 +130,18 @@ def _equal(one: Any, two: Any) -> bool:
     return one is None and two is None
 
 
+# Draft 4's "integer": an int, never a float (1.0 is a number only).
+_LEGACY_TYPES: dict[str, Check] = {
+    **_TYPES,
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+}
+
+
 class _Compiler:
-    def __init__(self, root: Any, formats: FormatChecker) -> None:
+    def __init__(self, root: Any, formats: FormatChecker, types: dict[str, Check]) -> None:
         self.root = root
         self.formats = formats
+        self.types = types
         self.refs: dict[str, Check] = {}
 
     def ref(self, pointer: str) -> Check:
@@ -178,9 +186,9 @@ class _Compiler:
 
     def kw_type(self, arg: Any, schema: dict[str, Any]) -> Check:
         names = [arg] if isinstance(arg, str) else arg
-        if not isinstance(names, list) or any(name not in _TYPES for name in names):
+        if not isinstance(names, list) or any(name not in self.types for name in names):
             raise _Unsupported("type")
-        tests = [_TYPES[name] for name in names]
+        tests = [self.types[name] for name in names]
         if len(tests) == 1:
             return tests[0]
         return lambda value: any(test(value) for test in tests)
@@ -415,13 +423,19 @@ def _number_argument(arg: Any) -> None:
         raise _Unsupported("numeric bound")
 
 
-def compile_check(schema: Any, formats: FormatChecker) -> Check | None:
-    """A predicate exactly equal to jsonschema's verdict, or None (unsupported schema)."""
+def compile_check(
+    schema: Any, formats: FormatChecker, *, legacy_integers: bool = False
+) -> Check | None:
+    """A predicate exactly equal to jsonschema's verdict, or None (unsupported schema).
+
+    ``legacy_integers``: "integer" as draft 4 has it (``1.0`` is not one), for a
+    draft 4 document restated with 2020-12 keywords (the draft 4 metaschema)."""
     if isinstance(schema, dict):
         declared = schema.get("$schema")
         if declared is not None and declared not in _DRAFT_2020_12:
             return None
+    types = _LEGACY_TYPES if legacy_integers else _TYPES
     try:
-        return _Compiler(schema, formats).compile(schema)
+        return _Compiler(schema, formats, types).compile(schema)
     except (_Unsupported, RecursionError, TypeError, AttributeError):
         return None

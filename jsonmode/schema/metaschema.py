@@ -1,4 +1,4 @@
-"""Checking a schema against its metaschema, fast for draft 2020-12.
+"""Checking a schema against its metaschema, fast for drafts 2020-12 and 4.
 
 The official 2020-12 metaschema is seven vocabulary documents that refer back to
 the whole through ``$dynamicRef: "#meta"``; jsonschema resolves each of those
@@ -7,7 +7,9 @@ compiling it. When the standard metaschema is where validation starts, every suc
 reference resolves to its top document, so the same constraints can be stated as
 one document with plain ``$ref: "#"``. That document is built here, once, from the
 metaschemas jsonschema itself ships (``jsonschema-specifications``), and compiled
-by :mod:`~jsonmode.schema.fastcheck`: a typical schema is checked in ~0.3 ms.
+by :mod:`~jsonmode.schema.fastcheck`: a typical schema is checked in ~0.3 ms. The
+draft 4 metaschema (a third of MaskBench's schemas declare draft 4) is restated in
+2020-12 keywords and compiled the same way, with draft 4's integers.
 
 Contract: :func:`check_schema` raises exactly when ``cls.check_schema`` would, with
 jsonschema's own error. A schema the flat document rejects is checked again the
@@ -17,6 +19,7 @@ back to the official check; differential tests pin the two verdicts together.
 
 from __future__ import annotations
 
+import copy
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -56,11 +59,41 @@ _DROPPED = frozenset({"$id", "$schema", "$vocabulary", "$dynamicAnchor", "$comme
 def check_schema(cls: type[Validator], schema: Any) -> None:
     """Raise :class:`jsonschema.exceptions.SchemaError` when ``schema`` is not valid
     under ``cls``'s metaschema (as ``cls.check_schema(schema)`` does)."""
+    fast = None
     if cls is jsonschema.Draft202012Validator:
-        flat = _flat_check()
-        if flat is not None and flat(schema):
-            return
+        fast = _flat_check()
+    elif cls is jsonschema.Draft4Validator:
+        fast = _draft4_check()
+    if fast is not None and fast(schema):
+        return
     cls.check_schema(schema)
+
+
+# The draft 4 metaschema's only draft 4 forms (checked before they are restated).
+_DRAFT4_DEPENDENCIES = {"exclusiveMaximum": ["maximum"], "exclusiveMinimum": ["minimum"]}
+_DRAFT4_MULTIPLE_OF = {"type": "number", "minimum": 0, "exclusiveMinimum": True}
+
+
+@functools.cache
+def _draft4_check() -> Callable[[Any], bool] | None:
+    """The draft 4 metaschema as a fastcheck predicate: the document restated with
+    2020-12 keywords (``dependencies`` of names as ``dependentRequired``, a Boolean
+    ``exclusiveMinimum`` as a number, the identifiers dropped) and checked with
+    draft 4's "integer" and format checker; None if the shipped document has any other
+    draft 4 form (jsonschema's check is used then). ~1.3 -> ~0.2 ms a schema."""
+    cls = jsonschema.Draft4Validator
+    meta = copy.deepcopy(cls.META_SCHEMA)
+    properties = meta.get("properties", {})
+    if (
+        meta.get("dependencies") != _DRAFT4_DEPENDENCIES
+        or properties.get("multipleOf") != _DRAFT4_MULTIPLE_OF
+    ):
+        return None  # (any other draft 4 form makes compile_check refuse: None too)
+    meta.pop("id", None)
+    meta.pop("$schema", None)
+    meta["dependentRequired"] = meta.pop("dependencies")
+    properties["multipleOf"] = {"type": "number", "exclusiveMinimum": 0}
+    return compile_check(meta, cls.FORMAT_CHECKER, legacy_integers=True)
 
 
 @functools.cache
