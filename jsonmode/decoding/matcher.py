@@ -283,10 +283,11 @@ def _count_states(
     if high is None and trans[chain[-1], ord("a")] != chain[-1]:
         return None
     begins = _begins(plain)
-    # Bytes that every state of both automata treats alike, as one class each.
-    _, first = np.unique(
-        _fold_columns(np.concatenate([trans, plain, begins.astype(np.int32)])), return_index=True
-    )
+    # Bytes that the plain string treats alike, as one class each: the rule must too.
+    first, inverse = _byte_classes(np.concatenate([plain, begins.astype(np.int32)]))
+    folds = _column_folds(trans)
+    if (folds != folds[first[inverse]]).any():
+        return None
     ours, theirs, weight = trans[:, first], plain[:, first], begins[:, first].astype(np.int64)
     quote = first == _QUOTE
     chains = np.array(chain, dtype=np.int64)
@@ -367,10 +368,10 @@ def _plain_order(plain: npt.NDArray[np.int32]) -> list[int]:
 # across engines in one process; they never leave it).
 _BYTE_WEIGHTS = np.random.default_rng(0x6A736F6E).integers(1, 2**63, size=256, dtype=np.uint64) | 1
 _DEAD = np.uint64(0x9E3779B97F4A7C15)
-_STATE_WEIGHTS = np.random.default_rng(0x6B657973).integers(
-    1, 2**63, size=4_000_000 // 64, dtype=np.uint64
-)
 _HASH_BUDGET = 4_000_000  # states x depth (see _state_hashes); beyond it, no sharing
+_FOLD_WEIGHTS = (
+    np.random.default_rng(0x636C6173).integers(1, 2**31, size=(2, _HASH_BUDGET // 64)) | 1
+).astype(np.int32)
 _SHIFT_1, _SHIFT_2, _MULTIPLIER = np.uint64(31), np.uint64(29), np.uint64(0xBF58476D1CE4E5B9)
 
 
@@ -383,15 +384,24 @@ def _mix(values: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
     return values
 
 
-def _fold_columns(trans: npt.NDArray[np.int32]) -> npt.NDArray[np.uint64]:
-    """Per byte, a hash of its column (equal for bytes every state treats alike, up
-    to 64-bit collisions). At most ``len(_STATE_WEIGHTS)`` states."""
-    with np.errstate(over="ignore"):
-        weights = _STATE_WEIGHTS[: trans.shape[0], None]
-        folded: npt.NDArray[np.uint64] = ((trans.astype(np.uint64) + np.uint64(1)) * weights).sum(
-            axis=0, dtype=np.uint64
-        )
-    return folded
+def _byte_classes(
+    trans: npt.NDArray[np.int32],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The bytes that every state treats alike, as classes: each class's first byte,
+    and each byte's class. Columns are compared by a 64-bit fold (two 32-bit ones),
+    so equal up to 64-bit collisions, like the state hashes themselves."""
+    _, first, inverse = np.unique(_column_folds(trans), return_index=True, return_inverse=True)
+    return first.astype(np.int64), inverse.reshape(-1).astype(np.int64)
+
+
+def _column_folds(trans: npt.NDArray[np.int32]) -> npt.NDArray[np.int64]:
+    """Per byte, a 64-bit fold of its column (two 32-bit weighted sums, wrapping)."""
+    states = trans.shape[0]
+    weights = _FOLD_WEIGHTS[:, np.arange(states) % _FOLD_WEIGHTS.shape[1]]
+    high = np.einsum("i,ij->j", weights[0], trans).astype(np.int64)
+    low = np.einsum("i,ij->j", weights[1], trans).astype(np.int64) & 0xFFFFFFFF
+    folds: npt.NDArray[np.int64] = (high << 32) | low
+    return folds
 
 
 def _state_hashes(
@@ -412,7 +422,7 @@ def _state_hashes(
     states, deepest = trans.shape[0], depths[-1]
     if states * deepest > _HASH_BUDGET:
         return None
-    _, first, inverse = np.unique(_fold_columns(trans), return_index=True, return_inverse=True)
+    first, inverse = _byte_classes(trans)
     if states * first.size > _HASH_BUDGET // 2:
         return None
     weights = np.zeros(first.size, dtype=np.uint64)
