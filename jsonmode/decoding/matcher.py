@@ -43,6 +43,7 @@ import hashlib
 import itertools
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -88,6 +89,16 @@ class _Walk:
     def nbytes(self) -> int:
         return int(self.inside.nbytes) + sum(split.nbytes + 64 for _, split in self.groups)
 
+    def pack(self) -> tuple[object, ...]:
+        """A plain tuple of arrays and numbers (see :func:`_cache_get`)."""
+        groups = tuple((stop, *split.pack()) for stop, split in self.groups)
+        return self.inside, self.dense, groups
+
+    @staticmethod
+    def unpack(packed: tuple[Any, ...]) -> _Walk:
+        inside, dense, groups = packed
+        return _Walk(inside, dense, tuple((g[0], Following(*g[1:])) for g in groups))
+
 
 @dataclass(frozen=True, slots=True)
 class _SharedWalk:
@@ -101,6 +112,13 @@ class _SharedWalk:
     @property
     def nbytes(self) -> int:
         return int(self.inside.nbytes) + self.bounds.nbytes
+
+    def pack(self) -> tuple[object, ...]:
+        return self.inside, self.dense, *self.bounds.pack()
+
+    @staticmethod
+    def unpack(packed: tuple[Any, ...]) -> _SharedWalk:
+        return _SharedWalk(packed[0], packed[1], Boundaries(*packed[2:]))
 
 
 class _TokenIndex:
@@ -145,6 +163,13 @@ class _Segment:
     @property
     def nbytes(self) -> int:
         return 96 + self.inside.nbytes + self.bounds.nbytes
+
+    def pack(self) -> tuple[object, ...]:
+        return self.inside, *self.bounds.pack()
+
+    @staticmethod
+    def unpack(packed: tuple[Any, ...]) -> _Segment:
+        return _Segment(packed[0], Boundaries(*packed[1:]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -461,9 +486,12 @@ def _state_hashes(
 # keyed by engine and state. Budgets in bytes (see configure_caches).
 # Walks keyed by a state's hash, a rule's content and state, or a counted string's
 # budget (see MaskEngine._shared_walk).
-_walk_cache: Lru[tuple[str, bytes, int], _SharedWalk] = Lru(16 << 20)
-_local_walk_cache: Lru[tuple[str, bytes, int], _Walk] = Lru(48 << 20)
-_segment_cache: Lru[tuple[str, bytes, int, int], _Segment] = Lru(64 << 20)
+# Walks and segments are cached as plain tuples of arrays and numbers (their ``pack``):
+# the garbage collector stops tracking those, where tens of thousands of dataclass
+# instances would be traversed by every full collection (~1 us each, in the hot path).
+_walk_cache: Lru[tuple[str, bytes, int], tuple[Any, ...]] = Lru(16 << 20)
+_local_walk_cache: Lru[tuple[str, bytes, int], tuple[Any, ...]] = Lru(48 << 20)
+_segment_cache: Lru[tuple[str, bytes, int, int], tuple[Any, ...]] = Lru(64 << 20)
 _mask_cache: Lru[tuple[int, State], Mask] = Lru(64 << 20)
 _hash_cache: Lru[tuple[bytes, int], npt.NDArray[np.uint64]] = Lru(16 << 20)
 _count_cache: Lru[bytes, tuple[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None]] = Lru(
@@ -662,7 +690,7 @@ class MaskEngine:
         local_key = (self.vocabulary.fingerprint, info.signature, state)
         local = _local_walk_cache.get(local_key)
         if local is not None:
-            return local
+            return _Walk.unpack(local)
         shared = self._shared_walk(info, state, patch=True)
         bounds, trie = shared.bounds, self._index.trie
         groups: list[tuple[int, Following]] = []
@@ -675,7 +703,7 @@ class MaskEngine:
                 part = bounds.take(order[begin:end])
                 groups.append((int(stops[begin]), trie.following(part)))
         walk = _Walk(shared.inside, shared.dense, tuple(groups))
-        _local_walk_cache.put(local_key, walk, walk.nbytes)
+        _local_walk_cache.put(local_key, walk.pack(), walk.nbytes)
         return walk
 
     def _shared_walk(self, info: _RuleInfo, state: int, *, patch: bool) -> _SharedWalk:
@@ -689,16 +717,17 @@ class MaskEngine:
             key = (fingerprint, info.signature, state)
         else:
             key = (fingerprint, b"", int(info.hashes[1, state]))
-        shared = _walk_cache.get(key)
-        if shared is None:
-            if budget is not None:
-                assert info.counted is not None
-                shared = self._counted_walk(info.counted.plain, *budget)
-            else:
-                shared = (self._patched_walk(info, state) if patch else None) or self._compute_walk(
-                    info, state
-                )
-            _walk_cache.put(key, shared, shared.nbytes)
+        packed = _walk_cache.get(key)
+        if packed is not None:
+            return _SharedWalk.unpack(packed)
+        if budget is not None:
+            assert info.counted is not None
+            shared = self._counted_walk(info.counted.plain, *budget)
+        else:
+            shared = (self._patched_walk(info, state) if patch else None) or self._compute_walk(
+                info, state
+            )
+        _walk_cache.put(key, shared.pack(), shared.nbytes)
         return shared
 
     def _budget(self, counted: _Counted, state: int) -> tuple[int, int] | None:
@@ -865,11 +894,11 @@ class MaskEngine:
                 keys[byte] = (fingerprint, info.signature, target, byte)
             else:
                 keys[byte] = (fingerprint, b"", int(hashes[0, target]), byte)
-            segment = _segment_cache.get(keys[byte])
-            if segment is None:
+            packed = _segment_cache.get(keys[byte])
+            if packed is None:
                 missing.append((byte, target))
             else:
-                segments.append((byte, target, segment))
+                segments.append((byte, target, _Segment.unpack(packed)))
         if len(missing) > _UNSPLIT and not segments:
             # A state unlike any seen (a count state near its bound, say): its segments
             # would rarely serve again, so the walk is kept whole, not split and cached.
@@ -879,7 +908,7 @@ class MaskEngine:
             for (byte, target), segment in zip(
                 missing, self._compute_segments(info, missing), strict=True
             ):
-                _segment_cache.put(keys[byte], segment, segment.nbytes)
+                _segment_cache.put(keys[byte], segment.pack(), segment.nbytes)
                 segments.append((byte, target, segment))
         inside: list[npt.NDArray[np.int32]] = []
         bounds: list[Boundaries] = []

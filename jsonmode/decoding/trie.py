@@ -87,6 +87,11 @@ class Boundaries:
     def take(self, index: Ints | Bools | slice) -> Boundaries:
         return Boundaries(self.lo[index], self.hi[index], self.col[index], self.node[index])
 
+    def pack(self) -> tuple[Ints, Ints, Ints, Ints]:
+        """The fields as a plain tuple (of arrays only: the garbage collector stops
+        tracking such tuples, so caches of many of them cost it nothing)."""
+        return self.lo, self.hi, self.col, self.node
+
     def expand(self) -> tuple[Ints, Ints]:
         """Every token of every entry: its position and the column where its rest starts."""
         return ranges(self.lo, self.hi), np.repeat(self.col, self.hi - self.lo)
@@ -126,6 +131,10 @@ class Following:
     col: Ints
     rows: Ints | None = None
     cols: Ints | None = None
+
+    def pack(self) -> tuple[Ints, Ints, Ints, Ints, Ints | None, Ints | None]:
+        """The fields as a plain tuple (see :meth:`Boundaries.pack`)."""
+        return self.byte, self.lo, self.hi, self.col, self.rows, self.cols
 
     @staticmethod
     def of(byte: Ints, lo: Ints, hi: Ints, col: Ints) -> Following:
