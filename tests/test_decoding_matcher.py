@@ -349,6 +349,7 @@ def test_state_hashes_equal_the_plain_computation():
 
     schemas = [
         {"type": "string", "maxLength": 12},
+        {"type": "string", "maxLength": 30},  # refines until depth ~30
         {"type": "string", "format": "date-time"},
         {"type": "number", "minimum": 3, "exclusiveMaximum": 70.5},
         {"type": "object", "properties": {k: {} for k in ("alpha", "alphabet", "beta")}},
@@ -359,11 +360,12 @@ def test_state_hashes_equal_the_plain_computation():
         for rule in compile_schema(schema).network.rules:
             trans = np.ascontiguousarray(rule.trans, dtype=np.int32)
             crossing = rule.accepting | np.array([bool(c) for c in rule.calls])
-            fast = matcher_module._state_hashes(trans, crossing, (7, 40))
-            assert fast is not None
-            assert np.array_equal(fast, _dense_state_hashes(trans, crossing, (7, 40)))
-            compared += 1
-    assert compared >= 10
+            for depths in ((7, 40), (3, 129)):
+                fast = matcher_module._state_hashes(trans, crossing, depths)
+                assert fast is not None
+                assert np.array_equal(fast, _dense_state_hashes(trans, crossing, depths))
+                compared += 1
+    assert compared >= 20
 
 
 def test_key_masks_equal_reference_masks_on_a_real_vocabulary():
