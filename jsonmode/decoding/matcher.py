@@ -39,9 +39,11 @@ Matchers are cheap and single-threaded; the caches they share are thread-safe.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -210,9 +212,19 @@ def _content(automaton: RuleDFA) -> tuple[bytes, npt.NDArray[np.bool_], npt.NDAr
             crossing[index] = True
     trans = np.ascontiguousarray(automaton.trans, dtype=np.int32)
     digest = hashlib.blake2b(digest_size=16)
-    digest.update(trans.tobytes())
+    if trans.shape[0] > _BIG_TABLE:
+        # The distinct columns and which byte has which (most bytes' columns repeat:
+        # hashing those costs a fraction of hashing every byte's).
+        first, inverse = _byte_classes(trans)
+        digest.update(np.ascontiguousarray(trans[:, first]).tobytes())
+        digest.update(inverse.astype(np.uint8).tobytes())
+    else:
+        digest.update(trans.tobytes())
     digest.update(crossing.tobytes())
     return digest.digest(), crossing, trans
+
+
+_BIG_TABLE = 256  # states: a table this big is hashed by its byte classes
 
 
 def _rule_info(
@@ -498,6 +510,12 @@ _count_cache: Lru[bytes, tuple[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64
     8 << 20
 )
 _char_counts: Lru[str, _CharCounts] = Lru(16 << 20)
+# Per lexeme (the automata are built once per process and shared by the networks
+# that use them): content signatures by table identity, and rule information.
+_lexeme_contents: dict[
+    int, tuple[weakref.ref[Any], tuple[bytes, npt.NDArray[np.bool_], npt.NDArray[np.int32]]]
+] = {}
+_lexeme_infos: Lru[tuple[bytes, int], _RuleInfo] = Lru(32 << 20)
 _indexes: dict[str, _TokenIndex] = {}
 _indexes_lock = threading.Lock()
 _engine_ids = itertools.count()
@@ -525,8 +543,9 @@ def configure_caches(
     """Set the process-wide cache budgets (bytes). Defaults: 64 MiB of walks (a
     quarter shared across rules and schemas, the rest per rule state), 64 MiB of
     segments and 64 MiB of masks. With the compiler's lexeme caches (64 MiB each for
-    expressions and finished lexeme automata) and the per-engine maps, the decoder's
-    memory stays bounded however many schemas a process serves (~400 MB peak over the
+    expressions and finished lexeme automata), the fixed smaller ones here (lexeme
+    tables and hashes, counted strings) and the per-engine maps, the decoder's memory
+    stays bounded however many schemas a process serves (~400 MB peak over the
     300-schema benchmark with Qwen2.5's vocabulary).
 
     A cached mask costs ``vocabulary.size`` bytes (152 KB for Qwen2.5); a cached walk
@@ -540,6 +559,10 @@ def configure_caches(
         _segment_cache.budget = int(segment_bytes)
     if mask_bytes is not None:
         _mask_cache.budget = int(mask_bytes)
+
+
+def _forget_table(key: int, _: object) -> None:
+    _lexeme_contents.pop(key, None)
 
 
 def _token_index(vocabulary: Vocabulary) -> _TokenIndex:
@@ -598,6 +621,12 @@ class MaskEngine:
             return known
         signature, crossing, trans = self._signature(rule)
         automaton = self.network.rules[rule]
+        lexeme = not any(automaton.calls)
+        if lexeme:
+            shared = _lexeme_infos.get((signature, self._depth))
+            if shared is not None:
+                self._rule_keys[rule] = shared
+                return shared
         # Lexemes (call-free rules) recur across properties and schemas; structural
         # rules rarely do, and are keyed by their content alone.
         counted = None
@@ -620,6 +649,8 @@ class MaskEngine:
                 hashes = self._hash_lexemes(rule)
         known = _rule_info(signature, crossing, trans, hashes, counted)
         self._rule_keys[rule] = known
+        if lexeme:
+            _lexeme_infos.put((signature, self._depth), known, 2 * known.dead_table.nbytes)
         return known
 
     def _plain(self) -> _RuleInfo:
@@ -638,7 +669,20 @@ class MaskEngine:
         """A rule's content signature, crossing states and transitions (memoised)."""
         known = self._signatures.get(rule)
         if known is None:
-            known = self._signatures[rule] = _content(self.network.rules[rule])
+            automaton = self.network.rules[rule]
+            if any(automaton.calls):
+                known = _content(automaton)
+            else:  # a lexeme's table is shared by every network that uses it
+                table = automaton.trans
+                memo = _lexeme_contents.get(id(table))
+                if memo is not None and memo[0]() is table:
+                    known = memo[1]
+                else:
+                    known = _content(automaton)
+                    key = id(table)
+                    gone = functools.partial(_forget_table, key)
+                    _lexeme_contents[key] = (weakref.ref(table, gone), known)
+            self._signatures[rule] = known
         return known
 
     def _hash_lexemes(self, rule: int) -> npt.NDArray[np.uint64] | None:
