@@ -561,8 +561,10 @@ def configure_caches(
         _mask_cache.budget = int(mask_bytes)
 
 
-def _forget_table(key: int, _: object) -> None:
-    _lexeme_contents.pop(key, None)
+def _forget_table(contents: dict[int, Any], key: int, _: object) -> None:
+    """A lexeme table was freed: drop its memoised content (``contents`` is bound, not
+    looked up: the callback may run while the interpreter tears the module down)."""
+    contents.pop(key, None)
 
 
 def _token_index(vocabulary: Vocabulary) -> _TokenIndex:
@@ -680,7 +682,7 @@ class MaskEngine:
                 else:
                     known = _content(automaton)
                     key = id(table)
-                    gone = functools.partial(_forget_table, key)
+                    gone = functools.partial(_forget_table, _lexeme_contents, key)
                     _lexeme_contents[key] = (weakref.ref(table, gone), known)
             self._signatures[rule] = known
         return known
