@@ -310,3 +310,25 @@ def test_strings_with_length_bounds_only_are_marked_counted():
         lengths is None for name, lengths in marked.items() if name not in ("string_5", "string_2")
     )
     assert len(marked) >= 5
+
+
+def test_a_string_with_contradictory_bounds_accepts_nothing():
+    """``minLength`` above ``maxLength`` (or a pattern no length allows) is an empty
+    language: the schema is refused when nothing else is left, and the member is
+    never offered when it is optional (no dead end after its opening quote)."""
+    with pytest.raises(UnsupportedSchemaError):
+        compile_schema({"type": "string", "minLength": 5, "maxLength": 2})
+    with pytest.raises(UnsupportedSchemaError):
+        compile_schema({"type": "string", "pattern": "^a+$", "maxLength": 0})
+    optional = compile_schema(
+        {
+            "type": "object",
+            "properties": {"a": {"type": "string", "minLength": 3, "maxLength": 1}, "b": {}},
+            "additionalProperties": False,
+        }
+    )
+    assert optional.accepts('{"b":1}')
+    assert not optional.accepts('{"a":"xy","b":1}')
+    nullable = compile_schema({"type": ["string", "null"], "minLength": 3, "maxLength": 1})
+    assert nullable.accepts("null")
+    assert not nullable.accepts('"ab"')

@@ -536,3 +536,25 @@ def test_count_states_refuse_automata_other_than_the_counted_plain_string():
     assert _count_states(rule(letters, (0, 5)), plain) is None
     no_quote = rx.intersect(rx.any_char_dfa(0, 5), rx.compile_pattern('^[^"]*$'))
     assert _count_states(rule(no_quote, (0, 5)), plain) is None
+
+
+def test_no_dead_end_where_a_member_accepts_nothing():
+    """Random walks never meet an empty mask or a refused allowed token when a
+    member's string cannot exist (its opening quote is never allowed)."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "string", "minLength": 4, "maxLength": 2},
+            "b": {"type": ["string", "null"], "minLength": 4, "maxLength": 2},
+        },
+        "required": ["b"],
+        "additionalProperties": False,
+    }
+    compiled = compile_schema(schema, synthetic_vocabulary())
+    rng = random.Random(3)
+    finished = 0
+    for _ in range(30):
+        for matcher, mask in random_walk(compiled, rng, steps=40):
+            assert np.array_equal(mask, reference_mask(compiled, matcher.state))
+        finished += matcher.is_finished()
+    assert finished >= 20

@@ -392,6 +392,8 @@ def _direct(name: str, expr: Expr) -> RuleDFA | None:
     if not isinstance(lex, Lex):
         return None
     dfa = lex.dfa
+    if not np.asarray(dfa.accepting).any():
+        return None  # an empty language (say minLength > maxLength): the general path
     if not quoted:
         trans = np.array(dfa.trans, dtype=np.int32)
         if dfa.start != 0:  # the rule starts in state 0: swap it with the start
