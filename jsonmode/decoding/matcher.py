@@ -1152,13 +1152,13 @@ class MaskEngine:
         return np.concatenate(accepted) if accepted else np.zeros(0, dtype=np.int64)
 
     def advance(self, state: State, token: int) -> State:
-        """The state after ``token`` (empty frozenset: not allowed)."""
+        """The state after ``token`` (the empty state: not allowed)."""
         key = (state, token)
         cached = self._next.get(key)
         if cached is not None:
             return cached
         data = self.vocabulary.token_bytes(token)
-        nxt = self.reference.feed(state, data) if data else frozenset()
+        nxt = self.reference.feed(state, data) if data else ()
         with self._lock:
             if len(self._next) > 1 << 16:
                 self._next.clear()

@@ -1,9 +1,12 @@
 """The slow, obviously correct matcher: a set of parse stacks, one byte at a time.
 
-A matcher state is a frozen set of stacks; a stack is a tuple of ``(rule, state)``
-frames, bottom first. The set is kept *closed*: calls are entered and finished
-rules returned from eagerly, so every stack in it can read a byte next, and the
-empty stack ``()`` in the set means "the document may end here".
+A matcher state is a set of stacks, as a sorted tuple (canonical and hashable; a
+tuple of tuples of ints, which the garbage collector stops tracking, where a
+frozenset would be traversed by every full collection for as long as a cache holds
+it); a stack is a tuple of ``(rule, state)`` frames, bottom first. The set is kept
+*closed*: calls are entered and finished rules returned from eagerly, so every stack
+in it can read a byte next, and the empty stack ``()`` in the set means "the
+document may end here". The empty state ``()`` is the dead one.
 
 No caching, no vectorisation: this is the oracle the fast matcher is tested against.
 """
@@ -18,7 +21,7 @@ from jsonmode.decoding.automaton import Network
 __all__ = ["END", "ReferenceMatcher", "State"]
 
 Stack = tuple[tuple[int, int], ...]
-State = frozenset[Stack]
+State = tuple[Stack, ...]  # sorted, no duplicates
 END: Stack = ()
 
 
@@ -70,7 +73,7 @@ class ReferenceMatcher:
                     work.append((*stack[:-1], (rule, back), (callee, 0)))
             if accepting[rule][state]:
                 work.append(stack[:-1])
-        return frozenset(done)
+        return tuple(sorted(done))
 
     def step(self, state: State, byte: int) -> State:
         """The state after reading ``byte`` (empty: the byte is not allowed)."""
@@ -83,7 +86,7 @@ class ReferenceMatcher:
             target = trans[rule][at * 256 + byte]
             if target >= 0:
                 moved.append((*stack[:-1], (rule, target)))
-        return self.close(moved) if moved else frozenset()
+        return self.close(moved) if moved else ()
 
     def feed(self, state: State, data: bytes) -> State:
         for byte in data:
