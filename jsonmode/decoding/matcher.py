@@ -203,14 +203,18 @@ class _RuleInfo:
         return known
 
 
-def _content(automaton: RuleDFA) -> tuple[bytes, npt.NDArray[np.bool_], npt.NDArray[np.int32]]:
-    """A rule's content signature, crossing states (accepting or calling) and
-    transitions."""
+def _content(
+    automaton: RuleDFA, signature: bytes | None = None
+) -> tuple[bytes, npt.NDArray[np.bool_], npt.NDArray[np.int32]]:
+    """A rule's content signature (``signature`` instead when given), crossing states
+    (accepting or calling) and transitions."""
     crossing = automaton.accepting.copy()
     for index, calls in enumerate(automaton.calls):
         if calls:
             crossing[index] = True
     trans = np.ascontiguousarray(automaton.trans, dtype=np.int32)
+    if signature is not None:
+        return signature, crossing, trans
     digest = hashlib.blake2b(digest_size=16)
     if trans.shape[0] > _BIG_TABLE:
         # The distinct columns and which byte has which (most bytes' columns repeat:
@@ -496,8 +500,9 @@ def _state_hashes(
 # Caches shared by every engine in the process. Walks are keyed by vocabulary and
 # automaton content, so equal lexemes in different schemas share them; masks are
 # keyed by engine and state. Budgets in bytes (see configure_caches).
-# Walks keyed by a state's hash, a rule's content and state, or a counted string's
-# budget (see MaskEngine._shared_walk).
+# Walks keyed by a state's hash, a rule's content (a lexeme's; a structural rule is
+# keyed by its engine) and state, or a counted string's budget (see
+# MaskEngine._shared_walk).
 # Walks and segments are cached as plain tuples of arrays and numbers (their ``pack``):
 # the garbage collector stops tracking those, where tens of thousands of dataclass
 # instances would be traversed by every full collection (~1 us each, in the hot path).
@@ -673,7 +678,9 @@ class MaskEngine:
         if known is None:
             automaton = self.network.rules[rule]
             if any(automaton.calls):
-                known = _content(automaton)
+                # A structural rule is this schema's own (its calls name this network's
+                # rules): it is keyed by engine and rule, not by hashing its table.
+                known = _content(automaton, b"rule %d %d" % (self._token, rule))
             else:  # a lexeme's table is shared by every network that uses it
                 table = automaton.trans
                 memo = _lexeme_contents.get(id(table))
