@@ -558,3 +558,23 @@ def test_no_dead_end_where_a_member_accepts_nothing():
             assert np.array_equal(mask, reference_mask(compiled, matcher.state))
         finished += matcher.is_finished()
     assert finished >= 20
+
+
+def test_lexeme_rule_information_is_shared_between_schemas():
+    """One lexeme in two schemas: the second engine reuses the first's rule
+    information (tables, hashes), found by content; structural rules are the
+    engine's own."""
+    vocabulary = synthetic_vocabulary()
+    pattern = {"type": "string", "pattern": "^[a-c]+x?$"}
+    first = compile_schema({"type": "object", "properties": {"p": pattern}}, vocabulary).engine
+    second = compile_schema({"type": "array", "items": pattern}, vocabulary).engine
+
+    def lexeme(engine):
+        (index,) = [i for i, rule in enumerate(engine.network.rules) if "pattern" in rule.name]
+        return engine._rule_key(index)
+
+    shared = lexeme(first)
+    assert shared.hashes is not None
+    assert lexeme(second) is shared
+    structural = [engine._rule_key(engine.network.root).signature for engine in (first, second)]
+    assert structural[0] != structural[1]

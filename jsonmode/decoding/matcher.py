@@ -656,7 +656,9 @@ class MaskEngine:
                 hashes = self._hash_lexemes(rule)
         known = _rule_info(signature, crossing, trans, hashes, counted)
         self._rule_keys[rule] = known
-        if lexeme:
+        if lexeme and (hashes is not None or counted is not None):
+            # (Not without hashes: they may just have been evicted, or be another
+            # engine's to compute.)
             _lexeme_infos.put((signature, self._depth), known, 2 * known.dead_table.nbytes)
         return known
 
