@@ -600,6 +600,10 @@ class MaskEngine:
         self._index = index
         self._offsets = index.offsets
         self._matrix = index.matrix
+        # The same, for plain-Python reads (an int per index, no NumPy scalar).
+        self._flat_bytes = memoryview(index.matrix).cast("B")  # type: ignore[arg-type]
+        self._width = int(index.matrix.shape[1])
+        self._lengths_view = memoryview(index.lengths)  # type: ignore[arg-type]
         self._lengths = index.lengths
         self._ids = index.ids
         self._base = vocabulary.allowed_base.copy()
@@ -1112,6 +1116,9 @@ class MaskEngine:
         A trie walk: rows are split by their next byte and the reference steps once
         per distinct prefix; small groups go token by token.
         """
+        if rows.size <= _SMALL_GROUP:
+            found = self._finish_each(start, rows.tolist(), cols.tolist())
+            return np.array(found, dtype=np.int64)
         matrix, lengths = self._matrix, self._lengths
         accepted: list[Rows] = []
         few: list[int] = []
@@ -1137,14 +1144,7 @@ class MaskEngine:
                     data[readable],
                 )
             if rows.size <= _SMALL_GROUP:
-                for row, col, end in zip(rows.tolist(), cols.tolist(), ends.tolist(), strict=True):
-                    here = state
-                    for byte in matrix[row, col:end].tolist():
-                        here = self._step(here, byte)
-                        if not here:
-                            break
-                    if here:
-                        few.append(row)
+                few.extend(self._finish_each(state, rows.tolist(), cols.tolist()))
                 continue
             values = np.unique(data)
             for byte in values.tolist():
@@ -1159,6 +1159,24 @@ class MaskEngine:
         if few:
             accepted.append(np.array(few, dtype=np.int64))
         return np.concatenate(accepted) if accepted else np.zeros(0, dtype=np.int64)
+
+    def _finish_each(self, start: State, rows: list[int], cols: list[int]) -> list[int]:
+        """:meth:`_finish` for a few rows, token by token in plain Python (reading the
+        token bytes through a flat memoryview and the memoised steps directly)."""
+        data, width, lengths = self._flat_bytes, self._width, self._lengths_view
+        steps = self._steps
+        found: list[int] = []
+        for row, col in zip(rows, cols, strict=True):
+            here = start
+            base = row * width
+            for byte in data[base + col : base + lengths[row]]:
+                nxt = steps.get((here, byte))
+                here = self._step(here, byte) if nxt is None else nxt
+                if not here:
+                    break
+            if here:
+                found.append(row)
+        return found
 
     def advance(self, state: State, token: int) -> State:
         """The state after ``token`` (the empty state: not allowed)."""
