@@ -12,6 +12,7 @@ import gzip
 import json
 import pathlib
 import random
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,7 +21,7 @@ import pytest
 
 from jsonmode.errors import InvalidSchemaError
 from jsonmode.schema.core import Schema
-from jsonmode.schema.metaschema import _draft4_check, _flat_check, _flat_validator, check_schema
+from jsonmode.schema.metaschema import _flat_check, _flat_validator, _restated_check, check_schema
 
 DATA = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data"
 SUITE = DATA / "json-schema-test-suite" / "tests" / "draft2020-12"
@@ -111,7 +112,8 @@ def test_the_flat_metaschema_is_built_and_compiled():
     assert flat is not None  # else every check takes the slow path
     assert _flat_check() is not None
     assert _flat_check() != flat.is_valid  # compiled by fastcheck, not jsonschema's walk
-    assert _draft4_check() is not None  # the draft 4 metaschema restated and compiled
+    for cls in (jsonschema.Draft4Validator, jsonschema.Draft6Validator, jsonschema.Draft7Validator):
+        assert _restated_check(cls) is not None  # the older metaschemas restated, compiled
 
 
 def test_draft4_verdicts_agree_on_real_and_edge_schemas():
@@ -138,7 +140,7 @@ def test_draft4_verdicts_agree_on_real_and_edge_schemas():
         {"dependencies": {"a": ["b"], "c": {"type": "string"}}},
         {"properties": {"a": {"type": "intger"}}},
     ]
-    check = _draft4_check()
+    check = _restated_check(jsonschema.Draft4Validator)
     assert check is not None
     for schema in [*schemas, *({"$schema": draft4, **edge} for edge in edges)]:
         assert check(schema) == _official(schema), json.dumps(schema)[:300]
@@ -192,3 +194,33 @@ def test_a_metaschema_that_is_not_a_string_is_an_invalid_schema(declared):
     with pytest.raises(InvalidSchemaError) as caught:
         Schema.of({"$schema": declared, "type": "string"})
     assert caught.value.schema_path == "/$schema"
+
+
+@pytest.mark.parametrize("source", ["suite", "maskbench"])
+def test_draft7_and_draft6_verdicts_agree(source):
+    """Draft 7 and 6 schemas: the official suite's draft 7 schemas (declared as such)
+    and MaskBench's; the restated metaschemas give jsonschema's verdicts."""
+    older = (jsonschema.Draft6Validator, jsonschema.Draft7Validator)
+    if source == "suite":
+        draft7 = "http://json-schema.org/draft-07/schema#"
+        schemas = [
+            {"$schema": draft7, **group["schema"]}
+            if isinstance(group["schema"], dict) and "$schema" not in group["schema"]
+            else group["schema"]
+            for path in sorted((SUITE.parent / "draft7").rglob("*.json"))
+            for group in json.loads(path.read_text(encoding="utf-8"))
+        ]
+    else:
+        schemas = [s for s in _maskbench_schemas() if _draft(s) in older]
+    compared = 0
+    for schema in schemas:
+        cls = _draft(schema)
+        if cls not in older:
+            continue
+        check = _restated_check(cls)
+        assert check is not None
+        with warnings.catch_warnings():  # `re` warns of some patterns ("[--x]"), both ways
+            warnings.simplefilter("ignore", FutureWarning)
+            assert check(schema) == _official(schema), json.dumps(schema)[:300]
+        compared += 1
+    assert compared > 100
