@@ -578,3 +578,26 @@ def test_lexeme_rule_information_is_shared_between_schemas():
     assert lexeme(second) is shared
     structural = [engine._rule_key(engine.network.root).signature for engine in (first, second)]
     assert structural[0] != structural[1]
+
+
+def test_replay_in_plain_python_equals_the_vectorised_replay(monkeypatch):
+    """Boundary prefixes replayed byte by byte (few bytes in all) reach the states the
+    column-by-column replay reaches."""
+    from jsonmode.decoding import matcher as matcher_module
+
+    vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / "qwen2.5")
+    engine = compile_schema(SCHEMA, vocabulary).engine
+    compared = 0
+    for rule, automaton in enumerate(engine.network.rules):
+        info = engine._rule_key(rule)
+        for state in range(min(automaton.n_states, 12)):
+            bounds = engine._shared_walk(info, state, patch=True).bounds
+            if not bounds.size:
+                continue
+            args = (info.flat, state, bounds.lo, bounds.col)
+            monkeypatch.setattr(matcher_module, "_FEW_BYTES", 1 << 30)
+            plain = engine._replay(*args)
+            monkeypatch.setattr(matcher_module, "_FEW_BYTES", -1)
+            assert np.array_equal(plain, engine._replay(*args))
+            compared += 1
+    assert compared >= 10

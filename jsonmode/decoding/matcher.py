@@ -94,7 +94,8 @@ class _Walk:
         return int(self.inside.nbytes) + sum(split.nbytes + 64 for _, split in self.groups)
 
     def pack(self) -> tuple[object, ...]:
-        """A plain tuple of arrays and numbers (see :func:`_cache_get`)."""
+        """A plain tuple of arrays and numbers: the form the caches hold (see
+        ``_walk_cache``)."""
         groups = tuple((stop, *split.pack()) for stop, split in self.groups)
         return self.inside, self.dense, groups
 
@@ -499,15 +500,14 @@ def _state_hashes(
     return result
 
 
-# Caches shared by every engine in the process. Walks are keyed by vocabulary and
-# automaton content, so equal lexemes in different schemas share them; masks are
-# keyed by engine and state. Budgets in bytes (see configure_caches).
-# Walks keyed by a state's hash, a rule's content (a lexeme's; a structural rule is
-# keyed by its engine) and state, or a counted string's budget (see
-# MaskEngine._shared_walk).
-# Walks and segments are cached as plain tuples of arrays and numbers (their ``pack``):
-# the garbage collector stops tracking those, where tens of thousands of dataclass
-# instances would be traversed by every full collection (~1 us each, in the hot path).
+# Caches shared by every engine in the process, budgets in bytes (see
+# configure_caches). Walks are keyed by vocabulary and by a state's behaviour hash,
+# a lexeme's content and state (equal lexemes of different schemas share them), a
+# structural rule's engine and state, or a counted string's budget (see
+# MaskEngine._shared_walk); masks by engine and state. Walks and segments are held
+# as plain tuples of arrays and numbers (their ``pack``): the garbage collector stops
+# tracking those, where tens of thousands of dataclass instances would be traversed
+# by every full collection (~1 us each, inside mask calls).
 _walk_cache: Lru[tuple[str, bytes, int], tuple[Any, ...]] = Lru(16 << 20)
 _local_walk_cache: Lru[tuple[str, bytes, int], tuple[Any, ...]] = Lru(48 << 20)
 _segment_cache: Lru[tuple[str, bytes, int, int], tuple[Any, ...]] = Lru(64 << 20)
@@ -640,8 +640,8 @@ class MaskEngine:
             if shared is not None:
                 self._rule_keys[rule] = shared
                 return shared
-        # Lexemes (call-free rules) recur across properties and schemas; structural
-        # rules rarely do, and are keyed by their content alone.
+        # Lexemes (call-free rules) recur across properties and schemas: their
+        # information is shared by content; a structural rule is its engine's own.
         counted = None
         if automaton.lengths is not None:
             known_states = _count_cache.get(signature)
@@ -654,7 +654,7 @@ class MaskEngine:
                 low, high = automaton.lengths
                 counted = _Counted(self._plain(), plain_of, chars, low, high)
         hashes = None
-        if counted is None and not any(automaton.calls):
+        if counted is None and lexeme:
             # A counted string's states need no hashes: those between characters are
             # keyed by their budget, the others read few bytes.
             hashes = _hash_cache.get((signature, self._depth))
@@ -1175,16 +1175,14 @@ class MaskEngine:
 
     def _finish_each(self, start: State, rows: list[int], cols: list[int]) -> list[int]:
         """:meth:`_finish` for a few rows, token by token in plain Python (reading the
-        token bytes through a flat memoryview and the memoised steps directly)."""
+        token bytes through a flat memoryview)."""
         data, width, lengths = self._flat_bytes, self._width, self._lengths_view
-        steps = self._steps
         found: list[int] = []
         for row, col in zip(rows, cols, strict=True):
             here = start
             base = row * width
             for byte in data[base + col : base + lengths[row]]:
-                nxt = steps.get((here, byte))
-                here = self._step(here, byte) if nxt is None else nxt
+                here = self._step(here, byte)
                 if not here:
                     break
             if here:
