@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -254,10 +254,33 @@ def _determinise(
             known = closed[targets] = intern(_closure(nfa, targets))
         return known
 
+    # Links: states that read one byte and do nothing else (inside literals). A set
+    # of one link is a DFA state with one edge, made here without the general work.
+    links = {
+        state: (row[0][0], row[0][2])
+        for state, row in enumerate(nfa.edges)
+        if len(row) == 1
+        and row[0][0] == row[0][1]
+        and not nfa.eps[state]
+        and not nfa.calls[state]
+        and state != final
+    }
+    followed: dict[int, int] = {}  # link target -> DFA state
     position = 0
     while position < len(order):
         members = order[position]
         position += 1
+        if len(members) == 1:
+            link = links.get(next(iter(members)))
+            if link is not None:
+                byte, target = link
+                here = followed.get(target)
+                if here is None:
+                    here = followed[target] = intern(_closure(nfa, (target,)))
+                accepting.append(False)
+                edges.append([(byte, byte, here)])
+                calls.append({})
+                continue
         accepting.append(final in members)
         single = _single_reader_row(nfa, members, goto)
         if single is not None:
@@ -344,19 +367,22 @@ def build_network(grammar: Grammar, *, max_states: int = 20_000) -> Network:
             done[name] = _terminal(name, expr, max_states)
         else:
             raw[name] = _determinise_expr(name, expr, max_states)
-    fixed = {name: rule is not None for name, rule in done.items()}
-    live = _live_states(raw, fixed)
-    if not (fixed.get(grammar.root) or live.get(grammar.root, {}).get(0, False)):
+    accepts = _accepting_rules(grammar, {name: rule is not None for name, rule in done.items()})
+    if not accepts[grammar.root]:
         raise UnsupportedSchemaError("the schema accepts no value at all")
-    names = [n for n in grammar.rules if fixed.get(n) or live.get(n, {}).get(0, False)]
+    names = [name for name in grammar.rules if accepts[name]]
     number = {name: index for index, name in enumerate(names)}
     rules = []
     for name in names:
         finished = done.get(name)
         if finished is not None:
             rules.append(finished if finished.name == name else replace(finished, name=name))
-        else:
-            rules.append(_finish(name, raw[name], live, fixed, number))
+            continue
+        parts = raw[name]
+        # Where every part of the rule accepts something, so does every state of its
+        # automaton (each state is some set of positions inside those parts).
+        live = None if _every_part_accepts(grammar.rules[name], accepts) else _live(parts, accepts)
+        rules.append(_finish(name, parts, live, accepts, number))
     return Network(tuple(rules), number[grammar.root], number)
 
 
@@ -370,8 +396,8 @@ def _terminal(name: str, expr: Expr, max_states: int) -> RuleDFA | None:
     rule = _direct(name, expr)
     if rule is None:
         parts = _determinise_expr(name, expr, max_states)
-        live = _live_states({name: parts}, {})
-        rule = _finish(name, parts, live, {}, {}) if live[name].get(0) else None
+        live = _live(parts, {})
+        rule = _finish(name, parts, live, {}, {}) if live[0] else None
     elif rule.n_states > max_states:
         raise BudgetExceededError("states per rule", max_states)
     _TERMINALS.put(key, (rule,), 256 + (rule.trans.nbytes if rule is not None else 0))
@@ -449,78 +475,117 @@ def _calls_nothing(expr: Expr) -> bool:
     return not isinstance(expr, Members)  # objects are never lexemes
 
 
-def _live_states(raw: dict[str, _Raw], fixed: dict[str, bool]) -> dict[str, dict[int, bool]]:
-    """Per rule, the states from which acceptance is reachable (calls to live rules count).
+def _accepting_rules(grammar: Grammar, fixed: dict[str, bool]) -> dict[str, bool]:
+    """Per rule, whether it accepts anything: the least fixed point over the rules'
+    expressions, a call accepting once its callee is known to. ``fixed``: rules
+    decided already (lexemes)."""
+    accepts = {name: fixed.get(name, False) for name in grammar.rules}
+    open_rules = [name for name in grammar.rules if name not in fixed]
+    changed = True
+    while changed:
+        changed = False
+        for name in open_rules:
+            if not accepts[name] and _accepts(grammar.rules[name], accepts):
+                accepts[name] = changed = True
+    return accepts
 
-    ``fixed``: rules finished already (lexemes), by whether they accept anything.
-    A backwards worklist over byte and call edges: linear in the number of edges. A call
-    edge counts once its callee is live, so marking a rule's start state revisits the
-    call edges that wait on it.
-    """
-    back: dict[str, list[list[int]]] = {}
-    returns: dict[str, list[list[tuple[int, str]]]] = {}
-    waiting: dict[str, list[tuple[str, int, int]]] = {name: [] for name in raw}
-    for name, (edges, calls, _) in raw.items():
-        preds: list[list[int]] = [[] for _ in edges]
-        after: list[list[tuple[int, str]]] = [[] for _ in edges]
-        for state, row in enumerate(edges):
-            for _, _, target in row:
+
+def _accepts(expr: Expr, rules: dict[str, bool]) -> bool:
+    """Whether ``expr`` accepts some byte string, given which rules do."""
+    if isinstance(expr, Lit):
+        return True
+    if isinstance(expr, Lex):
+        return bool(expr.dfa.accepting.any())
+    if isinstance(expr, Call):
+        return rules.get(expr.rule, False)
+    if isinstance(expr, Seq):
+        return all(_accepts(item, rules) for item in expr.items)
+    if isinstance(expr, Alt):
+        return any(_accepts(option, rules) for option in expr.options)
+    if isinstance(expr, Rep):
+        return expr.low == 0 or _accepts(expr.item, rules)
+    if isinstance(expr, Members):
+        needed = [member for member, required in expr.members if required]
+        return all(_accepts(member, rules) for member in needed) and (
+            len(needed) < 2 or _accepts(expr.sep, rules)
+        )
+    raise TypeError(expr)  # pragma: no cover - Expr is closed
+
+
+def _every_part_accepts(expr: Expr, rules: dict[str, bool]) -> bool:
+    """Whether ``expr`` and every expression inside it accept some byte string."""
+    if isinstance(expr, (Lit, Lex, Call)):
+        return _accepts(expr, rules)
+    if isinstance(expr, Seq):
+        return all(_every_part_accepts(item, rules) for item in expr.items)
+    if isinstance(expr, Alt):
+        return bool(expr.options) and all(
+            _every_part_accepts(option, rules) for option in expr.options
+        )
+    if isinstance(expr, Rep):
+        return _every_part_accepts(expr.item, rules)
+    if isinstance(expr, Members):
+        parts = [member for member, _ in expr.members] + [expr.sep]
+        if expr.extra is not None:
+            parts.append(expr.extra)
+        return all(_every_part_accepts(part, rules) for part in parts)
+    raise TypeError(expr)  # pragma: no cover - Expr is closed
+
+
+def _live(parts: _Raw, accepts: dict[str, bool]) -> list[bool]:
+    """The states of one rule's automaton from which acceptance is reachable, calls
+    to the rules in ``accepts`` counting as edges: a backwards worklist, linear in
+    the number of edges."""
+    edges, calls, accepting = parts
+    preds: list[list[int]] = [[] for _ in edges]
+    for state, row in enumerate(edges):
+        for _, _, target in row:
+            preds[target].append(state)
+        for callee, target in calls[state].items():
+            if accepts.get(callee):
                 preds[target].append(state)
-            for callee, target in calls[state].items():
-                after[target].append((state, callee))
-                if callee in waiting:
-                    waiting[callee].append((name, state, target))
-        back[name] = preds
-        returns[name] = after
-    live: dict[str, dict[int, bool]] = {name: {} for name in raw}
-    work: list[tuple[str, int]] = []
-
-    def mark(name: str, state: int) -> None:
-        if not live[name].get(state):
-            live[name][state] = True
-            work.append((name, state))
-
-    for name, (_, _, accepting) in raw.items():
-        for state, accepts in enumerate(accepting):
-            if accepts:
-                mark(name, state)
+    live = list(accepting)
+    work = [state for state, accepts_here in enumerate(accepting) if accepts_here]
     while work:
-        name, state = work.pop()
-        for pred in back[name][state]:
-            mark(name, pred)
-        for origin, callee in returns[name][state]:
-            if fixed.get(callee) or live.get(callee, {}).get(0):
-                mark(name, origin)
-        if state == 0:
-            for caller, origin, target in waiting[name]:
-                if live[caller].get(target):
-                    mark(caller, origin)
+        for pred in preds[work.pop()]:
+            if not live[pred]:
+                live[pred] = True
+                work.append(pred)
     return live
 
 
 def _finish(
     name: str,
     parts: _Raw,
-    live: dict[str, dict[int, bool]],
-    fixed: dict[str, bool],
+    live: list[bool] | None,
+    accepts: dict[str, bool],
     number: dict[str, int],
 ) -> RuleDFA:
+    """The rule's table, keeping the ``live`` states (None: all of them) and the
+    calls to rules that accept something, renumbered by ``number``."""
     edges, calls, accepting = parts
-    mark = live[name]
-    keep = [state for state in range(len(accepting)) if mark.get(state)]
-    renumber = {old: new for new, old in enumerate(keep)}
+    keep: Sequence[int]
+    if live is None:
+        keep = range(len(accepting))
+        renumber: dict[int, int] | None = None
+    else:
+        keep = [state for state, alive in enumerate(live) if alive]
+        renumber = {old: new for new, old in enumerate(keep)}
     trans = np.full((len(keep), 256), -1, dtype=np.int32)
     call_rows: list[tuple[tuple[int, int], ...]] = []
     for new, old in enumerate(keep):
-        for lo, hi, target in edges[old]:
-            if target in renumber:
-                trans[new, lo : hi + 1] = renumber[target]
+        row = trans[new]
+        if renumber is None:
+            for lo, hi, target in edges[old]:
+                row[lo : hi + 1] = target
+            pairs: Iterable[tuple[str, int]] = calls[old].items()
+        else:
+            for lo, hi, target in edges[old]:
+                if target in renumber:
+                    row[lo : hi + 1] = renumber[target]
+            pairs = [(c, renumber[t]) for c, t in calls[old].items() if t in renumber]
         call_rows.append(
-            tuple(
-                (number[callee], renumber[target])
-                for callee, target in calls[old].items()
-                if (fixed.get(callee) or live.get(callee, {}).get(0)) and target in renumber
-            )
+            tuple((number[callee], target) for callee, target in pairs if accepts.get(callee))
         )
     flags = np.array([accepting[old] for old in keep], dtype=np.bool_)
     return RuleDFA(name, trans, tuple(call_rows), flags)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from jsonmode import events
 from jsonmode.decoding.automaton import Network, build_network
+from jsonmode.decoding.collector import collector_paused
 from jsonmode.decoding.compiler import CompileOptions, build_grammar
 from jsonmode.decoding.grammar import Grammar
 from jsonmode.decoding.matcher import MaskEngine, Matcher
@@ -109,6 +110,14 @@ def compile_schema(
     except TypeError as exc:
         known = ", ".join(field.name for field in dataclasses.fields(CompileOptions))
         raise UsageError(f"unknown compile option: {exc}", hint=f"known options: {known}") from None
+    with collector_paused():
+        return _compile(schema, vocabulary, settings)
+
+
+def _compile(
+    schema: object, vocabulary: Vocabulary | None, settings: CompileOptions
+) -> CompiledSchema:
+    """:func:`compile_schema` once the options are read: normalise, look up, build."""
     spec = Schema.of(schema)
     key = (
         json.dumps(spec.json_schema),  # not sorted: property order is decoding order

@@ -69,14 +69,14 @@ def extra_key_body(names: tuple[str, ...]) -> rx.ByteDFA | None:
     def via_body(state: int, digits: bytes) -> list[int]:
         return [int(plain[state, d]) for d in digits]
 
-    for prefix, index in node.items():
-        # Any byte takes the key off the names (plain body after one character)...
-        trans[index] = plain[g0]
-        trans[index, ord("\\")] = escape
-        # ...except the characters that continue a name.
-        for name in names:
-            if name.startswith(prefix) and len(name) > len(prefix):
-                trans[index, ord(name[len(prefix)])] = node[name[: len(prefix) + 1]]
+    # From a prefix, any byte takes the key off the names (plain body after one
+    # character)...
+    trans[: len(prefixes)] = plain[g0]
+    trans[: len(prefixes), ord("\\")] = escape
+    # ...except the characters that continue a name.
+    for name in names:
+        for length in range(len(name)):
+            trans[node[name[:length]], ord(name[length])] = node[name[: length + 1]]
     for byte in _SHORT_ESCAPES:
         trans[escape, byte] = g0 + shift  # decodes to '"', '\\' or a control character
     trans[escape, ord("u")] = u

@@ -30,7 +30,6 @@ never allowed.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 import os
@@ -44,6 +43,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from jsonmode.decoding.collector import collector_paused
 from jsonmode.errors import UsageError
 
 __all__ = ["Vocabulary"]
@@ -556,16 +556,11 @@ def _parse_json(text: str | bytes) -> dict[str, Any]:
     """``json.loads`` with the cyclic GC paused: a tokenizer.json holds ~10^5 small
     lists (merges), and in a process with a large heap (transformers loaded) the
     collections they trigger triple the parse time. JSON values hold no cycles."""
-    paused = gc.isenabled()
-    if paused:
-        gc.disable()
     try:
-        data = json.loads(text)
+        with collector_paused():
+            data = json.loads(text)
     except ValueError as exc:
         raise UsageError(f"not a tokenizer.json: {exc}") from None
-    finally:
-        if paused:
-            gc.enable()
     if not isinstance(data, dict):
         raise UsageError("a tokenizer.json must hold a JSON object")
     return data
