@@ -588,7 +588,11 @@ class _Builder:
             key = self.literal(name)
             members.append((seq(key, self.sep(b":"), value), name in required))
         extras: list[Expr] = []
-        pattern_keys, other_key, inexact = _key_lexemes(tuple(properties), tuple(patterns))
+        pattern_keys: tuple[tuple[str, Expr | None], ...] = ()
+        other_key: Expr | None = None
+        inexact = False
+        if patterns or extra is not False:  # keys beyond the declared names may appear
+            pattern_keys, other_key, inexact = _key_lexemes(tuple(properties), tuple(patterns))
         if inexact:
             self.skip(path, "patternProperties")
         for pattern, pattern_key in pattern_keys:

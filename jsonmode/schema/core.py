@@ -10,7 +10,6 @@ A :class:`Schema` is immutable and thread-safe; building one costs a schema chec
 
 from __future__ import annotations
 
-import copy
 import functools
 import json
 import pathlib
@@ -102,7 +101,8 @@ class Schema:
                 hit = _cache.get(key)
             if hit is not None:
                 return hit
-        built = cls._build(schema, name)
+        text = key[1] if isinstance(key, tuple) and key[0] == "json" else None
+        built = cls._build(schema, name, text)
         if key is not None:
             with _cache_lock:
                 if len(_cache) >= _CACHE_LIMIT:
@@ -111,7 +111,8 @@ class Schema:
         return built
 
     @classmethod
-    def _build(cls, schema: object, name: str | None) -> Schema:
+    def _build(cls, schema: object, name: str | None, text: str | None = None) -> Schema:
+        """``text``: ``schema`` (a dict or bool) as JSON already, when the caller has it."""
         if isinstance(schema, pathlib.Path):
             try:
                 schema = schema.read_text(encoding="utf-8")
@@ -124,11 +125,12 @@ class Schema:
                 raise InvalidSchemaError(f"schema text is not JSON: {exc}") from None
         if isinstance(schema, (dict, bool)):
             try:
-                # A private deep copy: the caller may mutate their dict later.
-                owned = copy.deepcopy(schema)
-                json.dumps(owned, allow_nan=False)
+                if text is None:
+                    text = json.dumps(schema, allow_nan=False)
             except (TypeError, ValueError, RecursionError) as exc:
                 raise InvalidSchemaError(f"schema is not JSON-serialisable: {exc}") from None
+            # A private deep copy, as JSON reads it: the caller may mutate their dict later.
+            owned = json.loads(text)
             title = owned.get("title") if isinstance(owned, dict) else None
             return cls(owned, _safe_name(name or (title if isinstance(title, str) else "")))
         if isinstance(schema, type) or _is_typing_form(schema):
