@@ -282,9 +282,9 @@ def _determinise(
                 calls.append({})
                 continue
         accepting.append(final in members)
-        single = _single_reader_row(nfa, members, goto)
-        if single is not None:
-            edges.append(single)
+        disjoint = _disjoint_row(nfa, members, goto)
+        if disjoint is not None:
+            edges.append(disjoint)
             calls.append(_call_row(nfa, members, intern))
             continue
         # Sweep the byte axis: at each interval boundary, update the live targets.
@@ -315,21 +315,17 @@ def _determinise(
     return edges, calls, accepting
 
 
-def _single_reader_row(
+def _disjoint_row(
     nfa: _NFA, members: frozenset[int], goto: Callable[[frozenset[int]], int]
 ) -> list[Interval] | None:
-    """The DFA row of a state set in which one NFA state alone reads bytes, on
-    disjoint intervals (a literal, a key's next byte, ...): its edges, each to the
-    closure of its one target. None otherwise (the caller sweeps the byte axis)."""
-    reader = None
+    """The DFA row of a state set whose members read bytes on pairwise disjoint
+    intervals (a literal, a key's next byte, a separator beside a closing brace,
+    ...): each interval leads to the closure of its one target. None where two
+    intervals overlap (the caller sweeps the byte axis)."""
+    intervals: list[Interval] = []
     for member in members:
-        if nfa.edges[member]:
-            if reader is not None:
-                return None
-            reader = member
-    if reader is None:
-        return []
-    intervals = sorted(nfa.edges[reader])
+        intervals += nfa.edges[member]
+    intervals.sort()
     if any(b[0] <= a[1] for a, b in itertools.pairwise(intervals)):
         return None
     row: list[Interval] = []
