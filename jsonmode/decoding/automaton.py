@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -560,28 +560,33 @@ def _finish(
     """The rule's table, keeping the ``live`` states (None: all of them) and the
     calls to rules that accept something, renumbered by ``number``."""
     edges, calls, accepting = parts
-    keep: Sequence[int]
-    if live is None:
-        keep = range(len(accepting))
-        renumber: dict[int, int] | None = None
-    else:
+    if live is not None:
         keep = [state for state, alive in enumerate(live) if alive]
         renumber = {old: new for new, old in enumerate(keep)}
-    trans = np.full((len(keep), 256), -1, dtype=np.int32)
-    call_rows: list[tuple[tuple[int, int], ...]] = []
-    for new, old in enumerate(keep):
-        row = trans[new]
-        if renumber is None:
-            for lo, hi, target in edges[old]:
-                row[lo : hi + 1] = target
-            pairs: Iterable[tuple[str, int]] = calls[old].items()
-        else:
-            for lo, hi, target in edges[old]:
-                if target in renumber:
-                    row[lo : hi + 1] = renumber[target]
-            pairs = [(c, renumber[t]) for c, t in calls[old].items() if t in renumber]
-        call_rows.append(
-            tuple((number[callee], target) for callee, target in pairs if accepts.get(callee))
-        )
-    flags = np.array([accepting[old] for old in keep], dtype=np.bool_)
-    return RuleDFA(name, trans, tuple(call_rows), flags)
+        edges = [
+            [(lo, hi, renumber[t]) for lo, hi, t in edges[old] if t in renumber] for old in keep
+        ]
+        calls = [{c: renumber[t] for c, t in calls[old].items() if t in renumber} for old in keep]
+        accepting = [accepting[old] for old in keep]
+    trans = np.full((len(accepting), 256), -1, dtype=np.int32)
+    # Single-byte edges (most of them: literals) are written in one indexed store.
+    states: list[int] = []
+    points: list[int] = []
+    targets: list[int] = []
+    for state, row in enumerate(edges):
+        for lo, hi, target in row:
+            if lo == hi:
+                states.append(state)
+                points.append(lo)
+                targets.append(target)
+            else:
+                trans[state, lo : hi + 1] = target
+    if states:
+        trans[states, points] = targets
+    call_rows = tuple(
+        tuple((number[callee], target) for callee, target in row.items() if accepts.get(callee))
+        if row
+        else ()
+        for row in calls
+    )
+    return RuleDFA(name, trans, call_rows, np.array(accepting, dtype=np.bool_))
