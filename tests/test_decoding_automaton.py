@@ -191,3 +191,24 @@ def test_rule_level_acceptance_agrees_with_the_state_search():
                 shortcuts += 1
                 assert all(automaton._live(raw[name], accepts)), (name, rules)
     assert shortcuts > 100  # the shortcut was exercised
+
+
+def test_rules_alike_in_every_schema_are_determinised_once_per_process():
+    """The unconstrained JSON value's rules (``Grammar.shared``) come from a process
+    cache keyed by their expression; the tables are the ones built afresh."""
+    from jsonmode.decoding import automaton
+    from jsonmode.decoding.compiled import compile_schema
+
+    first = compile_schema({"type": "object", "properties": {"a": {}}})
+    second = compile_schema({"type": "array", "items": {"type": "object"}})
+    assert first.grammar.shared == second.grammar.shared == {"any", "any_object", "any_array"}
+    for name in second.grammar.shared:
+        expr = second.grammar.rules[name]
+        assert automaton._shared(name, expr, 20_000) is automaton._shared(name, expr, 20_000)
+    automaton._SHARED.clear()
+    fresh = build_network(second.grammar)
+    for name, index in second.network.names.items():
+        cached, rebuilt = second.network.rules[index], fresh.rules[fresh.names[name]]
+        assert (cached.trans == rebuilt.trans).all()
+        assert cached.calls == rebuilt.calls
+    assert compile_schema({"type": "string"}).grammar.shared == frozenset()

@@ -214,6 +214,8 @@ class Network:
 _Raw = tuple[list[list[Interval]], list[dict[str, int]], list[bool]]
 # Finished call-free rules (lexemes), by expression and budget (None: accepts nothing).
 _TERMINALS: Lru[tuple[Expr, int], tuple[RuleDFA | None]] = Lru(64 << 20)
+# Determinised rules alike in every schema (Grammar.shared), by expression and budget.
+_SHARED: Lru[tuple[Expr, int], _Raw] = Lru(8 << 20)
 
 
 def _closure(nfa: _NFA, states: Iterable[int]) -> frozenset[int]:
@@ -361,6 +363,8 @@ def build_network(grammar: Grammar, *, max_states: int = 20_000) -> Network:
     for name, expr in grammar.rules.items():
         if _calls_nothing(expr):
             done[name] = _terminal(name, expr, max_states)
+        elif name in grammar.shared:
+            raw[name] = _shared(name, expr, max_states)
         else:
             raw[name] = _determinise_expr(name, expr, max_states)
     accepts = _accepting_rules(grammar, {name: rule is not None for name, rule in done.items()})
@@ -380,6 +384,19 @@ def build_network(grammar: Grammar, *, max_states: int = 20_000) -> Network:
         live = None if _every_part_accepts(grammar.rules[name], accepts) else _live(parts, accepts)
         rules.append(_finish(name, parts, live, accepts, number))
     return Network(tuple(rules), number[grammar.root], number)
+
+
+def _shared(name: str, expr: Expr, max_states: int) -> _Raw:
+    """A rule alike in every schema (``Grammar.shared``), determinised once per
+    process: its automaton depends on its expression alone (calls name their callees;
+    trimming comes later, per network). Callers must not change what it returns."""
+    key = (expr, max_states)
+    known = _SHARED.get(key)
+    if known is None:
+        known = _determinise_expr(name, expr, max_states)
+        edges, _, _ = known
+        _SHARED.put(key, known, 256 + 64 * sum(len(row) + 1 for row in edges))
+    return known
 
 
 def _terminal(name: str, expr: Expr, max_states: int) -> RuleDFA | None:

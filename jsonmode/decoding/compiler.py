@@ -182,6 +182,7 @@ class _Builder:
     rules: dict[str, Expr] = field(default_factory=dict)
     unenforced: list[str] = field(default_factory=list)
     ref_rules: dict[str, str] = field(default_factory=dict)
+    shared: set[str] = field(default_factory=set)  # see Grammar.shared
     _lexes: dict[str, Expr] = field(default_factory=dict)
 
     # -- bookkeeping -----------------------------------------------------------------
@@ -315,6 +316,7 @@ class _Builder:
         arr = seq(Lit(b"["), self.ws, Rep(items, 0, 1), self.ws, Lit(b"]"))
         self.rules["any_object"] = obj
         self.rules["any_array"] = arr
+        self.shared.update(("any", "any_object", "any_array"))
         return alt(
             Call("any_object"),
             Call("any_array"),
@@ -890,4 +892,5 @@ def build_grammar(
     # of a reply with it ("▁{"), and refusing it would force a less likely token.
     lead = Rep(Lit(b" "), 0, 1) if options.whitespace == "standard" else builder.ws
     builder.rule("root", lambda name: seq(lead, builder.value(schema, "")))
-    return Grammar("root", dict(builder.rules)), tuple(builder.unenforced)
+    grammar = Grammar("root", dict(builder.rules), frozenset(builder.shared))
+    return grammar, tuple(builder.unenforced)
