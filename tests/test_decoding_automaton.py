@@ -212,3 +212,30 @@ def test_rules_alike_in_every_schema_are_determinised_once_per_process():
         assert (cached.trans == rebuilt.trans).all()
         assert cached.calls == rebuilt.calls
     assert compile_schema({"type": "string"}).grammar.shared == frozenset()
+
+
+def test_runs_of_a_table_are_its_rows_intervals():
+    """``_runs`` (one pass over a whole table) against a row-by-row scan."""
+    import numpy as np
+
+    from jsonmode.decoding import automaton
+
+    def scan(row):
+        runs, lo = [], 0
+        for byte in range(1, 257):
+            if byte == 256 or row[byte] != row[lo]:
+                if row[lo] >= 0:
+                    runs.append((lo, byte - 1, int(row[lo])))
+                lo = byte
+        return runs
+
+    rng = np.random.default_rng(1)
+    for trial in range(200):
+        count = int(rng.integers(1, 20))
+        trans = rng.choice([-1, 0, 1, 2], size=(count, 256), p=[0.7, 0.1, 0.1, 0.1])
+        if trial % 4 == 0:  # whole rows of one target, and dead rows
+            trans = np.repeat(trans[:, :1], 256, axis=1)
+        found = [[] for _ in range(count)]
+        for state, lo, hi, target in automaton._runs(trans.astype(np.int32)):
+            found[state].append((lo, hi, target))
+        assert found == [scan(row.tolist()) for row in trans], trial

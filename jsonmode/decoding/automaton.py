@@ -165,19 +165,25 @@ def _lex_rows(lex: Lex) -> tuple[tuple[tuple[Interval, ...], ...], tuple[int, ..
     """A lexeme's automaton as interval rows, accepting states and start (cached:
     lexemes compare by label, and equal labels mean equal automata)."""
     dfa = lex.dfa
-    rows = tuple(tuple(_intervals(dfa.trans[state])) for state in range(dfa.trans.shape[0]))
-    return rows, tuple(np.flatnonzero(dfa.accepting).tolist()), int(dfa.start)
+    rows: list[list[Interval]] = [[] for _ in range(dfa.n_states)]
+    for state, lo, hi, target in _runs(np.asarray(dfa.trans)):
+        rows[state].append((lo, hi, target))
+    return tuple(map(tuple, rows)), tuple(np.flatnonzero(dfa.accepting).tolist()), int(dfa.start)
 
 
-def _intervals(row: npt.NDArray[np.int32]) -> Iterable[Interval]:
-    """Runs of equal, live targets in a 256-entry transition row."""
-    change = np.flatnonzero(np.diff(row)) + 1
-    starts = np.concatenate(([0], change))
-    ends = np.concatenate((change - 1, [255]))
-    for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
-        target = int(row[lo])
-        if target >= 0:
-            yield lo, hi, target
+def _runs(trans: npt.NDArray[np.int32]) -> Iterable[tuple[int, int, int, int]]:
+    """``(state, lo, hi, target)`` for each run of equal, live targets in the rows of
+    a transition table, row by row and in byte order (one pass over the table)."""
+    opens = np.ones(trans.shape, dtype=np.bool_)
+    opens[:, 1:] = trans[:, 1:] != trans[:, :-1]
+    state, lo = np.nonzero(opens)
+    hi = np.full(lo.shape, 255, dtype=lo.dtype)
+    same_row = state[1:] == state[:-1]
+    hi[:-1][same_row] = lo[1:][same_row] - 1
+    target = trans[state, lo]
+    live = target >= 0
+    columns = (state[live], lo[live], hi[live], target[live])
+    return zip(*(column.tolist() for column in columns), strict=True)
 
 
 @dataclass(frozen=True, eq=False)
