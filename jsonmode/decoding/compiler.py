@@ -250,7 +250,7 @@ class _Builder:
     def sep(self, char: bytes) -> Expr:
         """``,`` or ``:`` with the whitespace the policy allows around it."""
         if self.options.whitespace == "standard":
-            return seq(Lit(char), Rep(Lit(b" "), 0, 1))
+            return _standard_sep(char)
         return seq(self.ws, Lit(char), self.ws)
 
     # -- values ------------------------------------------------------------------------
@@ -304,28 +304,15 @@ class _Builder:
         return Call("any")
 
     def _any_body(self) -> Expr:
-        member = seq(self.string_expr({}, ""), self.sep(b":"), Call("any"))
-        obj = seq(
-            Lit(b"{"),
-            self.ws,
-            Rep(seq(member, Rep(seq(self.sep(b","), member), 0, None)), 0, 1),
-            self.ws,
-            Lit(b"}"),
-        )
-        items = seq(Call("any"), Rep(seq(self.sep(b","), Call("any")), 0, None))
-        arr = seq(Lit(b"["), self.ws, Rep(items, 0, 1), self.ws, Lit(b"]"))
+        string = self.string_expr({}, "")
+        for name in ("any_object", "any_array"):  # their place in the rule order
+            self.rules[name] = NEVER
+        number = self.number_expr({}, "", integer=False)
+        obj, arr, body = _any_exprs(self.ws, self.sep(b":"), self.sep(b","), string, number)
         self.rules["any_object"] = obj
         self.rules["any_array"] = arr
         self.shared.update(("any", "any_object", "any_array"))
-        return alt(
-            Call("any_object"),
-            Call("any_array"),
-            self.string_expr({}, ""),
-            self.number_expr({}, "", integer=False),
-            Lit(b"true"),
-            Lit(b"false"),
-            Lit(b"null"),
-        )
+        return body
 
     # -- combinators ---------------------------------------------------------------------
 
@@ -669,6 +656,41 @@ class _Builder:
             body = alt(EMPTY, first) if low == 0 else first
         # NEVER inside a sequence kills that path: impossible lengths trim themselves.
         return seq(Lit(b"["), self.ws, body, self.ws, Lit(b"]"))
+
+
+@functools.lru_cache(maxsize=16)
+def _standard_sep(char: bytes) -> Expr:
+    """``char`` and one optional space (the standard whitespace policy)."""
+    return seq(Lit(char), Rep(Lit(b" "), 0, 1))
+
+
+@functools.lru_cache(maxsize=16)
+def _any_exprs(
+    ws: Expr, colon: Expr, comma: Expr, string: Expr, number: Expr
+) -> tuple[Expr, Expr, Expr]:
+    """The unconstrained JSON value's rules: ``any_object``, ``any_array`` and ``any``
+    (calling those two by name), given the whitespace, separators and the string and
+    number lexemes (cached: every schema with a free-form value needs them)."""
+    member = seq(string, colon, Call("any"))
+    obj = seq(
+        Lit(b"{"),
+        ws,
+        Rep(seq(member, Rep(seq(comma, member), 0, None)), 0, 1),
+        ws,
+        Lit(b"}"),
+    )
+    items = seq(Call("any"), Rep(seq(comma, Call("any")), 0, None))
+    arr = seq(Lit(b"["), ws, Rep(items, 0, 1), ws, Lit(b"]"))
+    body = alt(
+        Call("any_object"),
+        Call("any_array"),
+        string,
+        number,
+        Lit(b"true"),
+        Lit(b"false"),
+        Lit(b"null"),
+    )
+    return obj, arr, body
 
 
 @functools.lru_cache(maxsize=1024)
