@@ -63,6 +63,14 @@ def test_caller_dict_is_copied_not_referenced():
     assert Schema.of(schema).json_schema["properties"]["a"]["type"] == "string"
 
 
+def test_the_copy_is_the_schema_as_json_reads_it():
+    """Tuples become arrays and non-string keys strings, as in the JSON text."""
+    spec = Schema.of({"enum": (1, 2), "properties": {7: {"type": "integer"}}})
+    assert spec.json_schema == {"enum": [1, 2], "properties": {"7": {"type": "integer"}}}
+    assert spec.conforms(1)
+    assert not spec.conforms(3)
+
+
 def test_every_issue_is_reported_with_path_and_keyword():
     spec = Schema.of(
         {

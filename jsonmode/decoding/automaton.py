@@ -273,7 +273,6 @@ def _determinise(
         and not nfa.calls[state]
         and state != final
     }
-    followed: dict[int, int] = {}  # link target -> DFA state
     position = 0
     while position < len(order):
         members = order[position]
@@ -282,11 +281,8 @@ def _determinise(
             link = links.get(next(iter(members)))
             if link is not None:
                 byte, target = link
-                here = followed.get(target)
-                if here is None:
-                    here = followed[target] = intern(_closure(nfa, (target,)))
                 accepting.append(False)
-                edges.append([(byte, byte, here)])
+                edges.append([(byte, byte, goto(frozenset((target,))))])
                 calls.append({})
                 continue
         accepting.append(final in members)
