@@ -601,3 +601,61 @@ def test_replay_in_plain_python_equals_the_vectorised_replay(monkeypatch):
             assert np.array_equal(plain, engine._replay(*args))
             compared += 1
     assert compared >= 10
+
+
+def _walk_groups(walk, size: int) -> tuple[set[int], dict[int, list[tuple[int, int, int]]]]:
+    """A walk's inside ids and, per stop state, its boundary tokens as (position,
+    column where the rest starts, that first byte)."""
+    from jsonmode.decoding.trie import ranges
+
+    if walk.dense:
+        inside = set(np.flatnonzero(np.unpackbits(walk.inside, count=size)).tolist())
+    else:
+        inside = set(walk.inside.tolist())
+    groups: dict[int, list[tuple[int, int, int]]] = {}
+    for stop, split in walk.groups:
+        counts = split.hi - split.lo
+        rows = ranges(split.lo, split.hi).tolist()
+        cols = np.repeat(split.col, counts).tolist()
+        firsts = np.repeat(split.byte, counts).tolist()
+        groups.setdefault(stop, []).extend(zip(rows, cols, firsts, strict=True))
+        if split.rows is not None:  # the listed form says the same
+            assert sorted(zip(split.rows.tolist(), split.cols.tolist(), strict=True)) == sorted(
+                zip(rows, cols, strict=True)
+            )
+    return inside, {stop: sorted(tokens) for stop, tokens in groups.items()}
+
+
+@pytest.mark.parametrize("name", ["qwen2.5", "llama-3"])
+def test_small_walks_equal_vectorised_walks(name, monkeypatch):
+    """States that read few tokens are walked in plain Python (MaskEngine._small_walk):
+    the same tokens inside, the same boundary tokens stopping in the same states and
+    split by the same next bytes as the vectorised walk finds."""
+    from jsonmode.decoding import matcher as matcher_module
+
+    vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / name)
+    schema = {
+        **SCHEMA,
+        "properties": {
+            **SCHEMA["properties"],
+            "when": {"type": "string", "format": "date"},
+            "kind": {"const": "alpha\u00e9"},
+            "more": {"type": "object", "properties": {"apiVersion": {"type": "integer"}}},
+        },
+    }
+    compiled = compile_schema(schema, vocabulary)
+    small_walks = {}
+    engine = compiled.engine
+    for rule, automaton in enumerate(engine.network.rules):
+        info = engine._rule_key(rule)
+        for state in range(automaton.n_states):
+            walk = engine._small_walk(info, state)
+            if walk is not None:
+                small_walks[rule, state] = walk
+    assert len(small_walks) > 50
+    assert sum(bool(walk.groups) for walk in small_walks.values()) > 20
+    monkeypatch.setattr(matcher_module, "_SMALL_BYTES", -1)  # the vectorised walk only
+    matcher_module._local_walk_cache.clear()
+    for (rule, state), walk in small_walks.items():
+        expected = engine.walk(rule, state)
+        assert _walk_groups(walk, vocabulary.size) == _walk_groups(expected, vocabulary.size)

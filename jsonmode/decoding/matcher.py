@@ -27,6 +27,10 @@ How a mask is computed (see ARCHITECTURE.md, "How the engine gets fast"):
    tokens beyond its character budget (per-token counts from one trie replay per
    vocabulary), keyed by that budget, so the states far from their bounds share one
    walk whatever their lexeme.
+   A state that reads few tokens (a literal's next bytes, a number's digits)
+   skips the segments, hashes and shared caches above: its rule automaton follows
+   the token trie in plain Python, where NumPy's per-call overhead would cost
+   several times the walk itself (its walk is still cached per rule and state).
 3. Boundary tokens are finished from the real stack by the reference matcher:
    grouped by where they stop in the rule, split by the byte their rest starts
    with (only those the caller can read are tried), then one reference step per
@@ -194,6 +198,7 @@ class _RuleInfo:
     dead_table: npt.NDArray[np.int32]
     dead_crossing: npt.NDArray[np.bool_]
     hashes: npt.NDArray[np.uint64] | None
+    widths: list[int]  # per state, how many bytes it reads
     counted: _Counted | None = None
     readable: dict[int, list[int]] = field(default_factory=dict)  # memo of reads()
 
@@ -245,8 +250,9 @@ def _rule_info(
     dead = crossing.size
     dead_table = np.full(flat.size + 256, dead, dtype=np.int32)
     dead_table[: flat.size] = np.where(flat >= 0, flat, dead)
+    widths = np.count_nonzero(trans >= 0, axis=1).tolist()
     return _RuleInfo(
-        signature, crossing, flat, dead_table, np.append(crossing, False), hashes, counted
+        signature, crossing, flat, dead_table, np.append(crossing, False), hashes, widths, counted
     )
 
 
@@ -526,6 +532,10 @@ _lexeme_infos: Lru[tuple[bytes, int], _RuleInfo] = Lru(32 << 20)
 _indexes: dict[str, _TokenIndex] = {}
 _indexes_lock = threading.Lock()
 _engine_ids = itertools.count()
+# A state that reads at most _SMALL_BYTES first bytes is walked in plain Python, down
+# to at most _SMALL_NODES live trie nodes (see MaskEngine._small_walk).
+_SMALL_BYTES = 8
+_SMALL_NODES = 64
 # Missing segments with more tokens than this are walked level by level in full
 # (one gather per level) rather than by following the live frontier.
 _WIDE = 100_000
@@ -752,6 +762,10 @@ class MaskEngine:
         local = _local_walk_cache.get(local_key)
         if local is not None:
             return _Walk.unpack(local)
+        small = self._small_walk(info, state)
+        if small is not None:
+            _local_walk_cache.put(local_key, small.pack(), small.nbytes)
+            return small
         shared = self._shared_walk(info, state, patch=True)
         bounds, trie = shared.bounds, self._index.trie
         groups: list[tuple[int, Following]] = []
@@ -766,6 +780,40 @@ class MaskEngine:
         walk = _Walk(shared.inside, shared.dense, tuple(groups))
         _local_walk_cache.put(local_key, walk.pack(), walk.nbytes)
         return walk
+
+    def _small_walk(self, info: _RuleInfo, state: int) -> _Walk | None:
+        """The walk of a state that reads few tokens (a literal's next bytes, a
+        number's digits, ...), followed through the token trie in plain Python
+        (:meth:`TokenTrie.follow`): there the vectorised walk's fixed costs (its
+        segments and caches, a replay of the boundary tokens) are several times the
+        walk itself. Exact for any rule; None for a wider state (more than
+        ``_SMALL_BYTES`` first bytes, or more than ``_SMALL_NODES`` live trie nodes).
+        """
+        if info.widths[state] > _SMALL_BYTES:
+            return None
+        readable = info.reads(state)
+        table = memoryview(info.dead_table)  # type: ignore[arg-type]
+        base = state * 256
+        trie = self._index.trie
+        found = trie.follow(
+            table,
+            info.crossing.size,
+            memoryview(info.dead_crossing),  # type: ignore[arg-type]
+            [(byte, table[base + byte]) for byte in readable],
+            info.reads,
+            _SMALL_NODES,
+        )
+        if found is None:
+            return None
+        positions, entries = found
+        inside = np.sort(self._ids[positions]).astype(np.int32)
+        if inside.size * 32 > self.vocabulary.size:
+            return None  # (never with the node budget: dense walks go the usual way)
+        groups: list[tuple[int, Following]] = []
+        entries.sort(key=lambda entry: (entry[4], entry[0], entry[2]))
+        for stop, members in itertools.groupby(entries, key=lambda entry: entry[4]):
+            groups.append((stop, trie.following_few([entry[:4] for entry in members])))
+        return _Walk(inside, False, tuple(groups))
 
     def _shared_walk(self, info: _RuleInfo, state: int, *, patch: bool) -> _SharedWalk:
         """The rule-independent part of a walk, from the cache or computed (``patch``:

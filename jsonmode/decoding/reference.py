@@ -48,11 +48,22 @@ class ReferenceMatcher:
         self._reads: list[list[bool]] = [
             np.asarray((rule.trans >= 0).any(axis=1)).tolist() for rule in network.rules
         ]
+        # States that close to themselves: they read, call nothing and cannot return.
+        self._settled: list[list[bool]] = [
+            [r and not c and not a for r, c, a in zip(reads, calls, accepting, strict=True)]
+            for reads, calls, accepting in zip(
+                self._reads, self._calls, self._accepting, strict=True
+            )
+        ]
 
     def initial(self) -> State:
         return self.close([((self.network.root, 0),)])
 
     def close(self, stacks: list[Stack]) -> State:
+        if len(stacks) == 1 and stacks[0]:
+            rule, state = stacks[0][-1]
+            if self._settled[rule][state]:
+                return (stacks[0],)
         reads, calls, accepting = self._reads, self._calls, self._accepting
         done: set[Stack] = set()
         seen: set[Stack] = set()

@@ -117,6 +117,8 @@ _NO_BOUNDARIES = Boundaries(_EMPTY, _EMPTY, _EMPTY, _EMPTY)
 # Boundary groups of at most this many tokens are kept listed: choosing among them by
 # their next byte costs more than it saves (the caller checks that byte anyway).
 _LISTED = 48
+# Trie nodes whose split (TokenTrie.following_few) is memoised, at most.
+_SPLITS = 1 << 15
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +148,19 @@ class Following:
     def nbytes(self) -> int:
         listed = 0 if self.rows is None else 2 * self.rows.nbytes
         return 4 * int(self.byte.nbytes) + listed
+
+    @staticmethod
+    def join(parts: list[Following]) -> Following:
+        """The splits of several entries as one (listed when the tokens are few)."""
+        byte, lo, hi, col = (
+            np.concatenate([getattr(part, name) for part in parts])
+            for name in ("byte", "lo", "hi", "col")
+        )
+        if any(part.rows is None for part in parts) or int((hi - lo).sum()) > _LISTED:
+            return Following(byte, lo, hi, col)
+        rows = np.concatenate([part.rows for part in parts])
+        cols = np.concatenate([part.cols for part in parts])
+        return Following(byte, lo, hi, col, rows, cols)
 
     def select(self, readable: Bools) -> tuple[Ints, Ints]:
         """The tokens whose rest may start with a ``readable`` byte (all of them when
@@ -241,6 +256,7 @@ class TokenTrie:
         )
         self._bytes = tuple(memoryview(level.byte) for level in levels)  # type: ignore[arg-type]
         # The depth-1 node of each first byte (-1: no token starts with it).
+        self._splits: dict[int, Following] = {}  # see following_few
         self.first_nodes = np.full(256, -1, dtype=np.int64)
         if levels:
             self.first_nodes[levels[0].byte] = np.arange(levels[0].byte.size)
@@ -294,6 +310,61 @@ class TokenTrie:
                 frontier = self._big_level(depth, big, table, dead, crossing, found, last)
             depth += 1
         return found.result()
+
+    def follow(
+        self,
+        table: memoryview,
+        dead: int,
+        crossing: memoryview,
+        starts: list[tuple[int, int]],
+        reads: Callable[[int], list[int]],
+        budget: int,
+    ) -> tuple[list[int], list[tuple[int, int, int, int, int]]] | None:
+        """:meth:`walk` for a state that reads few tokens, in plain Python, depth
+        first, from ``(first byte, state after it)`` pairs (``table``, ``crossing``:
+        as in :meth:`walk`, as memoryviews). Returns the positions read inside
+        (unsorted) and the boundary entries as ``(lo, hi, col, node, state)``, with
+        the state where each passed its crossing point; None as soon as more than
+        ``budget`` nodes are live (a wide state: the vectorised walk is cheaper)."""
+        first = self.first_nodes
+        work = [
+            (1, int(first[byte]), state)
+            for byte, state in starts
+            if state != dead and first[byte] >= 0
+        ]
+        inside: list[int] = []
+        bounds: list[tuple[int, int, int, int, int]] = []
+        levels = len(self.levels)
+        seen = 0
+        while work:
+            depth, node, state = work.pop()
+            seen += 1
+            if seen > budget:
+                return None
+            lo_of, hi_of, term_of, child_lo, child_hi = self._views[depth - 1]
+            lo, term = lo_of[node], term_of[node]
+            if term:
+                inside.extend(range(lo, lo + term))
+            if crossing[state] and lo + term < hi_of[node]:
+                bounds.append((lo + term, hi_of[node], depth, node, state))
+            if depth == levels:
+                continue
+            begin, end = child_lo[node], child_hi[node]
+            if begin == end:
+                continue
+            below, base = self._bytes[depth], state * 256
+            readable = reads(state) if end - begin > 16 else None
+            if readable is not None and len(readable) < end - begin:
+                for byte in readable:
+                    child = bisect_left(below, byte, begin, end)
+                    if child < end and below[child] == byte:
+                        work.append((depth + 1, child, table[base + byte]))
+            else:
+                for child in range(begin, end):
+                    target = table[base + below[child]]
+                    if target != dead:
+                        work.append((depth + 1, child, target))
+        return inside, bounds
 
     def diverging(
         self,
@@ -377,6 +448,24 @@ class TokenTrie:
         children = ranges(first, last)
         col = np.repeat(bounds.col, last - first)
         return Following.of(self._byte[children], self._lo[children], self._hi[children], col)
+
+    def following_few(self, entries: list[tuple[int, int, int, int]]) -> Following:
+        """:meth:`following` for a few entries given as ``(lo, hi, col, node)``
+        tuples: each node's split is memoised (it depends on the node alone), so a
+        narrow walk passing a node seen before (the quote after a literal key, say)
+        costs a lookup, not NumPy's per-call overhead."""
+        parts: list[Following] = []
+        for lo, hi, col, node in entries:
+            key = int(self._first[col - 1]) + node
+            part = self._splits.get(key)
+            if part is None:
+                one = np.array([lo]), np.array([hi]), np.array([col]), np.array([node])
+                part = self.following(Boundaries(*one))
+                if len(self._splits) >= _SPLITS:
+                    self._splits.clear()
+                self._splits[key] = part
+            parts.append(part)
+        return parts[0] if len(parts) == 1 else Following.join(parts)
 
     def _walk_levels(
         self,
