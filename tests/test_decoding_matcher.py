@@ -428,8 +428,16 @@ def test_lexemes_hashed_together_equal_each_hashed_alone():
     }
     engine = compile_schema(schema, vocabulary).engine
     matcher_module._hash_cache.clear()
-    # Counted strings (the maxLength one) are keyed by their budgets, not hashed.
-    lexemes = [rule for rule in engine._lexemes if engine.network.rules[rule].lengths is None]
+
+    # Counted strings (the maxLength one) are keyed by their budgets, not hashed; the
+    # plain string and the key lexeme get grafted hashes when they need them.
+    def grafted(rule):
+        _, crossing, trans = engine._signature(rule)
+        return matcher_module._plain_loops(trans, crossing).size > 0
+
+    counted = [rule for rule in engine._lexemes if engine.network.rules[rule].lengths]
+    lexemes = [rule for rule in engine._lexemes if rule not in counted and not grafted(rule)]
+    assert len(lexemes) + len(counted) + 2 == len(engine._lexemes)
     assert len(lexemes) >= 3
     depths = (engine._depth, engine._depth + 1)
     first = engine._hash_lexemes(lexemes[0])
@@ -659,3 +667,70 @@ def test_small_walks_equal_vectorised_walks(name, monkeypatch):
     for (rule, state), walk in small_walks.items():
         expected = engine.walk(rule, state)
         assert _walk_groups(walk, vocabulary.size) == _walk_groups(expected, vocabulary.size)
+
+
+def _key_lexeme(engine):
+    """The rule index and automaton of a network's key lexeme (extra keys)."""
+    return next(
+        (rule, automaton)
+        for rule, automaton in enumerate(engine.network.rules)
+        if automaton.name.startswith("key_not")
+    )
+
+
+def test_key_lexemes_take_the_plain_strings_hashes_and_share_equal_states():
+    """A key that is not a declared name is hashed without a pass per depth: its
+    states that act as the plain string's take the plain string's hashes, and equal
+    prefix states of different key lexemes ("nam" where only "name" goes on) hash
+    alike, unequal ones ("nam" where "names" goes on too) apart."""
+    from jsonmode.decoding import matcher as matcher_module
+
+    vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / "qwen2.5")
+
+    def prefix_hashes(names):
+        schema = {"type": "object", "properties": {name: {} for name in names}}
+        engine = compile_schema(schema, vocabulary).engine
+        rule, automaton = _key_lexeme(engine)
+        info = engine._rule_key(rule)
+        signature, crossing, trans = engine._signature(rule)
+        assert np.array_equal(info.hashes, engine._grafted_hashes(signature, crossing, trans))
+        plain_of = matcher_module._plain_states(automaton.trans, automaton.accepting)
+        known = np.flatnonzero(plain_of >= 0)
+        assert known.size == engine._plain().crossing.size - 1  # all but before the quote
+        assert np.array_equal(info.hashes[:, known], engine._plain().hashes[:, plain_of[known]])
+        state = automaton.trans[0, ord('"')]
+        for byte in b"nam":
+            state = automaton.trans[state, byte]
+        return info.hashes[:, state]
+
+    name_id = prefix_hashes(["name", "id"])
+    assert np.array_equal(name_id, prefix_hashes(["kind", "name"]))
+    assert not np.array_equal(name_id, prefix_hashes(["name", "names"]))
+    assert not np.array_equal(name_id, prefix_hashes(["nam", "id"]))
+
+
+def test_plain_states_refuse_a_lookalike():
+    """A state that reads like the plain string between characters but differs
+    deeper (one escape digit fewer) is not taken for it."""
+    from jsonmode.decoding import matcher as matcher_module
+    from jsonmode.decoding.automaton import plain_string_rule
+
+    plain = plain_string_rule()
+    trans = np.array(plain.trans, dtype=np.int32)
+    crossing = np.array(plain.accepting)
+    found = matcher_module._plain_states(trans, crossing)
+    assert found is not None
+    assert (found[1:] >= 0).all()
+    between = trans[0, ord('"')]
+    after_u = trans[trans[between, ord("\\")], ord("u")]
+    trans[after_u, ord("7")] = -1
+    assert matcher_module._plain_states(trans, crossing) is None
+
+
+def test_mix_of_one_int_equals_the_vectorised_mix():
+    from jsonmode.decoding import matcher as matcher_module
+
+    values = np.random.default_rng(3).integers(0, 2**63, size=64, dtype=np.uint64) * np.uint64(3)
+    expected = matcher_module._mix(values.copy()).tolist()
+    assert [matcher_module._mix_int(int(v)) for v in values.tolist()] == expected
+    assert matcher_module._mix_int(1 << 70) == matcher_module._mix_int(0)

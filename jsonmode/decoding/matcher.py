@@ -295,6 +295,7 @@ class _CharCounts:
 
 
 _QUOTE = ord('"')
+_PLAIN_CHAR = ord("a")
 
 
 def _begins(plain: npt.NDArray[np.int32]) -> npt.NDArray[np.bool_]:
@@ -414,6 +415,81 @@ def _plain_order(plain: npt.NDArray[np.int32]) -> list[int]:
     return order
 
 
+def _plain_loops(
+    trans: npt.NDArray[np.int32], crossing: npt.NDArray[np.bool_]
+) -> npt.NDArray[np.int64]:
+    """The states that read like the plain string between characters: a loop on a
+    plain character, the same bytes readable, the same crossing flag."""
+    plain = plain_string_rule()
+    between = int(plain.trans[0, _QUOTE])
+    looping = trans[:, _PLAIN_CHAR] == np.arange(trans.shape[0])
+    looping &= crossing == plain.accepting[between]
+    candidates = np.flatnonzero(looping)
+    if candidates.size:
+        pattern = plain.trans[between] >= 0
+        candidates = candidates[((trans[candidates] >= 0) == pattern).all(axis=1)]
+    return candidates
+
+
+@functools.cache
+def _plain_paths() -> tuple[tuple[int, bytes], ...]:
+    """Each plain string state reachable from the between-characters state, with a
+    shortest byte string that leads there from it (the between state first)."""
+    plain = plain_string_rule().trans
+    between = int(plain[0, _QUOTE])
+    paths = {between: b""}
+    queue = [between]
+    for state in queue:
+        for byte in np.flatnonzero(plain[state] >= 0).tolist():
+            target = int(plain[state, byte])
+            if target not in paths:
+                paths[target] = paths[state] + bytes([byte])
+                queue.append(target)
+    return tuple(paths.items())
+
+
+def _plain_states(
+    trans: npt.NDArray[np.int32], crossing: npt.NDArray[np.bool_]
+) -> npt.NDArray[np.int64] | None:
+    """Per state, the plain string's state it acts exactly as (-1: none); None when
+    there are none.
+
+    From each state of :func:`_plain_loops`, the plain string's states are paired
+    with the states their paths (:func:`_plain_paths`) lead to here; the pairing
+    stands if it is a bisimulation: paired states read the same bytes into paired
+    states and have the same crossing flag (one vectorised check per candidate)."""
+    plain = plain_string_rule()
+    plain_trans, plain_crossing = plain.trans, plain.accepting
+    paths = _plain_paths()
+    theirs = np.array([state for state, _ in paths], dtype=np.int64)
+    expected_rows = plain_trans[theirs]
+    live = expected_rows >= 0
+    plain_of = np.full(trans.shape[0], -1, dtype=np.int64)
+    table = memoryview(np.ascontiguousarray(trans).reshape(-1))  # type: ignore[arg-type]
+    found = False
+    for candidate in _plain_loops(trans, crossing).tolist():
+        ours = []
+        for _, path in paths:
+            here = candidate
+            for byte in path:
+                here = table[here * 256 + byte] if here >= 0 else -1
+            ours.append(here)
+        if min(ours) < 0:
+            continue
+        pairing = np.full(plain_trans.shape[0], -1, dtype=np.int64)
+        pairing[theirs] = ours
+        if len(set(ours)) != len(ours) or (plain_of[ours] >= 0).any():
+            continue  # (not one to one, or met from another candidate)
+        rows = trans[ours]
+        if not np.array_equal(np.where(live, pairing[np.maximum(expected_rows, 0)], -1), rows):
+            continue
+        if not np.array_equal(crossing[ours], plain_crossing[theirs]):
+            continue
+        plain_of[ours] = theirs
+        found = True
+    return plain_of if found else None
+
+
 # Random weights per byte for the state hashes (fixed seed: hashes must agree
 # across engines in one process; they never leave it).
 _BYTE_WEIGHTS = np.random.default_rng(0x6A736F6E).integers(1, 2**63, size=256, dtype=np.uint64) | 1
@@ -423,6 +499,18 @@ _FOLD_WEIGHTS = (
     np.random.default_rng(0x636C6173).integers(1, 2**31, size=(2, _HASH_BUDGET // 64)) | 1
 ).astype(np.int32)
 _SHIFT_1, _SHIFT_2, _MULTIPLIER = np.uint64(31), np.uint64(29), np.uint64(0xBF58476D1CE4E5B9)
+# The two values a state's own hash starts from in _grafted_hashes (not the depth
+# hashes' own: its values must not meet theirs).
+_TREE_CROSSING, _TREE_INNER = 0xD6E8FEB86659FD93, 0xA0761D6478BD642F
+_WORD = (1 << 64) - 1
+
+
+def _mix_int(value: int) -> int:
+    """:func:`_mix` for one Python int (taken modulo 2**64 first)."""
+    value &= _WORD
+    value ^= value >> 31
+    value = (value * 0xBF58476D1CE4E5B9) & _WORD
+    return value ^ (value >> 29)
 
 
 def _mix(values: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
@@ -454,6 +542,36 @@ def _column_folds(trans: npt.NDArray[np.int32]) -> npt.NDArray[np.int64]:
     return folds
 
 
+def _weighted_edges(
+    trans: npt.NDArray[np.int32], rows: npt.NDArray[np.int64] | None = None
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.intp], npt.NDArray[np.uint64]] | None:
+    """An automaton as weighted edges for hashing: per state (``source``, ascending;
+    only ``rows``, ascending, when given), its distinct targets (``target``; dead: the
+    extra slot ``states``) with the summed byte weights of the bytes that lead there
+    (``summed``): a few per state, where bytes are 256. Bytes every state treats alike
+    are folded into one class first. None when states x byte classes exceed
+    ``_HASH_BUDGET // 2``."""
+    states = trans.shape[0]
+    chosen = trans if rows is None else trans[rows]
+    first, inverse = _byte_classes(chosen)
+    if chosen.shape[0] * first.size > _HASH_BUDGET // 2:
+        return None
+    weights = np.zeros(first.size, dtype=np.uint64)
+    np.add.at(weights, inverse.reshape(-1), _BYTE_WEIGHTS)
+    targets = chosen[:, first].astype(np.int64)
+    targets[targets < 0] = states
+    sources = np.arange(states, dtype=np.int64) if rows is None else rows
+    pairs = (sources[:, None] * (states + 1) + targets).reshape(-1)
+    order = np.argsort(pairs, kind="stable")
+    pairs = pairs[order]
+    fresh = np.ones(pairs.size, dtype=np.bool_)
+    fresh[1:] = pairs[1:] != pairs[:-1]
+    starts = np.flatnonzero(fresh)
+    summed = np.add.reduceat(np.tile(weights, chosen.shape[0])[order], starts)
+    kept = pairs[starts]
+    return kept // (states + 1), (kept % (states + 1)).astype(np.intp), summed
+
+
 def _state_hashes(
     trans: npt.NDArray[np.int32], crossing: npt.NDArray[np.bool_], depths: tuple[int, ...]
 ) -> npt.NDArray[np.uint64] | None:
@@ -472,26 +590,11 @@ def _state_hashes(
     states, deepest = trans.shape[0], depths[-1]
     if states * deepest > _HASH_BUDGET:
         return None
-    first, inverse = _byte_classes(trans)
-    if states * first.size > _HASH_BUDGET // 2:
+    edges = _weighted_edges(trans)
+    if edges is None or edges[0].size * deepest > 2 * _HASH_BUDGET:
         return None
-    weights = np.zeros(first.size, dtype=np.uint64)
-    np.add.at(weights, inverse.reshape(-1), _BYTE_WEIGHTS)
-    # Per state, its distinct targets (dead: the extra slot) with the summed weights
-    # of the byte classes that lead there: a few per state, where classes are dozens.
-    targets = trans[:, first].astype(np.int64)
-    targets[targets < 0] = states
-    pairs = (np.arange(states, dtype=np.int64)[:, None] * (states + 1) + targets).reshape(-1)
-    order = np.argsort(pairs, kind="stable")
-    pairs = pairs[order]
-    fresh = np.ones(pairs.size, dtype=np.bool_)
-    fresh[1:] = pairs[1:] != pairs[:-1]
-    starts = np.flatnonzero(fresh)
-    if starts.size * deepest > 2 * _HASH_BUDGET:
-        return None
-    summed = np.add.reduceat(np.tile(weights, states)[order], starts)
-    target = (pairs[starts] % (states + 1)).astype(np.intp)
-    bounds = np.searchsorted(pairs[starts] // (states + 1), np.arange(states))
+    source, target, summed = edges
+    bounds = np.searchsorted(source, np.arange(states))
     base = np.where(crossing, np.uint64(0x5851F42D4C957F2D), np.uint64(0x14057B7EF767814F))
     hashes = base.copy()  # depth 0: is the state crossing
     extended = np.full(states + 1, _DEAD, dtype=np.uint64)
@@ -669,7 +772,12 @@ class MaskEngine:
             # keyed by their budget, the others read few bytes.
             hashes = _hash_cache.get((signature, self._depth))
             if hashes is None and rule not in self._hashed:
-                hashes = self._hash_lexemes(rule)
+                hashes = self._grafted_hashes(signature, crossing, trans)
+                if hashes is None:
+                    hashes = self._hash_lexemes(rule)
+                else:
+                    self._hashed.add(rule)
+                    _hash_cache.put((signature, self._depth), hashes, hashes.nbytes + 64)
         known = _rule_info(signature, crossing, trans, hashes, counted)
         self._rule_keys[rule] = known
         if lexeme and (hashes is not None or counted is not None):
@@ -712,6 +820,71 @@ class MaskEngine:
             self._signatures[rule] = known
         return known
 
+    def _grafted_hashes(
+        self, signature: bytes, crossing: npt.NDArray[np.bool_], trans: npt.NDArray[np.int32]
+    ) -> npt.NDArray[np.uint64] | None:
+        """State hashes for a lexeme whose states act exactly as the plain string's
+        (:func:`_plain_states`) but for an acyclic part in front of them: a key that
+        is not one of the declared names spells a prefix of them (a tree) until it
+        falls into the plain string body. The plain part takes the plain string's
+        hashes; each other state, from the leaves up, a hash of
+        whether it is crossing and of its targets' hashes by byte. That hash says
+        "acts exactly alike" (not only for a bounded depth): equal values still mean
+        equal walks, shared with the plain string and with equal states of other key
+        lexemes ("nam" where only "name" goes on, in any schema). None when no state
+        acts as the plain string's, or the rest has a cycle.
+
+        One pass over the tree in plain Python, where hashing takes a pass per
+        depth (~130 for Qwen2.5) and was the slowest part of the slowest masks: over
+        the benchmark, three networks in four had a key lexeme as the only lexeme
+        left to hash.
+        """
+        plain = self._plain()
+        if plain.hashes is None:
+            return None
+        plain_of = _plain_states(trans, crossing)
+        if plain_of is None:
+            return None
+        known = np.flatnonzero(plain_of >= 0)
+        edges = _weighted_edges(trans, np.flatnonzero(plain_of < 0))
+        if edges is None:
+            return None
+        states = trans.shape[0]
+        # Plain Python from here: the part left is small (~the declared names' length)
+        # and a level of NumPy steps per tree level costs more than the tree itself.
+        low, high = ([int(_DEAD)] * (states + 1) for _ in range(2))  # rows 0 and 1
+        for state, twin in zip(known.tolist(), plain_of[known].tolist(), strict=True):
+            low[state], high[state] = int(plain.hashes[0, twin]), int(plain.hashes[1, twin])
+        done = bytearray(states + 1)
+        done[states] = 1
+        for state in known.tolist():
+            done[state] = 1
+        out: dict[int, list[tuple[int, int]]] = {}
+        for state, target, weight in zip(*(part.tolist() for part in edges), strict=True):
+            out.setdefault(state, []).append((target, weight))
+        flags = crossing.tolist()
+        for root in out:
+            work, busy = [root], set()
+            while work:
+                state = work[-1]
+                if done[state]:
+                    work.pop()
+                    continue
+                waiting = [target for target, _ in out[state] if not done[target]]
+                if waiting:
+                    if state in busy:
+                        return None  # a cycle outside the part that acts as the plain string
+                    busy.add(state)
+                    work.extend(waiting)
+                    continue
+                start = _TREE_CROSSING if flags[state] else _TREE_INNER
+                first = sum(weight * low[target] for target, weight in out[state]) + start
+                second = sum(weight * high[target] for target, weight in out[state]) + start
+                low[state], high[state] = _mix_int(first), _mix_int(second)
+                done[state] = 1
+                work.pop()
+        return np.array([low[:states], high[:states]], dtype=np.uint64)
+
     def _hash_lexemes(self, rule: int) -> npt.NDArray[np.uint64] | None:
         """The state hashes of lexeme ``rule``, computed in one pass with those of the
         network's other lexemes not hashed yet (within ``_HASH_BUDGET``): a pass costs
@@ -723,8 +896,10 @@ class MaskEngine:
         for other in self._lexemes:
             if other == rule or other in self._hashed or self.network.rules[other].lengths:
                 continue  # (counted strings are not hashed, see _rule_key)
-            signature, _, trans = self._signature(other)
+            signature, crossing, trans = self._signature(other)
             fits = (total + trans.shape[0]) * depths[-1] <= _HASH_BUDGET
+            if _plain_loops(trans, crossing).size:
+                continue  # (its hashes are grafted when it needs them)
             if fits and _hash_cache.get((signature, self._depth)) is None:
                 batch.append(other)
                 total += trans.shape[0]
