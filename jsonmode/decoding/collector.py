@@ -1,13 +1,13 @@
 """Pausing Python's cyclic garbage collector around bursts of allocation.
 
-Compiling a schema, parsing a tokenizer.json and computing a mask on a cache miss
-each allocate tens of thousands of small containers (frozensets, tuples, lists)
-that reference counting frees or that outlive the burst. Every 700 allocations the
-cyclic collector walks the young ones, and in a process with a large heap (torch,
-transformers, the decoder's caches) its older generations too: a tenth to a third
-of the burst's time for no memory back. Pausing it costs nothing: the burst makes
-no cyclic garbage worth collecting early, and whatever cycles it leaves are found by
-the next collection after the pause.
+Compiling a schema and parsing a tokenizer.json each allocate tens of thousands of
+small containers (frozensets, tuples, lists) that reference counting frees or that
+outlive the burst. Every 700 allocations the cyclic collector walks the young ones,
+and in a process with a large heap (torch, transformers, the decoder's caches) its
+older generations too: a tenth to a third of the burst's time for no memory back.
+Pausing it costs nothing: the burst makes no cyclic garbage worth collecting early,
+and whatever cycles it leaves are found by the next collection after the pause.
+(Mask calls are not paused: measured over the benchmark, that gained nothing.)
 
 The pause is process-wide, as the collector is. Nested and concurrent pauses
 share one: the collector is switched back on when the last one ends, and only if it

@@ -505,12 +505,15 @@ _TREE_CROSSING, _TREE_INNER = 0xD6E8FEB86659FD93, 0xA0761D6478BD642F
 _WORD = (1 << 64) - 1
 
 
+_INT_SHIFT_1, _INT_SHIFT_2, _INT_MULTIPLIER = int(_SHIFT_1), int(_SHIFT_2), int(_MULTIPLIER)
+
+
 def _mix_int(value: int) -> int:
     """:func:`_mix` for one Python int (taken modulo 2**64 first)."""
     value &= _WORD
-    value ^= value >> 31
-    value = (value * 0xBF58476D1CE4E5B9) & _WORD
-    return value ^ (value >> 29)
+    value ^= value >> _INT_SHIFT_1
+    value = (value * _INT_MULTIPLIER) & _WORD
+    return value ^ (value >> _INT_SHIFT_2)
 
 
 def _mix(values: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
@@ -772,12 +775,7 @@ class MaskEngine:
             # keyed by their budget, the others read few bytes.
             hashes = _hash_cache.get((signature, self._depth))
             if hashes is None and rule not in self._hashed:
-                hashes = self._grafted_hashes(signature, crossing, trans)
-                if hashes is None:
-                    hashes = self._hash_lexemes(rule)
-                else:
-                    self._hashed.add(rule)
-                    _hash_cache.put((signature, self._depth), hashes, hashes.nbytes + 64)
+                hashes = self._hash_lexemes(rule)
         known = _rule_info(signature, crossing, trans, hashes, counted)
         self._rule_keys[rule] = known
         if lexeme and (hashes is not None or counted is not None):
@@ -821,7 +819,7 @@ class MaskEngine:
         return known
 
     def _grafted_hashes(
-        self, signature: bytes, crossing: npt.NDArray[np.bool_], trans: npt.NDArray[np.int32]
+        self, crossing: npt.NDArray[np.bool_], trans: npt.NDArray[np.int32]
     ) -> npt.NDArray[np.uint64] | None:
         """State hashes for a lexeme whose states act exactly as the plain string's
         (:func:`_plain_states`) but for an acyclic part in front of them: a key that
@@ -890,9 +888,17 @@ class MaskEngine:
         network's other lexemes not hashed yet (within ``_HASH_BUDGET``): a pass costs
         mostly per depth step, so one for all of a schema's lexemes beats one each
         (~20 % less hashing time over the benchmark). Each lexeme's hashes are cached
-        by its signature; None when ``rule`` is too big to hash."""
+        by its signature; None when ``rule`` is too big to hash. A lexeme that acts
+        as the plain string but for an acyclic part (a key lexeme) is hashed alone,
+        without a pass per depth (:meth:`_grafted_hashes`)."""
         depths = (self._depth, self._depth + 1)
-        batch, total = [rule], self._signature(rule)[2].shape[0]
+        signature, crossing, trans = self._signature(rule)
+        grafted = self._grafted_hashes(crossing, trans)
+        if grafted is not None:
+            self._hashed.add(rule)
+            _hash_cache.put((signature, self._depth), grafted, grafted.nbytes + 64)
+            return grafted
+        batch, total = [rule], trans.shape[0]
         for other in self._lexemes:
             if other == rule or other in self._hashed or self.network.rules[other].lengths:
                 continue  # (counted strings are not hashed, see _rule_key)
@@ -966,24 +972,20 @@ class MaskEngine:
         """
         if info.widths[state] > _SMALL_BYTES:
             return None
-        readable = info.reads(state)
-        table = memoryview(info.dead_table)  # type: ignore[arg-type]
-        base = state * 256
         trie = self._index.trie
+        table = info.dead_table
         found = trie.follow(
             table,
             info.crossing.size,
-            memoryview(info.dead_crossing),  # type: ignore[arg-type]
-            [(byte, table[base + byte]) for byte in readable],
+            info.dead_crossing,
+            [(byte, int(table[state * 256 + byte])) for byte in info.reads(state)],
             info.reads,
             _SMALL_NODES,
         )
         if found is None:
             return None
         positions, entries = found
-        inside = np.sort(self._ids[positions]).astype(np.int32)
-        if inside.size * 32 > self.vocabulary.size:
-            return None  # (never with the node budget: dense walks go the usual way)
+        inside = np.sort(self._ids[positions]).astype(np.int32)  # (listed: a few ids)
         groups: list[tuple[int, Following]] = []
         entries.sort(key=lambda entry: (entry[4], entry[0], entry[2]))
         for stop, members in itertools.groupby(entries, key=lambda entry: entry[4]):

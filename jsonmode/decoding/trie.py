@@ -255,8 +255,8 @@ class TokenTrie:
             for level in levels
         )
         self._bytes = tuple(memoryview(level.byte) for level in levels)  # type: ignore[arg-type]
-        # The depth-1 node of each first byte (-1: no token starts with it).
         self._splits: dict[int, Following] = {}  # see following_few
+        # The depth-1 node of each first byte (-1: no token starts with it).
         self.first_nodes = np.full(256, -1, dtype=np.int64)
         if levels:
             self.first_nodes[levels[0].byte] = np.arange(levels[0].byte.size)
@@ -313,58 +313,33 @@ class TokenTrie:
 
     def follow(
         self,
-        table: memoryview,
+        table: npt.NDArray[np.int32] | Ints,
         dead: int,
-        crossing: memoryview,
+        crossing: npt.NDArray[np.bool_],
         starts: list[tuple[int, int]],
         reads: Callable[[int], list[int]],
         budget: int,
     ) -> tuple[list[int], list[tuple[int, int, int, int, int]]] | None:
-        """:meth:`walk` for a state that reads few tokens, in plain Python, depth
-        first, from ``(first byte, state after it)`` pairs (``table``, ``crossing``:
-        as in :meth:`walk`, as memoryviews). Returns the positions read inside
-        (unsorted) and the boundary entries as ``(lo, hi, col, node, state)``, with
-        the state where each passed its crossing point; None as soon as more than
-        ``budget`` nodes are live (a wide state: the vectorised walk is cheaper)."""
+        """:meth:`walk` for a state that reads few tokens, from ``(first byte, state
+        after it)`` pairs, every level in plain Python (:meth:`_small_level`).
+        Returns the positions read inside (unsorted) and the boundary entries as
+        ``(lo, hi, col, node, state)``, with the state where each passed its crossing
+        point; None as soon as more than ``budget`` nodes are live (a wide state: the
+        vectorised walk is cheaper)."""
         first = self.first_nodes
-        work = [
-            (1, int(first[byte]), state)
-            for byte, state in starts
-            if state != dead and first[byte] >= 0
-        ]
-        inside: list[int] = []
-        bounds: list[tuple[int, int, int, int, int]] = []
-        levels = len(self.levels)
-        seen = 0
-        while work:
-            depth, node, state = work.pop()
-            seen += 1
+        live = [(int(first[b]), s) for b, s in starts if s != dead and first[b] >= 0]
+        frontier = ([node for node, _ in live], [state for _, state in live])
+        found = _Found()
+        depth, seen = 1, 0
+        while frontier[0]:
+            seen += len(frontier[0])
             if seen > budget:
                 return None
-            lo_of, hi_of, term_of, child_lo, child_hi = self._views[depth - 1]
-            lo, term = lo_of[node], term_of[node]
-            if term:
-                inside.extend(range(lo, lo + term))
-            if crossing[state] and lo + term < hi_of[node]:
-                bounds.append((lo + term, hi_of[node], depth, node, state))
-            if depth == levels:
-                continue
-            begin, end = child_lo[node], child_hi[node]
-            if begin == end:
-                continue
-            below, base = self._bytes[depth], state * 256
-            readable = reads(state) if end - begin > 16 else None
-            if readable is not None and len(readable) < end - begin:
-                for byte in readable:
-                    child = bisect_left(below, byte, begin, end)
-                    if child < end and below[child] == byte:
-                        work.append((depth + 1, child, table[base + byte]))
-            else:
-                for child in range(begin, end):
-                    target = table[base + below[child]]
-                    if target != dead:
-                        work.append((depth + 1, child, target))
-        return inside, bounds
+            last = depth == len(self.levels)
+            frontier = self._small_level(depth, frontier, table, dead, crossing, reads, found, last)
+            depth += 1
+        inside = [p for lo, hi in found.small_in for p in range(lo, hi)]
+        return inside, found.small_b
 
     def diverging(
         self,
@@ -549,7 +524,7 @@ class TokenTrie:
             if term:
                 found.small_in.append((lo, lo + term))
             if is_crossing[state] and lo + term < hi_of[node]:
-                found.small_b.append((lo + term, hi_of[node], depth, node))
+                found.small_b.append((lo + term, hi_of[node], depth, node, state))
             if below is None:
                 continue
             first, end = child_lo[node], child_hi[node]
@@ -590,7 +565,7 @@ class _Found:
         self.in_hi: list[Ints] = []
         self.bounds: list[Boundaries] = []
         self.small_in: list[tuple[int, int]] = []
-        self.small_b: list[tuple[int, int, int, int]] = []
+        self.small_b: list[tuple[int, int, int, int, int]] = []  # ..., state at the node
         self.inside_bits: Bools | None = None  # a wide walk's inside positions, as flags
 
     def boundaries(self, level: _Level, nodes: Ints, depth: int) -> None:
