@@ -195,6 +195,11 @@ class JsonmodeEngine:
         from jsonmode.decoding.vocabulary import Vocabulary
 
         self.vocabulary = Vocabulary.from_tokenizer(tokenizer)
+        # The first mask engine for a vocabulary builds its token index and trie (once
+        # per vocabulary and process): vocabulary set-up, timed here with it.
+        import jsonmode
+
+        jsonmode.compile_schema({}, self.vocabulary).engine  # noqa: B018
 
     def compile(self, schema: Any) -> Any:
         import jsonmode

@@ -734,3 +734,75 @@ def test_mix_of_one_int_equals_the_vectorised_mix():
     expected = matcher_module._mix(values.copy()).tolist()
     assert [matcher_module._mix_int(int(v)) for v in values.tolist()] == expected
     assert matcher_module._mix_int(1 << 70) == matcher_module._mix_int(0)
+
+
+def test_grafted_hashes_equal_the_sum_over_every_byte():
+    """A key lexeme's tree states are hashed from their model plain state's sum,
+    corrected on the bytes where they differ: the same value as summing every
+    byte's weight times its target's hash (names with multibyte characters put
+    some tree states inside a character, modelled on another plain state)."""
+    from jsonmode.decoding import matcher as matcher_module
+
+    vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / "qwen2.5")
+    names = ["name", "naïve", "id", "日本語", "a\\b"]
+    schema = {"type": "object", "properties": {name: {} for name in names}}
+    engine = compile_schema(schema, vocabulary).engine
+    rule, _ = _key_lexeme(engine)
+    _, crossing, trans = engine._signature(rule)
+    got = engine._grafted_hashes(crossing, trans)
+    assert got is not None
+    plain_of = matcher_module._plain_states(trans, crossing)
+    plain_hashes = engine._plain().hashes
+    weights = matcher_module._BYTE_WEIGHTS.tolist()
+    dead = int(matcher_module._DEAD)
+    memo: dict[int, tuple[int, int]] = {}
+
+    def expected(state: int) -> tuple[int, int]:
+        if state < 0:
+            return dead, dead
+        if plain_of[state] >= 0:
+            return int(plain_hashes[0, plain_of[state]]), int(plain_hashes[1, plain_of[state]])
+        if state not in memo:
+            start = matcher_module._TREE_CROSSING if crossing[state] else matcher_module._TREE_INNER
+            low = high = start
+            for byte in range(256):
+                target_low, target_high = expected(int(trans[state, byte]))
+                low += weights[byte] * target_low
+                high += weights[byte] * target_high
+            memo[state] = matcher_module._mix_int(low), matcher_module._mix_int(high)
+        return memo[state]
+
+    tree = np.flatnonzero(plain_of < 0)
+    assert tree.size > 20
+    for state in range(trans.shape[0]):
+        assert (int(got[0, state]), int(got[1, state])) == expected(state)
+
+
+def test_state_numbering_steps_as_the_reference_and_is_replaced_when_full(monkeypatch):
+    """Finishing steps by state number: every number stands for the state the
+    reference reaches, and a numbering that grows past its bound is replaced
+    without changing any mask."""
+    from jsonmode.decoding import matcher as matcher_module
+
+    compiled = compile_schema(SCHEMA, synthetic_vocabulary())
+    engine = compiled.engine
+    reference = compiled.reference()
+    numbers = matcher_module._StateNumbers(reference)
+    start = numbers.close(((engine.network.root, 0),))
+    assert numbers.states[start] == reference.initial()
+    for byte in b'{"x": ':
+        nxt = numbers.step(start, byte)
+        assert numbers.states[nxt] == reference.step(numbers.states[start], byte)
+        assert numbers.step(start, byte) == nxt  # (memoised)
+        assert np.array_equal(numbers.readable(nxt), reference.allowed_bytes(numbers.states[nxt]))
+        start = nxt
+    assert numbers.step(start, ord("}")) == 0  # (dead: a value must come first)
+
+    monkeypatch.setattr(matcher_module, "_NUMBERED", 6)
+    numberings = set()
+    rng = random.Random(11)
+    for _ in range(6):
+        for matcher, mask in random_walk(compiled, rng):
+            numberings.add(id(engine._numbered))
+            assert np.array_equal(mask, reference_mask(compiled, matcher.state))
+    assert len(numberings) > 2

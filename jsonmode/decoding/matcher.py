@@ -135,8 +135,9 @@ class _TokenIndex:
 
     ``matrix``/``lengths``/``ids`` are the vocabulary's, in position order; the
     tokens starting with byte ``b`` are positions ``offsets[b]:offsets[b + 1]``.
-    Empty tokens are left out. Built once per vocabulary (~20 MB for Qwen2.5); the
-    token trie over the same positions is built on first use.
+    Empty tokens are left out. Built once per vocabulary, with the token trie over the
+    same positions (~20 MB and ~0.3 s for Qwen2.5), by the first engine for that
+    vocabulary: per-vocabulary set-up, not left to the first mask.
     """
 
     def __init__(self, vocabulary: Vocabulary) -> None:
@@ -147,15 +148,7 @@ class _TokenIndex:
         self.lengths = lengths[order]
         self.ids = vocabulary.ids[order].astype(np.int64)
         self.offsets = np.searchsorted(self.matrix[:, 0], np.arange(257)).astype(np.int64)
-        self._trie: TokenTrie | None = None
-        self._lock = threading.Lock()
-
-    @property
-    def trie(self) -> TokenTrie:
-        with self._lock:
-            if self._trie is None:
-                self._trie = TokenTrie(self.matrix, self.lengths)
-            return self._trie
+        self.trie = TokenTrie(self.matrix, self.lengths)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,22 +178,22 @@ class _Segment:
 class _RuleInfo:
     """What the walks need of one rule automaton: its content signature, its
     crossing states (accepting or calling), its flat transition table (-1: no
-    transition), the same with an absorbing dead state (``dead_table``, dead =
-    ``crossing.size``; ``dead_crossing`` has it, False), and per state bounded-depth
-    behaviour hashes (None for automata too big to hash): row 0 looks as far as the
-    longest token after its first byte, row 1 as far as the longest token (each
-    with a byte to spare). ``counted``: for a string with length bounds only, its
-    states as the plain string's plus a count."""
+    transition), and per state bounded-depth behaviour hashes (None for automata too
+    big to hash): row 0 looks as far as the longest token after its first byte, row 1
+    as far as the longest token (each with a byte to spare). ``counted``: for a
+    string with length bounds only, its states as the plain string's plus a count.
+    What only some walks need is computed on first use (:meth:`reads`,
+    :meth:`dead`)."""
 
     signature: bytes
     crossing: npt.NDArray[np.bool_]
     flat: npt.NDArray[np.int32]
-    dead_table: npt.NDArray[np.int32]
-    dead_crossing: npt.NDArray[np.bool_]
     hashes: npt.NDArray[np.uint64] | None
-    widths: list[int]  # per state, how many bytes it reads
     counted: _Counted | None = None
     readable: dict[int, list[int]] = field(default_factory=dict)  # memo of reads()
+    dead_memo: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_]]] = field(
+        default_factory=list
+    )
 
     def reads(self, state: int) -> list[int]:
         """The bytes ``state`` can read, ascending."""
@@ -209,6 +202,17 @@ class _RuleInfo:
             row = self.flat[state * 256 : state * 256 + 256]
             known = self.readable[state] = np.flatnonzero(row >= 0).tolist()
         return known
+
+    def dead(self) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_]]:
+        """The flat table with an absorbing dead state (dead = ``crossing.size``, for
+        every missing transition), and the crossing flags with it (False): what the
+        vectorised walks gather from, dead prefixes included."""
+        if not self.dead_memo:
+            flat, dead = self.flat, self.crossing.size
+            table = np.full(flat.size + 256, dead, dtype=np.int32)
+            table[: flat.size] = np.where(flat >= 0, flat, dead)
+            self.dead_memo.append((table, np.append(self.crossing, False)))
+        return self.dead_memo[0]
 
 
 def _content(
@@ -237,23 +241,6 @@ def _content(
 
 
 _BIG_TABLE = 256  # states: a table this big is hashed by its byte classes
-
-
-def _rule_info(
-    signature: bytes,
-    crossing: npt.NDArray[np.bool_],
-    trans: npt.NDArray[np.int32],
-    hashes: npt.NDArray[np.uint64] | None,
-    counted: _Counted | None = None,
-) -> _RuleInfo:
-    flat = trans.reshape(-1)
-    dead = crossing.size
-    dead_table = np.full(flat.size + 256, dead, dtype=np.int32)
-    dead_table[: flat.size] = np.where(flat >= 0, flat, dead)
-    widths = np.count_nonzero(trans >= 0, axis=1).tolist()
-    return _RuleInfo(
-        signature, crossing, flat, dead_table, np.append(crossing, False), hashes, widths, counted
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -493,6 +480,7 @@ def _plain_states(
 # Random weights per byte for the state hashes (fixed seed: hashes must agree
 # across engines in one process; they never leave it).
 _BYTE_WEIGHTS = np.random.default_rng(0x6A736F6E).integers(1, 2**63, size=256, dtype=np.uint64) | 1
+_BYTE_WEIGHT_LIST: list[int] = _BYTE_WEIGHTS.tolist()
 _DEAD = np.uint64(0x9E3779B97F4A7C15)
 _HASH_BUDGET = 4_000_000  # states x depth (see _state_hashes); beyond it, no sharing
 _FOLD_WEIGHTS = (
@@ -514,6 +502,28 @@ def _mix_int(value: int) -> int:
     value ^= value >> _INT_SHIFT_1
     value = (value * _INT_MULTIPLIER) & _WORD
     return value ^ (value >> _INT_SHIFT_2)
+
+
+def _plain_sums(hashes: npt.NDArray[np.uint64]) -> tuple[list[int], list[int]]:
+    """Per plain string state, for each of its two hash rows, the sum over bytes of
+    the byte's weight times its target's hash (dead: ``_DEAD``), modulo 2**64: what
+    :meth:`MaskEngine._grafted_hashes` corrects for a state that reads like it."""
+    key = hashes.tobytes()
+    known = _PLAIN_SUMS.get(key)
+    if known is None:
+        rows = plain_string_rule().trans
+        extended = np.append(hashes, np.full((2, 1), _DEAD, dtype=np.uint64), axis=1)
+        with np.errstate(over="ignore"):
+            first = (extended[0][rows] * _BYTE_WEIGHTS).sum(axis=1, dtype=np.uint64)
+            second = (extended[1][rows] * _BYTE_WEIGHTS).sum(axis=1, dtype=np.uint64)
+        known = _PLAIN_SUMS[key] = (first.tolist(), second.tolist())
+    return known
+
+
+_PLAIN_SUMS: dict[bytes, tuple[list[int], list[int]]] = {}
+# A key lexeme's tree state differing from the plain between-characters state in more
+# bytes than this is compared with every plain state (see MaskEngine._grafted_hashes).
+_FEW_FIXES = 16
 
 
 def _mix(values: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
@@ -546,31 +556,30 @@ def _column_folds(trans: npt.NDArray[np.int32]) -> npt.NDArray[np.int64]:
 
 
 def _weighted_edges(
-    trans: npt.NDArray[np.int32], rows: npt.NDArray[np.int64] | None = None
+    trans: npt.NDArray[np.int32],
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.intp], npt.NDArray[np.uint64]] | None:
-    """An automaton as weighted edges for hashing: per state (``source``, ascending;
-    only ``rows``, ascending, when given), its distinct targets (``target``; dead: the
-    extra slot ``states``) with the summed byte weights of the bytes that lead there
+    """An automaton as weighted edges for hashing: per state (``source``, ascending),
+    its distinct targets (``target``; dead: the extra slot ``states``) with the
+    summed byte weights of the bytes that lead there
     (``summed``): a few per state, where bytes are 256. Bytes every state treats alike
     are folded into one class first. None when states x byte classes exceed
     ``_HASH_BUDGET // 2``."""
     states = trans.shape[0]
-    chosen = trans if rows is None else trans[rows]
-    first, inverse = _byte_classes(chosen)
-    if chosen.shape[0] * first.size > _HASH_BUDGET // 2:
+    first, inverse = _byte_classes(trans)
+    if states * first.size > _HASH_BUDGET // 2:
         return None
     weights = np.zeros(first.size, dtype=np.uint64)
     np.add.at(weights, inverse.reshape(-1), _BYTE_WEIGHTS)
-    targets = chosen[:, first].astype(np.int64)
+    targets = trans[:, first].astype(np.int64)
     targets[targets < 0] = states
-    sources = np.arange(states, dtype=np.int64) if rows is None else rows
+    sources = np.arange(states, dtype=np.int64)
     pairs = (sources[:, None] * (states + 1) + targets).reshape(-1)
     order = np.argsort(pairs, kind="stable")
     pairs = pairs[order]
     fresh = np.ones(pairs.size, dtype=np.bool_)
     fresh[1:] = pairs[1:] != pairs[:-1]
     starts = np.flatnonzero(fresh)
-    summed = np.add.reduceat(np.tile(weights, chosen.shape[0])[order], starts)
+    summed = np.add.reduceat(np.tile(weights, states)[order], starts)
     kept = pairs[starts]
     return kept // (states + 1), (kept % (states + 1)).astype(np.intp), summed
 
@@ -724,8 +733,6 @@ class MaskEngine:
         self._lengths_view = memoryview(index.lengths)  # type: ignore[arg-type]
         self._lengths = index.lengths
         self._ids = index.ids
-        self._base = vocabulary.allowed_base.copy()
-        self._base[self.eos] = True
         self._rule_keys: dict[int, _RuleInfo] = {}
         self._plain_info: _RuleInfo | None = None
         self._signatures: dict[int, tuple[bytes, npt.NDArray[np.bool_], npt.NDArray[np.int32]]] = {}
@@ -734,9 +741,7 @@ class MaskEngine:
         # Hash depths: a token after its first byte, and a whole token (a byte to spare).
         self._depth = int(self._lengths.max(initial=1))
         self._next: dict[tuple[State, int], State] = {}
-        self._steps: dict[tuple[State, int], State] = {}
-        self._closed: dict[Stack, State] = {}
-        self._bytes: dict[State, npt.NDArray[np.bool_]] = {}
+        self._numbered = _StateNumbers(self.reference)
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -776,12 +781,12 @@ class MaskEngine:
             hashes = _hash_cache.get((signature, self._depth))
             if hashes is None and rule not in self._hashed:
                 hashes = self._hash_lexemes(rule)
-        known = _rule_info(signature, crossing, trans, hashes, counted)
+        known = _RuleInfo(signature, crossing, trans.reshape(-1), hashes, counted)
         self._rule_keys[rule] = known
         if lexeme and (hashes is not None or counted is not None):
             # (Not without hashes: they may just have been evicted, or be another
             # engine's to compute.)
-            _lexeme_infos.put((signature, self._depth), known, 2 * known.dead_table.nbytes)
+            _lexeme_infos.put((signature, self._depth), known, 3 * known.flat.nbytes)
         return known
 
     def _plain(self) -> _RuleInfo:
@@ -793,7 +798,7 @@ class MaskEngine:
                 hashes = _state_hashes(trans, crossing, (self._depth, self._depth + 1))
                 if hashes is not None:
                     _hash_cache.put((signature, self._depth), hashes, hashes.nbytes + 64)
-            self._plain_info = _rule_info(signature, crossing, trans, hashes)
+            self._plain_info = _RuleInfo(signature, crossing, trans.reshape(-1), hashes)
         return self._plain_info
 
     def _signature(self, rule: int) -> tuple[bytes, npt.NDArray[np.bool_], npt.NDArray[np.int32]]:
@@ -825,17 +830,22 @@ class MaskEngine:
         (:func:`_plain_states`) but for an acyclic part in front of them: a key that
         is not one of the declared names spells a prefix of them (a tree) until it
         falls into the plain string body. The plain part takes the plain string's
-        hashes; each other state, from the leaves up, a hash of
-        whether it is crossing and of its targets' hashes by byte. That hash says
-        "acts exactly alike" (not only for a bounded depth): equal values still mean
-        equal walks, shared with the plain string and with equal states of other key
-        lexemes ("nam" where only "name" goes on, in any schema). None when no state
-        acts as the plain string's, or the rest has a cycle.
+        hashes; each other state, from the leaves up, a hash of whether it is
+        crossing and of its targets' hashes by byte. That hash says "acts exactly
+        alike" (not only for a bounded depth): equal values still mean equal walks,
+        shared with the plain string and with equal states of other key lexemes
+        ("nam" where only "name" goes on, in any schema). None when no state acts as
+        the plain string's, or the rest has a cycle.
 
-        One pass over the tree in plain Python, where hashing takes a pass per
-        depth (~130 for Qwen2.5) and was the slowest part of the slowest masks: over
-        the benchmark, three networks in four had a key lexeme as the only lexeme
-        left to hash.
+        A state's hash sums, over the bytes, the byte's weight times its target's
+        hash. A tree state reads like some plain string state (its *model*: the one
+        its row agrees with most) but for a few bytes (the next letters of the names,
+        the closing quote), so its sum is the model's, taken from a table, corrected
+        on those bytes only: the work grows with the tree, not with tree states times
+        256 bytes. One pass in plain Python, where hashing takes a pass per depth
+        (~130 for Qwen2.5) and was the slowest part of the slowest masks: over the
+        benchmark, three networks in four had a key lexeme as the only lexeme left
+        to hash.
         """
         plain = self._plain()
         if plain.hashes is None:
@@ -843,32 +853,54 @@ class MaskEngine:
         plain_of = _plain_states(trans, crossing)
         if plain_of is None:
             return None
+        sums = _plain_sums(plain.hashes)
+        plain_rows = plain.flat.reshape(-1, 256)
+        states, count = trans.shape[0], plain_rows.shape[0]
+        rest = np.flatnonzero(plain_of < 0)
+        # Each target as the plain state it acts as; a tree state as count + itself
+        # (never equal to a plain row's entry); dead stays -1.
+        as_plain = np.where(plain_of >= 0, plain_of, count + np.arange(states))
+        rows = trans[rest]
+        mapped = np.where(rows >= 0, as_plain[np.maximum(rows, 0)], -1)
+        # The model: the between-characters state, unless the row differs from it in
+        # many bytes (the opening quote's state, or inside a multibyte character):
+        # then the plain state it agrees with most.
+        models = np.full(rest.size, int(plain.flat[_QUOTE]), dtype=np.int64)
+        differ = mapped != plain_rows[models]
+        far = np.flatnonzero(differ.sum(axis=1) > _FEW_FIXES)
+        if far.size:
+            agree = (mapped[far, None, :] == plain_rows[None, :, :]).sum(axis=2)
+            models[far] = agree.argmax(axis=1)
+            differ[far] = mapped[far] != plain_rows[models[far]]
+        which, where = np.nonzero(differ)
+        # Per state, its two hashes (the plain part's and the dead slot's known).
+        extended = np.full((2, states + 1), _DEAD, dtype=np.uint64)
         known = np.flatnonzero(plain_of >= 0)
-        edges = _weighted_edges(trans, np.flatnonzero(plain_of < 0))
-        if edges is None:
-            return None
-        states = trans.shape[0]
-        # Plain Python from here: the part left is small (~the declared names' length)
-        # and a level of NumPy steps per tree level costs more than the tree itself.
-        low, high = ([int(_DEAD)] * (states + 1) for _ in range(2))  # rows 0 and 1
-        for state, twin in zip(known.tolist(), plain_of[known].tolist(), strict=True):
-            low[state], high[state] = int(plain.hashes[0, twin]), int(plain.hashes[1, twin])
+        extended[:, known] = plain.hashes[:, plain_of[known]]
+        low, high = extended.tolist()
+        plain_low, plain_high = np.append(plain.hashes, extended[:, -1:], axis=1).tolist()
+        # Per tree state: (target, byte weight, the model's target) where they differ.
+        fixes: dict[int, list[tuple[int, int, int]]] = {state: [] for state in rest.tolist()}
+        rest_list, weights = rest.tolist(), _BYTE_WEIGHT_LIST
+        targets, theirs = rows[which, where].tolist(), plain_rows[models[which], where].tolist()
+        for index, byte, target, their in zip(
+            which.tolist(), where.tolist(), targets, theirs, strict=True
+        ):
+            fixes[rest_list[index]].append((target, weights[byte], their))
+        model_of = dict(zip(rest_list, models.tolist(), strict=True))
         done = bytearray(states + 1)
         done[states] = 1
         for state in known.tolist():
             done[state] = 1
-        out: dict[int, list[tuple[int, int]]] = {}
-        for state, target, weight in zip(*(part.tolist() for part in edges), strict=True):
-            out.setdefault(state, []).append((target, weight))
         flags = crossing.tolist()
-        for root in out:
+        for root in rest_list:
             work, busy = [root], set()
             while work:
                 state = work[-1]
                 if done[state]:
                     work.pop()
                     continue
-                waiting = [target for target, _ in out[state] if not done[target]]
+                waiting = [target for target, _, _ in fixes[state] if not done[target]]
                 if waiting:
                     if state in busy:
                         return None  # a cycle outside the part that acts as the plain string
@@ -876,8 +908,11 @@ class MaskEngine:
                     work.extend(waiting)
                     continue
                 start = _TREE_CROSSING if flags[state] else _TREE_INNER
-                first = sum(weight * low[target] for target, weight in out[state]) + start
-                second = sum(weight * high[target] for target, weight in out[state]) + start
+                model = model_of[state]
+                first, second = sums[0][model] + start, sums[1][model] + start
+                for target, weight, their in fixes[state]:
+                    first += weight * (low[target] - plain_low[their])
+                    second += weight * (high[target] - plain_high[their])
                 low[state], high[state] = _mix_int(first), _mix_int(second)
                 done[state] = 1
                 work.pop()
@@ -970,15 +1005,16 @@ class MaskEngine:
         walk itself. Exact for any rule; None for a wider state (more than
         ``_SMALL_BYTES`` first bytes, or more than ``_SMALL_NODES`` live trie nodes).
         """
-        if info.widths[state] > _SMALL_BYTES:
+        reads = info.reads(state)
+        if len(reads) > _SMALL_BYTES:
             return None
         trie = self._index.trie
-        table = info.dead_table
+        table = info.flat  # (-1 for dead: the walk steps live states only)
         found = trie.follow(
             table,
-            info.crossing.size,
-            info.dead_crossing,
-            [(byte, int(table[state * 256 + byte])) for byte in info.reads(state)],
+            -1,
+            info.crossing,
+            [(byte, int(table[state * 256 + byte])) for byte in reads],
             info.reads,
             _SMALL_NODES,
         )
@@ -1052,10 +1088,11 @@ class MaskEngine:
             return known
         dead = plain.crossing.size
         closing = dead - 1  # the plain string's last state: after the closing quote
-        begins = np.zeros(plain.dead_table.size, dtype=np.int16)
+        table, _ = plain.dead()
+        begins = np.zeros(table.size, dtype=np.int16)
         begins[: plain.flat.size] = _begins(plain.flat.reshape(-1, 256)).reshape(-1)
         trie = self._index.trie
-        states, chars = trie.replay(plain.dead_table, int(plain.flat[_QUOTE]), begins)
+        states, chars = trie.replay(table, int(plain.flat[_QUOTE]), begins)
         ends = trie.end_nodes
         at_end = states[ends]
         inside = np.where(at_end != dead, chars[ends], -1).astype(np.int16)
@@ -1089,10 +1126,11 @@ class MaskEngine:
         if differ.size > _PATCH_MAX_BYTES:
             return None
         trie, dead = self._index.trie, info.crossing.size
+        table, crossing = info.dead()
         parted = trie.diverging(
-            info.dead_table,
+            table,
             dead,
-            info.dead_crossing,
+            crossing,
             trie.first_nodes[differ].tolist(),
             np.where(row[differ] >= 0, row[differ], dead).tolist(),
             np.where(twin_row[differ] >= 0, twin_row[differ], dead).tolist(),
@@ -1125,11 +1163,12 @@ class MaskEngine:
                 nodes, states = by_depth.setdefault(depth, ([], []))
                 nodes.append(node)
                 states.append(ours)
+        table, crossing = info.dead()
         for depth, (nodes, states) in by_depth.items():
             found = trie.walk(
-                info.dead_table,
+                table,
                 dead,
-                info.dead_crossing,
+                crossing,
                 np.array(nodes, dtype=np.int64),
                 np.array(states, dtype=np.int64),
                 info.reads,
@@ -1249,9 +1288,8 @@ class MaskEngine:
         offsets = self._offsets
         wide = sum(int(offsets[byte + 1] - offsets[byte]) for byte, _ in missing) > _WIDE
         dead = info.crossing.size
-        return trie.walk(
-            info.dead_table, dead, info.dead_crossing, nodes, states, info.reads, wide=wide
-        )
+        table, crossing = info.dead()
+        return trie.walk(table, dead, crossing, nodes, states, info.reads, wide=wide)
 
     def _compute_segments(self, info: _RuleInfo, missing: list[tuple[int, int]]) -> list[_Segment]:
         """The segments of ``(first byte, state after it)`` pairs, from one trie walk."""
@@ -1281,86 +1319,79 @@ class MaskEngine:
             self.hits += 1
             return cached
         self.misses += 1
-        allowed = np.zeros(self.vocabulary.size, dtype=np.bool_)
+        # (Walks list non-empty tokens only, exactly the vocabulary's allowed_base:
+        # special and padded ids are never set, but for eos below.)
+        allowed: Mask | None = None
         for stack in state:
             if stack:
-                self._add_stack(allowed, stack)
+                allowed = self._add_stack(allowed, stack)
+        if allowed is None:
+            allowed = np.zeros(self.vocabulary.size, dtype=np.bool_)
         if END in state and self.eos.size:
             allowed[self.eos] = True
-        allowed &= self._base
         allowed.flags.writeable = False
         _mask_cache.put(key, allowed, allowed.nbytes)
         return allowed
 
-    def _add_stack(self, allowed: Mask, stack: Stack) -> None:
+    def _add_stack(self, allowed: Mask | None, stack: Stack) -> Mask:
+        """Allow the tokens ``stack`` can read (into ``allowed``; a new mask when
+        None, for the first stack of a state), and return the mask."""
         rule, at = stack[-1]
         walk = self.walk(rule, at)
         if walk.dense:
             bits: npt.NDArray[np.uint8] = walk.inside  # type: ignore[assignment]
-            inside = np.unpackbits(bits, count=allowed.size).view(np.bool_)
-            np.logical_or(allowed, inside, out=allowed)
+            inside = np.unpackbits(bits, count=self.vocabulary.size).view(np.bool_)
+            if allowed is None:
+                allowed = inside  # (a fresh array: unpackbits copies)
+            else:
+                np.logical_or(allowed, inside, out=allowed)
         else:
+            if allowed is None:
+                allowed = np.zeros(self.vocabulary.size, dtype=np.bool_)
             allowed[walk.inside] = True
+        numbers = self._numbers() if walk.groups else None
         for stop, split in walk.groups:
-            moved = self._close((*stack[:-1], (rule, stop)))
+            assert numbers is not None
+            moved = numbers.close((*stack[:-1], (rule, stop)))
             if not moved:
                 continue
             # Only the tokens whose rest starts with a byte the caller can read.
-            rows, cols = split.select(self._readable(moved))
+            rows, cols = split.select(numbers.readable(moved))
             if not rows.size:
                 continue
             pending = ~allowed[self._ids[rows]]
             if pending.any():
-                accepted = self._finish(moved, rows[pending], cols[pending])
+                accepted = self._finish(numbers, moved, rows[pending], cols[pending])
                 if accepted.size:
                     allowed[self._ids[accepted]] = True
+        return allowed
 
-    def _close(self, stack: Stack) -> State:
-        """The closed state of one stack (memoised)."""
-        known = self._closed.get(stack)
-        if known is None:
-            known = self.reference.close([stack])
+    def _numbers(self) -> _StateNumbers:
+        """The engine's state numbering, replaced by a fresh one once it grows past
+        ``_NUMBERED`` (a caller keeps the one it started with: numbers from another
+        numbering are never mixed)."""
+        numbers = self._numbered
+        if numbers.size > _NUMBERED:
             with self._lock:
-                if len(self._closed) > 1 << 14:
-                    self._closed.clear()
-                self._closed[stack] = known
-        return known
+                if self._numbered is numbers:
+                    self._numbered = _StateNumbers(self.reference)
+                numbers = self._numbered
+        return numbers
 
-    def _step(self, state: State, byte: int) -> State:
-        key = (state, byte)
-        nxt = self._steps.get(key)
-        if nxt is None:
-            nxt = self.reference.step(state, byte)
-            with self._lock:
-                if len(self._steps) > 1 << 16:
-                    self._steps.clear()
-                self._steps[key] = nxt
-        return nxt
-
-    def _readable(self, state: State) -> npt.NDArray[np.bool_]:
-        """Which bytes ``state`` can read next (memoised per state)."""
-        known = self._bytes.get(state)
-        if known is None:
-            known = self.reference.allowed_bytes(state)
-            with self._lock:
-                if len(self._bytes) > 1 << 12:
-                    self._bytes.clear()
-                self._bytes[state] = known
-        return known
-
-    def _finish(self, start: State, rows: Rows, cols: Rows) -> Rows:
-        """The rows whose remaining bytes (from ``cols``) ``start`` can read.
+    def _finish(self, numbers: _StateNumbers, start: int, rows: Rows, cols: Rows) -> Rows:
+        """The rows whose remaining bytes (from ``cols``) state number ``start`` can
+        read.
 
         A trie walk: rows are split by their next byte and the reference steps once
         per distinct prefix; small groups go token by token.
         """
         if rows.size <= _SMALL_GROUP:
-            found = self._finish_each(start, rows.tolist(), cols.tolist())
+            found = self._finish_each(numbers, start, rows.tolist(), cols.tolist())
             return np.array(found, dtype=np.int64)
         matrix, lengths = self._matrix, self._lengths
         accepted: list[Rows] = []
         few: list[int] = []
-        work: list[tuple[State, Rows, Rows]] = [(start, rows, cols)]
+        work: list[tuple[int, Rows, Rows]] = [(start, rows, cols)]
         while work:
             state, rows, cols = work.pop()
             ends = lengths[rows]
@@ -1373,7 +1404,7 @@ class MaskEngine:
                 continue
             # One vectorised test drops every row whose next byte the state cannot read.
             data = matrix[rows, cols]
-            readable = self._readable(state)[data]
+            readable = numbers.readable(state)[data]
             if not readable.all():
                 rows, cols, ends, data = (
                     rows[readable],
@@ -1382,11 +1413,11 @@ class MaskEngine:
                     data[readable],
                 )
             if rows.size <= _SMALL_GROUP:
-                few.extend(self._finish_each(state, rows.tolist(), cols.tolist()))
+                few.extend(self._finish_each(numbers, state, rows.tolist(), cols.tolist()))
                 continue
             values = np.unique(data)
             for byte in values.tolist():
-                nxt = self._step(state, byte)
+                nxt = numbers.step(state, byte)
                 if not nxt:
                     continue
                 if values.size == 1:
@@ -1398,16 +1429,20 @@ class MaskEngine:
             accepted.append(np.array(few, dtype=np.int64))
         return np.concatenate(accepted) if accepted else np.zeros(0, dtype=np.int64)
 
-    def _finish_each(self, start: State, rows: list[int], cols: list[int]) -> list[int]:
+    def _finish_each(
+        self, numbers: _StateNumbers, start: int, rows: list[int], cols: list[int]
+    ) -> list[int]:
         """:meth:`_finish` for a few rows, token by token in plain Python (reading the
-        token bytes through a flat memoryview)."""
+        token bytes through a flat memoryview, stepping by state number)."""
         data, width, lengths = self._flat_bytes, self._width, self._lengths_view
+        steps, step = numbers.steps, numbers.step
         found: list[int] = []
         for row, col in zip(rows, cols, strict=True):
             here = start
             base = row * width
             for byte in data[base + col : base + lengths[row]]:
-                here = self._step(here, byte)
+                nxt = steps[here].get(byte)
+                here = step(here, byte) if nxt is None else nxt
                 if not here:
                     break
             if here:
@@ -1427,6 +1462,71 @@ class MaskEngine:
                 self._next.clear()
             self._next[key] = nxt
         return nxt
+
+
+class _StateNumbers:
+    """Matcher states numbered for finishing boundary tokens (0: the dead state),
+    with their steps by byte memoised per number: the finishing loop steps through
+    lists and dicts of ints, where keying by state hashed a tuple of stacks per byte.
+    Also memoises the closed state of a stack (as its number) and the bytes a state
+    can read. Grows until the engine replaces it (see ``MaskEngine._numbers``);
+    thread-safe (numbers are handed out under a lock, the rest are idempotent
+    writes of equal values).
+    """
+
+    def __init__(self, reference: ReferenceMatcher) -> None:
+        self.reference = reference
+        self.states: list[State] = [()]
+        self.steps: list[dict[int, int]] = [{}]  # per number: byte -> number
+        self._numbers: dict[State, int] = {(): 0}
+        self._readable: list[npt.NDArray[np.bool_] | None] = [None]
+        self._closed: dict[Stack, int] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def size(self) -> int:
+        """States numbered and stacks closed so far."""
+        return len(self.states) + len(self._closed)
+
+    def number(self, state: State) -> int:
+        known = self._numbers.get(state)
+        if known is None:
+            with self._lock:
+                known = self._numbers.get(state)
+                if known is None:
+                    known = len(self.states)
+                    self.states.append(state)
+                    self.steps.append({})
+                    self._readable.append(None)
+                    self._numbers[state] = known
+        return known
+
+    def step(self, number: int, byte: int) -> int:
+        """The number of the state after reading ``byte`` (0: not allowed)."""
+        known = self.steps[number].get(byte)
+        if known is None:
+            known = self.number(self.reference.step(self.states[number], byte))
+            self.steps[number][byte] = known
+        return known
+
+    def close(self, stack: Stack) -> int:
+        """The number of one stack's closed state."""
+        known = self._closed.get(stack)
+        if known is None:
+            known = self._closed[stack] = self.number(self.reference.close([stack]))
+        return known
+
+    def readable(self, number: int) -> npt.NDArray[np.bool_]:
+        """Which bytes the state can read next."""
+        known = self._readable[number]
+        if known is None:
+            known = self._readable[number] = self.reference.allowed_bytes(self.states[number])
+        return known
+
+
+# A state numbering holding more states and closed stacks than this is replaced (a
+# state is ~1 KB with its memoised steps and bytes).
+_NUMBERED = 1 << 14
 
 
 class Matcher:
