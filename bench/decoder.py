@@ -209,13 +209,17 @@ class JsonmodeEngine:
         with contextlib.suppress(AttributeError):
             compiled_module._cache.clear()
         try:
-            return jsonmode.compile_schema(schema, self.vocabulary)
+            compiled = jsonmode.compile_schema(schema, self.vocabulary)
         except jsonmode.BudgetExceededError as exc:
             raise CompileFailure("budget", str(exc)) from None
         except jsonmode.UnsupportedSchemaError as exc:
             raise CompileFailure("unsupported", str(exc)) from None
         except jsonmode.InvalidSchemaError as exc:
             raise CompileFailure("invalid", str(exc)) from None
+        # The schema's mask engine (what its matchers share) is per-schema set-up, like
+        # llguidance's LLMatcher built in its compile: timed here, not left untimed.
+        compiled.engine  # noqa: B018
+        return compiled
 
     def compile_info(self, handle: Any) -> dict[str, Any]:
         return {"unenforced": list(handle.unenforced)}
