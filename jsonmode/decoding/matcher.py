@@ -35,7 +35,8 @@ How a mask is computed (see ARCHITECTURE.md, "How the engine gets fast"):
    grouped by where they stop in the rule, split by the byte their rest starts
    with (only those the caller can read are tried), then one reference step per
    distinct prefix (a trie walk over the boundary tokens), so a prefix that dies
-   kills all the tokens that share it at once.
+   kills all the tokens that share it at once. Steps are memoised per numbered
+   state (:class:`_StateNumbers`): a known step is a lookup of two ints.
 
 Errors on the hot path are booleans and a sticky state, never exceptions.
 Matchers are cheap and single-threaded; the caches they share are thread-safe.
