@@ -806,3 +806,55 @@ def test_state_numbering_steps_as_the_reference_and_is_replaced_when_full(monkey
             numberings.add(id(engine._numbered))
             assert np.array_equal(mask, reference_mask(compiled, matcher.state))
     assert len(numberings) > 2
+
+
+def test_one_engine_gives_threads_the_masks_of_one_thread(monkeypatch):
+    """Matchers of one engine on several threads at once (numbering replaced
+    often, the interpreter switching threads every few bytecodes) see exactly the
+    masks a single thread sees."""
+    import sys
+    import threading
+
+    from jsonmode.decoding import matcher as matcher_module
+
+    vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / "qwen2.5")
+    compiled = compile_schema(SCHEMA, vocabulary)
+    rng = random.Random(5)
+    walks: list[tuple[list[int], list[np.ndarray]]] = []
+    for _ in range(6):
+        matcher, tokens, masks = compiled.matcher(), [], []
+        while len(tokens) < 25 and not matcher.is_finished():
+            masks.append(matcher.mask())
+            tokens.append(int(rng.choice(np.flatnonzero(masks[-1]))))
+            assert matcher.advance(tokens[-1])
+        walks.append((tokens, masks))
+
+    monkeypatch.setattr(matcher_module, "_NUMBERED", 40)
+    engine = matcher_module.MaskEngine(compiled.network, vocabulary)  # fresh: no masks yet
+    failures: list[str] = []
+
+    def replay(order: list[int]) -> None:
+        for index in order:
+            tokens, masks = walks[index]
+            matcher = matcher_module.Matcher(engine)
+            for step, (token, expected) in enumerate(zip(tokens, masks, strict=True)):
+                if not np.array_equal(matcher.mask(), expected):
+                    failures.append(f"walk {index} step {step}")
+                    return
+                matcher.advance(token)
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [
+            threading.Thread(target=replay, args=(rng.sample(range(len(walks)), len(walks)),))
+            for _ in range(6)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(switch)
+    assert not failures
+    assert engine.misses > 0
