@@ -858,3 +858,37 @@ def test_one_engine_gives_threads_the_masks_of_one_thread(monkeypatch):
         sys.setswitchinterval(switch)
     assert not failures
     assert engine.misses > 0
+
+
+def test_memoised_selections_equal_fresh_ones():
+    """Boundary groups are selected by readable bytes through a memo keyed by the
+    group's content: an equal group (another object) with the same bytes gets the
+    same tokens, other bytes or another group (here: one token fewer per entry, the
+    same columns) other tokens."""
+    from jsonmode.decoding import matcher as matcher_module
+    from jsonmode.decoding.trie import Following
+
+    vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / "qwen2.5")
+    engine = compile_schema({"type": "object"}, vocabulary).engine
+    splits = []
+    for rule in range(len(engine.network.rules)):
+        for state in range(engine.network.rules[rule].n_states):
+            for _, split in engine.walk(rule, state).groups:
+                if split.rows is None:
+                    splits.append(split)
+    assert splits
+    readables = [np.zeros(256, dtype=np.bool_) for _ in range(3)]
+    readables[0][list(b",}] \n")] = True
+    readables[1][list(b'"')] = True
+    readables[2][:] = True
+    matcher_module._selections.clear()
+    for split in splits:
+        copy = Following(*(None if a is None else a.copy() for a in split.pack()))
+        fewer = Following(split.byte, split.lo + 1, np.maximum(split.hi, split.lo + 1), split.col)
+        for readable in readables:
+            for group in (split, copy, fewer, split, fewer):
+                expected = group.select(readable)
+                rows, cols = matcher_module._select(group, readable)
+                assert np.array_equal(rows, expected[0])
+                assert np.array_equal(cols, expected[1])
+    assert len(matcher_module._selections) > 0

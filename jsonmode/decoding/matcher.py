@@ -639,6 +639,7 @@ _count_cache: Lru[bytes, tuple[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64
     8 << 20
 )
 _char_counts: Lru[str, _CharCounts] = Lru(16 << 20)
+_selections: Lru[tuple[bytes, bytes, bytes], tuple[Rows, Rows]] = Lru(8 << 20)  # see _select
 # Per lexeme (the automata are built once per process and shared by the networks
 # that use them): content signatures by table identity, and rule information.
 _lexeme_contents: dict[
@@ -695,6 +696,22 @@ def configure_caches(
         _segment_cache.budget = int(segment_bytes)
     if mask_bytes is not None:
         _mask_cache.budget = int(mask_bytes)
+
+
+def _select(split: Following, readable: npt.NDArray[np.bool_]) -> tuple[Rows, Rows]:
+    """:meth:`Following.select`, memoised by content for groups not listed: the same
+    boundary group meets the same readable bytes again and again (a string value's
+    closing quote, followed by what an object reads after a value), in every schema.
+    The key is the group's entries (their positions and columns name their trie
+    nodes, hence the whole split) and the bytes."""
+    if split.rows is not None and split.cols is not None:
+        return split.rows, split.cols
+    key = (split.lo.tobytes(), split.col.tobytes(), readable.tobytes())
+    known = _selections.get(key)
+    if known is None:
+        known = split.select(readable)
+        _selections.put(key, known, 2 * int(known[0].nbytes) + 3 * int(split.lo.nbytes) + 400)
+    return known
 
 
 def _forget_table(contents: dict[int, Any], key: int, _: object) -> None:
@@ -1360,7 +1377,7 @@ class MaskEngine:
             if not moved:
                 continue
             # Only the tokens whose rest starts with a byte the caller can read.
-            rows, cols = split.select(numbers.readable(moved))
+            rows, cols = _select(split, numbers.readable(moved))
             if not rows.size:
                 continue
             pending = ~allowed[self._ids[rows]]
