@@ -1,0 +1,116 @@
+"""Two versions of jsonmode's mask engine in one process, interleaved per schema.
+
+    git worktree add --detach /tmp/base HEAD~1       # the version to compare against
+    python bench/ab.py /tmp/base                     # this checkout (A) against it (B)
+    python bench/ab.py /tmp/base --schemas 100 --rounds 3
+
+Separate benchmark runs on a shared machine drift by ±15% (CPU frequency, neighbours),
+more than most single changes to the mask. Here both versions are loaded into one
+process (each its own copy of the ``jsonmode`` package, with its own caches), and every
+schema of the decoder benchmark's MaskBench sample is compiled and walked by both, in
+alternating order, so that drift falls on both alike. Timed: the mask call alone, as in
+``bench/decoder.py``, over every valid instance of each schema, first visits included
+(each version's compile cache is cleared before each schema, its other caches are left
+to warm up across schemas as in that benchmark). Prints each version's mask total, mean
+and p99, and B's time over A's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+
+
+def _load(root: Path) -> dict[str, ModuleType]:
+    """The ``jsonmode`` package found under ``root``, imported as a separate copy: its
+    modules, to be put back into ``sys.modules`` while it runs."""
+    for name in [name for name in sys.modules if name.split(".")[0] == "jsonmode"]:
+        del sys.modules[name]
+    sys.path.insert(0, str(root))
+    try:
+        package = importlib.import_module("jsonmode")
+        importlib.import_module("jsonmode.decoding.compiled")
+    finally:
+        sys.path.remove(str(root))
+    found = Path(package.__file__ or "").resolve()
+    if root.resolve() not in found.parents:
+        raise SystemExit(f"{root}: no jsonmode package there (imported {found} instead)")
+    return {name: module for name, module in sys.modules.items() if name.startswith("jsonmode")}
+
+
+def _walk(modules: dict[str, ModuleType], vocabulary: Any, case: Any) -> list[float]:
+    """Compile ``case`` with one version and walk its valid instances: mask call times."""
+    sys.modules.update(modules)
+    jsonmode, compiled_module = modules["jsonmode"], modules["jsonmode.decoding.compiled"]
+    compiled_module._cache.clear()
+    try:
+        compiled = jsonmode.compile_schema(case.schema, vocabulary)
+    except jsonmode.JsonModeError:
+        return []
+    times = []
+    for test in case.tests:
+        if not test.valid:
+            continue
+        matcher = compiled.matcher()
+        for token in [*test.ids, None]:
+            started = time.perf_counter()
+            matcher.mask()
+            times.append(time.perf_counter() - started)
+            if token is None or not matcher.advance(token):
+                break
+    return times
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("base", type=Path, help="root of the other checkout (B)")
+    parser.add_argument("--schemas", type=int, default=300, help="sample size (default 300)")
+    parser.add_argument("--seed", type=int, default=20250301, help="sampling seed")
+    parser.add_argument("--rounds", type=int, default=1, help="passes, each in a fresh order")
+    args = parser.parse_args(argv)
+
+    sys.path.insert(0, str(BENCH))
+    import decoder  # (the benchmark's sample and tokenizer)
+    from tokenizers import Tokenizer
+
+    versions = [("A", ROOT), ("B", args.base)]
+    packages = [_load(root) for _, root in versions]  # (a wrong root fails here, early)
+    cases = decoder.load_sample(args.schemas, args.seed)
+    tokenizer = Tokenizer.from_file(str(decoder.TOKENIZER_DIR / "tokenizer.json"))
+    loaded = []
+    for (label, _), modules in zip(versions, packages, strict=True):
+        sys.modules.update(modules)
+        vocabulary = modules["jsonmode"].Vocabulary.from_tokenizer(tokenizer)
+        modules["jsonmode"].compile_schema({}, vocabulary).engine  # noqa: B018  (index, trie)
+        loaded.append((modules, vocabulary))
+        print(f"{label}: {modules['jsonmode'].__file__}")
+    times: list[list[float]] = [[], []]
+    for round_ in range(args.rounds):
+        for index, case in enumerate(cases):
+            order = (0, 1) if (index + round_) % 2 == 0 else (1, 0)
+            for which in order:
+                times[which].extend(_walk(*loaded[which], case))
+    for (label, _), found in zip(versions, times, strict=True):
+        values = np.array(found)
+        print(
+            f"{label}: {values.size} mask calls, total {values.sum():.3f} s, "
+            f"mean {values.mean() * 1e6:.1f} µs, p99 {np.percentile(values, 99) * 1e6:.0f} µs"
+        )
+    if len(times[0]) != len(times[1]):
+        print("note: the versions walked different numbers of tokens (a schema or token refused)")
+    print(f"B / A: {sum(times[1]) / sum(times[0]):.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

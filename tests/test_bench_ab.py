@@ -1,0 +1,33 @@
+"""bench/ab.py: two versions of the mask engine in one process (run as a script)."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "ab.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+
+
+def test_a_version_against_itself_walks_the_same_tokens():
+    done = _run(str(ROOT), "--schemas", "2")
+    assert done.returncode == 0, done.stderr
+    calls = re.findall(r"^([AB]): (\d+) mask calls, total [\d.]+ s", done.stdout, re.M)
+    assert [label for label, _ in calls] == ["A", "B"]
+    assert calls[0][1] == calls[1][1] != "0"
+    assert re.search(r"^B / A: \d+\.\d{3}$", done.stdout, re.M)
+
+
+def test_a_root_without_jsonmode_is_refused(tmp_path):
+    done = _run(str(tmp_path))
+    assert done.returncode != 0
+    assert "no jsonmode package there" in done.stderr
