@@ -76,7 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("base", type=Path, help="root of the other checkout (B)")
     parser.add_argument("--schemas", type=int, default=300, help="sample size (default 300)")
     parser.add_argument("--seed", type=int, default=20250301, help="sampling seed")
-    parser.add_argument("--rounds", type=int, default=1, help="passes, each in a fresh order")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="passes over the sample (each swaps who goes first)"
+    )
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(BENCH))

@@ -492,8 +492,6 @@ _SHIFT_1, _SHIFT_2, _MULTIPLIER = np.uint64(31), np.uint64(29), np.uint64(0xBF58
 # hashes' own: its values must not meet theirs).
 _TREE_CROSSING, _TREE_INNER = 0xD6E8FEB86659FD93, 0xA0761D6478BD642F
 _WORD = (1 << 64) - 1
-
-
 _INT_SHIFT_1, _INT_SHIFT_2, _INT_MULTIPLIER = int(_SHIFT_1), int(_SHIFT_2), int(_MULTIPLIER)
 
 
@@ -503,6 +501,9 @@ def _mix_int(value: int) -> int:
     value ^= value >> _INT_SHIFT_1
     value = (value * _INT_MULTIPLIER) & _WORD
     return value ^ (value >> _INT_SHIFT_2)
+
+
+_PLAIN_SUMS: dict[bytes, tuple[list[int], list[int]]] = {}  # see _plain_sums (one per depth)
 
 
 def _plain_sums(hashes: npt.NDArray[np.uint64]) -> tuple[list[int], list[int]]:
@@ -521,7 +522,6 @@ def _plain_sums(hashes: npt.NDArray[np.uint64]) -> tuple[list[int], list[int]]:
     return known
 
 
-_PLAIN_SUMS: dict[bytes, tuple[list[int], list[int]]] = {}
 # A key lexeme's tree state differing from the plain between-characters state in more
 # bytes than this is compared with every plain state (see MaskEngine._grafted_hashes).
 _FEW_FIXES = 16
@@ -710,7 +710,8 @@ def _select(split: Following, readable: npt.NDArray[np.bool_]) -> tuple[Rows, Ro
     known = _selections.get(key)
     if known is None:
         known = split.select(readable)
-        _selections.put(key, known, 2 * int(known[0].nbytes) + 3 * int(split.lo.nbytes) + 400)
+        size = sum(len(part) for part in key) + sum(int(part.nbytes) for part in known)
+        _selections.put(key, known, size + 64)
     return known
 
 
@@ -959,9 +960,9 @@ class MaskEngine:
             if other == rule or other in self._hashed or self.network.rules[other].lengths:
                 continue  # (counted strings are not hashed, see _rule_key)
             signature, crossing, trans = self._signature(other)
-            fits = (total + trans.shape[0]) * depths[-1] <= _HASH_BUDGET
             if _plain_loops(trans, crossing).size:
                 continue  # (its hashes are grafted when it needs them)
+            fits = (total + trans.shape[0]) * depths[-1] <= _HASH_BUDGET
             if fits and _hash_cache.get((signature, self._depth)) is None:
                 batch.append(other)
                 total += trans.shape[0]
@@ -1370,9 +1371,8 @@ class MaskEngine:
             if allowed is None:
                 allowed = np.zeros(self.vocabulary.size, dtype=np.bool_)
             allowed[walk.inside] = True
-        numbers = self._numbers() if walk.groups else None
+        numbers = self._numbers()
         for stop, split in walk.groups:
-            assert numbers is not None
             moved = numbers.close((*stack[:-1], (rule, stop)))
             if not moved:
                 continue
@@ -1462,7 +1462,7 @@ class MaskEngine:
             here = start
             base = row * width
             for byte in data[base + col : base + lengths[row]]:
-                nxt = steps[here].get(byte)
+                nxt = steps[here].get(byte)  # (numbers.step's lookup, without its call)
                 here = step(here, byte) if nxt is None else nxt
                 if not here:
                     break

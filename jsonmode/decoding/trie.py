@@ -9,7 +9,8 @@ at a time, following live prefixes only: every prefix is read at most once, not
 once per token, and a dead prefix is never expanded.
 
 Built once per vocabulary (a few hundred milliseconds for 150k tokens); immutable
-and thread-safe afterwards.
+and thread-safe afterwards, but for a memo of per-node splits
+(:meth:`TokenTrie.following_few`: equal values for a key, bounded, dropped whole).
 """
 
 from __future__ import annotations
