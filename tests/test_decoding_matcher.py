@@ -627,18 +627,25 @@ def _walk_groups(walk, size: int) -> tuple[set[int], dict[int, list[tuple[int, i
         cols = np.repeat(split.col, counts).tolist()
         firsts = np.repeat(split.byte, counts).tolist()
         groups.setdefault(stop, []).extend(zip(rows, cols, firsts, strict=True))
-        if split.rows is not None:  # the listed form says the same
-            assert sorted(zip(split.rows.tolist(), split.cols.tolist(), strict=True)) == sorted(
-                zip(rows, cols, strict=True)
-            )
     return inside, {stop: sorted(tokens) for stop, tokens in groups.items()}
 
 
+def _visited_stacks(compiled, seed: int, walks: int) -> list[tuple]:
+    """The stacks of every state random walks visit, each once."""
+    rng = random.Random(seed)
+    seen: dict[tuple, None] = {}
+    for _ in range(walks):
+        for matcher, _ in random_walk(compiled, rng):
+            seen.update(dict.fromkeys(stack for stack in matcher.state if stack))
+    return list(seen)
+
+
 @pytest.mark.parametrize("name", ["qwen2.5", "llama-3"])
-def test_small_walks_equal_vectorised_walks(name, monkeypatch):
-    """States that read few tokens are walked in plain Python (MaskEngine._small_walk):
-    the same tokens inside, the same boundary tokens stopping in the same states and
-    split by the same next bytes as the vectorised walk finds."""
+def test_direct_walks_equal_vectorised_walks(name, monkeypatch):
+    """A stack whose top state reads few bytes follows the token trie itself
+    (MaskEngine._direct): it allows exactly the tokens the vectorised walk and the
+    finishing of its boundary tokens allow, also where its tokens pass calls and
+    returns."""
     from jsonmode.decoding import matcher as matcher_module
 
     vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / name)
@@ -652,21 +659,20 @@ def test_small_walks_equal_vectorised_walks(name, monkeypatch):
         },
     }
     compiled = compile_schema(schema, vocabulary)
-    small_walks = {}
     engine = compiled.engine
-    for rule, automaton in enumerate(engine.network.rules):
-        info = engine._rule_key(rule)
-        for state in range(automaton.n_states):
-            walk = engine._small_walk(info, state)
-            if walk is not None:
-                small_walks[rule, state] = walk
-    assert len(small_walks) > 50
-    assert sum(bool(walk.groups) for walk in small_walks.values()) > 20
+    stacks = _visited_stacks(compiled, seed=3, walks=12)
+    direct = {}
+    for stack in stacks:
+        numbering = engine._current_stacks()
+        context = numbering.context(stack[:-1], stack[-1][0])
+        if engine._direct(numbering, context, stack[-1][1]) is not None:
+            direct[stack] = engine._add_stack(None, stack).copy()
+    assert len(direct) > 40
+    crossed = engine._current_stacks()._expanded
+    assert len(crossed) > 20  # (direct walks passed calls and returns)
     monkeypatch.setattr(matcher_module, "_SMALL_BYTES", -1)  # the vectorised walk only
-    matcher_module._local_walk_cache.clear()
-    for (rule, state), walk in small_walks.items():
-        expected = engine.walk(rule, state)
-        assert _walk_groups(walk, vocabulary.size) == _walk_groups(expected, vocabulary.size)
+    for stack, mask in direct.items():
+        assert np.array_equal(engine._add_stack(None, stack), mask), stack
 
 
 def _key_lexeme(engine):
@@ -778,38 +784,64 @@ def test_grafted_hashes_equal_the_sum_over_every_byte():
         assert (int(got[0, state]), int(got[1, state])) == expected(state)
 
 
-def test_state_numbering_steps_as_the_reference_and_is_replaced_when_full(monkeypatch):
-    """Finishing steps by state number: every number stands for the state the
-    reference reaches, and a numbering that grows past its bound is replaced
-    without changing any mask."""
+def _as_stacks(numbering, pairs) -> set:
+    """Numbered (context, state) pairs as the reference's stacks."""
+    found = set()
+    for context, state in pairs:
+        if context < 0:
+            found.add(())
+        else:
+            lower, rule = numbering._contexts[context]
+            found.add((*lower, (rule, state)))
+    return found
+
+
+def test_stack_numbering_steps_as_the_reference_and_is_replaced_when_full(monkeypatch):
+    """Stacks are walked as numbered (context, state) pairs: a step of one stack
+    reaches the stacks the reference's step reaches, a closure is the reference's,
+    a return reads on in the closed lower frames; and a numbering that grows past its
+    bound is replaced without changing any mask."""
     from jsonmode.decoding import matcher as matcher_module
 
     compiled = compile_schema(SCHEMA, synthetic_vocabulary())
     engine = compiled.engine
     reference = compiled.reference()
-    numbers = matcher_module._StateNumbers(reference)
-    start = numbers.close(((engine.network.root, 0),))
-    assert numbers.states[start] == reference.initial()
-    for byte in b'{"x": ':
-        nxt = numbers.step(start, byte)
-        assert numbers.states[nxt] == reference.step(numbers.states[start], byte)
-        assert numbers.step(start, byte) == nxt  # (memoised)
-        assert np.array_equal(numbers.readable(nxt), reference.allowed_bytes(numbers.states[nxt]))
-        start = nxt
-    assert numbers.step(start, ord("}")) == 0  # (dead: a value must come first)
+    numbering = matcher_module._Stacks(reference)
+    state = reference.initial()
+    checked = 0
+    for byte in b'{"name":"z","n":7,"tags":["a","bc"],"sub":{"x":1.5}}':
+        for stack in state:
+            if not stack:
+                continue
+            context = numbering.context(stack[:-1], stack[-1][0])
+            pairs = numbering.step(context, stack[-1][1], byte)
+            assert _as_stacks(numbering, pairs) == set(reference.step((stack,), byte))
+            assert (
+                numbering.reads(context, stack[-1][1])
+                == np.flatnonzero(reference.allowed_bytes((stack,))).tolist()
+            )
+            assert _as_stacks(numbering, numbering.returns(context)) == set(
+                reference.close([stack[:-1]]) if stack[:-1] else ()
+            ) - {()}
+            checked += 1
+        state = reference.step(state, byte)
+        assert state
+    assert reference.can_end(state)
+    assert checked > 40
+    assert numbering.size > 10
 
-    monkeypatch.setattr(matcher_module, "_NUMBERED", 6)
+    monkeypatch.setattr(matcher_module, "_STACKS", 6)
     numberings = set()
     rng = random.Random(11)
     for _ in range(6):
         for matcher, mask in random_walk(compiled, rng):
-            numberings.add(id(engine._numbered))
+            numberings.add(id(engine._stacks))
             assert np.array_equal(mask, reference_mask(compiled, matcher.state))
     assert len(numberings) > 2
 
 
 def test_one_engine_gives_threads_the_masks_of_one_thread(monkeypatch):
-    """Matchers of one engine on several threads at once (numbering replaced
+    """Matchers of one engine on several threads at once (stack numbering replaced
     often, the interpreter switching threads every few bytecodes) see exactly the
     masks a single thread sees."""
     import sys
@@ -829,7 +861,7 @@ def test_one_engine_gives_threads_the_masks_of_one_thread(monkeypatch):
             assert matcher.advance(tokens[-1])
         walks.append((tokens, masks))
 
-    monkeypatch.setattr(matcher_module, "_NUMBERED", 40)
+    monkeypatch.setattr(matcher_module, "_STACKS", 40)
     engine = matcher_module.MaskEngine(compiled.network, vocabulary)  # fresh: no masks yet
     failures: list[str] = []
 
@@ -860,35 +892,51 @@ def test_one_engine_gives_threads_the_masks_of_one_thread(monkeypatch):
     assert engine.misses > 0
 
 
-def test_memoised_selections_equal_fresh_ones():
-    """Boundary groups are selected by readable bytes through a memo keyed by the
-    group's content: an equal group (another object) with the same bytes gets the
-    same tokens, other bytes or another group (here: one token fewer per entry, the
-    same columns) other tokens."""
+def _rests_as_dict(rests) -> dict[bytes, list[int]]:
+    """A rests trie as {rest: its tokens' positions}."""
+    found: dict[bytes, list[int]] = {}
+    work = [(0, b"")]
+    while work:
+        node, prefix = work.pop()
+        if rests.ends[node]:
+            found[prefix] = sorted(rests.ends[node])
+        work.extend((kid, prefix + bytes([rests.byte[kid]])) for kid in rests.kids[node])
+    return found
+
+
+def test_memoised_rests_equal_fresh_ones():
+    """A boundary group's rests (the tokens whose rest starts with a readable byte, by
+    their bytes from the boundary on) come from a memo keyed by the group's content:
+    an equal group (another object) with the same bytes gets the same rests, other
+    bytes or another group (here: one token fewer per entry, the same columns) other
+    rests, each what the tokens say."""
     from jsonmode.decoding import matcher as matcher_module
     from jsonmode.decoding.trie import Following
 
     vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / "qwen2.5")
     engine = compile_schema({"type": "object"}, vocabulary).engine
-    splits = []
-    for rule in range(len(engine.network.rules)):
-        for state in range(engine.network.rules[rule].n_states):
-            for _, split in engine.walk(rule, state).groups:
-                if split.rows is None:
-                    splits.append(split)
+    splits = [
+        split
+        for rule in range(len(engine.network.rules))
+        for state in range(engine.network.rules[rule].n_states)
+        for _, split in engine.walk(rule, state).groups
+    ]
     assert splits
     readables = [np.zeros(256, dtype=np.bool_) for _ in range(3)]
     readables[0][list(b",}] \n")] = True
     readables[1][list(b'"')] = True
     readables[2][:] = True
-    matcher_module._selections.clear()
-    for split in splits:
-        copy = Following(*(None if a is None else a.copy() for a in split.pack()))
+    matcher_module._rests.clear()
+    index = engine._index
+    for split in splits[:40]:
+        copy = Following(*(a.copy() for a in split.pack()))
         fewer = Following(split.byte, split.lo + 1, np.maximum(split.hi, split.lo + 1), split.col)
         for readable in readables:
             for group in (split, copy, fewer, split, fewer):
-                expected = group.select(readable)
-                rows, cols = matcher_module._select(group, readable)
-                assert np.array_equal(rows, expected[0])
-                assert np.array_equal(cols, expected[1])
-    assert len(matcher_module._selections) > 0
+                expected: dict[bytes, list[int]] = {}
+                for byte, lo, hi, col in zip(*(a.tolist() for a in group.pack()), strict=True):
+                    for position in range(lo, hi) if readable[byte] else ():
+                        rest = bytes(index.matrix[position, col : index.lengths[position]])
+                        expected.setdefault(rest, []).append(position)
+                assert _rests_as_dict(engine._rests(group, readable)) == expected
+    assert len(matcher_module._rests) > 0

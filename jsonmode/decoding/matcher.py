@@ -27,16 +27,20 @@ How a mask is computed (see ARCHITECTURE.md, "How the engine gets fast"):
    tokens beyond its character budget (per-token counts from one trie replay per
    vocabulary), keyed by that budget, so the states far from their bounds share one
    walk whatever their lexeme.
-   A state that reads few tokens (a literal's next bytes, a number's digits)
-   skips the segments, hashes and shared caches above: its rule automaton follows
-   the token trie in plain Python, where NumPy's per-call overhead would cost
-   several times the walk itself (its walk is still cached per rule and state).
-3. Boundary tokens are finished from the real stack by the reference matcher:
-   grouped by where they stop in the rule, split by the byte their rest starts
-   with (only those the caller can read are tried), then one reference step per
-   distinct prefix (a trie walk over the boundary tokens), so a prefix that dies
-   kills all the tokens that share it at once. Steps are memoised per numbered
-   state (:class:`_StateNumbers`): a known step is a lookup of two ints.
+3. Boundary tokens are finished from the real stack, one stack at a time: the
+   stacks a boundary leads to (the caller's continuation after a return, the callee
+   after a call) are numbered ``(context, rule state)`` pairs (:class:`_Stacks`),
+   stepped by the rules' byte tables. The tokens of a boundary group whose rest
+   starts with a byte those stacks can read are kept as a small trie of their
+   *rests* (:class:`_Rests`; the same few dozen rests, such as ``",`` and ``"}``
+   after a string, recur in every schema: memoised by content), and the stacks walk
+   that trie: one step per distinct rest prefix.
+4. A stack whose top state reads few bytes (a literal's next bytes, a number's
+   digits, the ``:`` after a key) skips the walks, hashes and caches above: the
+   stack itself follows the token trie in plain Python (:meth:`MaskEngine._direct`),
+   stepping its top rule by table and, past a call or return point, the stacks
+   that leads to, as in 3. NumPy's per-call overhead would cost several times such
+   a walk.
 
 Errors on the hot path are booleans and a sticky state, never exceptions.
 Matchers are cheap and single-threaded; the caches they share are thread-safe.
@@ -74,10 +78,6 @@ Rows = npt.NDArray[np.int64]
 
 # Replaying at most this many bytes in all is done in plain Python (see _replay).
 _FEW_BYTES = 512
-# Boundary tokens at most this many (after those whose rest the caller cannot read
-# are dropped) are finished token by token (numpy's per-call overhead beats the
-# vectorised trie step below this size).
-_SMALL_GROUP = 48
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +87,12 @@ class _Walk:
     ``inside``: tokens read entirely within the rule (allowed whatever the stack),
     bit-packed over ids when there are many (``dense``), else as ids. ``groups``: per state
     where boundary tokens pass a call or return point, those tokens split by the
-    byte their rest starts with.
+    byte their rest starts with. A lexeme's walk has one group, stopping at
+    ``_RETURN``: a lexeme calls nothing, so its boundary tokens return from it, and
+    what reads their rest is the caller's continuation whichever state they pass (the
+    lexeme's own continuation from that state is in the walk already: the inside
+    tokens and the later boundary tokens). So a lexeme's walk is shared by every
+    state that acts alike, of any lexeme.
     """
 
     inside: npt.NDArray[np.uint8] | npt.NDArray[np.int32]
@@ -639,7 +644,6 @@ _count_cache: Lru[bytes, tuple[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64
     8 << 20
 )
 _char_counts: Lru[str, _CharCounts] = Lru(16 << 20)
-_selections: Lru[tuple[bytes, bytes, bytes], tuple[Rows, Rows]] = Lru(8 << 20)  # see _select
 # Per lexeme (the automata are built once per process and shared by the networks
 # that use them): content signatures by table identity, and rule information.
 _lexeme_contents: dict[
@@ -649,10 +653,15 @@ _lexeme_infos: Lru[tuple[bytes, int], _RuleInfo] = Lru(32 << 20)
 _indexes: dict[str, _TokenIndex] = {}
 _indexes_lock = threading.Lock()
 _engine_ids = itertools.count()
-# A state that reads at most _SMALL_BYTES first bytes is walked in plain Python, down
-# to at most _SMALL_NODES live trie nodes (see MaskEngine._small_walk).
+# A stack whose top state reads at most _SMALL_BYTES first bytes is walked through
+# the token trie in plain Python with the whole stack (see MaskEngine._direct), while
+# at most _DIRECT_NODES (trie node, stack) pairs are live in all; past that, the
+# vectorised walk takes over.
 _SMALL_BYTES = 8
-_SMALL_NODES = 64
+_DIRECT_NODES = 256
+# A lexeme walk's one boundary group stops here (see _Walk): its boundary tokens all
+# return from the lexeme, whichever of its states they pass.
+_RETURN = -1
 # Missing segments with more tokens than this are walked level by level in full
 # (one gather per level) rather than by following the live frontier. (Replaying the
 # benchmark's 417 trie walks: 40k or 20k tokens take ~14 % less time than 100k, 10k
@@ -698,21 +707,42 @@ def configure_caches(
         _mask_cache.budget = int(mask_bytes)
 
 
-def _select(split: Following, readable: npt.NDArray[np.bool_]) -> tuple[Rows, Rows]:
-    """:meth:`Following.select`, memoised by content for groups not listed: the same
-    boundary group meets the same readable bytes again and again (a string value's
-    closing quote, followed by what an object reads after a value), in every schema.
-    The key is the group's entries (their positions and columns name their trie
-    nodes, hence the whole split) and the bytes."""
-    if split.rows is not None and split.cols is not None:
-        return split.rows, split.cols
-    key = (split.lo.tobytes(), split.col.tobytes(), readable.tobytes())
-    known = _selections.get(key)
-    if known is None:
-        known = split.select(readable)
-        size = sum(len(part) for part in key) + sum(int(part.nbytes) for part in known)
-        _selections.put(key, known, size + 64)
-    return known
+@dataclass(frozen=True, slots=True)
+class _Rests:
+    """The rests of a boundary group's tokens (their bytes from the boundary on), as a
+    trie: node ``n`` (0: the root) has the byte ``byte[n]`` that leads to it, its
+    children ``kids[n]`` and the positions of the tokens whose rest ends there
+    (``ends[n]``)."""
+
+    byte: list[int]
+    kids: list[list[int]]
+    ends: list[list[int]]
+
+    @staticmethod
+    def of(tokens: list[bytes], positions: list[int]) -> _Rests:
+        """The trie of ``tokens`` (rests), each ending in its position."""
+        byte: list[int] = [-1]
+        kids: list[list[int]] = [[]]
+        ends: list[list[int]] = [[]]
+        index: dict[tuple[int, int], int] = {}
+        for rest, position in zip(tokens, positions, strict=True):
+            node = 0
+            for value in rest:
+                child = index.get((node, value))
+                if child is None:
+                    child = index[(node, value)] = len(byte)
+                    byte.append(value)
+                    kids.append([])
+                    ends.append([])
+                    kids[node].append(child)
+                node = child
+            ends[node].append(position)
+        return _Rests(byte, kids, ends)
+
+
+# Rests by group content and readable bytes (see MaskEngine._rests): ~90 distinct ones
+# serve the benchmark's 7,000 boundary groups.
+_rests: Lru[tuple[bytes, bytes, bytes], _Rests] = Lru(8 << 20)
 
 
 def _forget_table(contents: dict[int, Any], key: int, _: object) -> None:
@@ -759,11 +789,12 @@ class MaskEngine:
         self._plain_info: _RuleInfo | None = None
         self._signatures: dict[int, tuple[bytes, npt.NDArray[np.bool_], npt.NDArray[np.int32]]] = {}
         self._lexemes = [k for k, rule in enumerate(network.rules) if not any(rule.calls)]
+        self._lexeme_set = set(self._lexemes)
         self._hashed: set[int] = set()  # lexemes whose hashes were computed (or refused)
         # Hash depths: a token after its first byte, and a whole token (a byte to spare).
         self._depth = int(self._lengths.max(initial=1))
         self._next: dict[tuple[State, int], State] = {}
-        self._numbered = _StateNumbers(self.reference)
+        self._stacks = _Stacks(self.reference)
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -996,18 +1027,23 @@ class MaskEngine:
         cached by the rule's content (equal lexemes of different schemas share it).
         """
         info = self._rule_key(rule)
-        local_key = (self.vocabulary.fingerprint, info.signature, state)
+        lexeme = rule in self._lexeme_set
+        if lexeme:
+            # (A lexeme's walk is the same for every state that acts alike: see
+            # _RETURN. It is cached with the shared walks' key.)
+            shared_key, _ = self._shared_key(info, state)
+            local_key = (shared_key[0], b"return " + shared_key[1], shared_key[2])
+        else:
+            local_key = (self.vocabulary.fingerprint, info.signature, state)
         local = _local_walk_cache.get(local_key)
         if local is not None:
             return _Walk.unpack(local)
-        small = self._small_walk(info, state)
-        if small is not None:
-            _local_walk_cache.put(local_key, small.pack(), small.nbytes)
-            return small
         shared = self._shared_walk(info, state, patch=True)
         bounds, trie = shared.bounds, self._index.trie
         groups: list[tuple[int, Following]] = []
-        if bounds.size:
+        if bounds.size and lexeme:
+            groups.append((_RETURN, trie.following(bounds)))
+        elif bounds.size:
             stops = self._replay(info.flat, state, bounds.lo, bounds.col)
             order = np.argsort(stops, kind="stable")
             stops = stops[order]
@@ -1019,48 +1055,10 @@ class MaskEngine:
         _local_walk_cache.put(local_key, walk.pack(), walk.nbytes)
         return walk
 
-    def _small_walk(self, info: _RuleInfo, state: int) -> _Walk | None:
-        """The walk of a state that reads few tokens (a literal's next bytes, a
-        number's digits, ...), followed through the token trie in plain Python
-        (:meth:`TokenTrie.follow`): there the vectorised walk's fixed costs (its
-        segments and caches, a replay of the boundary tokens) are several times the
-        walk itself. Exact for any rule; None for a wider state (more than
-        ``_SMALL_BYTES`` first bytes, or more than ``_SMALL_NODES`` live trie nodes).
-        """
-        reads = info.reads(state)
-        if len(reads) > _SMALL_BYTES:
-            return None
-        trie = self._index.trie
-        table = info.flat  # (-1 for dead: the walk steps live states only)
-        found = trie.follow(
-            table,
-            -1,
-            info.crossing,
-            [(byte, int(table[state * 256 + byte])) for byte in reads],
-            info.reads,
-            _SMALL_NODES,
-        )
-        if found is None:
-            return None
-        positions, entries = found
-        inside = np.sort(self._ids[positions]).astype(np.int32)  # (listed: a few ids)
-        groups: list[tuple[int, Following]] = []
-        entries.sort(key=lambda entry: (entry[4], entry[0], entry[2]))
-        for stop, members in itertools.groupby(entries, key=lambda entry: entry[4]):
-            groups.append((stop, trie.following_few([entry[:4] for entry in members])))
-        return _Walk(inside, False, tuple(groups))
-
     def _shared_walk(self, info: _RuleInfo, state: int, *, patch: bool) -> _SharedWalk:
         """The rule-independent part of a walk, from the cache or computed (``patch``:
         from a neighbour state's walk when the two differ on few tokens)."""
-        fingerprint = self.vocabulary.fingerprint
-        budget = None if info.counted is None else self._budget(info.counted, state)
-        if budget is not None:
-            key = (fingerprint, b"chars", budget[0] * 1024 + budget[1])
-        elif info.hashes is None:
-            key = (fingerprint, info.signature, state)
-        else:
-            key = (fingerprint, b"", int(info.hashes[1, state]))
+        key, budget = self._shared_key(info, state)
         packed = _walk_cache.get(key)
         if packed is not None:
             return _SharedWalk.unpack(packed)
@@ -1073,6 +1071,19 @@ class MaskEngine:
             )
         _walk_cache.put(key, shared.pack(), shared.nbytes)
         return shared
+
+    def _shared_key(
+        self, info: _RuleInfo, state: int
+    ) -> tuple[tuple[str, bytes, int], tuple[int, int] | None]:
+        """The key of a state's shared walk, and its character budget (see
+        :meth:`_budget`) for a state of a counted string."""
+        fingerprint = self.vocabulary.fingerprint
+        budget = None if info.counted is None else self._budget(info.counted, state)
+        if budget is not None:
+            return (fingerprint, b"chars", budget[0] * 1024 + budget[1]), budget
+        if info.hashes is None:
+            return (fingerprint, info.signature, state), None
+        return (fingerprint, b"", int(info.hashes[1, state])), None
 
     def _budget(self, counted: _Counted, state: int) -> tuple[int, int] | None:
         """For a state of a string with length bounds that is between characters: the
@@ -1359,6 +1370,15 @@ class MaskEngine:
         """Allow the tokens ``stack`` can read (into ``allowed``; a new mask when
         None, for the first stack of a state), and return the mask."""
         rule, at = stack[-1]
+        stacks = self._current_stacks()
+        context = stacks.context(stack[:-1], rule)
+        found = self._direct(stacks, context, at)
+        if found is not None:
+            if allowed is None:
+                allowed = np.zeros(self.vocabulary.size, dtype=np.bool_)
+            if found:
+                allowed[self._ids[found]] = True
+            return allowed
         walk = self.walk(rule, at)
         if walk.dense:
             bits: npt.NDArray[np.uint8] = walk.inside  # type: ignore[assignment]
@@ -1371,104 +1391,70 @@ class MaskEngine:
             if allowed is None:
                 allowed = np.zeros(self.vocabulary.size, dtype=np.bool_)
             allowed[walk.inside] = True
-        numbers = self._numbers()
         for stop, split in walk.groups:
-            moved = numbers.close((*stack[:-1], (rule, stop)))
-            if not moved:
-                continue
-            # Only the tokens whose rest starts with a byte the caller can read.
-            rows, cols = _select(split, numbers.readable(moved))
-            if not rows.size:
-                continue
-            pending = ~allowed[self._ids[rows]]
-            if pending.any():
-                accepted = self._finish(numbers, moved, rows[pending], cols[pending])
-                if accepted.size:
-                    allowed[self._ids[accepted]] = True
+            pairs = stacks.returns(context) if stop == _RETURN else stacks.readers(context, stop)
+            if pairs:
+                found = stacks.finish(self._rests(split, stacks.readable(pairs)), pairs)
+                if found:
+                    allowed[self._ids[found]] = True
         return allowed
 
-    def _numbers(self) -> _StateNumbers:
-        """The engine's state numbering, replaced by a fresh one once it grows past
-        ``_NUMBERED`` (a caller keeps the one it started with: numbers from another
-        numbering are never mixed)."""
-        numbers = self._numbered
-        if numbers.size > _NUMBERED:
+    def _direct(self, stacks: _Stacks, context: int, state: int) -> list[int] | None:
+        """The positions of the tokens the stack ``(context, state)`` reads, when its
+        top state reads few bytes: the stack follows the token trie itself (see
+        :meth:`TokenTrie.walk_stacks`). None for a wider stack, or when more than
+        ``_DIRECT_NODES`` trie nodes and stacks would be live."""
+        reads = stacks.reads(context, state)
+        if len(reads) > _SMALL_BYTES:
+            return None
+        trie = self._index.trie
+        first = trie.first_node_list
+        seeds = [
+            (first[byte], *pair)
+            for byte in reads
+            if first[byte] >= 0
+            for pair in stacks.step(context, state, byte)
+        ]
+        return trie.walk_stacks(
+            stacks.tables, stacks.crossings, stacks.reads, stacks.expand, seeds, _DIRECT_NODES
+        )
+
+    def _current_stacks(self) -> _Stacks:
+        """The engine's stack numbering, replaced by a fresh one once it holds more
+        than ``_STACKS`` entries (a caller keeps the one it started with: numbers from
+        two numberings are never mixed)."""
+        stacks = self._stacks
+        if stacks.size > _STACKS:
             with self._lock:
-                if self._numbered is numbers:
-                    self._numbered = _StateNumbers(self.reference)
-                numbers = self._numbered
-        return numbers
+                if self._stacks is stacks:
+                    self._stacks = _Stacks(self.reference)
+                stacks = self._stacks
+        return stacks
 
-    def _finish(self, numbers: _StateNumbers, start: int, rows: Rows, cols: Rows) -> Rows:
-        """The rows whose remaining bytes (from ``cols``) state number ``start`` can
-        read.
-
-        A trie walk: rows are split by their next byte and the reference steps once
-        per distinct prefix; small groups go token by token.
-        """
-        if rows.size <= _SMALL_GROUP:
-            found = self._finish_each(numbers, start, rows.tolist(), cols.tolist())
-            return np.array(found, dtype=np.int64)
-        matrix, lengths = self._matrix, self._lengths
-        accepted: list[Rows] = []
-        few: list[int] = []
-        work: list[tuple[int, Rows, Rows]] = [(start, rows, cols)]
-        while work:
-            state, rows, cols = work.pop()
-            ends = lengths[rows]
-            done = ends == cols
-            if done.any():
-                accepted.append(rows[done])
-                going = ~done
-                rows, cols, ends = rows[going], cols[going], ends[going]
-            if not rows.size:
-                continue
-            # One vectorised test drops every row whose next byte the state cannot read.
-            data = matrix[rows, cols]
-            readable = numbers.readable(state)[data]
-            if not readable.all():
-                rows, cols, ends, data = (
-                    rows[readable],
-                    cols[readable],
-                    ends[readable],
-                    data[readable],
-                )
-            if rows.size <= _SMALL_GROUP:
-                few.extend(self._finish_each(numbers, state, rows.tolist(), cols.tolist()))
-                continue
-            values = np.unique(data)
-            for byte in values.tolist():
-                nxt = numbers.step(state, byte)
-                if not nxt:
-                    continue
-                if values.size == 1:
-                    work.append((nxt, rows, cols + 1))
-                else:
-                    chosen = data == byte
-                    work.append((nxt, rows[chosen], cols[chosen] + 1))
-        if few:
-            accepted.append(np.array(few, dtype=np.int64))
-        return np.concatenate(accepted) if accepted else np.zeros(0, dtype=np.int64)
-
-    def _finish_each(
-        self, numbers: _StateNumbers, start: int, rows: list[int], cols: list[int]
-    ) -> list[int]:
-        """:meth:`_finish` for a few rows, token by token in plain Python (reading the
-        token bytes through a flat memoryview, stepping by state number)."""
-        data, width, lengths = self._flat_bytes, self._width, self._lengths_view
-        steps, step = numbers.steps, numbers.step
-        found: list[int] = []
-        for row, col in zip(rows, cols, strict=True):
-            here = start
-            base = row * width
-            for byte in data[base + col : base + lengths[row]]:
-                nxt = steps[here].get(byte)  # (numbers.step's lookup, without its call)
-                here = step(here, byte) if nxt is None else nxt
-                if not here:
-                    break
-            if here:
-                found.append(row)
-        return found
+    def _rests(self, split: Following, readable: npt.NDArray[np.bool_]) -> _Rests:
+        """The rests of the tokens of ``split`` whose rest starts with a ``readable``
+        byte, memoised by content (the same groups recur across rules and schemas)."""
+        key = (split.lo.tobytes(), split.col.tobytes(), readable.tobytes())
+        known = _rests.get(key)
+        if known is None:
+            kept = np.flatnonzero(readable[split.byte])
+            data, width, lengths = self._flat_bytes, self._width, self._lengths_view
+            tokens: list[bytes] = []
+            positions: list[int] = []
+            for lo, hi, col in zip(
+                split.lo[kept].tolist(),
+                split.hi[kept].tolist(),
+                split.col[kept].tolist(),
+                strict=True,
+            ):
+                for position in range(lo, hi):
+                    base = position * width
+                    tokens.append(bytes(data[base + col : base + lengths[position]]))
+                    positions.append(position)
+            known = _Rests.of(tokens, positions)
+            size = sum(len(part) for part in key) + 64 * len(known.byte) + 8 * len(positions)
+            _rests.put(key, known, size + 64)
+        return known
 
     def advance(self, state: State, token: int) -> State:
         """The state after ``token`` (the empty state: not allowed)."""
@@ -1485,69 +1471,175 @@ class MaskEngine:
         return nxt
 
 
-class _StateNumbers:
-    """Matcher states numbered for finishing boundary tokens (0: the dead state),
-    with their steps by byte memoised per number: the finishing loop steps through
-    lists and dicts of ints, where keying by state hashed a tuple of stacks per byte.
-    Also memoises the closed state of a stack (as its number) and the bytes a state
-    can read. Grows until the engine replaces it (see ``MaskEngine._numbers``);
-    thread-safe (numbers are handed out under a lock, the rest are idempotent
-    writes of equal values).
+Pair = tuple[int, int]  # (context, rule state): one parse stack, see _Stacks
+
+
+class _Stacks:
+    """Parse stacks numbered for walking tokens one stack at a time.
+
+    A stack is a pair ``(context, state)``: the context numbers the stack's lower
+    frames with its top rule, the state is the top rule's state. A step reads a byte
+    in the top rule's table (``tables[context]``, flat ``state * 256 + byte``; -1:
+    not readable); only where it lands in a *crossing* state (``crossings[context]``:
+    accepting or calling) does the stack become the stacks its closure holds
+    (:meth:`expand`, memoised; the end of the document is the pair ``(-1, 0)``, which
+    reads nothing). So a walk steps by table, and meets the reference matcher's
+    closure once per crossing state and context.
+
+    A numbering grows with the stacks met; the engine replaces it past ``_STACKS``
+    entries (see ``MaskEngine._current_stacks``). Thread-safe: numbers are handed out
+    under a lock, the memos are idempotent writes of equal values.
     """
 
     def __init__(self, reference: ReferenceMatcher) -> None:
         self.reference = reference
-        self.states: list[State] = [()]
-        self.steps: list[dict[int, int]] = [{}]  # per number: byte -> number
-        self._numbers: dict[State, int] = {(): 0}
-        self._readable: list[npt.NDArray[np.bool_] | None] = [None]
-        self._closed: dict[Stack, int] = {}
+        self.tables: list[memoryview] = []
+        self.crossings: list[bytes] = []
+        self._contexts: list[tuple[Stack, int]] = []
+        self._numbers: dict[tuple[Stack, int], int] = {}
+        self._expanded: dict[Pair, tuple[Pair, ...]] = {}
+        self._returns: dict[int, tuple[Pair, ...]] = {}
+        self._reads: dict[tuple[int, int], list[int]] = {}
+        self._readable: dict[tuple[Pair, ...], npt.NDArray[np.bool_]] = {}
+        self._rule_crossing: dict[int, bytes] = {}
         self._lock = threading.Lock()
 
     @property
     def size(self) -> int:
-        """States numbered and stacks closed so far."""
-        return len(self.states) + len(self._closed)
+        """Contexts numbered and closures memoised so far."""
+        return len(self._contexts) + len(self._expanded)
 
-    def number(self, state: State) -> int:
-        known = self._numbers.get(state)
+    def context(self, lower: Stack, rule: int) -> int:
+        """The number of the context ``lower`` frames below a frame of ``rule``."""
+        key = (lower, rule)
+        known = self._numbers.get(key)
         if known is None:
+            crossing = self._crossing(rule)
             with self._lock:
-                known = self._numbers.get(state)
+                known = self._numbers.get(key)
                 if known is None:
-                    known = len(self.states)
-                    self.states.append(state)
-                    self.steps.append({})
-                    self._readable.append(None)
-                    self._numbers[state] = known
+                    known = len(self._contexts)
+                    self.tables.append(self.reference.table(rule))
+                    self.crossings.append(crossing)
+                    self._contexts.append(key)
+                    self._numbers[key] = known
         return known
 
-    def step(self, number: int, byte: int) -> int:
-        """The number of the state after reading ``byte`` (0: not allowed)."""
-        known = self.steps[number].get(byte)
+    def _crossing(self, rule: int) -> bytes:
+        known = self._rule_crossing.get(rule)
         if known is None:
-            known = self.number(self.reference.step(self.states[number], byte))
-            self.steps[number][byte] = known
+            automaton = self.reference.network.rules[rule]
+            flags = automaton.accepting.copy()
+            flags[[bool(calls) for calls in automaton.calls]] = True
+            known = self._rule_crossing[rule] = flags.astype(np.uint8).tobytes()
         return known
 
-    def close(self, stack: Stack) -> int:
-        """The number of one stack's closed state."""
-        known = self._closed.get(stack)
+    def reads(self, context: int, state: int) -> list[int]:
+        """The bytes the stack can read, ascending."""
+        key = (self._contexts[context][1], state)
+        known = self._reads.get(key)
         if known is None:
-            known = self._closed[stack] = self.number(self.reference.close([stack]))
+            row = self.reference.network.rules[key[0]].trans[state]
+            known = self._reads[key] = np.flatnonzero(row >= 0).tolist()
         return known
 
-    def readable(self, number: int) -> npt.NDArray[np.bool_]:
-        """Which bytes the state can read next."""
-        known = self._readable[number]
+    def readable(self, pairs: tuple[Pair, ...]) -> npt.NDArray[np.bool_]:
+        """Which bytes any of the stacks can read."""
+        known = self._readable.get(pairs)
         if known is None:
-            known = self._readable[number] = self.reference.allowed_bytes(self.states[number])
+            known = np.zeros(256, dtype=np.bool_)
+            for context, state in pairs:
+                known[self.reads(context, state)] = True
+            self._readable[pairs] = known
         return known
 
+    def expand(self, context: int, state: int) -> tuple[Pair, ...]:
+        """The closure of the stack: itself if it reads, the callee's first state on
+        top of it for each call, its caller's continuation if it accepts (and so on:
+        the reference matcher's ``close``)."""
+        key = (context, state)
+        known = self._expanded.get(key)
+        if known is None:
+            lower, rule = self._contexts[context]
+            known = self._pairs(self.reference.close([(*lower, (rule, state))]))
+            self._expanded[key] = known
+        return known
 
-# A state numbering holding more states and closed stacks than this is replaced (a
-# state is ~1 KB with its memoised steps and bytes).
-_NUMBERED = 1 << 14
+    def readers(self, context: int, state: int) -> tuple[Pair, ...]:
+        """The stacks a boundary token passing crossing state ``state`` goes on in,
+        but the stack itself (its own continuation is in the walk already) and the end
+        of the document (which reads nothing)."""
+        own = (context, state)
+        return tuple(pair for pair in self.expand(context, state) if pair[0] >= 0 and pair != own)
+
+    def returns(self, context: int) -> tuple[Pair, ...]:
+        """The stacks that read on after the top rule of the context returns: its
+        lower frames, closed (the end of the document left out)."""
+        known = self._returns.get(context)
+        if known is None:
+            lower = self._contexts[context][0]
+            closed = self._pairs(self.reference.close([lower])) if lower else ()
+            known = self._returns[context] = tuple(pair for pair in closed if pair[0] >= 0)
+        return known
+
+    def _pairs(self, state: State) -> tuple[Pair, ...]:
+        return tuple(
+            (self.context(stack[:-1], stack[-1][0]), stack[-1][1]) if stack else (-1, 0)
+            for stack in state
+        )
+
+    def step(self, context: int, state: int, byte: int) -> tuple[Pair, ...]:
+        """The stacks after the stack reads ``byte`` (none: it cannot)."""
+        target = self.tables[context][state * 256 + byte]
+        if target < 0:
+            return ()
+        if self.crossings[context][target]:
+            return self.expand(context, target)
+        return ((context, target),)
+
+    def finish(self, rests: _Rests, pairs: tuple[Pair, ...]) -> list[int]:
+        """The positions of the tokens whose rest one of ``pairs`` reads to its end:
+        the stacks walk the rests' trie, one step per node for all the tokens below."""
+        tables, crossings, expand = self.tables, self.crossings, self.expand
+        byte_of, kids, ends = rests.byte, rests.kids, rests.ends
+        found: list[int] = []
+        work = [(child, pairs) for child in kids[0]]
+        while work:
+            node, here = work.pop()
+            byte = byte_of[node]
+            after: tuple[Pair, ...]
+            if len(here) == 1:
+                context, state = here[0]
+                target = tables[context][state * 256 + byte]
+                if target < 0:
+                    continue
+                if crossings[context][target]:
+                    after = expand(context, target)
+                else:
+                    after = ((context, target),)
+            else:
+                merged: dict[Pair, None] = {}
+                for context, state in here:
+                    target = tables[context][state * 256 + byte]
+                    if target < 0:
+                        continue
+                    if crossings[context][target]:
+                        merged.update(dict.fromkeys(expand(context, target)))
+                    else:
+                        merged[(context, target)] = None
+                if not merged:
+                    continue
+                after = tuple(merged)
+            found.extend(ends[node])
+            if kids[node]:
+                readers = tuple(pair for pair in after if pair[0] >= 0)
+                if readers:
+                    work.extend((child, readers) for child in kids[node])
+        return found
+
+
+# A stack numbering holding more contexts and closures than this is replaced.
+_STACKS = 1 << 15
 
 
 class Matcher:

@@ -56,6 +56,11 @@ class ReferenceMatcher:
             )
         ]
 
+    def table(self, rule: int) -> memoryview:
+        """A rule's transitions, flat (``state * 256 + byte``; -1: none), as a
+        memoryview of ints."""
+        return self._trans[rule]
+
     def initial(self) -> State:
         return self.close([((self.network.root, 0),)])
 

@@ -9,8 +9,7 @@ at a time, following live prefixes only: every prefix is read at most once, not
 once per token, and a dead prefix is never expanded.
 
 Built once per vocabulary (a few hundred milliseconds for 150k tokens); immutable
-and thread-safe afterwards, but for a memo of per-node splits
-(:meth:`TokenTrie.following_few`: equal values for a key, bounded, dropped whole).
+and thread-safe afterwards.
 """
 
 from __future__ import annotations
@@ -115,62 +114,24 @@ _EMPTY = np.zeros(0, dtype=np.int64)
 _NO_BOUNDARIES = Boundaries(_EMPTY, _EMPTY, _EMPTY, _EMPTY)
 
 
-# Boundary groups of at most this many tokens are kept listed: choosing among them by
-# their next byte costs more than it saves (the caller checks that byte anyway).
-_LISTED = 48
-# Trie nodes whose split (TokenTrie.following_few) is memoised, at most.
-_SPLITS = 1 << 15
-
-
 @dataclass(frozen=True, slots=True)
 class Following:
     """Boundary tokens split by the byte their rest starts with: the tokens in
     positions ``lo[i] .. hi[i] - 1`` have their rest start at column ``col[i]`` with
-    ``byte[i]``. Few tokens are also listed (``rows``, ``cols``)."""
+    ``byte[i]``."""
 
     byte: Ints
     lo: Ints
     hi: Ints
     col: Ints
-    rows: Ints | None = None
-    cols: Ints | None = None
 
-    def pack(self) -> tuple[Ints, Ints, Ints, Ints, Ints | None, Ints | None]:
+    def pack(self) -> tuple[Ints, Ints, Ints, Ints]:
         """The fields as a plain tuple (see :meth:`Boundaries.pack`)."""
-        return self.byte, self.lo, self.hi, self.col, self.rows, self.cols
-
-    @staticmethod
-    def of(byte: Ints, lo: Ints, hi: Ints, col: Ints) -> Following:
-        if int((hi - lo).sum()) > _LISTED:
-            return Following(byte, lo, hi, col)
-        return Following(byte, lo, hi, col, ranges(lo, hi), np.repeat(col, hi - lo))
+        return self.byte, self.lo, self.hi, self.col
 
     @property
     def nbytes(self) -> int:
-        listed = 0 if self.rows is None else 2 * self.rows.nbytes
-        return 4 * int(self.byte.nbytes) + listed
-
-    @staticmethod
-    def join(parts: list[Following]) -> Following:
-        """The splits of several entries as one (listed when the tokens are few)."""
-        byte, lo, hi, col = (
-            np.concatenate([getattr(part, name) for part in parts])
-            for name in ("byte", "lo", "hi", "col")
-        )
-        if any(part.rows is None for part in parts) or int((hi - lo).sum()) > _LISTED:
-            return Following(byte, lo, hi, col)
-        rows = np.concatenate([part.rows for part in parts])
-        cols = np.concatenate([part.cols for part in parts])
-        return Following(byte, lo, hi, col, rows, cols)
-
-    def select(self, readable: Bools) -> tuple[Ints, Ints]:
-        """The tokens whose rest may start with a ``readable`` byte (all of them when
-        they are few): positions and the column where their rest starts."""
-        if self.rows is not None and self.cols is not None:
-            return self.rows, self.cols
-        keep = readable[self.byte]
-        lo, hi, col = self.lo[keep], self.hi[keep], self.col[keep]
-        return ranges(lo, hi), np.repeat(col, hi - lo)
+        return 4 * int(self.byte.nbytes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,11 +217,11 @@ class TokenTrie:
             for level in levels
         )
         self._bytes = tuple(memoryview(level.byte) for level in levels)  # type: ignore[arg-type]
-        self._splits: dict[int, Following] = {}  # see following_few
         # The depth-1 node of each first byte (-1: no token starts with it).
         self.first_nodes = np.full(256, -1, dtype=np.int64)
         if levels:
             self.first_nodes[levels[0].byte] = np.arange(levels[0].byte.size)
+        self.first_node_list: list[int] = self.first_nodes.tolist()
 
     def walk(
         self,
@@ -312,35 +273,73 @@ class TokenTrie:
             depth += 1
         return found.result()
 
-    def follow(
+    def walk_stacks(
         self,
-        table: npt.NDArray[np.int32] | Ints,
-        dead: int,
-        crossing: npt.NDArray[np.bool_],
-        starts: list[tuple[int, int]],
-        reads: Callable[[int], list[int]],
+        tables: list[memoryview],
+        crossings: list[bytes],
+        reads: Callable[[int, int], list[int]],
+        expand: Callable[[int, int], tuple[tuple[int, int], ...]],
+        seeds: list[tuple[int, int, int]],
         budget: int,
-    ) -> tuple[list[int], list[tuple[int, int, int, int, int]]] | None:
-        """:meth:`walk` for a state that reads few tokens, from ``(first byte, state
-        after it)`` pairs, every level in plain Python (:meth:`_small_level`).
-        Returns the positions read inside (unsorted) and the boundary entries as
-        ``(lo, hi, col, node, state)``, with the state where each passed its crossing
-        point; None as soon as more than ``budget`` nodes are live (a wide state: the
-        vectorised walk is cheaper)."""
-        first = self.first_nodes
-        live = [(int(first[b]), s) for b, s in starts if s != dead and first[b] >= 0]
-        frontier = ([node for node, _ in live], [state for _, state in live])
-        found = _Found()
-        depth, seen = 1, 0
-        while frontier[0]:
-            seen += len(frontier[0])
+    ) -> list[int] | None:
+        """The positions of the tokens that parse stacks read to their end, walking
+        the trie in plain Python from ``seeds``: ``(depth-1 node, context, state)``,
+        the stacks after each node's byte.
+
+        A stack ``(context, state)`` steps by its rule's flat table
+        ``tables[context]`` (-1: no transition); where it lands in a crossing state
+        (``crossings[context]``) it becomes the stacks ``expand(context, state)``
+        (context -1: the end of the document, which reads no further). ``reads``
+        gives the bytes a stack reads, ascending (to look up few children among
+        many). A token is read when some stack is alive at its last node. None as
+        soon as more than ``budget`` (node, stack) pairs have been live.
+        """
+        found: list[int] = []
+        frontier = seeds
+        depth, seen, levels = 1, 0, len(self.levels)
+        while frontier:
+            seen += len(frontier)
             if seen > budget:
                 return None
-            last = depth == len(self.levels)
-            frontier = self._small_level(depth, frontier, table, dead, crossing, reads, found, last)
+            lo_of, _, term_of, child_lo, child_hi = self._views[depth - 1]
+            below = self._bytes[depth] if depth < levels else None
+            following: list[tuple[int, int, int]] = []
+            credited: set[int] = set()
+            for node, context, state in frontier:
+                if node not in credited:
+                    credited.add(node)
+                    term = term_of[node]
+                    if term:
+                        lo = lo_of[node]
+                        found.extend(range(lo, lo + term))
+                if below is None or context < 0:
+                    continue
+                first, end = child_lo[node], child_hi[node]
+                if first == end:
+                    continue
+                table, crossing = tables[context], crossings[context]
+                base = state * 256
+                readable = reads(context, state) if end - first > 16 else None
+                if readable is not None and len(readable) < end - first:
+                    for byte in readable:
+                        child = bisect_left(below, byte, first, end)
+                        if child < end and below[child] == byte:
+                            target = table[base + byte]
+                            if crossing[target]:
+                                following.extend((child, *pair) for pair in expand(context, target))
+                            else:
+                                following.append((child, context, target))
+                    continue
+                for child in range(first, end):
+                    target = table[base + below[child]]
+                    if target >= 0:
+                        if crossing[target]:
+                            following.extend((child, *pair) for pair in expand(context, target))
+                        else:
+                            following.append((child, context, target))
+            frontier = following
             depth += 1
-        inside = [p for lo, hi in found.small_in for p in range(lo, hi)]
-        return inside, found.small_b
+        return found
 
     def diverging(
         self,
@@ -423,25 +422,7 @@ class TokenTrie:
         first, last = self._child_lo[nodes], self._child_hi[nodes]
         children = ranges(first, last)
         col = np.repeat(bounds.col, last - first)
-        return Following.of(self._byte[children], self._lo[children], self._hi[children], col)
-
-    def following_few(self, entries: list[tuple[int, int, int, int]]) -> Following:
-        """:meth:`following` for a few entries given as ``(lo, hi, col, node)``
-        tuples: each node's split is memoised (it depends on the node alone), so a
-        narrow walk passing a node seen before (the quote after a literal key, say)
-        costs a lookup, not NumPy's per-call overhead."""
-        parts: list[Following] = []
-        for lo, hi, col, node in entries:
-            key = int(self._first[col - 1]) + node
-            part = self._splits.get(key)
-            if part is None:
-                one = np.array([lo]), np.array([hi]), np.array([col]), np.array([node])
-                part = self.following(Boundaries(*one))
-                if len(self._splits) >= _SPLITS:
-                    self._splits.clear()
-                self._splits[key] = part
-            parts.append(part)
-        return parts[0] if len(parts) == 1 else Following.join(parts)
+        return Following(self._byte[children], self._lo[children], self._hi[children], col)
 
     def _walk_levels(
         self,
