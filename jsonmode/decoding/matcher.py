@@ -1023,14 +1023,15 @@ class MaskEngine:
 
         The rule-independent part (which tokens stay inside, which pass a call or
         return point and where) is cached process-wide by the state's behaviour hash
-        (or the rule's content); where each boundary token stops is this rule's own,
-        cached by the rule's content (equal lexemes of different schemas share it).
+        (or the rule's content). A lexeme's walk is that part with all its boundary
+        tokens in one group (see :class:`_Walk`), cached by the same key: shared by
+        every state of any lexeme that acts alike. A structural rule's boundary tokens
+        are grouped by the state where each passed its call or return point, replayed
+        in this rule, and its walk is this engine's own.
         """
         info = self._rule_key(rule)
         lexeme = rule in self._lexeme_set
         if lexeme:
-            # (A lexeme's walk is the same for every state that acts alike: see
-            # _RETURN. It is cached with the shared walks' key.)
             shared_key, _ = self._shared_key(info, state)
             local_key = (shared_key[0], b"return " + shared_key[1], shared_key[2])
         else:
