@@ -786,14 +786,7 @@ def test_grafted_hashes_equal_the_sum_over_every_byte():
 
 def _as_stacks(numbering, pairs) -> set:
     """Numbered (context, state) pairs as the reference's stacks."""
-    found = set()
-    for context, state in pairs:
-        if context < 0:
-            found.add(())
-        else:
-            lower, rule = numbering._contexts[context]
-            found.add((*lower, (rule, state)))
-    return found
+    return {numbering.stack(context, state) for context, state in pairs}
 
 
 def test_stack_numbering_steps_as_the_reference_and_is_replaced_when_full(monkeypatch):
@@ -838,6 +831,24 @@ def test_stack_numbering_steps_as_the_reference_and_is_replaced_when_full(monkey
             numberings.add(id(engine._stacks))
             assert np.array_equal(mask, reference_mask(compiled, matcher.state))
     assert len(numberings) > 2
+
+
+def test_stack_closures_keep_the_nesting_limit():
+    """Closures computed on numbered stacks enter calls only within the nesting
+    limit, as the reference does: at the limit, masks allow no deeper value."""
+    schema = {
+        "type": "object",
+        "properties": {"kids": {"type": "array", "items": {"$ref": "#"}}},
+    }
+    compiled = compile_schema(schema, synthetic_vocabulary(), max_nesting_depth=5)
+    reference = compiled.reference()
+    deepest = 0
+    rng = random.Random(4)
+    for _ in range(30):
+        for matcher, mask in random_walk(compiled, rng, steps=80):
+            deepest = max(deepest, *(len(stack) for stack in matcher.state))
+            assert np.array_equal(mask, reference_mask(compiled, matcher.state))
+    assert deepest == 5
 
 
 def test_one_engine_gives_threads_the_masks_of_one_thread(monkeypatch):

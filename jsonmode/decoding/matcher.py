@@ -1478,14 +1478,17 @@ Pair = tuple[int, int]  # (context, rule state): one parse stack, see _Stacks
 class _Stacks:
     """Parse stacks numbered for walking tokens one stack at a time.
 
-    A stack is a pair ``(context, state)``: the context numbers the stack's lower
-    frames with its top rule, the state is the top rule's state. A step reads a byte
-    in the top rule's table (``tables[context]``, flat ``state * 256 + byte``; -1:
-    not readable); only where it lands in a *crossing* state (``crossings[context]``:
-    accepting or calling) does the stack become the stacks its closure holds
-    (:meth:`expand`, memoised; the end of the document is the pair ``(-1, 0)``, which
-    reads nothing). So a walk steps by table, and meets the reference matcher's
-    closure once per crossing state and context.
+    A stack is a pair ``(context, state)``: the state is its top rule's state, the
+    context numbers everything else, as a parent context (-1: none), the state in
+    the parent's rule to return to, and the top rule (so the stack's frames are its
+    parent's, ending in that return state, then ``(rule, state)``). A step reads a
+    byte in the top rule's table (``tables[context]``, flat ``state * 256 + byte``;
+    -1: not readable); only where it lands in a *crossing* state
+    (``crossings[context]``: accepting or calling) does the stack become the stacks
+    of its closure (:meth:`expand`, memoised; the reference matcher's ``close``
+    computed on pairs: a call pushes a child context, a return goes to the parent's
+    pair; the end of the document is the pair ``(-1, 0)``, which reads nothing). So
+    a walk steps by table and by ints, and builds no stack tuples.
 
     A numbering grows with the stacks met; the engine replaces it past ``_STACKS``
     entries (see ``MaskEngine._current_stacks``). Thread-safe: numbers are handed out
@@ -1496,7 +1499,11 @@ class _Stacks:
         self.reference = reference
         self.tables: list[memoryview] = []
         self.crossings: list[bytes] = []
-        self._contexts: list[tuple[Stack, int]] = []
+        self._rule: list[int] = []
+        self._parent: list[int] = []
+        self._back: list[int] = []
+        self._depth: list[int] = []
+        self._children: dict[tuple[int, int, int], int] = {}
         self._numbers: dict[tuple[Stack, int], int] = {}
         self._expanded: dict[Pair, tuple[Pair, ...]] = {}
         self._returns: dict[int, tuple[Pair, ...]] = {}
@@ -1508,23 +1515,47 @@ class _Stacks:
     @property
     def size(self) -> int:
         """Contexts numbered and closures memoised so far."""
-        return len(self._contexts) + len(self._expanded)
+        return len(self._rule) + len(self._expanded)
 
     def context(self, lower: Stack, rule: int) -> int:
-        """The number of the context ``lower`` frames below a frame of ``rule``."""
+        """The number of the context of a stack ``(*lower, (rule, state))``."""
         key = (lower, rule)
         known = self._numbers.get(key)
         if known is None:
+            if lower:
+                parent = self.context(lower[:-1], lower[-1][0])
+                known = self._child(parent, lower[-1][1], rule)
+            else:
+                known = self._child(-1, -1, rule)
+            self._numbers[key] = known
+        return known
+
+    def _child(self, parent: int, back: int, rule: int) -> int:
+        """The context of ``rule`` called from ``parent``, to return to ``back``."""
+        key = (parent, back, rule)
+        known = self._children.get(key)
+        if known is None:
             crossing = self._crossing(rule)
             with self._lock:
-                known = self._numbers.get(key)
+                known = self._children.get(key)
                 if known is None:
-                    known = len(self._contexts)
+                    known = len(self._rule)
                     self.tables.append(self.reference.table(rule))
                     self.crossings.append(crossing)
-                    self._contexts.append(key)
-                    self._numbers[key] = known
+                    self._parent.append(parent)
+                    self._back.append(back)
+                    self._depth.append(self._depth[parent] + 1 if parent >= 0 else 1)
+                    self._rule.append(rule)
+                    self._children[key] = known
         return known
+
+    def stack(self, context: int, state: int) -> Stack:
+        """The stack a pair stands for (``()``: the end of the document)."""
+        frames: list[tuple[int, int]] = []
+        while context >= 0:
+            frames.append((self._rule[context], state))
+            context, state = self._parent[context], self._back[context]
+        return tuple(reversed(frames))
 
     def _crossing(self, rule: int) -> bytes:
         known = self._rule_crossing.get(rule)
@@ -1537,7 +1568,7 @@ class _Stacks:
 
     def reads(self, context: int, state: int) -> list[int]:
         """The bytes the stack can read, ascending."""
-        key = (self._contexts[context][1], state)
+        key = (self._rule[context], state)
         known = self._reads.get(key)
         if known is None:
             row = self.reference.network.rules[key[0]].trans[state]
@@ -1556,14 +1587,35 @@ class _Stacks:
 
     def expand(self, context: int, state: int) -> tuple[Pair, ...]:
         """The closure of the stack: itself if it reads, the callee's first state on
-        top of it for each call, its caller's continuation if it accepts (and so on:
-        the reference matcher's ``close``)."""
+        top of it for each call (within the reference's ``max_depth``), its caller's
+        continuation if it accepts, and so on (the reference matcher's ``close``)."""
         key = (context, state)
         known = self._expanded.get(key)
         if known is None:
-            lower, rule = self._contexts[context]
-            known = self._pairs(self.reference.close([(*lower, (rule, state))]))
-            self._expanded[key] = known
+            reads, calls, accepting = self.reference.rule_lists()
+            limit = self.reference.max_depth
+            closed: dict[Pair, None] = {}
+            seen: set[Pair] = set()
+            work = [key]
+            while work:
+                pair = work.pop()
+                if pair in seen:
+                    continue
+                seen.add(pair)
+                here, at = pair
+                if here < 0:
+                    closed[pair] = None
+                    continue
+                rule = self._rule[here]
+                if reads[rule][at]:
+                    closed[pair] = None
+                if self._depth[here] < limit:
+                    for callee, back in calls[rule][at]:
+                        work.append((self._child(here, back, callee), 0))
+                if accepting[rule][at]:
+                    parent = self._parent[here]
+                    work.append((parent, self._back[here]) if parent >= 0 else (-1, 0))
+            known = self._expanded[key] = tuple(closed)
         return known
 
     def readers(self, context: int, state: int) -> tuple[Pair, ...]:
@@ -1574,20 +1626,14 @@ class _Stacks:
         return tuple(pair for pair in self.expand(context, state) if pair[0] >= 0 and pair != own)
 
     def returns(self, context: int) -> tuple[Pair, ...]:
-        """The stacks that read on after the top rule of the context returns: its
-        lower frames, closed (the end of the document left out)."""
+        """The stacks that read on after the top rule of the context returns: the
+        parent's stack, closed (the end of the document left out)."""
         known = self._returns.get(context)
         if known is None:
-            lower = self._contexts[context][0]
-            closed = self._pairs(self.reference.close([lower])) if lower else ()
+            parent = self._parent[context]
+            closed = self.expand(parent, self._back[context]) if parent >= 0 else ()
             known = self._returns[context] = tuple(pair for pair in closed if pair[0] >= 0)
         return known
-
-    def _pairs(self, state: State) -> tuple[Pair, ...]:
-        return tuple(
-            (self.context(stack[:-1], stack[-1][0]), stack[-1][1]) if stack else (-1, 0)
-            for stack in state
-        )
 
     def step(self, context: int, state: int, byte: int) -> tuple[Pair, ...]:
         """The stacks after the stack reads ``byte`` (none: it cannot)."""

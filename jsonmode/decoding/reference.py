@@ -61,6 +61,13 @@ class ReferenceMatcher:
         memoryview of ints."""
         return self._trans[rule]
 
+    def rule_lists(
+        self,
+    ) -> tuple[list[list[bool]], list[tuple[tuple[tuple[int, int], ...], ...]], list[list[bool]]]:
+        """Per rule and state, as plain lists: whether it reads a byte, its calls
+        (``(callee, return state)``), whether it accepts."""
+        return self._reads, self._calls, self._accepting
+
     def initial(self) -> State:
         return self.close([((self.network.root, 0),)])
 
