@@ -841,7 +841,6 @@ def test_stack_closures_keep_the_nesting_limit():
         "properties": {"kids": {"type": "array", "items": {"$ref": "#"}}},
     }
     compiled = compile_schema(schema, synthetic_vocabulary(), max_nesting_depth=5)
-    reference = compiled.reference()
     deepest = 0
     rng = random.Random(4)
     for _ in range(30):
