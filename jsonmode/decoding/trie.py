@@ -6,7 +6,9 @@ stores the prefixes level by level (depth 1 = first byte), each node with its
 parent in the level above, its last byte, and the range of positions below it.
 :meth:`TokenTrie.walk` then runs a byte automaton over chosen subtrees one level
 at a time, following live prefixes only: every prefix is read at most once, not
-once per token, and a dead prefix is never expanded.
+once per token, and a dead prefix is never expanded. :meth:`TokenTrie.walk_stacks`
+does the same in plain Python for parse stacks that read few bytes, across the
+points where they call or return.
 
 Built once per vocabulary (a few hundred milliseconds for 150k tokens); immutable
 and thread-safe afterwards.
