@@ -226,10 +226,7 @@ def _content(
 ) -> tuple[bytes, npt.NDArray[np.bool_], npt.NDArray[np.int32]]:
     """A rule's content signature (``signature`` instead when given), crossing states
     (accepting or calling) and transitions."""
-    crossing = automaton.accepting.copy()
-    for index, calls in enumerate(automaton.calls):
-        if calls:
-            crossing[index] = True
+    crossing = _crossing_states(automaton)
     trans = np.ascontiguousarray(automaton.trans, dtype=np.int32)
     if signature is not None:
         return signature, crossing, trans
@@ -247,6 +244,14 @@ def _content(
 
 
 _BIG_TABLE = 256  # states: a table this big is hashed by its byte classes
+
+
+def _crossing_states(automaton: RuleDFA) -> npt.NDArray[np.bool_]:
+    """Per state, whether it accepts or calls: where a token passing it may go on in
+    another rule."""
+    crossing: npt.NDArray[np.bool_] = automaton.accepting.copy()
+    crossing[[bool(calls) for calls in automaton.calls]] = True
+    return crossing
 
 
 @dataclass(frozen=True, slots=True)
@@ -1560,9 +1565,7 @@ class _Stacks:
     def _crossing(self, rule: int) -> bytes:
         known = self._rule_crossing.get(rule)
         if known is None:
-            automaton = self.reference.network.rules[rule]
-            flags = automaton.accepting.copy()
-            flags[[bool(calls) for calls in automaton.calls]] = True
+            flags = _crossing_states(self.reference.network.rules[rule])
             known = self._rule_crossing[rule] = flags.astype(np.uint8).tobytes()
         return known
 
@@ -1654,6 +1657,7 @@ class _Stacks:
         while work:
             node, here = work.pop()
             byte = byte_of[node]
+            # (self.step, inlined: this loop runs per rest node of every group.)
             after: tuple[Pair, ...]
             if len(here) == 1:
                 context, state = here[0]

@@ -322,6 +322,7 @@ class TokenTrie:
                 table, crossing = tables[context], crossings[context]
                 base = state * 256
                 readable = reads(context, state) if end - first > 16 else None
+                # (Two loops, one step inlined in each: this is the mask's inner loop.)
                 if readable is not None and len(readable) < end - first:
                     for byte in readable:
                         child = bisect_left(below, byte, first, end)
