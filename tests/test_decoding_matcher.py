@@ -409,9 +409,10 @@ def test_lexicographic_order_sorts_tokens_by_their_bytes():
     assert order == expected
 
 
-def test_lexemes_hashed_together_equal_each_hashed_alone():
-    """One pass over all of a network's lexemes (their automata side by side) gives
-    every lexeme exactly the hashes it gets alone, and caches them by signature."""
+def test_lexemes_hashed_together_equal_each_hashed_alone(monkeypatch):
+    """One pass over all of a network's small lexemes (their automata side by side)
+    gives every lexeme exactly the hashes it gets alone, and caches them by
+    signature; a big lexeme is left to be hashed when it is needed."""
     from jsonmode.decoding import matcher as matcher_module
 
     vocabulary = Vocabulary.from_token_bytes(
@@ -424,10 +425,13 @@ def test_lexemes_hashed_together_equal_each_hashed_alone():
             "p": {"type": "string", "pattern": "^[a-c]+x?$"},
             "n": {"type": "number"},
             "i": {"type": "integer", "minimum": 3, "maximum": 117},
+            "big": {"type": "string", "pattern": "^[a-c]{9}(x[a-c]{9})*$"},
         },
     }
     engine = compile_schema(schema, vocabulary).engine
     matcher_module._hash_cache.clear()
+    big = next(r for r, rule in enumerate(engine.network.rules) if "9" in rule.name)
+    monkeypatch.setattr(matcher_module, "_BATCH_STATES", engine.network.rules[big].n_states - 1)
 
     # Counted strings (the maxLength one) are keyed by their budgets, not hashed; the
     # plain string and the key lexeme get grafted hashes when they need them.
@@ -438,11 +442,14 @@ def test_lexemes_hashed_together_equal_each_hashed_alone():
     counted = [rule for rule in engine._lexemes if engine.network.rules[rule].lengths]
     lexemes = [rule for rule in engine._lexemes if rule not in counted and not grafted(rule)]
     assert len(lexemes) + len(counted) + 2 == len(engine._lexemes)
-    assert len(lexemes) >= 3
+    assert len(lexemes) >= 4
+    assert lexemes[0] != big
     depths = (engine._depth, engine._depth + 1)
     first = engine._hash_lexemes(lexemes[0])
-    assert set(lexemes) <= engine._hashed  # all in the one pass
-    assert not set(engine._lexemes) - set(lexemes) & engine._hashed
+    assert set(lexemes) - {big} <= engine._hashed  # the small ones in the one pass
+    assert not (set(engine._lexemes) - set(lexemes)) & engine._hashed
+    assert big not in engine._hashed
+    engine._hash_lexemes(big)
     for rule in lexemes:
         signature, crossing, trans = engine._signature(rule)
         alone = matcher_module._state_hashes(trans, crossing, depths)
@@ -451,6 +458,37 @@ def test_lexemes_hashed_together_equal_each_hashed_alone():
         assert np.array_equal(cached, alone)
     _, crossing, trans = engine._signature(lexemes[0])
     assert np.array_equal(first, matcher_module._state_hashes(trans, crossing, depths))
+
+
+def test_reference_flags_of_big_rules_are_worked_out_per_state(monkeypatch):
+    """Whether a state reads, and whether it is settled, are the same whether a
+    rule's flags are made all at once or per state on first lookup (big rules)."""
+    from jsonmode.decoding import reference as reference_module
+
+    schema = {
+        "type": "object",
+        "properties": {"s": {"type": "string", "maxLength": 12}, "n": {"type": "integer"}},
+    }
+    network = compile_schema(schema).network
+
+    def flags():
+        matcher = reference_module.ReferenceMatcher(network)
+        reads, _, _ = matcher.rule_lists()
+        return [
+            [(bool(reads[r][s]), bool(matcher._settled[r][s])) for s in range(rule.n_states)]
+            for r, rule in enumerate(network.rules)
+        ]
+
+    eager = flags()
+    monkeypatch.setattr(reference_module, "_EAGER_STATES", 0)
+    lazy = flags()
+    assert lazy == eager
+    for r, rule in enumerate(network.rules):
+        reads = (rule.trans >= 0).any(axis=1)
+        assert [read for read, _ in eager[r]] == reads.tolist()
+        settled = reads & ~rule.accepting & np.array([not c for c in rule.calls])
+        assert [done for _, done in eager[r]] == settled.tolist()
+    assert any(not read for row in eager for read, _ in row)  # (a non-trivial check)
 
 
 COUNTED = {

@@ -42,6 +42,8 @@ class _NFA:
     eps: list[list[int]] = field(default_factory=list)
     edges: list[list[Interval]] = field(default_factory=list)
     calls: list[list[tuple[str, int]]] = field(default_factory=list)
+    # States whose edges were written once, sorted and disjoint (an embedded lexeme's).
+    sorted_rows: set[int] = field(default_factory=set)
 
     def state(self) -> int:
         self.eps.append([])
@@ -156,8 +158,10 @@ class _NFA:
         self.eps[start].append(base + first)
         for state in accepting:
             self.eps[base + state].append(end)
+        edges = self.edges
         for state, row in enumerate(rows):
-            self.edges[base + state].extend((lo, hi, base + target) for lo, hi, target in row)
+            edges[base + state] = [(lo, hi, base + target) for lo, hi, target in row]
+        self.sorted_rows.update(range(base, base + len(rows)))
 
 
 @functools.lru_cache(maxsize=256)
@@ -262,34 +266,47 @@ def _determinise(
             known = closed[targets] = intern(_closure(nfa, targets))
         return known
 
-    # Links: states that read one byte and do nothing else (inside literals). A set
-    # of one link is a DFA state with one edge, made here without the general work.
-    links = {
-        state: (row[0][0], row[0][2])
+    # The common target is one NFA state (a literal's next byte, a lexeme's next
+    # state), most often without epsilon moves: its closure is itself.
+    eps = nfa.eps
+    single: dict[int, int] = {}
+
+    def goto_one(target: int) -> int:
+        known = single.get(target)
+        if known is None:
+            members = _closure(nfa, (target,)) if eps[target] else frozenset((target,))
+            known = single[target] = intern(members)
+        return known
+
+    # Plain states: they only read bytes, on disjoint intervals in order (a literal's
+    # byte, an embedded lexeme's state short of acceptance). A set of one plain state
+    # is a DFA state whose row is its own, each target closed alone: made here
+    # without the general work (most DFA states are such).
+    plain = {
+        state: row
         for state, row in enumerate(nfa.edges)
-        if len(row) == 1
-        and row[0][0] == row[0][1]
-        and not nfa.eps[state]
+        if (state in nfa.sorted_rows or (len(row) == 1 and row[0][0] == row[0][1]))
+        and not eps[state]
         and not nfa.calls[state]
         and state != final
     }
+    callers = {state for state, row in enumerate(nfa.calls) if row}
     position = 0
     while position < len(order):
         members = order[position]
         position += 1
         if len(members) == 1:
-            link = links.get(next(iter(members)))
-            if link is not None:
-                byte, target = link
+            own = plain.get(next(iter(members)))
+            if own is not None:
                 accepting.append(False)
-                edges.append([(byte, byte, goto(frozenset((target,))))])
+                edges.append([(lo, hi, goto_one(target)) for lo, hi, target in own])
                 calls.append({})
                 continue
         accepting.append(final in members)
-        disjoint = _disjoint_row(nfa, members, goto)
+        disjoint = _disjoint_row(nfa, members, goto_one)
         if disjoint is not None:
             edges.append(disjoint)
-            calls.append(_call_row(nfa, members, intern))
+            calls.append(_call_row(nfa, members, intern) if not callers.isdisjoint(members) else {})
             continue
         # Sweep the byte axis: at each interval boundary, update the live targets.
         opens: dict[int, list[int]] = {}
@@ -309,23 +326,23 @@ def _determinise(
             for new in opens.get(lo, ()):
                 live[new] = live.get(new, 0) + 1
             if live:
-                here = goto(frozenset(live))
+                here = goto_one(next(iter(live))) if len(live) == 1 else goto(frozenset(live))
                 if row and row[-1][1] == lo - 1 and row[-1][2] == here:
                     row[-1] = (row[-1][0], nxt_point - 1, here)
                 else:
                     row.append((lo, nxt_point - 1, here))
         edges.append(row)
-        calls.append(_call_row(nfa, members, intern))
+        calls.append(_call_row(nfa, members, intern) if not callers.isdisjoint(members) else {})
     return edges, calls, accepting
 
 
 def _disjoint_row(
-    nfa: _NFA, members: frozenset[int], goto: Callable[[frozenset[int]], int]
+    nfa: _NFA, members: frozenset[int], goto_one: Callable[[int], int]
 ) -> list[Interval] | None:
     """The DFA row of a state set whose members read bytes on pairwise disjoint
     intervals (a literal, a key's next byte, a separator beside a closing brace,
-    ...): each interval leads to the closure of its one target. None where two
-    intervals overlap (the caller sweeps the byte axis)."""
+    ...): each interval leads to the closure of its one target (``goto_one``). None
+    where two intervals overlap (the caller sweeps the byte axis)."""
     intervals: list[Interval] = []
     for member in members:
         intervals += nfa.edges[member]
@@ -334,7 +351,7 @@ def _disjoint_row(
         return None
     row: list[Interval] = []
     for lo, hi, nxt in intervals:
-        here = goto(frozenset((nxt,)))
+        here = goto_one(nxt)
         if row and row[-1][1] == lo - 1 and row[-1][2] == here:
             row[-1] = (row[-1][0], hi, here)
         else:

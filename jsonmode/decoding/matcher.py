@@ -155,6 +155,7 @@ class _TokenIndex:
         self.ids = vocabulary.ids[order].astype(np.int64)
         self.offsets = np.searchsorted(self.matrix[:, 0], np.arange(257)).astype(np.int64)
         self.trie = TokenTrie(self.matrix, self.lengths)
+        self.longest = int(self.lengths.max(initial=1))
 
 
 @dataclass(frozen=True, slots=True)
@@ -494,6 +495,13 @@ _BYTE_WEIGHTS = np.random.default_rng(0x6A736F6E).integers(1, 2**63, size=256, d
 _BYTE_WEIGHT_LIST: list[int] = _BYTE_WEIGHTS.tolist()
 _DEAD = np.uint64(0x9E3779B97F4A7C15)
 _HASH_BUDGET = 4_000_000  # states x depth (see _state_hashes); beyond it, no sharing
+# A lexeme joins another's hashing pass (see MaskEngine._hash_lexemes) only when it
+# has at most this many states: a small lexeme's pass costs mostly per depth step,
+# which the batch shares, while a big one's costs per state, which batching does not
+# save, only moves into the mask call that hashes the batch (a 130 ms first mask
+# where an 8-state integer lexeme brought 6,000 states of strings along), and spends
+# on lexemes that may never be walked.
+_BATCH_STATES = 256
 _FOLD_WEIGHTS = (
     np.random.default_rng(0x636C6173).integers(1, 2**31, size=(2, _HASH_BUDGET // 64)) | 1
 ).astype(np.int32)
@@ -797,7 +805,7 @@ class MaskEngine:
         self._lexeme_set = set(self._lexemes)
         self._hashed: set[int] = set()  # lexemes whose hashes were computed (or refused)
         # Hash depths: a token after its first byte, and a whole token (a byte to spare).
-        self._depth = int(self._lengths.max(initial=1))
+        self._depth = index.longest
         self._next: dict[tuple[State, int], State] = {}
         self._stacks = _Stacks(self.reference)
         self._lock = threading.Lock()
@@ -993,8 +1001,11 @@ class MaskEngine:
             return grafted
         batch, total = [rule], trans.shape[0]
         for other in self._lexemes:
-            if other == rule or other in self._hashed or self.network.rules[other].lengths:
+            automaton = self.network.rules[other]
+            if other == rule or other in self._hashed or automaton.lengths:
                 continue  # (counted strings are not hashed, see _rule_key)
+            if automaton.n_states > _BATCH_STATES:
+                continue  # (hashed when it needs them: see _BATCH_STATES)
             signature, crossing, trans = self._signature(other)
             if _plain_loops(trans, crossing).size:
                 continue  # (its hashes are grafted when it needs them)

@@ -8,10 +8,14 @@ it); a stack is a tuple of ``(rule, state)`` frames, bottom first. The set is ke
 in it can read a byte next, and the empty stack ``()`` in the set means "the
 document may end here". The empty state ``()`` is the dead one.
 
-No caching, no vectorisation: this is the oracle the fast matcher is tested against.
+No vectorisation and no caching (but of per-state flags, each a pure function of one
+row of a table): this is the oracle the fast matcher is tested against.
 """
 
 from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import numpy.typing as npt
@@ -21,6 +25,9 @@ from jsonmode.decoding.automaton import Network
 __all__ = ["END", "ReferenceMatcher", "State"]
 
 Stack = tuple[tuple[int, int], ...]
+_Flags = Mapping[int, bool] | bytes  # per state of a rule, truthy where the flag holds
+# Rules with more states than this have their "reads" flags worked out per state.
+_EAGER_STATES = 512
 State = tuple[Stack, ...]  # sorted, no duplicates
 END: Stack = ()
 
@@ -34,23 +41,23 @@ class ReferenceMatcher:
     def __init__(self, network: Network, *, max_depth: int = 64) -> None:
         self.network = network
         self.max_depth = max_depth
-        # Per rule, as plain Python sequences (a NumPy scalar lookup costs several times
-        # more): transitions (``state * 256 + byte``), accepting states, calls, and
-        # whether a state can read a byte at all.
+        # Per rule: transitions as a flat memoryview of ints (``state * 256 + byte``;
+        # a NumPy scalar lookup costs several times more), and per state whether it
+        # reads a byte, accepts, or is *settled* (reads, calls nothing and cannot
+        # return: its closure is itself), looked up as plain ints and bools. In a big
+        # rule, whether a state reads is worked out on its first lookup: a walk visits
+        # few of its states, and scanning every row of a big lexeme (a string with
+        # maxLength 128 has ~2,500 states) cost more than the rest of the engine's
+        # set-up.
         self._trans = [
             memoryview(np.ascontiguousarray(rule.trans, dtype=np.int32).reshape(-1))  # type: ignore[arg-type]
             for rule in network.rules
         ]
-        self._accepting: list[list[bool]] = [
-            list(rule.accepting.tolist()) for rule in network.rules
-        ]
+        self._accepting = [rule.accepting.tobytes() for rule in network.rules]
         self._calls = [rule.calls for rule in network.rules]
-        self._reads: list[list[bool]] = [
-            np.asarray((rule.trans >= 0).any(axis=1)).tolist() for rule in network.rules
-        ]
-        # States that close to themselves: they read, call nothing and cannot return.
-        self._settled: list[list[bool]] = [
-            [r and not c and not a for r, c, a in zip(reads, calls, accepting, strict=True)]
+        self._reads = [_state_reads(rule.trans) for rule in network.rules]
+        self._settled = [
+            _PerState(functools.partial(_settled, reads, calls, accepting))
             for reads, calls, accepting in zip(
                 self._reads, self._calls, self._accepting, strict=True
             )
@@ -63,9 +70,9 @@ class ReferenceMatcher:
 
     def rule_lists(
         self,
-    ) -> tuple[list[list[bool]], list[tuple[tuple[tuple[int, int], ...], ...]], list[list[bool]]]:
-        """Per rule and state, as plain lists: whether it reads a byte, its calls
-        (``(callee, return state)``), whether it accepts."""
+    ) -> tuple[list[_Flags], list[tuple[tuple[tuple[int, int], ...], ...]], list[bytes]]:
+        """Per rule, indexed by state: whether it reads a byte, its calls (``(callee,
+        return state)``), whether it accepts (0/1)."""
         return self._reads, self._calls, self._accepting
 
     def initial(self) -> State:
@@ -134,3 +141,36 @@ class ReferenceMatcher:
                 rule, at = stack[-1]
                 allowed |= rules[rule].trans[at] >= 0
         return allowed
+
+
+class _PerState(dict[int, bool]):
+    """A flag per state of one automaton, computed by ``compute`` on first lookup."""
+
+    def __init__(self, compute: Callable[[int], bool]) -> None:
+        super().__init__()
+        self.compute = compute
+
+    def __missing__(self, state: int) -> bool:
+        value = self[state] = self.compute(state)
+        return value
+
+
+def _reads(trans: npt.NDArray[np.int32], state: int) -> bool:
+    return bool(trans[state].max() >= 0)
+
+
+def _state_reads(trans: npt.NDArray[np.int32]) -> _Flags:
+    """Whether each state of a rule reads a byte: all at once for a small rule, on
+    first lookup for a big one (see ReferenceMatcher.__init__)."""
+    if trans.shape[0] <= _EAGER_STATES:
+        return np.asarray((trans >= 0).any(axis=1)).tobytes()
+    return _PerState(functools.partial(_reads, trans))
+
+
+def _settled(
+    reads: _Flags,
+    calls: tuple[tuple[tuple[int, int], ...], ...],
+    accepting: bytes,
+    state: int,
+) -> bool:
+    return bool(reads[state]) and not calls[state] and not accepting[state]
