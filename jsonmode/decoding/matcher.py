@@ -1675,10 +1675,14 @@ class _Stacks:
                 target = tables[context][state * 256 + byte]
                 if target < 0:
                     continue
-                if crossings[context][target]:
-                    after = expand(context, target)
-                else:
-                    after = ((context, target),)
+                if not crossings[context][target]:
+                    # (The common case, taken whole: one stack, still reading.)
+                    found.extend(ends[node])
+                    if kids[node]:
+                        after = ((context, target),)
+                        work.extend([(child, after) for child in kids[node]])
+                    continue
+                after = expand(context, target)
             else:
                 merged: dict[Pair, None] = {}
                 for context, state in here:
@@ -1694,9 +1698,9 @@ class _Stacks:
                 after = tuple(merged)
             found.extend(ends[node])
             if kids[node]:
-                readers = tuple(pair for pair in after if pair[0] >= 0)
+                readers = tuple([pair for pair in after if pair[0] >= 0])
                 if readers:
-                    work.extend((child, readers) for child in kids[node])
+                    work.extend([(child, readers) for child in kids[node]])
         return found
 
 

@@ -329,7 +329,9 @@ class TokenTrie:
                         if child < end and below[child] == byte:
                             target = table[base + byte]
                             if crossing[target]:
-                                following.extend((child, *pair) for pair in expand(context, target))
+                                following.extend(
+                                    [(child, *pair) for pair in expand(context, target)]
+                                )
                             else:
                                 following.append((child, context, target))
                     continue
@@ -337,7 +339,7 @@ class TokenTrie:
                     target = table[base + below[child]]
                     if target >= 0:
                         if crossing[target]:
-                            following.extend((child, *pair) for pair in expand(context, target))
+                            following.extend([(child, *pair) for pair in expand(context, target)])
                         else:
                             following.append((child, context, target))
             frontier = following
