@@ -1,0 +1,56 @@
+"""bench/paired.py: two engines in one process; the ratios on their common ground."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import paired  # noqa: E402
+
+
+def test_ratios_use_the_schemas_both_compiled_and_the_instances_both_accepted():
+    ms = 1e-3
+    result = {
+        "compiles": {
+            "a": {"0": 4 * ms, "1": 6 * ms, "2": 100 * ms},  # "2": only a compiled it
+            "b": {"0": 2 * ms, "1": 2 * ms, "3": 100 * ms},
+        },
+        "walks": {
+            "a": {
+                (0, 0): {"outcome": "accepted", "times": [3000, 5000]},
+                (0, 1): {"outcome": "accepted", "times": [10**9]},  # b rejected it
+                (1, 0): {"outcome": "accepted", "times": [4000]},
+            },
+            "b": {
+                (0, 0): {"outcome": "accepted", "times": [1000, 1000]},
+                (0, 1): {"outcome": "rejected", "times": [1]},
+                (1, 0): {"outcome": "accepted", "times": [4000]},
+            },
+        },
+    }
+    summary = paired.ratios(result, ["a", "b"])
+    assert summary["schemas"] == 2
+    assert summary["instances"] == 2
+    a, b = summary["stats"]["a"], summary["stats"]["b"]
+    assert a["compile_median_ms"] == pytest.approx(5.0)
+    assert b["compile_median_ms"] == pytest.approx(2.0)
+    assert a["mask_mean_us"] == pytest.approx(4.0)
+    assert b["mask_mean_us"] == pytest.approx(2.0)
+    assert summary["ratios"]["compile_median_ms"] == pytest.approx(2.5)
+    assert summary["ratios"]["mask_mean_us"] == pytest.approx(2.0)
+
+
+def test_two_engines_are_required():
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "paired.py"), "--engines", "jsonmode"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert done.returncode == 2
+    assert "two engines" in done.stderr
