@@ -1167,8 +1167,7 @@ class MaskEngine:
         live = row[row >= 0]
         if live.size < _PATCH_MIN_BYTES:
             return None
-        values, counts = np.unique(live, return_counts=True)
-        twin = int(values[counts.argmax()])
+        twin = int(np.bincount(live).argmax())  # (the smallest of the most frequent)
         if twin == state:
             return None
         twin_row = flat[twin * 256 : twin * 256 + 256]
