@@ -55,32 +55,36 @@ class _NFA:
         """Add transitions from ``start`` to ``end`` that read ``expr``."""
         if len(self.eps) > budget * _NFA_PER_DFA_STATE:
             raise BudgetExceededError("states per rule", budget)
-        if isinstance(expr, Lit):
+        # (The Expr classes are final: an identity test each, in order of frequency.)
+        if type(expr) is Lit:
+            data = expr.data
+            if not data:
+                self.eps[start].append(end)
+                return
             here = start
-            for index, byte in enumerate(expr.data):
-                there = end if index == len(expr.data) - 1 else self.state()
+            for index, byte in enumerate(data):
+                there = end if index == len(data) - 1 else self.state()
                 self.edges[here].append((byte, byte, there))
                 here = there
-            if not expr.data:
-                self.eps[start].append(end)
-        elif isinstance(expr, Lex):
-            self._embed(expr, start, end)
-        elif isinstance(expr, Call):
-            self.calls[start].append((expr.rule, end))
-        elif isinstance(expr, Seq):
+        elif type(expr) is Seq:
+            items = expr.items
             here = start
-            for index, item in enumerate(expr.items):
-                there = end if index == len(expr.items) - 1 else self.state()
+            for index, item in enumerate(items):
+                there = end if index == len(items) - 1 else self.state()
                 self.fragment(item, here, there, budget)
                 here = there
-            if not expr.items:
+            if not items:
                 self.eps[start].append(end)
-        elif isinstance(expr, Alt):
+        elif type(expr) is Call:
+            self.calls[start].append((expr.rule, end))
+        elif type(expr) is Lex:
+            self._embed(expr, start, end)
+        elif type(expr) is Alt:
             for option in expr.options:
                 self.fragment(option, start, end, budget)
-        elif isinstance(expr, Rep):
+        elif type(expr) is Rep:
             self._repeat(expr, start, end, budget)
-        elif isinstance(expr, Members):
+        elif type(expr) is Members:
             self._members(expr, start, end, budget)
         else:  # pragma: no cover - Expr is closed
             raise TypeError(expr)
@@ -291,6 +295,7 @@ def _determinise(
         and state != final
     }
     callers = {state for state, row in enumerate(nfa.calls) if row}
+    no_calls: dict[str, int] = {}  # (shared by the rows that call nothing: never written)
     position = 0
     while position < len(order):
         members = order[position]
@@ -299,14 +304,21 @@ def _determinise(
             own = plain.get(next(iter(members)))
             if own is not None:
                 accepting.append(False)
-                edges.append([(lo, hi, goto_one(target)) for lo, hi, target in own])
-                calls.append({})
+                edges.append(
+                    [
+                        (lo, hi, single[target] if target in single else goto_one(target))
+                        for lo, hi, target in own
+                    ]
+                )
+                calls.append(no_calls)
                 continue
         accepting.append(final in members)
         disjoint = _disjoint_row(nfa, members, goto_one)
         if disjoint is not None:
             edges.append(disjoint)
-            calls.append(_call_row(nfa, members, intern) if not callers.isdisjoint(members) else {})
+            calls.append(
+                _call_row(nfa, members, intern) if not callers.isdisjoint(members) else no_calls
+            )
             continue
         # Sweep the byte axis: at each interval boundary, update the live targets.
         opens: dict[int, list[int]] = {}
@@ -332,7 +344,9 @@ def _determinise(
                 else:
                     row.append((lo, nxt_point - 1, here))
         edges.append(row)
-        calls.append(_call_row(nfa, members, intern) if not callers.isdisjoint(members) else {})
+        calls.append(
+            _call_row(nfa, members, intern) if not callers.isdisjoint(members) else no_calls
+        )
     return edges, calls, accepting
 
 
