@@ -1,6 +1,5 @@
 """bench/paired.py: two engines in one process; the ratios on their common ground."""
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -44,13 +43,8 @@ def test_ratios_use_the_schemas_both_compiled_and_the_instances_both_accepted():
     assert summary["ratios"]["mask_mean_us"] == pytest.approx(2.0)
 
 
-def test_two_engines_are_required():
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "paired.py"), "--engines", "jsonmode"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
-    assert done.returncode == 2
-    assert "two engines" in done.stderr
+def test_two_engines_are_required(capsys):
+    with pytest.raises(SystemExit) as stopped:
+        paired.main(["--engines", "jsonmode"])
+    assert stopped.value.code == 2
+    assert "two engines" in capsys.readouterr().err
