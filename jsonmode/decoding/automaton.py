@@ -304,6 +304,7 @@ def _determinise(
             own = plain.get(next(iter(members)))
             if own is not None:
                 accepting.append(False)
+                # (goto_one's memo read inline: most targets are known by now.)
                 edges.append(
                     [
                         (lo, hi, single[target] if target in single else goto_one(target))

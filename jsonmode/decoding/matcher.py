@@ -1669,19 +1669,16 @@ class _Stacks:
             byte = byte_of[node]
             # (self.step, inlined: this loop runs per rest node of every group.)
             after: tuple[Pair, ...]
+            readers: tuple[Pair, ...] | None = None  # (None: filtered from after)
             if len(here) == 1:
                 context, state = here[0]
                 target = tables[context][state * 256 + byte]
                 if target < 0:
                     continue
-                if not crossings[context][target]:
-                    # (The common case, taken whole: one stack, still reading.)
-                    found.extend(ends[node])
-                    if kids[node]:
-                        after = ((context, target),)
-                        work.extend([(child, after) for child in kids[node]])
-                    continue
-                after = expand(context, target)
+                if crossings[context][target]:
+                    after = expand(context, target)
+                else:  # (the common case: one stack, still reading, nothing to filter)
+                    after = readers = ((context, target),)
             else:
                 merged: dict[Pair, None] = {}
                 for context, state in here:
@@ -1697,7 +1694,8 @@ class _Stacks:
                 after = tuple(merged)
             found.extend(ends[node])
             if kids[node]:
-                readers = tuple([pair for pair in after if pair[0] >= 0])
+                if readers is None:
+                    readers = tuple([pair for pair in after if pair[0] >= 0])
                 if readers:
                     work.extend([(child, readers) for child in kids[node]])
         return found

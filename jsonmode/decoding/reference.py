@@ -25,11 +25,11 @@ from jsonmode.decoding.automaton import Network
 __all__ = ["END", "ReferenceMatcher", "State"]
 
 Stack = tuple[tuple[int, int], ...]
+State = tuple[Stack, ...]  # sorted, no duplicates
+END: Stack = ()
 _Flags = Mapping[int, bool] | bytes  # per state of a rule, truthy where the flag holds
 # Rules with more states than this have their "reads" flags worked out per state.
 _EAGER_STATES = 512
-State = tuple[Stack, ...]  # sorted, no duplicates
-END: Stack = ()
 
 
 class ReferenceMatcher:
