@@ -85,12 +85,21 @@ def one_run(names: list[str], schemas: int, seed: int) -> dict[str, Any]:
 
 def ratios(result: dict[str, Any], names: list[str]) -> dict[str, Any]:
     """Compile median, mask mean and p99 per engine on the common ground, and the
-    ratios of the first engine to the second."""
+    ratios of the first engine to the second.
+
+    Raises:
+        ValueError: no schema both engines compiled, or no instance both accepted.
+    """
     compiles, walks = result["compiles"], result["walks"]
     both = set.intersection(*(set(compiles[n]) for n in names))
     accepted = set.intersection(
         *({key for key, walk in walks[n].items() if walk["outcome"] == "accepted"} for n in names)
     )
+    if not both or not accepted:
+        raise ValueError(
+            f"no common ground to compare on: {len(both)} schemas compiled by both, "
+            f"{len(accepted)} valid instances accepted by both"
+        )
     stats: dict[str, dict[str, float]] = {}
     for name in names:
         times = np.array([t for key in sorted(accepted) for t in walks[name][key]["times"]])
@@ -121,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     names = [name.strip() for name in args.engines.split(",") if name.strip()]
     if len(names) != 2 or set(names) - set(decoder.ENGINE_CLASSES):
         parser.error(f"two engines, from {', '.join(decoder.ENGINE_CLASSES)}")
+    if args.runs < 1 or args.schemas < 1:
+        parser.error("--runs and --schemas must be at least 1")
     if args.single is not None:  # one run, in this (fresh) process
         result = one_run(names, args.schemas, args.seed)
         result = {
@@ -145,7 +156,11 @@ def main(argv: list[str] | None = None) -> int:
             "compiles": raw["compiles"],
             "walks": {n: {(a, b): walk for a, b, walk in w} for n, w in raw["walks"].items()},
         }
-        summary = ratios(result, names)
+        try:
+            summary = ratios(result, names)
+        except ValueError as exc:
+            print(f"run {run + 1}: {exc}", file=sys.stderr)
+            return 1
         runs.append(summary)
         first, second = (summary["stats"][n] for n in names)
         r = summary["ratios"]

@@ -48,3 +48,20 @@ def test_two_engines_are_required(capsys):
         paired.main(["--engines", "jsonmode"])
     assert stopped.value.code == 2
     assert "two engines" in capsys.readouterr().err
+
+
+def test_no_common_ground_is_a_clear_error():
+    result = {
+        "compiles": {"a": {"0": 1.0}, "b": {"1": 1.0}},
+        "walks": {"a": {}, "b": {}},
+    }
+    with pytest.raises(ValueError, match="no common ground"):
+        paired.ratios(result, ["a", "b"])
+
+
+@pytest.mark.parametrize("option", ["--runs", "--schemas"])
+def test_nothing_to_run_is_refused(option, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        paired.main(["--engines", "jsonmode,llguidance", option, "0"])
+    assert stopped.value.code == 2
+    assert "at least 1" in capsys.readouterr().err
