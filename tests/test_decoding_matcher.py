@@ -988,3 +988,42 @@ def test_memoised_rests_equal_fresh_ones():
                         expected.setdefault(rest, []).append(position)
                 assert _rests_as_dict(engine._rests(group, readable)) == expected
     assert len(matcher_module._rests) > 0
+
+
+def test_read_lists_equal_a_scan_of_each_row(monkeypatch):
+    """The bytes a state reads, from packed bits (few bytes), a NumPy scan (many) or
+    the process-wide row memo, small and big automata alike, equal a scan of the row;
+    one automaton's read lists and crossing flags are shared by every engine."""
+    from jsonmode.decoding import matcher as matcher_module
+
+    rng = np.random.default_rng(7)
+    for states in (5, matcher_module._PACKED_STATES + 3):
+        trans = np.full((states, 256), -1, dtype=np.int32)
+        for state in range(states):
+            count = int(rng.choice([0, 1, 2, matcher_module._FEW_READS, 25, 200, 256]))
+            trans[state, rng.choice(256, size=count, replace=False)] = state
+        expected = [np.flatnonzero(row >= 0).tolist() for row in trans]
+        for _ in range(2):  # (the second pass meets the row memo)
+            lists = matcher_module._ReadLists(trans)
+            assert [lists[state] for state in range(states)] == expected
+    monkeypatch.setattr(matcher_module, "_ROWS_KEPT", 2)
+    monkeypatch.setattr(matcher_module, "_row_reads", {})
+    lists = matcher_module._ReadLists(trans)
+    assert [lists[state] for state in range(states)] == expected
+    assert len(matcher_module._row_reads) <= 2
+
+    vocabulary = synthetic_vocabulary()
+    pattern = {"type": "string", "pattern": "^[a-c]+x?$"}
+    engines = [
+        compile_schema(schema, vocabulary).engine
+        for schema in ({"type": "object", "properties": {"p": pattern}}, {"items": pattern})
+    ]
+    facts = []
+    for engine in engines:
+        (index,) = [i for i, rule in enumerate(engine.network.rules) if "pattern" in rule.name]
+        automaton = engine.network.rules[index]
+        facts.append(engine._stacks._rule_facts(index))
+        expected_crossing = automaton.accepting | np.array([bool(c) for c in automaton.calls])
+        assert np.array_equal(facts[-1].crossing, expected_crossing)
+        assert facts[-1].flags == expected_crossing.astype(np.uint8).tobytes()
+    assert facts[0] is facts[1]

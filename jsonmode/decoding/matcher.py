@@ -227,19 +227,21 @@ def _content(
 ) -> tuple[bytes, npt.NDArray[np.bool_], npt.NDArray[np.int32]]:
     """A rule's content signature (``signature`` instead when given), crossing states
     (accepting or calling) and transitions."""
-    crossing = _crossing_states(automaton)
+    crossing = _facts(automaton).crossing
     trans = np.ascontiguousarray(automaton.trans, dtype=np.int32)
     if signature is not None:
         return signature, crossing, trans
     digest = hashlib.blake2b(digest_size=16)
-    if trans.shape[0] > _BIG_TABLE:
+    big = trans.shape[0] > _BIG_TABLE
+    digest.update(b"%d %d;" % (trans.shape[0], big))  # (which layout follows)
+    if big:
         # The distinct columns and which byte has which (most bytes' columns repeat:
         # hashing those costs a fraction of hashing every byte's).
         first, inverse = _byte_classes(trans)
         digest.update(np.ascontiguousarray(trans[:, first]).tobytes())
         digest.update(inverse.astype(np.uint8).tobytes())
-    else:
-        digest.update(trans.tobytes())
+    else:  # (as 16-bit ints, half the bytes to hash: a table this small fits them)
+        digest.update(trans.astype(np.int16).tobytes())
     digest.update(crossing.tobytes())
     return digest.digest(), crossing, trans
 
@@ -250,8 +252,8 @@ _BIG_TABLE = 256  # states: a table this big is hashed by its byte classes
 def _crossing_states(automaton: RuleDFA) -> npt.NDArray[np.bool_]:
     """Per state, whether it accepts or calls: where a token passing it may go on in
     another rule."""
-    crossing: npt.NDArray[np.bool_] = automaton.accepting.copy()
-    crossing[[bool(calls) for calls in automaton.calls]] = True
+    calling = np.fromiter(map(bool, automaton.calls), dtype=np.bool_, count=automaton.n_states)
+    crossing: npt.NDArray[np.bool_] = automaton.accepting | calling
     return crossing
 
 
@@ -1490,6 +1492,80 @@ class MaskEngine:
 Pair = tuple[int, int]  # (context, rule state): one parse stack, see _Stacks
 
 
+class _ReadLists(dict[int, list[int]]):
+    """The bytes each state of one automaton reads, ascending (lists shared: never
+    to be changed), worked out on first lookup from the state's row as 256 bits.
+    A small automaton's rows are bit-packed at once, a big one's row by row (a walk
+    visits few of its states). Rows recur (a string body's, a digit's), so the
+    lists are memoised by row, process-wide; a new row with few bytes (a structural
+    state reads one or two) is read off the bits of one int, others by a NumPy scan
+    (~10 us, where the rest takes ~1 us)."""
+
+    def __init__(self, trans: npt.NDArray[np.int32]) -> None:
+        super().__init__()
+        self.trans = trans
+        self.bits: bytes | None = None  # (packed on the first lookup)
+
+    def __missing__(self, state: int) -> list[int]:
+        trans = self.trans
+        if trans.shape[0] > _PACKED_STATES:
+            row = np.packbits(trans[state] >= 0, bitorder="little").tobytes()
+        else:
+            if self.bits is None:
+                self.bits = np.packbits(trans >= 0, axis=1, bitorder="little").tobytes()
+            row = self.bits[state * 32 : state * 32 + 32]
+        found = _row_reads.get(row)
+        if found is None:
+            word = int.from_bytes(row, "little")
+            if word.bit_count() <= _FEW_READS:
+                found = []
+                while word:
+                    low = word & -word
+                    found.append(low.bit_length() - 1)
+                    word ^= low
+            else:
+                found = np.flatnonzero(trans[state] >= 0).tolist()
+            if len(_row_reads) >= _ROWS_KEPT:
+                _row_reads.clear()
+            _row_reads[row] = found
+        self[state] = found
+        return found
+
+
+_PACKED_STATES = 512  # automata up to this size have all their rows packed at once
+_FEW_READS = 24  # bytes read off a packed row one bit at a time; more: a NumPy scan
+_ROWS_KEPT = 1 << 14  # distinct rows memoised (_row_reads; cleared when full)
+_row_reads: dict[bytes, list[int]] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class _Facts:
+    """What the walks read of one automaton: its crossing states (as flags and as
+    0/1 bytes, see :func:`_crossing_states`) and its read lists."""
+
+    crossing: npt.NDArray[np.bool_]
+    flags: bytes
+    reads: _ReadLists
+
+
+# Per automaton (lexemes are shared by the networks that use them), its facts.
+_facts_of: weakref.WeakKeyDictionary[RuleDFA, _Facts] = weakref.WeakKeyDictionary()
+_facts_lock = threading.Lock()
+
+
+def _facts(rule: RuleDFA) -> _Facts:
+    """The automaton's :class:`_Facts`, worked out once per process."""
+    with _facts_lock:
+        known = _facts_of.get(rule)
+    if known is None:
+        crossing = _crossing_states(rule)
+        crossing.flags.writeable = False  # (shared)
+        known = _Facts(crossing, crossing.astype(np.uint8).tobytes(), _ReadLists(rule.trans))
+        with _facts_lock:
+            known = _facts_of.setdefault(rule, known)
+    return known
+
+
 class _Stacks:
     """Parse stacks numbered for walking tokens one stack at a time.
 
@@ -1522,9 +1598,9 @@ class _Stacks:
         self._numbers: dict[tuple[Stack, int], int] = {}
         self._expanded: dict[Pair, tuple[Pair, ...]] = {}
         self._returns: dict[int, tuple[Pair, ...]] = {}
-        self._reads: dict[tuple[int, int], list[int]] = {}
+        self._reads: list[_ReadLists] = []  # per context, its rule's
         self._readable: dict[tuple[Pair, ...], npt.NDArray[np.bool_]] = {}
-        self._rule_crossing: dict[int, bytes] = {}
+        self._facts: dict[int, _Facts] = {}
         self._lock = threading.Lock()
 
     @property
@@ -1550,13 +1626,14 @@ class _Stacks:
         key = (parent, back, rule)
         known = self._children.get(key)
         if known is None:
-            crossing = self._crossing(rule)
+            facts = self._rule_facts(rule)
             with self._lock:
                 known = self._children.get(key)
                 if known is None:
                     known = len(self._rule)
                     self.tables.append(self.reference.table(rule))
-                    self.crossings.append(crossing)
+                    self.crossings.append(facts.flags)
+                    self._reads.append(facts.reads)
                     self._parent.append(parent)
                     self._back.append(back)
                     self._depth.append(self._depth[parent] + 1 if parent >= 0 else 1)
@@ -1572,21 +1649,15 @@ class _Stacks:
             context, state = self._parent[context], self._back[context]
         return tuple(reversed(frames))
 
-    def _crossing(self, rule: int) -> bytes:
-        known = self._rule_crossing.get(rule)
+    def _rule_facts(self, rule: int) -> _Facts:
+        known = self._facts.get(rule)
         if known is None:
-            flags = _crossing_states(self.reference.network.rules[rule])
-            known = self._rule_crossing[rule] = flags.astype(np.uint8).tobytes()
+            known = self._facts[rule] = _facts(self.reference.network.rules[rule])
         return known
 
     def reads(self, context: int, state: int) -> list[int]:
         """The bytes the stack can read, ascending."""
-        key = (self._rule[context], state)
-        known = self._reads.get(key)
-        if known is None:
-            row = self.reference.network.rules[key[0]].trans[state]
-            known = self._reads[key] = np.flatnonzero(row >= 0).tolist()
-        return known
+        return self._reads[context][state]
 
     def readable(self, pairs: tuple[Pair, ...]) -> npt.NDArray[np.bool_]:
         """Which bytes any of the stacks can read."""
