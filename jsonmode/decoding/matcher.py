@@ -1017,12 +1017,13 @@ class MaskEngine:
                 total += trans.shape[0]
         parts = [self._signature(member) for member in batch]
         starts = np.cumsum([0, *(trans.shape[0] for _, _, trans in parts)])
+        # (int32 throughout: the tables are copied once each, not widened and narrowed.)
         joined = [
-            np.where(t >= 0, t + start, -1)
-            for (_, _, t), start in zip(parts, starts[:-1], strict=True)
+            np.where(t >= 0, t + np.int32(start), np.int32(-1))
+            for (_, _, t), start in zip(parts, starts[:-1].tolist(), strict=True)
         ]
         crossing = np.concatenate([c for _, c, _ in parts])
-        hashes = _state_hashes(np.concatenate(joined).astype(np.int32), crossing, depths)
+        hashes = _state_hashes(np.concatenate(joined), crossing, depths)
         if hashes is None:  # the batch is too big for another bound: this lexeme alone
             batch, parts = [rule], parts[:1]
             hashes = _state_hashes(parts[0][2], parts[0][1], depths)
