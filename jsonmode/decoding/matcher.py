@@ -207,7 +207,8 @@ class _RuleInfo:
         known = self.readable.get(state)
         if known is None:
             row = self.flat[state * 256 : state * 256 + 256]
-            known = self.readable[state] = np.flatnonzero(row >= 0).tolist()
+            bits = np.packbits(row >= 0, bitorder="little").tobytes()
+            known = self.readable[state] = _byte_list(bits, row)
         return known
 
     def dead(self) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_]]:
@@ -1515,22 +1516,29 @@ class _ReadLists(dict[int, list[int]]):
             if self.bits is None:
                 self.bits = np.packbits(trans >= 0, axis=1, bitorder="little").tobytes()
             row = self.bits[state * 32 : state * 32 + 32]
-        found = _row_reads.get(row)
-        if found is None:
-            word = int.from_bytes(row, "little")
-            if word.bit_count() <= _FEW_READS:
-                found = []
-                while word:
-                    low = word & -word
-                    found.append(low.bit_length() - 1)
-                    word ^= low
-            else:
-                found = np.flatnonzero(trans[state] >= 0).tolist()
-            if len(_row_reads) >= _ROWS_KEPT:
-                _row_reads.clear()
-            _row_reads[row] = found
-        self[state] = found
+        found = self[state] = _byte_list(row, trans[state])
         return found
+
+
+def _byte_list(bits: bytes, row: npt.NDArray[np.int32]) -> list[int]:
+    """The bytes a state reads, ascending, from its row (``row``) packed as 256 bits
+    (``bits``, little-endian): memoised by ``bits`` process-wide (shared lists, never
+    to be changed); few bytes are read off the bits of one int, more by a NumPy scan."""
+    found = _row_reads.get(bits)
+    if found is None:
+        word = int.from_bytes(bits, "little")
+        if word.bit_count() <= _FEW_READS:
+            found = []
+            while word:
+                low = word & -word
+                found.append(low.bit_length() - 1)
+                word ^= low
+        else:
+            found = np.flatnonzero(row >= 0).tolist()
+        if len(_row_reads) >= _ROWS_KEPT:
+            _row_reads.clear()
+        _row_reads[bits] = found
+    return found
 
 
 _PACKED_STATES = 512  # automata up to this size have all their rows packed at once
