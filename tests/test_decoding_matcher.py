@@ -822,6 +822,52 @@ def test_grafted_hashes_equal_the_sum_over_every_byte():
         assert (int(got[0, state]), int(got[1, state])) == expected(state)
 
 
+def test_key_hashes_from_the_names_equal_grafted_hashes():
+    """A key lexeme of plain names (``RuleDFA.keys``, set by the compiler) is hashed
+    from its names: the values the generic graft gives, for names that are prefixes
+    of others, the empty name, a prefix with more next letters than a graft corrects
+    (``_FEW_FIXES``); names that are not the rule's own are refused (None), never
+    hashed as if they were."""
+    from jsonmode.decoding import matcher as matcher_module
+
+    vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / "qwen2.5")
+    rng = random.Random(11)
+    letters = "abcdefghijklmnopqrstuvwxyz_ 0~{"
+    name_sets = [
+        ["name", "names", "id", ""],
+        [chr(ord("a") + k) + "x" for k in range(26)],  # 26 next letters after ""
+        ["a", "ab", "abc", "abcd"],
+    ]
+    name_sets += [
+        [
+            "".join(rng.choice(letters[: rng.randint(2, len(letters))]) for _ in range(size))
+            for size in [rng.randint(0, 7) for _ in range(rng.randint(1, 10))]
+        ]
+        for _ in range(40)
+    ]
+    checked = 0
+    for names in name_sets:
+        schema = {"type": "object", "properties": {name: {} for name in names}}
+        engine = compile_schema(schema, vocabulary).engine
+        rule, automaton = _key_lexeme(engine)
+        assert automaton.keys is not None
+        assert set(automaton.keys) == set(names)
+        _, crossing, trans = engine._signature(rule)
+        got = engine._key_hashes(automaton.keys, crossing, trans)
+        assert got is not None
+        assert np.array_equal(got, engine._grafted_hashes(crossing, trans)), names
+        assert np.array_equal(engine._rule_key(rule).hashes, got)
+        checked += 1
+        others = tuple(sorted({name[::-1] + "q" for name in automaton.keys}))
+        assert engine._key_hashes(others, crossing, trans) is None
+    assert checked == len(name_sets)
+    name_id = compile_schema({"properties": {"id": {}, "name": {}}}, vocabulary).engine
+    rule, automaton = _key_lexeme(name_id)
+    _, crossing, trans = name_id._signature(rule)
+    assert name_id._key_hashes(("ie", "name"), crossing, trans) is None  # (same layout)
+    assert matcher_module._KEY_ESCAPES  # (the escape states' hashes, worked out once)
+
+
 def _as_stacks(numbering, pairs) -> set:
     """Numbered (context, state) pairs as the reference's stacks."""
     return {numbering.stack(context, state) for context, state in pairs}

@@ -206,6 +206,9 @@ class RuleDFA:
     # A quoted JSON string of any ``low .. high`` code points (high None: unbounded):
     # the automaton is :func:`plain_string_rule`'s with a count of the characters.
     lengths: tuple[int, int | None] | None = None
+    # A quoted JSON string that is none of these names (an object's extra keys): the
+    # body is :func:`~jsonmode.decoding.keys.extra_key_body`'s, in its layout.
+    keys: tuple[str, ...] | None = None
 
     @property
     def n_states(self) -> int:
@@ -480,13 +483,19 @@ def _direct(name: str, expr: Expr) -> RuleDFA | None:
         return RuleDFA(name, trans, ((),) * dfa.n_states, accepting)
     if (dfa.trans[np.asarray(dfa.accepting), ord('"')] >= 0).any():  # pragma: no cover
         return None  # a body that could go on with a raw quote (never: JSON escapes it)
-    return quoted_rule(name, dfa, lex.lengths)
+    return quoted_rule(name, dfa, lex.lengths, lex.keys)
 
 
-def quoted_rule(name: str, body: ByteDFA, lengths: tuple[int, int | None] | None = None) -> RuleDFA:
+def quoted_rule(
+    name: str,
+    body: ByteDFA,
+    lengths: tuple[int, int | None] | None = None,
+    keys: tuple[str, ...] | None = None,
+) -> RuleDFA:
     """The rule ``'"' body '"'``: state 0 is before the opening quote, the last state
     after the closing one (its only accepting state); the body's states follow state 0
-    in their order. ``body`` must not read a raw quote where it accepts."""
+    in their order. ``body`` must not read a raw quote where it accepts. ``lengths``
+    and ``keys`` are passed on (see :class:`RuleDFA`)."""
     count = body.n_states + 2
     trans = np.full((count, 256), -1, dtype=np.int32)
     trans[1:-1] = np.where(body.trans >= 0, body.trans + 1, -1)
@@ -494,7 +503,7 @@ def quoted_rule(name: str, body: ByteDFA, lengths: tuple[int, int | None] | None
     trans[1:-1][np.asarray(body.accepting), ord('"')] = count - 1
     accepting = np.zeros(count, dtype=np.bool_)
     accepting[-1] = True
-    return RuleDFA(name, trans, ((),) * count, accepting, lengths)
+    return RuleDFA(name, trans, ((),) * count, accepting, lengths, keys)
 
 
 @functools.cache

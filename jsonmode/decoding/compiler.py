@@ -714,7 +714,7 @@ def _key_lexemes(
     label = "key" + "".join(f" not:{json.dumps(n)}" for n in names)
     quick = None if patterns else extra_key_body(names)
     if quick is not None:  # the common case: no patterns, plain names
-        return (), seq(Lit(b'"'), Lex(label, quick), Lit(b'"')), False
+        return (), seq(Lit(b'"'), Lex(label, quick, keys=names), Lit(b'"')), False
     names_dfa = rx.literal_dfa(list(names))
     used = names_dfa
     keys: list[tuple[str, Expr | None]] = []
@@ -735,7 +735,7 @@ def _key_lexemes(
     label += "".join(f" not:/{p}/" for p, _ in keys)
     quick = None if keys else extra_key_body(names)  # every pattern was dropped
     if quick is not None:
-        return (), seq(Lit(b'"'), Lex(label, quick), Lit(b'"')), inexact
+        return (), seq(Lit(b'"'), Lex(label, quick, keys=names), Lit(b'"')), inexact
     other = rx.complement(used)
     return tuple(keys), None if other.is_empty() else _string_lex(label, other), inexact
 

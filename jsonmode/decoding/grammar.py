@@ -54,11 +54,14 @@ class Lex:
     ``lengths``: set on a JSON string body that is *any* string of ``low .. high``
     code points (``high`` None: unbounded) and nothing else, so that the mask engine
     may treat it as the plain string body plus a count (see ``RuleDFA.lengths``).
+    ``keys``: set on :func:`~jsonmode.decoding.keys.extra_key_body` of these names
+    (see ``RuleDFA.keys``).
     """
 
     label: str
     dfa: ByteDFA = field(repr=False, compare=False)
     lengths: tuple[int, int | None] | None = field(default=None, repr=False, compare=False)
+    keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
 
     def __str__(self) -> str:
         return f"/{self.label}/"

@@ -24,7 +24,7 @@ import numpy as np
 
 from jsonmode.decoding import regex as rx
 
-__all__ = ["extra_key_body"]
+__all__ = ["extra_key_body", "key_prefixes"]
 
 _SHORT_ESCAPES = b'"\\bfnrt'
 _HEX = b"0123456789abcdefABCDEF"
@@ -40,12 +40,26 @@ def _body() -> rx.ByteDFA:
     return rx.json_string_body_dfa(rx.any_char_dfa(0, None))
 
 
+def key_prefixes(names: tuple[str, ...]) -> list[str]:
+    """Every prefix of ``names`` (the empty one included), sorted: the order of the
+    first states of :func:`extra_key_body`."""
+    return sorted({name[:i] for name in names for i in range(len(name) + 1)} | {""})
+
+
 @functools.lru_cache(maxsize=256)
 def extra_key_body(names: tuple[str, ...]) -> rx.ByteDFA | None:
     """The bodies of JSON strings that do not decode to one of ``names``.
 
     None when a name is not plain printable ASCII (the caller then builds the exact
     automaton). Cost: linear in the total length of the names; cached per process.
+
+    Layout (the mask engine hashes key states from it, see ``RuleDFA.keys``): one
+    state per prefix of the names in :func:`key_prefixes` order (the empty prefix is
+    the start), then the states after ``\\``, ``\\u``, ``\\u0`` and ``\\u00``
+    (the same for any names), then the plain string body's states in their order. A
+    prefix's state reads as the body's start state but for the next letters of the
+    names (to their prefixes' states), ``\\`` (to the state after it) and, when the
+    prefix is a name, the end of the string.
     """
     if not all(map(_plain, names)):
         return None
@@ -57,7 +71,7 @@ def extra_key_body(names: tuple[str, ...]) -> rx.ByteDFA | None:
     after_u00 = int(body.trans[after_u0, ord("0")])
     if int(body.trans[g0, ord("a")]) != g0:  # pragma: no cover - the body's shape changed
         raise AssertionError("the JSON string body automaton must loop on plain characters")
-    prefixes = sorted({name[:i] for name in names for i in range(len(name) + 1)} | {""})
+    prefixes = key_prefixes(names)
     node = {prefix: index for index, prefix in enumerate(prefixes)}
     escape, u, u0, u00 = range(len(prefixes), len(prefixes) + 4)
     shift = len(prefixes) + 4  # the plain body's states come last

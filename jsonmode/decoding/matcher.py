@@ -59,7 +59,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from jsonmode.decoding.automaton import Network, RuleDFA, plain_string_rule
+from jsonmode.decoding.automaton import Network, RuleDFA, plain_string_rule, quoted_rule
+from jsonmode.decoding.keys import extra_key_body, key_prefixes
 from jsonmode.decoding.lru import Lru
 from jsonmode.decoding.reference import END, ReferenceMatcher, Stack, State
 from jsonmode.decoding.trie import (
@@ -546,6 +547,12 @@ def _plain_sums(hashes: npt.NDArray[np.uint64]) -> tuple[list[int], list[int]]:
 # A key lexeme's tree state differing from the plain between-characters state in more
 # bytes than this is compared with every plain state (see MaskEngine._grafted_hashes).
 _FEW_FIXES = 16
+_BACKSLASH = ord("\\")
+# The sum over bytes of each byte's weight times the dead state's hash (modulo 2**64:
+# what _mix_int takes), and the escape states' hashes of key lexemes by hash depth (see
+# MaskEngine._key_escapes).
+_DEAD_SUM = (sum(_BYTE_WEIGHT_LIST) * int(_DEAD)) & _WORD
+_KEY_ESCAPES: dict[int, tuple[list[int], list[int]]] = {}
 
 
 def _mix(values: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
@@ -667,6 +674,7 @@ _lexeme_contents: dict[
 ] = {}
 _lexeme_infos: Lru[tuple[bytes, int], _RuleInfo] = Lru(32 << 20)
 _indexes: dict[str, _TokenIndex] = {}
+_plain_infos: dict[int, _RuleInfo] = {}  # by hash depth (see MaskEngine._plain)
 _indexes_lock = threading.Lock()
 _engine_ids = itertools.count()
 # A stack whose top state reads at most _SMALL_BYTES first bytes is walked through
@@ -802,7 +810,6 @@ class MaskEngine:
         self._lengths = index.lengths
         self._ids = index.ids
         self._rule_keys: dict[int, _RuleInfo] = {}
-        self._plain_info: _RuleInfo | None = None
         self._signatures: dict[int, tuple[bytes, npt.NDArray[np.bool_], npt.NDArray[np.int32]]] = {}
         self._lexemes = [k for k, rule in enumerate(network.rules) if not any(rule.calls)]
         self._lexeme_set = set(self._lexemes)
@@ -859,16 +866,16 @@ class MaskEngine:
         return known
 
     def _plain(self) -> _RuleInfo:
-        """The plain string's rule information (what ``lengths`` rules count over)."""
-        if self._plain_info is None:
+        """The plain string's rule information (what ``lengths`` rules count over, and
+        key lexemes graft onto): one per process and hash depth."""
+        known = _plain_infos.get(self._depth)
+        if known is None:
             signature, crossing, trans = _content(plain_string_rule())
-            hashes = _hash_cache.get((signature, self._depth))
-            if hashes is None:
-                hashes = _state_hashes(trans, crossing, (self._depth, self._depth + 1))
-                if hashes is not None:
-                    _hash_cache.put((signature, self._depth), hashes, hashes.nbytes + 64)
-            self._plain_info = _RuleInfo(signature, crossing, trans.reshape(-1), hashes)
-        return self._plain_info
+            hashes = _state_hashes(trans, crossing, (self._depth, self._depth + 1))
+            known = _plain_infos[self._depth] = _RuleInfo(
+                signature, crossing, trans.reshape(-1), hashes
+            )
+        return known
 
     def _signature(self, rule: int) -> tuple[bytes, npt.NDArray[np.bool_], npt.NDArray[np.int32]]:
         """A rule's content signature, crossing states and transitions (memoised)."""
@@ -987,6 +994,100 @@ class MaskEngine:
                 work.pop()
         return np.array([low[:states], high[:states]], dtype=np.uint64)
 
+    def _key_hashes(
+        self, names: tuple[str, ...], crossing: npt.NDArray[np.bool_], trans: npt.NDArray[np.int32]
+    ) -> npt.NDArray[np.uint64] | None:
+        """:meth:`_grafted_hashes` of a key lexeme (``RuleDFA.keys``), the same values
+        worked out from its names: none of that method's search for the part acting as
+        the plain string, nor its comparison of every row with a plain one. The layout
+        is :func:`extra_key_body`'s (the plain body's block is checked; None if it is not
+        there): the plain part takes the plain string's hashes, the escape states the
+        values they have in every key lexeme (:meth:`_key_escapes`), and each prefix's
+        state, from the longest prefixes up, the between-characters state's sum
+        corrected on the bytes where a prefix reads otherwise (a state's hash does not
+        depend on the plain state its sum is corrected from, see
+        :meth:`_grafted_hashes`): the next letters of the names, the backslash, and the
+        closing quote after a declared name.
+        """
+        plain = self._plain()
+        escapes = self._key_escapes()
+        if plain.hashes is None or escapes is None:
+            return None
+        rows = plain.flat.reshape(-1, 256)
+        prefixes = key_prefixes(names)
+        shift = len(prefixes) + 4  # (a rule state k of the plain body is k + shift here)
+        states, closing = trans.shape[0], rows.shape[0] - 1
+        if states != closing + shift + 1:
+            return None
+        between = int(rows[0, _QUOTE])
+        # (A check that the layout is there: the size, the between-characters row of
+        # the plain block, and each name's letters below.)
+        ours = trans[between + shift]
+        if not np.array_equal(ours, np.where(rows[between] >= 0, rows[between] + shift, -1)):
+            return None
+        backslash, after = int(rows[between, _BACKSLASH]), int(rows[between, _QUOTE])
+        plain_low, plain_high = plain.hashes.tolist()
+        sums = _plain_sums(plain.hashes)
+        low = [0] * (shift + 1) + plain_low[1:]
+        high = [0] * (shift + 1) + plain_high[1:]
+        low[shift - 3 : shift + 1], high[shift - 3 : shift + 1] = escapes
+        node = {prefix: index + 1 for index, prefix in enumerate(prefixes)}
+        declared = set(names)
+        letters: dict[str, set[str]] = {}  # per prefix, the letters that go on in a name
+        table = memoryview(trans.reshape(-1))  # type: ignore[arg-type]
+        for name in names:
+            for length in range(len(name)):
+                prefix, letter = name[:length], name[length]
+                if table[node[prefix] * 256 + ord(letter)] != node[prefix + letter]:
+                    return None
+                letters.setdefault(prefix, set()).add(letter)
+        weights, flags = _BYTE_WEIGHT_LIST, crossing.tolist()
+        fixed_low = weights[_BACKSLASH] * (low[shift - 3] - plain_low[backslash])
+        fixed_high = weights[_BACKSLASH] * (high[shift - 3] - plain_high[backslash])
+        ended_low = weights[_QUOTE] * (int(_DEAD) - plain_low[after])
+        ended_high = weights[_QUOTE] * (int(_DEAD) - plain_high[after])
+        # (Longest first: a prefix's next states are hashed before it.)
+        for prefix in sorted(prefixes, key=len, reverse=True):
+            state = node[prefix]
+            start = _TREE_CROSSING if flags[state] else _TREE_INNER
+            first = sums[0][between] + start + fixed_low
+            second = sums[1][between] + start + fixed_high
+            if prefix in declared:
+                first += ended_low
+                second += ended_high
+            for letter in letters.get(prefix, ()):
+                child, weight = node[prefix + letter], weights[ord(letter)]
+                first += weight * (low[child] - plain_low[between])
+                second += weight * (high[child] - plain_high[between])
+            # (_mix_int of both, inlined: this runs once per prefix of the names.)
+            first &= _WORD
+            first ^= first >> _INT_SHIFT_1
+            first = (first * _INT_MULTIPLIER) & _WORD
+            low[state] = first ^ (first >> _INT_SHIFT_2)
+            second &= _WORD
+            second ^= second >> _INT_SHIFT_1
+            second = (second * _INT_MULTIPLIER) & _WORD
+            high[state] = second ^ (second >> _INT_SHIFT_2)
+        # State 0 reads the opening quote only, into the empty prefix's state.
+        start = _TREE_CROSSING if flags[0] else _TREE_INNER
+        low[0] = _mix_int(start + _DEAD_SUM + weights[_QUOTE] * (low[1] - int(_DEAD)))
+        high[0] = _mix_int(start + _DEAD_SUM + weights[_QUOTE] * (high[1] - int(_DEAD)))
+        return np.array([low, high], dtype=np.uint64)
+
+    def _key_escapes(self) -> tuple[list[int], list[int]] | None:
+        """The hashes of the four escape states of a key lexeme (after ``\\``,
+        ``\\u``, ``\\u0``, ``\\u00``): alike in every key lexeme, they are those of the
+        key lexeme of no names, grafted once per process and hash depth."""
+        known = _KEY_ESCAPES.get(self._depth)
+        if known is None:
+            lexeme = quoted_rule("key", extra_key_body(()))  # type: ignore[arg-type]
+            hashes = self._grafted_hashes(_facts(lexeme).crossing, lexeme.trans)
+            if hashes is None:
+                return None
+            low, high = hashes[:, 2:6].tolist()
+            known = _KEY_ESCAPES[self._depth] = (low, high)
+        return known
+
     def _hash_lexemes(self, rule: int) -> npt.NDArray[np.uint64] | None:
         """The state hashes of lexeme ``rule``, computed in one pass with those of the
         network's other lexemes not hashed yet (within ``_HASH_BUDGET``): a pass costs
@@ -997,7 +1098,10 @@ class MaskEngine:
         without a pass per depth (:meth:`_grafted_hashes`)."""
         depths = (self._depth, self._depth + 1)
         signature, crossing, trans = self._signature(rule)
-        grafted = self._grafted_hashes(crossing, trans)
+        names = self.network.rules[rule].keys
+        grafted = None if names is None else self._key_hashes(names, crossing, trans)
+        if grafted is None:
+            grafted = self._grafted_hashes(crossing, trans)
         if grafted is not None:
             self._hashed.add(rule)
             _hash_cache.put((signature, self._depth), grafted, grafted.nbytes + 64)
