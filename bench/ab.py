@@ -1,4 +1,4 @@
-"""Two versions of jsonmode's mask engine in one process, interleaved per schema.
+"""Two versions of jsonmode's compiler and mask engine in one process, interleaved per schema.
 
     git worktree add --detach /tmp/base HEAD~1       # the version to compare against
     python bench/ab.py /tmp/base                     # this checkout (A) against it (B)
@@ -12,7 +12,9 @@ alternating order, so that drift falls on both alike. Timed: the mask call alone
 ``bench/decoder.py``, over every valid instance of each schema, first visits included
 (each version's compile cache is cleared before each schema, its other caches are left
 to warm up across schemas as in that benchmark). Prints each version's mask total, mean
-and p99, and B's time over A's.
+and p99, and B's time over A's; then each version's compile median (as in
+``bench/decoder.py``: the schema's mask engine included), over the schemas both
+compiled, and B's over A's.
 """
 
 from __future__ import annotations
@@ -48,15 +50,21 @@ def _load(root: Path) -> dict[str, ModuleType]:
     return {name: module for name, module in sys.modules.items() if name.startswith("jsonmode")}
 
 
-def _walk(modules: dict[str, ModuleType], vocabulary: Any, case: Any) -> list[float]:
-    """Compile ``case`` with one version and walk its valid instances: mask call times."""
+def _walk(
+    modules: dict[str, ModuleType], vocabulary: Any, case: Any
+) -> tuple[float | None, list[float]]:
+    """Compile ``case`` with one version and walk its valid instances: the compile time
+    (None: refused) and the mask call times."""
     sys.modules.update(modules)
     jsonmode, compiled_module = modules["jsonmode"], modules["jsonmode.decoding.compiled"]
     compiled_module._cache.clear()
+    started = time.perf_counter()
     try:
         compiled = jsonmode.compile_schema(case.schema, vocabulary)
+        compiled.engine  # noqa: B018  (per-schema set-up, timed as in bench/decoder.py)
     except jsonmode.JsonModeError:
-        return []
+        return None, []
+    compile_time = time.perf_counter() - started
     times = []
     for test in case.tests:
         if not test.valid:
@@ -68,7 +76,7 @@ def _walk(modules: dict[str, ModuleType], vocabulary: Any, case: Any) -> list[fl
             times.append(time.perf_counter() - started)
             if token is None or not matcher.advance(token):
                 break
-    return times
+    return compile_time, times
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,11 +105,17 @@ def main(argv: list[str] | None = None) -> int:
         loaded.append((modules, vocabulary))
         print(f"{label}: {modules['jsonmode'].__file__}")
     times: list[list[float]] = [[], []]
+    compiles: list[list[float]] = [[], []]  # per schema both compiled, in one order
     for round_ in range(args.rounds):
         for index, case in enumerate(cases):
             order = (0, 1) if (index + round_) % 2 == 0 else (1, 0)
+            took: list[float | None] = [None, None]
             for which in order:
-                times[which].extend(_walk(*loaded[which], case))
+                took[which], found = _walk(*loaded[which], case)
+                times[which].extend(found)
+            if took[0] is not None and took[1] is not None:
+                compiles[0].append(took[0])
+                compiles[1].append(took[1])
     for (label, _), found in zip(versions, times, strict=True):
         values = np.array(found)
         print(
@@ -111,6 +125,11 @@ def main(argv: list[str] | None = None) -> int:
     if len(times[0]) != len(times[1]):
         print("note: the versions walked different numbers of tokens (a schema or token refused)")
     print(f"B / A: {sum(times[1]) / sum(times[0]):.3f}")
+    if compiles[0]:
+        medians = [float(np.median(found)) for found in compiles]
+        for (label, _), median in zip(versions, medians, strict=True):
+            print(f"{label}: compile median {median * 1e3:.2f} ms over {len(compiles[0])} schemas")
+        print(f"compile B / A: {medians[1] / medians[0]:.3f}")
     return 0
 
 

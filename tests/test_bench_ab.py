@@ -25,6 +25,10 @@ def test_a_version_against_itself_walks_the_same_tokens():
     assert [label for label, _ in calls] == ["A", "B"]
     assert calls[0][1] == calls[1][1] != "0"
     assert re.search(r"^B / A: \d+\.\d{3}$", done.stdout, re.M)
+    pattern = r"^([AB]): compile median [\d.]+ ms over (\d+) schemas"
+    compiled = re.findall(pattern, done.stdout, re.M)
+    assert compiled == [("A", "2"), ("B", "2")]
+    assert re.search(r"^compile B / A: \d+\.\d{3}$", done.stdout, re.M)
 
 
 def test_a_root_without_jsonmode_is_refused(tmp_path):
