@@ -644,9 +644,13 @@ def _finish(
     if states:
         trans[states, points] = targets
     call_rows = tuple(
-        tuple((number[callee], target) for callee, target in row.items() if accepts.get(callee))
-        if row
-        else ()
-        for row in calls
+        [
+            tuple(
+                [(number[callee], target) for callee, target in row.items() if accepts.get(callee)]
+            )
+            if row
+            else ()
+            for row in calls
+        ]
     )
     return RuleDFA(name, trans, call_rows, np.array(accepting, dtype=np.bool_))
