@@ -1000,8 +1000,9 @@ class MaskEngine:
         """:meth:`_grafted_hashes` of a key lexeme (``RuleDFA.keys``), the same values
         worked out from its names: none of that method's search for the part acting as
         the plain string, nor its comparison of every row with a plain one. The layout
-        is :func:`extra_key_body`'s (the plain body's block is checked; None if it is not
-        there): the plain part takes the plain string's hashes, the escape states the
+        is :func:`extra_key_body`'s (checked by the size, the plain body's
+        between-characters row and each name's letters; None where it is not there):
+        the plain part takes the plain string's hashes, the escape states the
         values they have in every key lexeme (:meth:`_key_escapes`), and each prefix's
         state, from the longest prefixes up, the between-characters state's sum
         corrected on the bytes where a prefix reads otherwise (a state's hash does not
@@ -1020,8 +1021,6 @@ class MaskEngine:
         if states != closing + shift + 1:
             return None
         between = int(rows[0, _QUOTE])
-        # (A check that the layout is there: the size, the between-characters row of
-        # the plain block, and each name's letters below.)
         ours = trans[between + shift]
         if not np.array_equal(ours, np.where(rows[between] >= 0, rows[between] + shift, -1)):
             return None
@@ -1059,15 +1058,7 @@ class MaskEngine:
                 child, weight = node[prefix + letter], weights[ord(letter)]
                 first += weight * (low[child] - plain_low[between])
                 second += weight * (high[child] - plain_high[between])
-            # (_mix_int of both, inlined: this runs once per prefix of the names.)
-            first &= _WORD
-            first ^= first >> _INT_SHIFT_1
-            first = (first * _INT_MULTIPLIER) & _WORD
-            low[state] = first ^ (first >> _INT_SHIFT_2)
-            second &= _WORD
-            second ^= second >> _INT_SHIFT_1
-            second = (second * _INT_MULTIPLIER) & _WORD
-            high[state] = second ^ (second >> _INT_SHIFT_2)
+            low[state], high[state] = _mix_int(first), _mix_int(second)
         # State 0 reads the opening quote only, into the empty prefix's state.
         start = _TREE_CROSSING if flags[0] else _TREE_INNER
         low[0] = _mix_int(start + _DEAD_SUM + weights[_QUOTE] * (low[1] - int(_DEAD)))
@@ -1080,7 +1071,10 @@ class MaskEngine:
         key lexeme of no names, grafted once per process and hash depth."""
         known = _KEY_ESCAPES.get(self._depth)
         if known is None:
-            lexeme = quoted_rule("key", extra_key_body(()))  # type: ignore[arg-type]
+            body = extra_key_body(())
+            if body is None:  # pragma: no cover - no names are always plain
+                return None
+            lexeme = quoted_rule("key", body)
             hashes = self._grafted_hashes(_facts(lexeme).crossing, lexeme.trans)
             if hashes is None:
                 return None
@@ -1094,8 +1088,9 @@ class MaskEngine:
         mostly per depth step, so one for all of a schema's lexemes beats one each
         (~20 % less hashing time over the benchmark). Each lexeme's hashes are cached
         by its signature; None when ``rule`` is too big to hash. A lexeme that acts
-        as the plain string but for an acyclic part (a key lexeme) is hashed alone,
-        without a pass per depth (:meth:`_grafted_hashes`)."""
+        as the plain string but for an acyclic part is hashed alone, without a pass
+        per depth: from its names when the compiler marked it as a key lexeme
+        (:meth:`_key_hashes`), else by a graft (:meth:`_grafted_hashes`)."""
         depths = (self._depth, self._depth + 1)
         signature, crossing, trans = self._signature(rule)
         names = self.network.rules[rule].keys

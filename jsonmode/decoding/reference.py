@@ -9,21 +9,18 @@ in it can read a byte next, and the empty stack ``()`` in the set means "the
 document may end here". The empty state ``()`` is the dead one.
 
 No vectorisation and no caching (but of per-state flags, each a pure function of one
-row of a table, and of each automaton's flat table): this is the oracle the fast
-matcher is tested against.
+row of a table): this is the oracle the fast matcher is tested against.
 """
 
 from __future__ import annotations
 
 import functools
-import threading
-import weakref
 from collections.abc import Callable, Mapping
 
 import numpy as np
 import numpy.typing as npt
 
-from jsonmode.decoding.automaton import Network, RuleDFA
+from jsonmode.decoding.automaton import Network
 
 __all__ = ["END", "ReferenceMatcher", "State"]
 
@@ -52,13 +49,13 @@ class ReferenceMatcher:
         # few of its states, and scanning every row of a big lexeme (a string with
         # maxLength 128 has ~2,500 states) cost more than the rest of the engine's
         # set-up.
-        # (Lexemes are shared by the networks that use them: their tables and flags
-        # are worked out once per process, see _rule_view.)
-        views = [_rule_view(rule) for rule in network.rules]
-        self._trans = [table for table, _ in views]
+        self._trans = [
+            memoryview(np.ascontiguousarray(rule.trans, dtype=np.int32).reshape(-1))  # type: ignore[arg-type]
+            for rule in network.rules
+        ]
         self._accepting = [rule.accepting.tobytes() for rule in network.rules]
         self._calls = [rule.calls for rule in network.rules]
-        self._reads = [reads for _, reads in views]
+        self._reads = [_state_reads(rule.trans) for rule in network.rules]
         self._settled = [
             _PerState(functools.partial(_settled, reads, calls, accepting))
             for reads, calls, accepting in zip(
@@ -160,24 +157,6 @@ class _PerState(dict[int, bool]):
 
 def _reads(trans: npt.NDArray[np.int32], state: int) -> bool:
     return bool(trans[state].max() >= 0)
-
-
-# Per automaton, its flat table and its reads flags (see _rule_view).
-_views: weakref.WeakKeyDictionary[RuleDFA, tuple[memoryview, _Flags]] = weakref.WeakKeyDictionary()
-_views_lock = threading.Lock()
-
-
-def _rule_view(rule: RuleDFA) -> tuple[memoryview, _Flags]:
-    """A rule's transitions as a flat memoryview of ints, and whether each state reads
-    a byte (:func:`_state_reads`): once per automaton and process."""
-    with _views_lock:
-        known = _views.get(rule)
-    if known is None:
-        table = np.ascontiguousarray(rule.trans, dtype=np.int32).reshape(-1)
-        known = (memoryview(table), _state_reads(rule.trans))  # type: ignore[arg-type]
-        with _views_lock:
-            known = _views.setdefault(rule, known)
-    return known
 
 
 def _state_reads(trans: npt.NDArray[np.int32]) -> _Flags:
