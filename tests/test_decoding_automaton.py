@@ -1,6 +1,11 @@
 """Grammar → rule automata → reference matcher, on hand-built grammars."""
 
+import collections
+import functools
+import gzip
 import itertools
+import json
+import pathlib
 import re
 
 import pytest
@@ -239,3 +244,127 @@ def test_runs_of_a_table_are_its_rows_intervals():
         for state, lo, hi, target in automaton._runs(trans.astype(np.int32)):
             found[state].append((lo, hi, target))
         assert found == [scan(row.tolist()) for row in trans], trial
+
+
+# -- object rules built directly --------------------------------------------------------
+
+
+def _canonical(raw):
+    """A rule automaton renumbered breadth-first from its start (row targets in byte
+    order, then calls by callee): two automata are isomorphic exactly when their
+    canonical forms are equal."""
+    edges, calls, accepting = raw
+    number, order = {0: 0}, [0]
+    for state in order:
+        for target in [t for _, _, t in edges[state]] + [
+            t for _, t in sorted(calls[state].items())
+        ]:
+            if target not in number:
+                number[target] = len(order)
+                order.append(target)
+    form = []
+    for state in order:
+        row = []
+        for lo, hi, target in edges[state]:  # (adjacent runs to one target merged)
+            if row and row[-1][1] == lo - 1 and row[-1][2] == number[target]:
+                row[-1] = (row[-1][0], hi, number[target])
+            else:
+                row.append((lo, hi, number[target]))
+        called = sorted((callee, number[target]) for callee, target in calls[state].items())
+        form.append((row, called, accepting[state]))
+    return form
+
+
+def _direct_and_general(expr, max_states=20_000):
+    from jsonmode.decoding import automaton
+    from jsonmode.decoding.objects import object_rule
+
+    fragment = functools.partial(automaton._fragment, max_states=max_states)
+    direct = object_rule(expr, fragment, max_states)
+    general = automaton._determinise_expr("obj", expr, max_states)
+    return direct, general
+
+
+def _maskbench_schemas(per_file):
+    data = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data"
+    files = sorted((data / "jsonschemabench" / "maskbench").glob("*.jsonl.gz"))
+    assert files, "MaskBench missing"
+    for path in files:
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            for line in itertools.islice(handle, per_file):
+                yield json.loads(line)["schema"]
+
+
+def test_object_rules_built_directly_equal_the_subset_construction():
+    """Every object rule of MaskBench schemas (standard whitespace, schema order; the
+    constant objects' any-order rules aside): the direct construction gives the
+    general path's automaton, state for state."""
+    from jsonmode.decoding.compiled import compile_schema
+    from jsonmode.errors import JsonModeError
+
+    rules = 0
+    for schema in _maskbench_schemas(12):
+        try:
+            grammar = compile_schema(schema).grammar
+        except JsonModeError:
+            continue
+        for name, expr in grammar.rules.items():
+            body = expr.items[1] if isinstance(expr, Seq) and len(expr.items) == 3 else None
+            if isinstance(body, Members) and not body.any_order:
+                direct, general = _direct_and_general(expr)
+                assert direct is not None, name
+                assert len(direct[0]) == len(general[0]), name
+                assert _canonical(direct) == _canonical(general), name
+                rules += 1
+    assert rules > 50
+
+
+def test_object_rules_built_directly_on_random_objects():
+    """Random objects: keys that share prefixes (or are prefixes of one another),
+    values that may go on with a separator's or the closing byte, empty and NEVER
+    parts, calls. Where the direct construction answers, it equals the general path;
+    where parts overlap it declines (None), and both kinds of case occur."""
+    import random
+
+    rng = random.Random(11)
+    names = ["r0", "r1"]
+    outcomes = collections.Counter()
+    for _ in range(1500):
+        count = rng.randint(0, 4)
+        parts = []
+        for _ in range(count):
+            key = Lit(rng.choice([b'"a":', b'"ab":', b'"b":', b'"a', b'"ab', b"}", b'"']))
+            value = _random_expr(rng, names, rng.randint(0, 2))
+            member = Seq((key, value)) if rng.random() < 0.8 else key
+            parts.append((member, rng.random() < 0.4))
+        extra = rng.choice([None, Call("r0"), Call("r1")])
+        sep = rng.choice([Lit(b","), seq(Lit(b","), Rep(Lit(b" "), 0, 1)), NEVER, Lit(b"a")])
+        closing = Lit(rng.choice([b"}", b"}}", b"a"]))
+        expr = Seq((Lit(rng.choice([b"{", b"{{"])), Members(tuple(parts), extra, sep), closing))
+        direct, general = _direct_and_general(expr)
+        if direct is None:
+            outcomes["declined"] += 1
+            continue
+        outcomes["direct"] += 1
+        assert _canonical(direct) == _canonical(general), expr
+    assert outcomes["direct"] > 300, outcomes
+    assert outcomes["declined"] > 100, outcomes
+
+
+def test_object_rules_of_other_shapes_take_the_general_path():
+    from jsonmode.decoding.objects import object_rule
+
+    ordered = members("a", "b")
+    from jsonmode.decoding import automaton
+
+    fragment = functools.partial(automaton._fragment, max_states=100)
+    assert object_rule(ordered, fragment, 100) is not None
+    assert object_rule(members("a", "b", any_order=True), fragment, 100) is None
+    assert object_rule(members("a", extra=Lit(b'"x":0')), fragment, 100) is None  # not a call
+    spaced = seq(Lit(b"{"), Rep(Lit(b" "), 0, 1), ordered.items[1], Lit(b"}"))
+    assert object_rule(spaced, fragment, 100) is None
+    with pytest.raises(BudgetExceededError):
+        object_rule(members(*"abcdefghij"), fragment, 20)
+    # The network is the same either way: a rule the direct path declines still works.
+    m = matcher({"root": members("a", "b", optional=("a",), any_order=True)})
+    assert m.accepts(b'{"b":1,"a":1}')

@@ -117,6 +117,32 @@ def test_anyof_oneof_allof():
     assert compile_schema(overlapping).unenforced == ("/oneOf",)
 
 
+def test_alternatives_that_do_not_merge_are_all_enforced():
+    """allOf of several anyOf (they do not merge into one keyword) used to recurse
+    without end (MaskBench's Handwritten allOfPProp and allany schemas); anyOf beside
+    oneOf used to leave the oneOf to post-validation. Each is now enforced: the
+    branches of one take the others in."""
+    both = {
+        "allOf": [
+            {"anyOf": [{"type": "integer"}, {"type": "string"}]},
+            {"anyOf": [{"type": "string"}, {"type": "null"}]},
+            {"anyOf": [{"maxLength": 2}, {"type": "boolean"}]},
+        ]
+    }
+    compiled = compile_schema(both)
+    assert compiled.unenforced == ()
+    verdicts = [compiled.accepts(json.dumps(v)) for v in ("ab", "abc", 1, None, True)]
+    assert verdicts == [True, False, False, False, False]
+    side_by_side = {
+        "anyOf": [{"type": "integer"}, {"type": "string"}],
+        "oneOf": [{"type": "string"}, {"type": "null"}],
+    }
+    assert compile_schema(side_by_side).unenforced == ()
+    assert [accepts(side_by_side, v) for v in ("x", 1, None)] == [True, False, False]
+    nested = {"type": "object", "allOf": [{"anyOf": [{"maxProperties": 1}]}] * 3}
+    assert accepts(nested, {"a": 1})
+
+
 def test_recursive_references():
     tree = {
         "$defs": {

@@ -11,7 +11,9 @@ dead end, which is what lets the matcher promise a non-empty mask until the
 document is complete.
 
 Cost: subset construction over byte intervals, linear in the size of the result
-for typical schemas. Budget: ``max_states`` per rule (a typed
+for typical schemas; object rules of the usual shape are written out directly
+(:mod:`~jsonmode.decoding.objects`, ~2.5x faster), their member values and
+separators determinised once per process. Budget: ``max_states`` per rule (a typed
 :class:`~jsonmode.errors.BudgetExceededError` beyond it).
 """
 
@@ -27,6 +29,7 @@ import numpy.typing as npt
 
 from jsonmode.decoding.grammar import Alt, Call, Expr, Grammar, Lex, Lit, Members, Rep, Seq
 from jsonmode.decoding.lru import Lru
+from jsonmode.decoding.objects import Fragment, Interval, Raw, object_rule
 from jsonmode.decoding.regex import ByteDFA, any_char_dfa, json_string_body_dfa
 from jsonmode.errors import BudgetExceededError, UnsupportedSchemaError
 
@@ -34,7 +37,6 @@ __all__ = ["Network", "RuleDFA", "build_network", "plain_string_rule", "quoted_r
 
 # The NFA may be this many times larger than the DFA budget before we give up early.
 _NFA_PER_DFA_STATE = 4
-Interval = tuple[int, int, int]  # (lo, hi, target): bytes lo..hi inclusive go to target
 
 
 @dataclass
@@ -228,11 +230,12 @@ class Network:
         return sum(rule.n_states for rule in self.rules)
 
 
-_Raw = tuple[list[list[Interval]], list[dict[str, int]], list[bool]]
 # Finished call-free rules (lexemes), by expression and budget (None: accepts nothing).
 _TERMINALS: Lru[tuple[Expr, int], tuple[RuleDFA | None]] = Lru(64 << 20)
 # Determinised rules alike in every schema (Grammar.shared), by expression and budget.
-_SHARED: Lru[tuple[Expr, int], _Raw] = Lru(8 << 20)
+_SHARED: Lru[tuple[Expr, int], Raw] = Lru(8 << 20)
+# Object rules' parts determinised on their own (see object_rule), likewise.
+_FRAGMENTS: Lru[tuple[Expr, int], Fragment] = Lru(8 << 20)
 
 
 def _closure(nfa: _NFA, states: Iterable[int]) -> frozenset[int]:
@@ -248,7 +251,9 @@ def _closure(nfa: _NFA, states: Iterable[int]) -> frozenset[int]:
 
 def _determinise(
     name: str, nfa: _NFA, start: int, final: int, budget: int
-) -> tuple[list[list[Interval]], list[dict[str, int]], list[bool]]:
+) -> tuple[Raw, list[frozenset[int]]]:
+    """The DFA of ``nfa`` from ``start`` (``final`` accepts), and each DFA state's set
+    of NFA states."""
     first = _closure(nfa, [start])
     index = {first: 0}
     order = [first]
@@ -351,7 +356,7 @@ def _determinise(
         calls.append(
             _call_row(nfa, members, intern) if not callers.isdisjoint(members) else no_calls
         )
-    return edges, calls, accepting
+    return (edges, calls, accepting), order
 
 
 def _disjoint_row(
@@ -395,7 +400,7 @@ def build_network(grammar: Grammar, *, max_states: int = 20_000) -> Network:
         UnsupportedSchemaError: the root rule accepts nothing (an unsatisfiable schema).
         BudgetExceededError: a rule needs more than ``max_states`` states.
     """
-    raw: dict[str, _Raw] = {}
+    raw: dict[str, Raw] = {}
     done: dict[str, RuleDFA | None] = {}  # lexemes, finished once per process
     for name, expr in grammar.rules.items():
         if _calls_nothing(expr):
@@ -403,7 +408,9 @@ def build_network(grammar: Grammar, *, max_states: int = 20_000) -> Network:
         elif name in grammar.shared:
             raw[name] = _shared(name, expr, max_states)
         else:
-            raw[name] = _determinise_expr(name, expr, max_states)
+            raw[name] = object_rule(
+                expr, functools.partial(_fragment, max_states=max_states), max_states
+            ) or _determinise_expr(name, expr, max_states)
     accepts = _accepting_rules(grammar, {name: rule is not None for name, rule in done.items()})
     if not accepts[grammar.root]:
         raise UnsupportedSchemaError("the schema accepts no value at all")
@@ -423,7 +430,7 @@ def build_network(grammar: Grammar, *, max_states: int = 20_000) -> Network:
     return Network(tuple(rules), number[grammar.root], number)
 
 
-def _shared(name: str, expr: Expr, max_states: int) -> _Raw:
+def _shared(name: str, expr: Expr, max_states: int) -> Raw:
     """A rule alike in every schema (``Grammar.shared``), determinised once per
     process: its automaton depends on its expression alone (calls name their callees;
     trimming comes later, per network). Callers must not change what it returns."""
@@ -512,11 +519,29 @@ def plain_string_rule() -> RuleDFA:
     return quoted_rule("string", json_string_body_dfa(any_char_dfa()))
 
 
-def _determinise_expr(name: str, expr: Expr, max_states: int) -> _Raw:
+def _determinise_expr(name: str, expr: Expr, max_states: int) -> Raw:
+    return _determinise_nfa(name, expr, max_states)[0]
+
+
+def _determinise_nfa(name: str, expr: Expr, max_states: int) -> tuple[Raw, list[frozenset[int]]]:
     nfa = _NFA()
     start, final = nfa.state(), nfa.state()
     nfa.fragment(expr, start, final, max_states)
     return _determinise(name, nfa, start, final, max_states)
+
+
+def _fragment(expr: Expr, max_states: int) -> Fragment:
+    """``expr`` determinised on its own, for :func:`object_rule` (once per process:
+    member values and separators recur in many rules). Callers must not change it."""
+    key = (expr, max_states)
+    known = _FRAGMENTS.get(key)
+    if known is None:
+        raw, sets = _determinise_nfa("fragment", expr, max_states)
+        final = 1  # (_determinise_nfa's second state)
+        known = Fragment(raw, tuple(len(s) == 1 and final in s for s in sets))
+        edges = raw[0]
+        _FRAGMENTS.put(key, known, 256 + 64 * sum(len(row) + 1 for row in edges))
+    return known
 
 
 def _calls_nothing(expr: Expr) -> bool:
@@ -588,7 +613,7 @@ def _every_part_accepts(expr: Expr, rules: dict[str, bool]) -> bool:
     raise TypeError(expr)  # pragma: no cover - Expr is closed
 
 
-def _live(parts: _Raw, accepts: dict[str, bool]) -> list[bool]:
+def _live(parts: Raw, accepts: dict[str, bool]) -> list[bool]:
     """The states of one rule's automaton from which acceptance is reachable, calls
     to the rules in ``accepts`` counting as edges: a backwards worklist, linear in
     the number of edges."""
@@ -612,7 +637,7 @@ def _live(parts: _Raw, accepts: dict[str, bool]) -> list[bool]:
 
 def _finish(
     name: str,
-    parts: _Raw,
+    parts: Raw,
     live: list[bool] | None,
     accepts: dict[str, bool],
     number: dict[str, int],

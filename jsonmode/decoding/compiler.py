@@ -47,7 +47,7 @@ from jsonmode.decoding.grammar import (
 from jsonmode.decoding.keys import extra_key_body
 from jsonmode.decoding.lru import Lru
 from jsonmode.decoding.numbers import Bounds, integer_range, number_dfa
-from jsonmode.errors import InvalidSchemaError, UnsupportedSchemaError
+from jsonmode.errors import BudgetExceededError, InvalidSchemaError, UnsupportedSchemaError
 from jsonmode.schema.keywords import ANNOTATIONS
 from jsonmode.schema.pointer import MISSING, resolve_local_ref
 
@@ -183,6 +183,11 @@ class _Builder:
     unenforced: list[str] = field(default_factory=list)
     ref_rules: dict[str, str] = field(default_factory=dict)
     shared: set[str] = field(default_factory=set)  # see Grammar.shared
+    # References whose targets are being inlined (by allOf, anyOf, oneOf), and the
+    # rules made where one of them comes back (recursion), by their schema's text.
+    inlining: set[str] = field(default_factory=set)
+    merged_rules: dict[str, str] = field(default_factory=dict)
+    depth: int = 0  # value() calls under way
     _lexes: dict[str, Expr] = field(default_factory=dict)
 
     # -- bookkeeping -----------------------------------------------------------------
@@ -256,6 +261,21 @@ class _Builder:
     # -- values ------------------------------------------------------------------------
 
     def value(self, schema: Any, path: str) -> Expr:
+        """The expression for ``schema`` at ``path``.
+
+        Raises:
+            BudgetExceededError: subschemas nest deeper than ``_MAX_SCHEMA_DEPTH``
+                (a schema that inlines itself without end would, too).
+        """
+        if self.depth >= _MAX_SCHEMA_DEPTH:
+            raise BudgetExceededError("schema nesting depth", _MAX_SCHEMA_DEPTH)
+        self.depth += 1
+        try:
+            return self._value(schema, path)
+        finally:
+            self.depth -= 1
+
+    def _value(self, schema: Any, path: str) -> Expr:
         if schema is True or schema == {}:
             return self.any_value()
         if schema is False:
@@ -268,7 +288,10 @@ class _Builder:
         for keyword in sorted(set(schema) - handled - _ANNOTATIONS):
             self.skip(path, keyword)
         if "allOf" in schema:
-            return self.value(self.merge_all(schema, path), path)
+            refs = _references(schema["allOf"])
+            if refs & self.inlining:
+                return self.merged_rule(schema, path)
+            return self.inline(refs, lambda: self.all_of(schema, path))
         for keyword in ("anyOf", "oneOf"):
             if keyword in schema:
                 return self.branches(schema, keyword, path)
@@ -284,8 +307,7 @@ class _Builder:
                 f"reference {ref!r} is not a local pointer", schema_path=path
             )
         if siblings and not self.draft7:
-            merged = {"allOf": [{"$ref": ref}, siblings]}
-            return self.value(self.merge_all(merged, path), path)
+            return self.value({"allOf": [{"$ref": ref}, siblings]}, path)
         if ref not in self.ref_rules:
             target = resolve_local_ref(self.root, ref)
             hint = "ref_" + ref.rsplit("/", 1)[-1]
@@ -293,6 +315,43 @@ class _Builder:
             call = self.rule(hint, lambda name: self._ref_body(ref, name, target))
             self.ref_rules[ref] = call.rule
         return Call(self.ref_rules[ref])
+
+    def inline(self, refs: set[str], build: Callable[[], Expr]) -> Expr:
+        """``build()`` with ``refs`` marked as being inlined (see :meth:`merged_rule`)."""
+        added = refs - self.inlining
+        self.inlining |= added
+        try:
+            return build()
+        finally:
+            self.inlining -= added
+
+    def all_of(self, schema: dict[str, Any], path: str) -> Expr:
+        merged = self.merge_all(schema, path)
+        if "allOf" not in merged:
+            return self.value(merged, path)
+        # anyOf/oneOf that do not merge with each other stay in an allOf: the branches
+        # of one take the rest in, the allOf with them (one level each).
+        keyword = next((k for k in ("anyOf", "oneOf") if k in merged), None)
+        if keyword is None:  # pragma: no cover - _merge leaves an allOf only beside those
+            raise UnsupportedSchemaError("allOf that does not merge", schema_path=path)
+        return self.branches(merged, keyword, path)
+
+    def merged_rule(self, schema: dict[str, Any], path: str) -> Call:
+        """A schema that inlines a reference already being inlined further up, as a
+        rule of its own, one per distinct schema text: inlining it again would go on
+        without end, where a rule is called again (as for ``$ref`` itself)."""
+        key = json.dumps(schema, sort_keys=True, default=repr)
+        if key not in self.merged_rules:
+            self.merged_rules[key] = f"all{path}"  # placeholder while building
+            call = self.rule(f"all{path}", lambda name: self._merged_body(key, name, schema, path))
+            self.merged_rules[key] = call.rule
+        return Call(self.merged_rules[key])
+
+    def _merged_body(self, key: str, name: str, schema: dict[str, Any], path: str) -> Expr:
+        self.merged_rules[key] = name
+        if "allOf" in schema:
+            return self.all_of(schema, path)
+        return self._value(schema, path)
 
     def _ref_body(self, ref: str, name: str, target: Any) -> Expr:
         self.ref_rules[ref] = name
@@ -349,11 +408,16 @@ class _Builder:
         return schema
 
     def branches(self, schema: dict[str, Any], keyword: str, path: str) -> Expr:
-        rest = {k: v for k, v in schema.items() if k not in ("anyOf", "oneOf")}
+        # (The other of anyOf/oneOf, if any, stays in ``rest``: each branch takes it in.)
+        rest = {k: v for k, v in schema.items() if k != keyword}
         options = schema[keyword]
-        exprs = []
+        exprs: list[Expr] = []
         for index, option in enumerate(options):
             where = f"{path}/{keyword}/{index}"
+            refs = _references([option])
+            if refs & self.inlining:  # recursion through an inlined reference
+                exprs.append(self.merged_rule({"allOf": [option, rest]}, where))
+                continue
             branch = self.resolve(option, where)
             if branch is False:
                 continue
@@ -362,10 +426,7 @@ class _Builder:
                 self.skip(where, key)
 
             combined = _merge(rest, branch if branch is not True else {}, unmerged)
-            exprs.append(self.value(combined, where))
-        other = "oneOf" if keyword == "anyOf" else "anyOf"
-        if other in schema:
-            self.skip(path, other)
+            exprs.append(self.inline(refs, functools.partial(self.value, combined, where)))
         if keyword == "oneOf" and not _disjoint([self.resolve(o, path) for o in options]):
             self.skip(path, "oneOf")
         return alt(*exprs) if exprs else NEVER
@@ -892,6 +953,17 @@ def _distinct_constants(branches: Sequence[Any]) -> bool:
         if ok:
             return True
     return False
+
+
+def _references(parts: Sequence[Any]) -> set[str]:
+    """The references that ``parts`` (allOf's or anyOf's subschemas) are."""
+    return {p["$ref"] for p in parts if isinstance(p, dict) and isinstance(p.get("$ref"), str)}
+
+
+# Subschemas nested deeper than this (allOf/anyOf and references count) are refused:
+# no JSON document the matcher can finish nests that deep (max_nesting_depth), and it
+# keeps the builder's recursion well inside Python's limit.
+_MAX_SCHEMA_DEPTH = 96
 
 
 def build_grammar(
