@@ -335,7 +335,7 @@ def test_object_rules_built_directly_on_random_objects():
         for _ in range(count):
             key = Lit(rng.choice([b'"a":', b'"ab":', b'"b":', b'"a', b'"ab', b"}", b'"']))
             value = _random_expr(rng, names, rng.randint(0, 2))
-            member = Seq((key, value)) if rng.random() < 0.8 else key
+            member = rng.choice([Seq((key, value)), Seq((key, value, value)), Seq((key,)), key])
             parts.append((member, rng.random() < 0.4))
         extra = rng.choice([None, Call("r0"), Call("r1")])
         sep = rng.choice([Lit(b","), seq(Lit(b","), Rep(Lit(b" "), 0, 1)), NEVER, Lit(b"a")])

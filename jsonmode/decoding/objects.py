@@ -109,9 +109,12 @@ class _Builder:
         for member, needed in members.members:
             if type(member) is Lit:
                 key, rest = member.data, None
-            elif type(member) is Seq and member.items and type(member.items[0]) is Lit:
+            elif type(member) is Seq and member.items and isinstance(member.items[0], Lit):
+                # (What follows the key, as the general path lays it out: the key's
+                # last byte leads to the next item's start, or to the member's end.)
+                items = member.items
                 key = member.items[0].data
-                rest = member.items[1] if len(member.items) == 2 else Seq(member.items[1:])
+                rest = None if len(items) == 1 else items[1] if len(items) == 2 else Seq(items[1:])
             else:
                 raise _NotDirect
             if not key:
