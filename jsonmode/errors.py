@@ -113,10 +113,10 @@ class BudgetExceededError(UnsupportedSchemaError):
     tier. Attributes: ``budget`` (what ran out) and ``limit`` (its setting).
     """
 
-    def __init__(self, budget: str, limit: float) -> None:
+    def __init__(self, budget: str, limit: float, *, hint: str | None = None) -> None:
         super().__init__(
             f"compiling the schema exceeds the budget for {budget} ({limit})",
-            hint="raise the budget in the compile options, or simplify the schema",
+            hint=hint or "raise the budget in the compile options, or simplify the schema",
         )
         self.budget = budget
         self.limit = limit

@@ -198,6 +198,46 @@ def test_budgets_are_typed():
         compile_schema({"type": "string"}, whitespaces="flexible")
 
 
+def _nested(depth, wrap):
+    schema = {"type": "integer"}
+    for _ in range(depth):
+        schema = wrap(schema)
+    return schema
+
+
+def test_deep_schemas_compile_or_are_refused_with_a_typed_error():
+    """Subschemas nested through references (each definition shallow) reach the
+    builder's fixed depth bound: a typed budget whose hint does not point at a compile
+    option (there is none). Nested inline deeper than the metaschema check can recurse
+    (the fast check falls back to jsonschema's, which runs out too): a typed refusal.
+    Never a RecursionError."""
+    from jsonmode.errors import JsonModeError
+
+    def chain(length):
+        defs = {
+            f"d{i}": {"type": "object", "properties": {"a": {"$ref": f"#/$defs/d{i + 1}"}}}
+            for i in range(length)
+        }
+        defs[f"d{length}"] = {"type": "integer"}
+        return {"$defs": defs, "$ref": "#/$defs/d0"}
+
+    assert compile_schema(chain(20)).accepts('{"a":' * 20 + "1" + "}" * 20)
+    with pytest.raises(BudgetExceededError) as info:
+        compile_schema(chain(100))
+    assert (info.value.budget, info.value.limit) == ("schema nesting depth", 96)
+    assert "compile options" not in str(info.value)
+
+    def nest(schema):
+        return {"type": "object", "properties": {"a": schema}}
+
+    assert compile_schema(_nested(40, nest)).accepts('{"a":' * 40 + "1" + "}" * 40)
+    for deep in (_nested(250, nest), _nested(150, lambda s: {"anyOf": [s, {"type": "null"}]})):
+        with pytest.raises(UnsupportedSchemaError, match="nests too deeply"):
+            compile_schema(deep)
+    with pytest.raises(JsonModeError):  # (not a RecursionError)
+        compile_schema(_nested(1000, nest))
+
+
 def test_equal_looking_lexemes_never_share_an_automaton():
     """Regression: `minimum: 0` once printed like no bound and reused its automaton."""
     schema = {

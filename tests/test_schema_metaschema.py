@@ -224,3 +224,17 @@ def test_draft7_and_draft6_verdicts_agree(source):
             assert check(schema) == _official(schema), json.dumps(schema)[:300]
         compared += 1
     assert compared > 100
+
+
+def test_a_fast_check_out_of_recursion_leaves_the_verdict_to_jsonschema(monkeypatch):
+    """The fast check recurses deeper per level than jsonschema's: a schema deep
+    enough to exhaust it gets jsonschema's verdict, not a RecursionError."""
+    from jsonmode.schema import metaschema
+
+    def exhausted(schema: Any) -> bool:
+        raise RecursionError
+
+    monkeypatch.setattr(metaschema, "_flat_check", lambda: exhausted)
+    check_schema(OFFICIAL, {"type": "object", "properties": {"a": {"type": "integer"}}})
+    with pytest.raises(jsonschema.exceptions.SchemaError):
+        check_schema(OFFICIAL, {"type": "object", "properties": {"a": {"type": 3}}})

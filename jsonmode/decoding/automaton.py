@@ -29,7 +29,7 @@ import numpy.typing as npt
 
 from jsonmode.decoding.grammar import Alt, Call, Expr, Grammar, Lex, Lit, Members, Rep, Seq
 from jsonmode.decoding.lru import Lru
-from jsonmode.decoding.objects import Fragment, Interval, Raw, object_rule
+from jsonmode.decoding.objects import Fragment, Interval, Raw, extend_row, object_rule
 from jsonmode.decoding.regex import ByteDFA, any_char_dfa, json_string_body_dfa
 from jsonmode.errors import BudgetExceededError, UnsupportedSchemaError
 
@@ -348,10 +348,7 @@ def _determinise(
                 live[new] = live.get(new, 0) + 1
             if live:
                 here = goto_one(next(iter(live))) if len(live) == 1 else goto(frozenset(live))
-                if row and row[-1][1] == lo - 1 and row[-1][2] == here:
-                    row[-1] = (row[-1][0], nxt_point - 1, here)
-                else:
-                    row.append((lo, nxt_point - 1, here))
+                extend_row(row, lo, nxt_point - 1, here)
         edges.append(row)
         calls.append(
             _call_row(nfa, members, intern) if not callers.isdisjoint(members) else no_calls
@@ -374,11 +371,7 @@ def _disjoint_row(
         return None
     row: list[Interval] = []
     for lo, hi, nxt in intervals:
-        here = goto_one(nxt)
-        if row and row[-1][1] == lo - 1 and row[-1][2] == here:
-            row[-1] = (row[-1][0], hi, here)
-        else:
-            row.append((lo, hi, here))
+        extend_row(row, lo, hi, goto_one(nxt))
     return row
 
 
@@ -523,11 +516,13 @@ def _determinise_expr(name: str, expr: Expr, max_states: int) -> Raw:
     return _determinise_nfa(name, expr, max_states)[0]
 
 
-def _determinise_nfa(name: str, expr: Expr, max_states: int) -> tuple[Raw, list[frozenset[int]]]:
+def _determinise_nfa(name: str, expr: Expr, max_states: int) -> tuple[Raw, tuple[bool, ...]]:
+    """``expr``'s automaton, and per state whether its NFA set is the end alone."""
     nfa = _NFA()
     start, final = nfa.state(), nfa.state()
     nfa.fragment(expr, start, final, max_states)
-    return _determinise(name, nfa, start, final, max_states)
+    raw, sets = _determinise(name, nfa, start, final, max_states)
+    return raw, tuple(len(members) == 1 and final in members for members in sets)
 
 
 def _fragment(expr: Expr, max_states: int) -> Fragment:
@@ -536,10 +531,8 @@ def _fragment(expr: Expr, max_states: int) -> Fragment:
     key = (expr, max_states)
     known = _FRAGMENTS.get(key)
     if known is None:
-        raw, sets = _determinise_nfa("fragment", expr, max_states)
-        final = 1  # (_determinise_nfa's second state)
-        known = Fragment(raw, tuple(len(s) == 1 and final in s for s in sets))
-        edges = raw[0]
+        known = Fragment(*_determinise_nfa("fragment", expr, max_states))
+        edges = known.raw[0]
         _FRAGMENTS.put(key, known, 256 + 64 * sum(len(row) + 1 for row in edges))
     return known
 

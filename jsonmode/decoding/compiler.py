@@ -268,7 +268,11 @@ class _Builder:
                 (a schema that inlines itself without end would, too).
         """
         if self.depth >= _MAX_SCHEMA_DEPTH:
-            raise BudgetExceededError("schema nesting depth", _MAX_SCHEMA_DEPTH)
+            raise BudgetExceededError(
+                "schema nesting depth",
+                _MAX_SCHEMA_DEPTH,
+                hint="this bound is fixed: flatten the schema with $defs and $ref",
+            )
         self.depth += 1
         try:
             return self._value(schema, path)
@@ -302,19 +306,33 @@ class _Builder:
     def reference(self, schema: dict[str, Any], path: str) -> Expr:
         ref = schema["$ref"]
         siblings = {k: v for k, v in schema.items() if k != "$ref" and k not in _ANNOTATIONS}
-        if not isinstance(ref, str) or resolve_local_ref(self.root, ref) is MISSING:
+        target = resolve_local_ref(self.root, ref) if isinstance(ref, str) else MISSING
+        if target is MISSING:
             raise UnsupportedSchemaError(
                 f"reference {ref!r} is not a local pointer", schema_path=path
             )
         if siblings and not self.draft7:
             return self.value({"allOf": [{"$ref": ref}, siblings]}, path)
-        if ref not in self.ref_rules:
-            target = resolve_local_ref(self.root, ref)
-            hint = "ref_" + ref.rsplit("/", 1)[-1]
-            self.ref_rules[ref] = hint  # placeholder while building (recursion)
-            call = self.rule(hint, lambda name: self._ref_body(ref, name, target))
-            self.ref_rules[ref] = call.rule
-        return Call(self.ref_rules[ref])
+        return self.rule_once(
+            self.ref_rules,
+            ref,
+            "ref_" + ref.rsplit("/", 1)[-1],
+            lambda: self.value(target, ref[1:] or "/"),
+        )
+
+    def rule_once(
+        self, rules: dict[str, str], key: str, hint: str, build: Callable[[], Expr]
+    ) -> Call:
+        """The rule ``rules[key]`` names, made by ``build()`` on first use; ``build``
+        may come back to the same key (recursion): it is named before it runs."""
+        if key not in rules:
+
+            def body(name: str) -> Expr:
+                rules[key] = name
+                return build()
+
+            self.rule(hint, body)
+        return Call(rules[key])
 
     def inline(self, refs: set[str], build: Callable[[], Expr]) -> Expr:
         """``build()`` with ``refs`` marked as being inlined (see :meth:`merged_rule`)."""
@@ -337,25 +355,12 @@ class _Builder:
         return self.branches(merged, keyword, path)
 
     def merged_rule(self, schema: dict[str, Any], path: str) -> Call:
-        """A schema that inlines a reference already being inlined further up, as a
+        """An allOf that inlines a reference already being inlined further up, as a
         rule of its own, one per distinct schema text: inlining it again would go on
         without end, where a rule is called again (as for ``$ref`` itself)."""
         key = json.dumps(schema, sort_keys=True, default=repr)
-        if key not in self.merged_rules:
-            self.merged_rules[key] = f"all{path}"  # placeholder while building
-            call = self.rule(f"all{path}", lambda name: self._merged_body(key, name, schema, path))
-            self.merged_rules[key] = call.rule
-        return Call(self.merged_rules[key])
-
-    def _merged_body(self, key: str, name: str, schema: dict[str, Any], path: str) -> Expr:
-        self.merged_rules[key] = name
-        if "allOf" in schema:
-            return self.all_of(schema, path)
-        return self._value(schema, path)
-
-    def _ref_body(self, ref: str, name: str, target: Any) -> Expr:
-        self.ref_rules[ref] = name
-        return self.value(target, ref[1:] or "/")
+        build = functools.partial(self.all_of, schema, path)
+        return self.rule_once(self.merged_rules, key, f"all{path}", build)
 
     def any_value(self) -> Expr:
         if "any" not in self.rules:

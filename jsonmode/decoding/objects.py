@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from jsonmode.decoding.grammar import Call, Expr, Lit, Members, Seq
 from jsonmode.errors import BudgetExceededError
 
-__all__ = ["Fragment", "Interval", "Raw", "object_rule"]
+__all__ = ["Fragment", "Interval", "Raw", "extend_row", "object_rule"]
 
 Interval = tuple[int, int, int]  # (lo, hi, target): bytes lo..hi inclusive go to target
 # A rule's automaton before trimming: per state, its byte row, its calls (callee ->
@@ -46,7 +46,9 @@ class Fragment:
 
 
 class _NotDirect(Exception):
-    """Two parts read the same byte at the same point: the general path decides."""
+    """The rule is not written out directly (a member that does not start with its
+    key, keys of which one is a prefix of another, an empty or calling separator, two
+    parts that read the same byte at the same point): the general path builds it."""
 
 
 def object_rule(expr: Expr, fragment: Callable[[Expr], Fragment], max_states: int) -> Raw | None:
@@ -279,11 +281,7 @@ class _Builder:
                 if lo <= last_hi:
                     raise _NotDirect  # two parts read the same byte here
                 last_hi = hi
-                target = number(there)
-                if row and row[-1][1] == lo - 1 and row[-1][2] == target:
-                    row[-1] = (row[-1][0], hi, target)
-                else:
-                    row.append((lo, hi, target))
+                extend_row(row, lo, hi, number(there))
             edges.append(row)
             calls.append(
                 {callee: number(there) for callee, there in called.items()} if called else no_calls
@@ -294,6 +292,15 @@ class _Builder:
 
 _START: _Key = ("o", 0, 0)
 _CLOSING: _Key = ("c", 1, 0)
+
+
+def extend_row(row: list[Interval], lo: int, hi: int, target: int) -> None:
+    """Append bytes ``lo..hi`` to ``target`` to a row built in byte order, joined to
+    the last interval where that one ends just before and has the same target."""
+    if row and row[-1][1] == lo - 1 and row[-1][2] == target:
+        row[-1] = (row[-1][0], hi, target)
+    else:
+        row.append((lo, hi, target))
 
 
 def _low(part: _Part) -> int:

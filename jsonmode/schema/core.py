@@ -74,13 +74,19 @@ class Schema:
     def __post_init__(self) -> None:
         try:
             validator = make_validator(self.json_schema)
+            fast = compile_check(self.json_schema, validator.format_checker)
         except jsonschema.exceptions.SchemaError as exc:
             raise InvalidSchemaError(
                 f"not a valid JSON Schema: {exc.message}",
                 schema_path="/" + "/".join(str(part) for part in exc.absolute_path),
             ) from None
+        except RecursionError:  # (jsonschema checks a schema recursively)
+            raise UnsupportedSchemaError(
+                "the schema nests too deeply to be checked against its metaschema",
+                hint="flatten the schema with $defs and $ref",
+            ) from None
         object.__setattr__(self, "_validator", validator)
-        object.__setattr__(self, "_fast", compile_check(self.json_schema, validator.format_checker))
+        object.__setattr__(self, "_fast", fast)
         if self.json_schema is False:
             raise UnsupportedSchemaError("the schema `false` accepts no value at all")
         _check_local_refs(self.json_schema)

@@ -64,8 +64,12 @@ def check_schema(cls: type[Validator], schema: Any) -> None:
         fast = _flat_check()
     elif cls in _RESTATED:
         fast = _restated_check(cls)
-    if fast is not None and fast(schema):
-        return
+    if fast is not None:
+        try:
+            if fast(schema):
+                return
+        except RecursionError:  # (nested deeper than the fast check's recursion allows)
+            pass
     cls.check_schema(schema)
 
 
