@@ -20,6 +20,7 @@ compiled, and B's over A's.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import sys
 import time
@@ -96,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     versions = [("A", ROOT), ("B", args.base)]
     packages = [_load(root) for _, root in versions]  # (a wrong root fails here, early)
     cases = decoder.load_sample(args.schemas, args.seed)
+    gc.freeze()  # (the harness's objects, as in paired.py: see bench/README.md)
     tokenizer = Tokenizer.from_file(str(decoder.TOKENIZER_DIR / "tokenizer.json"))
     loaded = []
     for (label, _), modules in zip(versions, packages, strict=True):

@@ -1167,7 +1167,7 @@ class MaskEngine:
             stops = self._replay(info.flat, state, bounds.lo, bounds.col)
             order = np.argsort(stops, kind="stable")
             stops = stops[order]
-            edges = [0, *(np.flatnonzero(np.diff(stops)) + 1).tolist(), stops.size]
+            edges = [0, *(np.diff(stops).nonzero()[0] + 1).tolist(), stops.size]
             for begin, end in itertools.pairwise(edges):
                 part = bounds.take(order[begin:end])
                 groups.append((int(stops[begin]), trie.following(part)))
@@ -1230,7 +1230,7 @@ class MaskEngine:
             keep &= ~counts.closed | (counts.chars >= least)
         at_close = counts.at_nodes[self._index.trie.nodes(base.bounds)]
         bounds = (at_close >= least) & (at_close <= most)
-        return self._shared(self._ids[np.flatnonzero(keep)], base.bounds.take(bounds))
+        return self._shared(self._ids[keep.nonzero()[0]], base.bounds.take(bounds))
 
     def _char_counts(self, plain: _RuleInfo) -> _CharCounts:
         """What every token does from the plain string's between-characters state (see
@@ -1274,7 +1274,7 @@ class MaskEngine:
         if twin == state:
             return None
         twin_row = flat[twin * 256 : twin * 256 + 256]
-        differ = np.flatnonzero((row != twin_row) & (offsets[1:] > offsets[:-1]))
+        differ = ((row != twin_row) & (offsets[1:] > offsets[:-1])).nonzero()[0]
         if differ.size > _PATCH_MAX_BYTES:
             return None
         trie, dead = self._index.trie, info.crossing.size
@@ -1363,7 +1363,7 @@ class MaskEngine:
         segments: list[tuple[int, int, _Segment]] = []
         missing: list[tuple[int, int]] = []
         keys: dict[int, tuple[str, bytes, int, int]] = {}
-        for byte in np.flatnonzero(row >= 0).tolist():
+        for byte in (row >= 0).nonzero()[0].tolist():
             if self._offsets[byte] == self._offsets[byte + 1]:
                 continue
             target = int(row[byte])
@@ -1425,7 +1425,7 @@ class MaskEngine:
             return np.array(reached, dtype=np.int64)
         states = np.full(positions.size, state, dtype=np.int64)
         for column in range(int(cols.max(initial=1))):
-            going = np.flatnonzero(cols > column)
+            going = (cols > column).nonzero()[0]
             if not going.size:
                 break
             states[going] = flat[states[going] * 256 + self._matrix[positions[going], column]]
@@ -1481,7 +1481,7 @@ class MaskEngine:
             allowed = np.zeros(self.vocabulary.size, dtype=np.bool_)
         if END in state and self.eos.size:
             allowed[self.eos] = True
-        allowed.flags.writeable = False
+        allowed.setflags(write=False)
         _mask_cache.put(key, allowed, allowed.nbytes)
         return allowed
 
@@ -1556,7 +1556,7 @@ class MaskEngine:
         key = (split.lo.tobytes(), split.col.tobytes(), readable.tobytes())
         known = _rests.get(key)
         if known is None:
-            kept = np.flatnonzero(readable[split.byte])
+            kept = readable[split.byte].nonzero()[0]
             data, width, lengths = self._flat_bytes, self._width, self._lengths_view
             tokens: list[bytes] = []
             positions: list[int] = []
@@ -1633,7 +1633,7 @@ def _byte_list(bits: bytes, row: npt.NDArray[np.int32]) -> list[int]:
                 found.append(low.bit_length() - 1)
                 word ^= low
         else:
-            found = np.flatnonzero(row >= 0).tolist()
+            found = (row >= 0).nonzero()[0].tolist()
         if len(_row_reads) >= _ROWS_KEPT:
             _row_reads.clear()
         _row_reads[bits] = found

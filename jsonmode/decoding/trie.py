@@ -447,7 +447,7 @@ class TokenTrie:
                 state = table[state[level.parent] * 256 + level.byte]
             if level.ends.size:
                 inside[level.ends] = state[level.ends_node] != dead
-            cross = np.flatnonzero(crossing[state])
+            cross = crossing[state].nonzero()[0]
             if cross.size:
                 found.boundaries(level, cross, depth)
         found.inside_bits = inside
@@ -455,7 +455,7 @@ class TokenTrie:
             return _NONE
         below = self.levels[_WIDE_LEVELS]
         state = table[state[below.parent] * 256 + below.byte]
-        alive = np.flatnonzero(state != dead)
+        alive = (state != dead).nonzero()[0]
         return alive, state[alive]
 
     def _big_level(
@@ -472,11 +472,11 @@ class TokenTrie:
         nodes, states = frontier
         level = self.levels[depth - 1]
         lo, term = level.lo[nodes], level.term[nodes]
-        ended = np.flatnonzero(term)
+        ended = term.nonzero()[0]
         if ended.size:
             found.in_lo.append(lo[ended])
             found.in_hi.append(lo[ended] + term[ended])
-        cross = np.flatnonzero(crossing[states])
+        cross = crossing[states].nonzero()[0]
         if cross.size:
             found.boundaries(level, nodes[cross], depth)
         first, counts = level.child_lo[nodes], level.child_hi[nodes] - level.child_lo[nodes]
@@ -585,11 +585,11 @@ class _Found:
             return TrieWalk(np.sort(ranges(np.concatenate(in_lo), np.concatenate(in_hi))), joined)
         if in_lo:
             bits[ranges(np.concatenate(in_lo), np.concatenate(in_hi))] = True
-        return TrieWalk(np.flatnonzero(bits), joined)
+        return TrieWalk(bits.nonzero()[0], joined)
 
 
 def ranges(lo: Ints, hi: Ints) -> Ints:
     """The integers ``lo[i] .. hi[i] - 1`` of every range, concatenated in order."""
     counts = hi - lo
-    offsets = np.cumsum(counts) - counts
+    offsets = counts.cumsum() - counts
     return np.repeat(lo - offsets, counts) + np.arange(int(counts.sum()), dtype=np.int64)
