@@ -97,7 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     versions = [("A", ROOT), ("B", args.base)]
     packages = [_load(root) for _, root in versions]  # (a wrong root fails here, early)
     cases = decoder.load_sample(args.schemas, args.seed)
-    gc.freeze()  # (the harness's objects, as in paired.py: see bench/README.md)
+    # The harness's objects out of the collector's reach, as in paired.py (see
+    # bench/README.md); both versions' modules, loaded above, are frozen alike.
+    gc.freeze()
     tokenizer = Tokenizer.from_file(str(decoder.TOKENIZER_DIR / "tokenizer.json"))
     loaded = []
     for (label, _), modules in zip(versions, packages, strict=True):

@@ -65,3 +65,28 @@ def test_nothing_to_run_is_refused(option, capsys):
         paired.main(["--engines", "jsonmode,llguidance", option, "0"])
     assert stopped.value.code == 2
     assert "at least 1" in capsys.readouterr().err
+
+
+def test_the_harness_is_frozen_out_of_the_collector_before_the_engines_are_set_up(monkeypatch):
+    """The sample and what built it are frozen (gc.freeze) before any engine's set-up,
+    so that the engines' own objects stay tracked and the harness's never are."""
+    events: list[str] = []
+    monkeypatch.setattr(paired.gc, "freeze", lambda: events.append("freeze"))
+    real_load = paired.decoder.load_sample
+
+    def load_sample(schemas, seed):
+        events.append("sample")
+        return real_load(schemas, seed)
+
+    class Engine:
+        def setup(self, tokenizer, eos):
+            events.append("setup")
+
+        def compile(self, schema):
+            raise paired.decoder.CompileFailure("unsupported", "declined")
+
+    monkeypatch.setattr(paired.decoder, "load_sample", load_sample)
+    monkeypatch.setattr(paired.decoder, "ENGINE_CLASSES", {"a": Engine, "b": Engine})
+    result = paired.one_run(["a", "b"], 1, 20250301)
+    assert events == ["sample", "freeze", "setup", "setup"]
+    assert result["compiles"] == {"a": {}, "b": {}}
