@@ -6,10 +6,13 @@
 
 Every engine gets the same stratified MaskBench sample and the same Qwen2.5 tokenizer,
 in one run. Each schema is compiled; each of its test instances is serialised compactly
-(``json.dumps(x, separators=(",", ":"))``), tokenized with ``tokenizers`` (no special
-tokens) and walked token by token: at every step the engine computes its mask (the
-timed call), the next token must be in it and must advance the engine, and after the
-last token the end-of-sequence id (``<|im_end|>``) must be allowed and accepted.
+(``json.dumps(x, separators=(",", ":"))``) with its object members in schema order (the
+order every engine here writes declared properties in; ``tests/support/schema_order.py``),
+tokenized with ``tokenizers`` (no special tokens) and walked token by token: at every
+step the engine computes its mask (the timed call), the next token must be in it and
+must advance the engine, and after the last token the end-of-sequence id
+(``<|im_end|>``) must be allowed and accepted. A valid instance that MaskBench lists in
+another order is also walked as given, untimed, for the "as given" column.
 
 Each engine runs in its own worker process (a ``spawn``ed child) so that a compile that
 hangs in native code can be killed (``--compile-timeout``), a crash cannot stop the run,
@@ -49,6 +52,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from support.schema_order import SchemaOrder  # noqa: E402  (shared with the MaskBench gate)
+
 DATA = ROOT.parent / "shared" / "data"
 MASKBENCH = DATA / "jsonschemabench" / "maskbench"
 TOKENIZER_DIR = DATA / "tokenizers" / "qwen2.5"
@@ -73,6 +79,8 @@ EXPECTED_COST = {
 }
 STEAL_MIN = 8  # a second lane joins an engine only when this many schemas are left
 MODULES = {"outlines": "outlines_core", "xgrammar-compliant": "xgrammar"}
+# The untimed walk of a valid instance in the order MaskBench lists it (when not schema order).
+GIVEN_PASS = 0
 # Targets of issue 3, as ratios to llguidance in the same run.
 TARGETS = {"compile_median": 3.0, "mask_mean": 2.0, "mask_p99": 3.0}
 
@@ -88,8 +96,9 @@ class Test:
     valid: bool
     data: Any
     text: str
-    ids: list[int]
+    ids: list[int]  # ``text``: the instance with its members in schema order
     jsonschema_valid: bool | None = None  # the jsonschema package's verdict (formats on)
+    given_ids: list[int] | None = None  # the instance as MaskBench lists it, when that differs
 
 
 @dataclass
@@ -132,16 +141,42 @@ def load_sample(count: int, seed: int) -> list[Case]:
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(str(TOKENIZER_DIR / "tokenizer.json"))
+
+    def encode(text: str) -> list[int]:
+        return list(tokenizer.encode(text, add_special_tokens=False).ids)
+
     cases = []
     for index, (category, record) in enumerate(chosen):
         tests = []
+        order = _schema_order(record["schema"])
         for t_index, test in enumerate(record["tests"]):
-            text = json.dumps(test["data"], separators=(",", ":"))
-            ids = tokenizer.encode(text, add_special_tokens=False).ids
-            tests.append(Test(t_index, bool(test["valid"]), test["data"], text, ids))
+            given = _compact(test["data"])
+            text = given if order is None else _compact(order.order(test["data"]))
+            tests.append(
+                Test(
+                    t_index,
+                    bool(test["valid"]),
+                    test["data"],
+                    text,
+                    encode(text),
+                    given_ids=None if text == given else encode(given),
+                )
+            )
         cases.append(Case(index, category, record["file"], record["schema"], tests))
     _jsonschema_verdicts(cases)
     return cases
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _schema_order(schema: Any) -> SchemaOrder | None:
+    """The schema-order serialiser, or ``None`` for a schema jsonschema cannot load."""
+    try:
+        return SchemaOrder(schema, _validator(schema))
+    except Exception:
+        return None
 
 
 def _validator(schema: Any) -> Any:
@@ -516,7 +551,7 @@ def worker_main(
         if job[0] == "stop":
             conn.send(("bye", _memory_kb()))
             return
-        _, s_index, schema, tests = job
+        _, s_index, schema, tests, given = job
         started = now_ns()
         try:
             handle = engine.compile(schema)
@@ -571,6 +606,13 @@ def worker_main(
             if before is not None:
                 after_counts = engine.counters(handle)
                 counters[f"pass{pass_no}"] = {k: after_counts[k] - before[k] for k in before}
+        for t_index, ids in given:  # valid instances as MaskBench lists them: untimed
+            try:
+                record = _walk(engine.walker(handle), ids, eos, cap_s)
+                record = {"outcome": record["outcome"], "position": record["position"]}
+            except Exception as exc:
+                record = {"outcome": "error", "position": -1, "exception": repr(exc)}
+            conn.send(("instance", s_index, t_index, GIVEN_PASS, record))
         del handle
         conn.send(("done", s_index, counters, _memory_kb()))
 
@@ -599,7 +641,7 @@ class EngineRun:
     peak_rss_kb: int = 0
     wall_s: float = 0.0
     schemas: dict[int, SchemaResult] = field(default_factory=dict)
-    # (schema, test, pass) -> walk record
+    # (schema, test, pass) -> walk record; pass 1, 2 (warm caches) or GIVEN_PASS
     walks: dict[tuple[int, int, int], dict[str, Any]] = field(default_factory=dict)
     pending: deque[Case] = field(default_factory=deque)
     done: int = 0
@@ -709,7 +751,8 @@ def drive(
                     break
                 continue
         payload = [(t.index, t.valid, t.ids, t.text) for t in case.tests]
-        if not worker.send(("job", case.index, case.schema, payload)):
+        given = [(t.index, t.given_ids) for t in case.tests if t.valid and t.given_ids]
+        if not worker.send(("job", case.index, case.schema, payload, given)):
             worker.kill()
             worker = None
             result.status = "error"
@@ -873,6 +916,7 @@ def summarize(run: EngineRun, cases: list[Case]) -> dict[str, Any]:
     statuses = Counter(run.schemas[c.index].status for c in cases if c.index in run.schemas)
     valid_all = sum(t.valid for c in cases for t in c.tests)
     outcomes: Counter[tuple[bool, str]] = Counter()
+    as_given: Counter[str] = Counter()  # valid instances walked as MaskBench lists them
     mask_times: list[int] = []
     warm_times: list[int] = []
     first_mask: list[float] = []
@@ -882,6 +926,12 @@ def summarize(run: EngineRun, cases: list[Case]) -> dict[str, Any]:
             record = run.walks.get((case.index, test.index, 1), {"outcome": "missing"})
             outcomes[(test.valid, record["outcome"])] += 1
             if test.valid:
+                if test.given_ids:
+                    given = run.walks.get((case.index, test.index, GIVEN_PASS), {})
+                    as_given["reordered"] += 1
+                    as_given[given.get("outcome", "missing")] += 1
+                else:
+                    as_given[record["outcome"]] += 1
                 mask_times.extend(record.get("times", []))
                 if first is None and record.get("times"):
                     first = record["times"][0]
@@ -908,6 +958,12 @@ def summarize(run: EngineRun, cases: list[Case]) -> dict[str, Any]:
             * outcomes[(True, "accepted")]
             / max(valid_compiled - outcomes[(True, "capped")], 1),
             "valid_accepted_pct_of_all": 100 * outcomes[(True, "accepted")] / max(valid_all, 1),
+            # The same instances as MaskBench lists them (members not always in schema order).
+            "valid_reordered": as_given["reordered"],
+            "valid_accepted_as_given": as_given["accepted"],
+            "valid_accepted_as_given_pct": 100
+            * as_given["accepted"]
+            / max(valid_compiled - as_given["capped"], 1),
             "valid_capped": outcomes[(True, "capped")],
             "valid_errors": outcomes[(True, "error")],
             "invalid_instances_compiled": invalid_compiled,
@@ -949,16 +1005,6 @@ def summarize(run: EngineRun, cases: list[Case]) -> dict[str, Any]:
             seen = counts["hits"] + counts["misses"]
             out[f"cache_hit_rate_{pass_name}"] = counts["hits"] / seen if seen else None
     return out
-
-
-def _out_of_order(schema: Any, data: Any) -> bool:
-    """The instance's top-level members come in another order than the schema declares
-    them (every engine here writes declared properties in schema order)."""
-    if not isinstance(schema, dict) or not isinstance(data, dict):
-        return False
-    declared = list(schema.get("properties") or {})
-    seen = [name for name in data if name in declared]
-    return seen != sorted(seen, key=declared.index)
 
 
 def jsonmode_findings(
@@ -1009,8 +1055,10 @@ def jsonmode_findings(
                     for peer in peers
                     if peer.walks.get((index, test.index, 1), {}).get("outcome") == "accepted"
                 ]
-                if flags.get("accepts_text_any_order") or _out_of_order(case.schema, test.data):
-                    key = "valid_rejected_out_of_schema_order"  # by design (schema order)
+                if flags.get("accepts_text_any_order"):
+                    # Accepted in another member order: the decoder's schema order and
+                    # tests/support/schema_order.py's disagree for this instance.
+                    key = "valid_rejected_out_of_schema_order"
                 elif accepted_by:
                     key = "valid_rejected_peer_accepts"
                 else:
@@ -1094,6 +1142,7 @@ def render(summaries: dict[str, dict[str, Any]], meta: dict[str, Any]) -> str:
                 f"{_fmt(s['valid_accepted_pct'], 1, '%')} "
                 f"({s['valid_accepted']}/{s['valid_instances_compiled'] - s['valid_capped']})",
                 _fmt(s["valid_accepted_pct_of_all"], 1, "%"),
+                f"{_fmt(s['valid_accepted_as_given_pct'], 1, '%')} ({s['valid_reordered']})",
                 f"{s['invalid_accepted']} ({s['invalid_accepted_label_noise']})",
                 str(s["valid_capped"] + s["invalid_capped"]),
                 str(s["valid_errors"] + s["invalid_errors"]),
@@ -1107,6 +1156,7 @@ def render(summaries: dict[str, dict[str, Any]], meta: dict[str, Any]) -> str:
                 "compiled",
                 "valid accepted",
                 "of all valid",
+                "as given (reordered)",
                 "invalid acc. (noise)",
                 "capped",
                 "errors",
@@ -1114,6 +1164,12 @@ def render(summaries: dict[str, dict[str, Any]], meta: dict[str, Any]) -> str:
             ],
             rows,
         )
+    )
+    out.append(
+        "  valid accepted: instances with their members in schema order (the order every "
+        "engine here writes declared properties in). as given: the same instances in the "
+        "order MaskBench lists them; in brackets how many of the compiled schemas' valid "
+        "instances that order differs for (walked both ways; the reordered walk is timed)."
     )
     out.append(
         "  invalid acc. (noise): invalid instances accepted; in brackets those the jsonschema "

@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.schema_order import SchemaOrder, resolve_pointer
 
 from jsonmode.decoding.compiled import CompiledSchema, compile_schema
 from jsonmode.decoding.matcher import Matcher
@@ -161,129 +162,6 @@ def load_sample() -> list[dict[str, Any]]:
     return sample
 
 
-# -- serialization in schema order ---------------------------------------------------------
-
-
-def _pointer(root: Any, ref: str) -> Any:
-    if not ref.startswith("#"):
-        return None
-    node = root
-    for part in ref[1:].split("/")[1:]:
-        part = part.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return None
-    return node
-
-
-class _Orderer:
-    """Puts an instance's object members in the order decoding writes them.
-
-    Decoding writes declared properties in schema order: a node's own ``properties``
-    first, then those of its ``allOf`` parts and ``$ref`` target, then those of the
-    ``anyOf``/``oneOf`` branch the value matches, then required names declared nowhere;
-    undeclared members (additional/pattern properties) may come anywhere (last here).
-    """
-
-    def __init__(self, compiled: CompiledSchema) -> None:
-        self.root = compiled.schema.json_schema
-        self.validator = compiled.schema.validator
-        self.draft7 = isinstance(self.root, dict) and "draft-07" in str(self.root.get("$schema"))
-
-    def _valid(self, schema: Any, value: Any) -> bool:
-        try:
-            return bool(self.validator.evolve(schema=schema).is_valid(value))
-        except Exception:
-            return False
-
-    def conjuncts(self, schema: Any, value: Any, depth: int = 0) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        if not isinstance(schema, dict) or depth > 40:
-            return out
-        if isinstance(schema.get("$ref"), str):
-            out += self.conjuncts(_pointer(self.root, schema["$ref"]), value, depth + 1)
-            if self.draft7:
-                return out
-            schema = {k: v for k, v in schema.items() if k != "$ref"}
-        out.append(schema)
-        for part in schema.get("allOf", []):
-            out += self.conjuncts(part, value, depth + 1)
-        for keyword in ("anyOf", "oneOf"):
-            branches = schema.get(keyword)
-            if isinstance(branches, list) and branches:
-                chosen = next((b for b in branches if self._valid(b, value)), branches[0])
-                out += self.conjuncts(chosen, value, depth + 1)
-        return out
-
-    def order(self, value: Any, schema: Any, depth: int = 0) -> Any:
-        if depth > 60 or not isinstance(value, dict | list):
-            return value
-        parts = self.conjuncts(schema, value)
-        if isinstance(value, list):
-            return [
-                self.order(item, self._item_schema(parts, i), depth + 1)
-                for i, item in enumerate(value)
-            ]
-        declared: list[str] = []
-        for part in parts:
-            properties = part.get("properties")
-            if isinstance(properties, dict):
-                declared += [n for n in properties if n not in declared]
-        for part in parts:
-            required = part.get("required")
-            if isinstance(required, list):
-                declared += [n for n in required if isinstance(n, str) and n not in declared]
-        names = [n for n in declared if n in value] + [n for n in value if n not in declared]
-        return {n: self.order(value[n], self._member_schema(parts, n), depth + 1) for n in names}
-
-    @staticmethod
-    def _member_schema(parts: list[dict[str, Any]], name: str) -> dict[str, Any]:
-        subs = []
-        for part in parts:
-            properties = part.get("properties")
-            if isinstance(properties, dict) and name in properties:
-                subs.append(properties[name])
-                continue
-            matched = False
-            for pattern, sub in (part.get("patternProperties") or {}).items():
-                try:
-                    if re.search(pattern, name):
-                        subs.append(sub)
-                        matched = True
-                except re.error:
-                    pass
-            extra = part.get("additionalProperties")
-            if not matched and isinstance(extra, dict):
-                subs.append(extra)
-        return {"allOf": subs}
-
-    def _item_schema(self, parts: list[dict[str, Any]], index: int) -> dict[str, Any]:
-        subs = []
-        for part in parts:
-            prefix = part.get("prefixItems")
-            items = part.get("items")
-            extra = part.get("additionalItems") if isinstance(items, list) else None
-            if isinstance(items, list):
-                prefix, items = items, extra
-            if isinstance(prefix, list) and index < len(prefix):
-                subs.append(prefix[index])
-            elif isinstance(items, dict):
-                subs.append(items)
-        return {"allOf": subs}
-
-    def spellings(self, value: Any) -> list[Any]:
-        """The instance as given, then in schema order (when that differs)."""
-        ordered = self.order(value, self.root)
-        return [value] if _same_order(ordered, value) else [value, ordered]
-
-
-def _same_order(a: Any, b: Any) -> bool:
-    return json.dumps(a) == json.dumps(b)
-
-
 def compact(value: Any, *, ascii_only: bool = False) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=ascii_only)
 
@@ -368,7 +246,7 @@ class _Coverage:
             ):
                 ref = node["$ref"]
                 steps.append((location, "$ref", ref))
-                node, location, hops = _pointer(self.root, ref), ref[1:], hops + 1
+                node, location, hops = resolve_pointer(self.root, ref), ref[1:], hops + 1
                 if segment == "$ref":
                     index += 1
                     if index == len(path):
@@ -495,7 +373,7 @@ def _valid_walks(
     gates: Gates, row: dict[str, Any], tok: Tokenized, compiled: CompiledSchema
 ) -> list[int] | None:
     """Walk every valid instance (both serializations); the first ``ok`` token ids."""
-    orderer = _Orderer(compiled)
+    orderer = SchemaOrder(compiled.schema.json_schema, compiled.schema.validator)
     first: list[int] | None = None
     for t, case in enumerate(row["tests"]):
         if not case["valid"]:
@@ -536,7 +414,7 @@ def _valid_walks(
 
 
 def _invalid_checks(gates: Gates, row: dict[str, Any], compiled: CompiledSchema) -> None:
-    orderer = _Orderer(compiled)
+    orderer = SchemaOrder(compiled.schema.json_schema, compiled.schema.validator)
     coverage = _Coverage(compiled)
     for t, case in enumerate(row["tests"]):
         if case["valid"]:
