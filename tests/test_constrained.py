@@ -110,3 +110,22 @@ def test_streaming_yields_the_text_as_it_is_produced(local):
     assert len(pieces) > 3, "text arrives in pieces, not at the end"
     text = "".join(pieces).replace("<|endoftext|>", "")
     assert spec.conforms(json.loads(text))
+
+
+def test_demo_with_model_loads_that_model_from_a_path_offline(local, tmp_path, capsys):
+    """`jsonmode demo --model PATH` uses the given Hugging Face model (here one saved to
+    disk), says so, and still turns it into schema-valid JSON."""
+    from jsonmode.cli import main
+
+    model, tokenizer = local
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    assert main(["demo", "--model", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"the Hugging Face model {tmp_path}" in out
+    assert "RANDOMLY INITIALISED" not in out
+    runs = [line for line in out.splitlines() if line.lstrip().startswith("run ")]
+    assert len(runs) == 3
+    assert all("tier constrained, valid" in line for line in runs)
+    values = [line.split("value: ", 1)[1] for line in out.splitlines() if "   value: {" in line]
+    assert all(Schema.of(CONSTRAINED_SCHEMA).conforms(json.loads(v)) for v in values[:3])
