@@ -1058,7 +1058,7 @@ def jsonmode_findings(
                 if flags.get("accepts_text_any_order"):
                     # Accepted in another member order: the decoder's schema order and
                     # tests/support/schema_order.py's disagree for this instance.
-                    key = "valid_rejected_out_of_schema_order"
+                    key = "valid_rejected_accepted_in_another_order"
                 elif accepted_by:
                     key = "valid_rejected_peer_accepts"
                 else:
@@ -1321,7 +1321,7 @@ def render_findings(findings: dict[str, list[dict[str, Any]]], examples: int = 5
         "walk_exception",
         "valid_rejected_peer_accepts",
         "valid_rejected_no_peer_accepts",
-        "valid_rejected_out_of_schema_order",
+        "valid_rejected_accepted_in_another_order",
         "invalid_accepted_bug",
         "invalid_accepted_unenforced_keyword_elsewhere",
         "mask_allows_but_advance_rejects",

@@ -4,7 +4,9 @@ Every case's outcome is checked in (tests/baselines/json_schema_test_suite.json)
 the test fails on any regression and on any improvement not yet recorded (run with
 JSONMODE_UPDATE_BASELINE=1 to record). Two outcomes are never baselined but fail
 outright: a valid instance rejected, or an invalid one accepted, by a schema that
-compiled as *fully enforced* (empty ``unenforced``) — those are bugs.
+compiled as *fully enforced* (empty ``unenforced``) — those are bugs. Instances are
+serialised with their members in the order decoding writes them
+(``tests/support/schema_order.py``, shared with the MaskBench gate and the benchmark).
 """
 
 import json
@@ -13,6 +15,7 @@ import pathlib
 from typing import Any
 
 import pytest
+from support.schema_order import SchemaOrder
 
 from jsonmode.decoding.compiled import compile_schema
 from jsonmode.errors import JsonModeError, UnsupportedSchemaError
@@ -21,30 +24,6 @@ ROOT = pathlib.Path(__file__).resolve().parent
 SUITE = ROOT.parent.parent / "shared" / "data" / "json-schema-test-suite" / "tests"
 BASELINE = ROOT / "baselines" / "json_schema_test_suite.json"
 DRAFTS = ("draft2020-12", "draft7")
-
-
-def _key_order(schema: Any, order: dict[str, int]) -> dict[str, int]:
-    """Property names in the order the schema first declares them."""
-    if isinstance(schema, dict):
-        for name in (
-            schema.get("properties", {}) if isinstance(schema.get("properties"), dict) else ()
-        ):
-            order.setdefault(name, len(order))
-        for value in schema.values():
-            _key_order(value, order)
-    elif isinstance(schema, list):
-        for value in schema:
-            _key_order(value, order)
-    return order
-
-
-def _in_schema_order(value: Any, order: dict[str, int]) -> Any:
-    if isinstance(value, dict):
-        keys = sorted(value, key=lambda k: (order.get(k, len(order)), list(value).index(k)))
-        return {k: _in_schema_order(value[k], order) for k in keys}
-    if isinstance(value, list):
-        return [_in_schema_order(v, order) for v in value]
-    return value
 
 
 def text_of(schema: Any) -> str:
@@ -75,9 +54,9 @@ def _outcomes() -> dict[str, str]:
                     for t, _ in enumerate(group["tests"]):
                         outcomes[f"{prefix}/{t}"] = f"error:{type(exc).__name__}"
                     continue
-                order = _key_order(schema, {})
+                order = SchemaOrder(schema, compiled.schema.validator)
                 for t, case in enumerate(group["tests"]):
-                    text = json.dumps(_in_schema_order(case["data"], order))
+                    text = json.dumps(order.order(case["data"]))
                     accepted = compiled.accepts(text)
                     if accepted == case["valid"]:
                         outcome = "ok"

@@ -1,7 +1,7 @@
 """tests/support/schema_order.py: instances re-serialised in the order decoding writes.
 
-The MaskBench gate and bench/decoder.py walk instances in this order, so a mistake here
-would make both measure the wrong text; these pin it against the decoder itself.
+Both gates (JSON-Schema-Test-Suite, MaskBench) and bench/decoder.py use this order, so a
+mistake here would make all three measure the wrong text; these pin it against the decoder.
 """
 
 import json
@@ -56,6 +56,19 @@ def test_refs_allof_and_the_matching_anyof_branch_are_followed_at_every_depth():
     assert list(ordered) == ["at", "tag", "s", "t"]  # ... in the order decoding writes it
     assert list(ordered["at"]) == ["x", "y"]
     assert compile_schema(schema).accepts(_compact(ordered))
+
+
+def test_a_ref_targets_members_come_before_its_siblings_as_decoding_writes_them():
+    schema = {
+        "$ref": "#/$defs/base",
+        "properties": {"own": {"type": "string"}},
+        "$defs": {"base": {"properties": {"inherited": {"type": "string"}}}},
+    }
+    ordered = _order(schema, {"own": "a", "inherited": "b"})
+    assert list(ordered) == ["inherited", "own"]
+    compiled = compile_schema(schema)
+    assert compiled.accepts(_compact(ordered))
+    assert not compiled.accepts(_compact({"own": "a", "inherited": "b"}))
 
 
 def test_arrays_and_scalars_are_never_changed_and_items_are_ordered_by_their_schema():

@@ -3,8 +3,8 @@
 jsonmode's decoder (like xgrammar's and llguidance's) writes an object's declared
 properties in schema order by default. A valid instance that lists them in another
 order is the same JSON value, but its text is not one decoding produces, so the
-MaskBench gate and ``bench/decoder.py`` walk every instance in schema order as well
-(and say how many they reordered). Shared by both.
+JSON-Schema-Test-Suite gate, the MaskBench gate and ``bench/decoder.py`` all serialise
+instances with this one definition of schema order.
 """
 
 from __future__ import annotations
@@ -30,11 +30,13 @@ def resolve_pointer(root: Any, ref: str) -> Any:
 class SchemaOrder:
     """Puts an instance's object members in the order decoding writes them.
 
-    Declared properties come in schema order: a node's own ``properties`` first, then
-    those of its ``allOf`` parts and ``$ref`` target, then those of the ``anyOf`` /
-    ``oneOf`` branch the value matches (by ``validator``), then required names declared
-    nowhere; undeclared members (additional or pattern properties) keep their relative
-    order and come last. Values, arrays and scalars are never changed.
+    Declared properties come in schema order: those of a node's ``$ref`` target first
+    (in draft 7 the target alone: its siblings are ignored), then the node's own
+    ``properties``, then those of its ``allOf`` parts, then those of the ``anyOf`` /
+    ``oneOf`` branch the value matches (by ``validator``), each part laid out the same
+    way in turn, then required names declared nowhere. Undeclared members (additional
+    or pattern properties) keep their relative order and come last. Values, arrays and
+    scalars are never changed.
 
     ``validator`` is a ``jsonschema`` validator for ``root`` (its ``evolve`` is used to
     test branches).
