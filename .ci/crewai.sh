@@ -7,9 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 venv=.venv-crewai
-if [ ! -x "$venv/bin/python" ]; then
-    python -m venv "$venv"
-fi
+python -m venv --clear "$venv"  # new every run: today's releases, as a new user gets them
 # jsonmode's core needs no torch; should any dependency ever ask for it, the pin keeps
 # pip from resolving an unpinned torch (which pulls gigabytes of CUDA packages).
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \

@@ -32,7 +32,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from jsonmode._json import dumps
+from jsonmode._json import dumps, has_surrogate
 from jsonmode.errors import BackendError, JsonModeError, OutputError, SchemaError, UsageError
 from jsonmode.reading import MODES, Mode, parse
 from jsonmode.schema.core import Schema
@@ -68,7 +68,12 @@ def _parser() -> argparse.ArgumentParser:
     generate.add_argument("--api-key", default=None, help="API key (default: provider's env var)")
     generate.add_argument("--max-attempts", type=int, default=3)
     generate.add_argument("--tier", choices=("auto", "native", "prompted"), default="auto")
-    generate.add_argument("--timeout", type=float, default=60.0, help="seconds per request")
+    generate.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        help="seconds one backend call may take, the whole reply included (default 60)",
+    )
     generate.add_argument("--temperature", type=float, default=None)
     generate.add_argument("prompt", metavar="PROMPT", help="the prompt ('-' reads stdin)")
 
@@ -137,9 +142,20 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _stdin() -> str:
+    """All of stdin; a UsageError (not a traceback) when it is not UTF-8 text."""
+    try:
+        text = sys.stdin.read()
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"cannot read stdin: not UTF-8 text ({exc.reason})") from None
+    if has_surrogate(text):  # undecodable bytes, as the surrogateescape handler keeps them
+        raise UsageError("cannot read stdin: not UTF-8 text")
+    return text
+
+
 def _read(source: str) -> str:
     if source == "-":
-        return sys.stdin.read()
+        return _stdin()
     try:
         return pathlib.Path(source).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -166,7 +182,9 @@ def _generate(args: argparse.Namespace) -> int:
         options["api_key"] = os.environ.get("OPENAI_API_KEY", "unused")
     if args.temperature is not None:
         options["temperature"] = args.temperature
-    prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
+    prompt = _stdin() if args.prompt == "-" else args.prompt
+    if has_surrogate(prompt):  # an argument that was not UTF-8 (surrogateescape)
+        raise UsageError("the prompt is not UTF-8 text")
     spec = Schema.of(args.schema)
     jm = JsonMode(args.model, args.mode, args.max_attempts, tier=args.tier, **options)
     result = jm.run(prompt, spec)

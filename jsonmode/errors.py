@@ -175,6 +175,9 @@ class BackendError(JsonModeError):
 
     Attributes:
         status_code: the HTTP status, when the backend reported one.
+        retry_after: seconds the server asked to wait before the next request
+            (``Retry-After`` / ``retry-after-ms``), when it said; the transport policy
+            waits at least that long, or gives up when it is longer than its budget.
     """
 
     def __init__(
@@ -182,11 +185,13 @@ class BackendError(JsonModeError):
         message: str,
         *,
         status_code: int | None = None,
+        retry_after: float | None = None,
         hint: str | None = None,
         attempts: Sequence[Attempt] = (),
     ) -> None:
         super().__init__(message, hint=hint, attempts=attempts)
         self.status_code = status_code
+        self.retry_after = retry_after
 
 
 class TransientBackendError(BackendError):

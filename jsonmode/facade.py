@@ -21,6 +21,7 @@ from typing import Any, Literal
 import pydantic
 
 from jsonmode import events
+from jsonmode._json import StrictJSONError, check_value
 from jsonmode.backends import Backend, Completion, Request, resolve
 from jsonmode.errors import (
     AttemptsExhaustedError,
@@ -353,6 +354,10 @@ def _checked_examples(spec: Schema, examples: Sequence[tuple[str, Any]]) -> list
         prompt, value = example
         if isinstance(value, pydantic.BaseModel):
             value = value.model_dump(mode="json")
+        try:
+            check_value(value)  # a number beyond the double range, a lone surrogate
+        except StrictJSONError as exc:
+            raise UsageError(f"example {index} is not a JSON value: {exc}") from None
         issues = spec.issues(value)
         if issues:
             raise UsageError(f"example {index} does not conform to the schema: {issues[0]}")

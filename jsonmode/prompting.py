@@ -2,6 +2,13 @@
 
 Every function returns new message tuples; the caller's messages are copied once
 and never modified.
+
+A re-ask is bounded whatever the model wrote: it repeats at most
+:data:`MAX_REASK_OUTPUT_CHARS` of the previous output (its head and its tail, with a
+marker that says how much was cut in between), lists at most :data:`MAX_REASK_ISSUES`
+issues, and cuts each issue or parse message to :data:`MAX_REASK_MESSAGE_CHARS`. The
+model is told whenever anything was cut. So a 60 MB reply costs a re-ask of a few KB,
+not another 60 MB request.
 """
 
 from __future__ import annotations
@@ -9,13 +16,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from jsonmode._json import dumps
+from jsonmode._json import dumps, has_surrogate
 from jsonmode.errors import OutputError, OutputTruncatedError, UsageError
 from jsonmode.result import Attempt
 from jsonmode.schema.core import Schema
 from jsonmode.schema.validation import Issue
 
 __all__ = [
+    "MAX_REASK_ISSUES",
+    "MAX_REASK_MESSAGE_CHARS",
+    "MAX_REASK_OUTPUT_CHARS",
     "Message",
     "describe_failure",
     "first_messages",
@@ -25,6 +35,14 @@ __all__ = [
 ]
 
 Message = Mapping[str, Any]
+
+#: At most this many characters of a failed output are repeated in the re-ask: the first
+#: three quarters of them from its start, the rest from its end (where a cut-off shows).
+MAX_REASK_OUTPUT_CHARS = 8_000
+#: At most this many issues are listed in a re-ask; the count of the rest is given.
+MAX_REASK_ISSUES = 20
+#: Each listed issue (or the parse error) is cut to this many characters.
+MAX_REASK_MESSAGE_CHARS = 500
 
 _CONTRACT = (
     "Reply with exactly one JSON document that conforms to the JSON Schema below. "
@@ -37,6 +55,7 @@ _CONTRACT = (
 def user_messages(prompt_or_messages: str | Sequence[Message]) -> tuple[Message, ...]:
     """Private copies of the caller's input as chat messages."""
     if isinstance(prompt_or_messages, str):
+        _check_text(prompt_or_messages, "the prompt")
         return ({"role": "user", "content": prompt_or_messages},)
     if isinstance(prompt_or_messages, (bytes, Mapping)) or not isinstance(
         prompt_or_messages, Sequence
@@ -46,10 +65,18 @@ def user_messages(prompt_or_messages: str | Sequence[Message]) -> tuple[Message,
     for index, message in enumerate(prompt_or_messages):
         if not isinstance(message, Mapping) or "role" not in message or "content" not in message:
             raise UsageError(f"message {index} must be a dict with 'role' and 'content'")
+        if isinstance(message["content"], str):
+            _check_text(message["content"], f"message {index}")
         copies.append(dict(message))
     if not copies:
         raise UsageError("messages must not be empty")
     return tuple(copies)
+
+
+def _check_text(text: str, what: str) -> None:
+    """A prompt that cannot be encoded as UTF-8 fails here, not later as a backend error."""
+    if has_surrogate(text):
+        raise UsageError(f"{what} holds a lone surrogate: it cannot be sent as UTF-8 text")
 
 
 def format_instructions(schema: Schema) -> str:
@@ -83,6 +110,34 @@ def first_messages(
     return (*head, *rest)
 
 
+def _clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, saying so when cut."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [{len(text) - limit:,} more characters cut]"
+
+
+def _clip_output(raw: str, limit: int = MAX_REASK_OUTPUT_CHARS) -> str:
+    """``raw`` as a re-ask repeats it: whole when short, else head and tail around a marker.
+
+    Costs one slice of each end: never a copy of the whole output.
+    """
+    if len(raw) <= limit:
+        return raw
+    head = limit * 3 // 4
+    tail = limit - head
+    cut = len(raw) - head - tail
+    return f"{raw[:head]}\n… [{cut:,} characters of this reply cut here] …\n{raw[-tail:]}"
+
+
+def _encodable(text: str) -> str:
+    """``text`` with each lone surrogate spelled as its escape (``\\ud800``): a reply
+    read from an escaped one holds it raw, and no request carrying it can be encoded."""
+    if not has_surrogate(text):
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _problems(outcome: str, issues: Sequence[Issue], error: str | None, raw: str) -> list[str]:
     if outcome == "truncated":
         return [
@@ -90,12 +145,16 @@ def _problems(outcome: str, issues: Sequence[Issue], error: str | None, raw: str
             "Reply with a complete, shorter JSON document."
         ]
     if issues:
-        return [
+        shown = issues[:MAX_REASK_ISSUES]
+        lines = [
             f"It is JSON, but it violates the schema in {len(issues)} place(s):",
-            *(f"- {issue}" for issue in issues),
+            *(f"- {_clip(str(issue), MAX_REASK_MESSAGE_CHARS)}" for issue in shown),
         ]
-    lines = [f"It could not be read as JSON: {error}"]
-    if raw.lstrip().startswith("```"):
+        if len(issues) > len(shown):
+            lines.append(f"- … and {len(issues) - len(shown)} more not listed here.")
+        return lines
+    lines = [f"It could not be read as JSON: {_clip(str(error), MAX_REASK_MESSAGE_CHARS)}"]
+    if raw[:64].lstrip().startswith("```"):
         lines.append("Do not wrap the JSON in markdown code fences.")
     return lines
 
@@ -116,6 +175,11 @@ def describe_failure(failure: OutputError) -> str:
 
 def _feedback(attempt: Attempt, max_attempts: int) -> str:
     lines = [f"Attempt {attempt.index} of {max_attempts} did not conform."]
+    if len(attempt.raw) > MAX_REASK_OUTPUT_CHARS:
+        lines.append(
+            f"(Your reply was {len(attempt.raw):,} characters long; only its first and last "
+            "characters are repeated above.)"
+        )
     lines += _problems(attempt.outcome, attempt.issues, attempt.error, attempt.raw)
     lines.append("Reply again with only the corrected JSON document.")
     return "\n".join(lines)
@@ -127,10 +191,12 @@ def reask_messages(
     """The first request plus the failed output and every error found in it.
 
     Carries the attempt number, so even a deterministic backend that repeats
-    itself never receives an identical request twice.
+    itself never receives an identical request twice. Bounded: the output and the
+    errors are cut as the module docstring says, so the re-ask's size does not grow
+    with the failed output's.
     """
     return (
         *first,
-        {"role": "assistant", "content": failed.raw},
+        {"role": "assistant", "content": _encodable(_clip_output(failed.raw))},
         {"role": "user", "content": _feedback(failed, max_attempts)},
     )

@@ -2,18 +2,25 @@
 
 ``strict`` mode reads the text as one JSON document and validates it: no repair at all.
 ``repair`` mode, when the strict read fails or the value does not conform, extracts
-the document from prose or fences, repairs its syntax (refusing any repair that
-would lose or invent content), coerces wrongly typed values toward the schema, and
-validates again. Every change is recorded.
+the document from prose or fences, spells Python literals as JSON, repairs its
+syntax (refusing any repair that would lose or invent content), coerces wrongly
+typed values toward the schema, and validates again. Every change is recorded.
+
+Repair is bounded, whatever the text: outputs over :data:`MAX_REPAIR_CHARS` are
+not repaired, nesting deeper than :data:`~jsonmode.repair.syntax.MAX_REPAIR_DEPTH`
+is not handed to json-repair, and extraction plus syntax repair of one output stop
+at :data:`REPAIR_TIME_LIMIT`. Each bound, when hit, is an
+:class:`~jsonmode.errors.OutputParseError` that says which (never a partial value).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from jsonmode._json import StrictJSONError, dumps, loads_strict
+from jsonmode._json import StrictJSONError, UnrepresentableError, check_value, dumps, loads_strict
 from jsonmode.errors import (
     OutputError,
     OutputParseError,
@@ -22,19 +29,27 @@ from jsonmode.errors import (
     UsageError,
 )
 from jsonmode.repair.coerce import coerce
-from jsonmode.repair.extract import find_candidates
+from jsonmode.repair.deadline import DeadlineExceeded, run_until
+from jsonmode.repair.extract import Candidate, find_candidates
 from jsonmode.repair.report import Repair
-from jsonmode.repair.syntax import repair_syntax
+from jsonmode.repair.syntax import RepairTimeoutError, normalize_literals, repair_syntax
 from jsonmode.schema.core import Checked, Schema
 
-__all__ = ["MAX_REPAIR_CHARS", "Mode", "Parsed", "parse"]
+__all__ = ["MAX_REPAIR_CHARS", "REPAIR_TIME_LIMIT", "Mode", "Parsed", "parse"]
 
 Mode = Literal["strict", "repair"]
 MODES: tuple[Mode, ...] = ("strict", "repair")
 
-#: Outputs longer than this are read strictly only: json-repair is pure Python and
-#: a multi-megabyte hostile output would stall the caller for seconds.
-MAX_REPAIR_CHARS = 1_000_000
+#: Outputs longer than this are read strictly only (an OutputParseError says so).
+#: Repair costs about 1.5 µs per character on realistic replies here (json-repair is
+#: pure Python), so the longest repairable reply takes ~0.4 s; ~64k tokens of JSON.
+MAX_REPAIR_CHARS = 262_144
+
+#: Seconds that extraction and syntax repair of one output may take in all (wall
+#: clock, interrupting json-repair where needed; see jsonmode.repair.deadline).
+#: Realistic replies need ~1 ms per kB; hostile text (``'{]' * 8000`` took a minute)
+#: stops here with an OutputParseError. Validation and coercion are not counted.
+REPAIR_TIME_LIMIT = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +99,12 @@ def parse(text: str, schema: object, mode: Mode = "strict", *, truncated: bool =
     try:
         data = loads_strict(text)
     except StrictJSONError as exc:
-        if mode == "strict" or len(text) > MAX_REPAIR_CHARS:
+        if mode == "strict":
             raise _unreadable(text, str(exc), truncated) from None
+        if len(text) > MAX_REPAIR_CHARS:
+            why = f"{exc}; at {len(text):,} characters it is too long to repair"
+            limit = f"(MAX_REPAIR_CHARS = {MAX_REPAIR_CHARS:,})"
+            raise _unreadable(text, f"{why} {limit}", truncated) from None
         return _repair(text, spec, truncated)
     checked = spec.check(data)
     if mode == "strict" or checked.ok:
@@ -132,34 +151,79 @@ def _unreadable(text: str, why: str, truncated: bool) -> OutputError:
     return OutputParseError(f"output is not JSON: {why}", raw=text)
 
 
+def _read(candidate: Candidate, deadline: float, repairs: list[Repair]) -> Any:
+    """The JSON value of one candidate document; appends the text repairs it took.
+
+    Raises:
+        StrictJSONError: it cannot be read (RepairTimeoutError when out of time).
+        DeadlineExceeded: out of time before json-repair started.
+    """
+    try:
+        return loads_strict(candidate.text)
+    except UnrepresentableError:
+        raise  # well-formed: no syntax to repair, no stand-in allowed
+    except StrictJSONError:
+        pass
+    fixed = run_until(deadline, normalize_literals, candidate.text)
+    if fixed is not candidate.text:
+        repairs.append(Repair("$", "python_literal", candidate.text, fixed))
+        try:
+            return loads_strict(fixed)
+        except UnrepresentableError:
+            raise
+        except StrictJSONError:
+            pass
+    data = repair_syntax(fixed, depth=candidate.depth or None, deadline=deadline)
+    data = check_value(data, fixed)  # json-repair reads 1e400 as inf
+    repairs.append(Repair("$", "syntax", fixed, dumps(data)))
+    return data
+
+
+def _out_of_time(text: str, where: str, truncated: bool) -> OutputError:
+    return _unreadable(
+        text,
+        f"repair stopped at its time limit (REPAIR_TIME_LIMIT = {REPAIR_TIME_LIMIT} s) {where}; "
+        "nothing was read",
+        truncated,
+    )
+
+
 def _repair(text: str, spec: Schema, truncated: bool) -> Parsed:
     """Try every candidate document; exactly one distinct conforming value may win.
 
     Two different conforming documents in one reply are ambiguous: picking either
     would silently drop the other, so that fails. A document cut off at the end of
     the reply outranks an earlier non-conforming draft: "cut off" is the useful news.
+    Running out of :data:`REPAIR_TIME_LIMIT` fails outright: the candidates not
+    tried could have conformed too.
     """
+    deadline = time.monotonic() + REPAIR_TIME_LIMIT
     stripped = text.strip()
     conforming: dict[str, Parsed] = {}
     violations: list[SchemaViolationError] = []
     failures: list[str] = []
     cut_off = False
-    for candidate in find_candidates(text):
+    try:
+        candidates = run_until(deadline, find_candidates, text)
+    except DeadlineExceeded:
+        raise _out_of_time(text, "while searching it for JSON", truncated) from None
+    for number, candidate in enumerate(candidates, 1):
         if not candidate.closed:
             cut_off = True
             continue
+        if time.monotonic() >= deadline:  # validating thousands of small documents adds up
+            raise _out_of_time(text, f"at candidate {number} of {len(candidates)}", truncated)
         repairs: list[Repair] = []
         if candidate.text.strip() != stripped:
             repairs.append(Repair("$", "extract", text, candidate.text))
         try:
-            data = loads_strict(candidate.text)
-        except StrictJSONError:
-            try:
-                data = repair_syntax(candidate.text)
-            except StrictJSONError as exc:
-                failures.append(str(exc))
-                continue
-            repairs.append(Repair("$", "syntax", candidate.text, dumps(data)))
+            data = _read(candidate, deadline, repairs)
+        except (DeadlineExceeded, RepairTimeoutError):
+            where = f"at candidate {number} of {len(candidates)}"
+            raise _out_of_time(text, where, truncated) from None
+        except StrictJSONError as exc:
+            failures.append(str(exc))
+            continue
         try:
             parsed = _validate(text, spec, *_coerced(spec, data, repairs))
         except SchemaViolationError as violation:

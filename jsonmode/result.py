@@ -53,6 +53,7 @@ class Attempt:
         latency_s: wall time of the backend call, transport retries included.
         usage: token counts, when the backend reported them.
         transport_retries: transient backend failures retried inside this attempt.
+        calls: (property) backend calls the attempt took, ``transport_retries + 1``.
     """
 
     index: int
@@ -70,9 +71,15 @@ class Attempt:
     def ok(self) -> bool:
         return self.outcome == "valid"
 
+    @property
+    def calls(self) -> int:
+        """Backend calls this attempt took: the first and every transport retry."""
+        return self.transport_retries + 1
+
     def describe(self) -> str:
-        """A few lines for humans: outcome, errors, repairs."""
-        lines = [f"attempt {self.index}: {self.outcome} ({self.latency_s * 1000:.1f} ms)"]
+        """A few lines for humans: outcome, time and backend calls, errors, repairs."""
+        calls = f"{self.calls} call" + ("" if self.calls == 1 else "s")
+        lines = [f"attempt {self.index}: {self.outcome} ({self.latency_s * 1000:.1f} ms, {calls})"]
         if self.error:
             lines.append(f"  error: {self.error}")
         lines += [f"  issue: {issue}" for issue in self.issues]

@@ -4,36 +4,108 @@ Separate from validation retries (``JsonMode(max_attempts=...)``): a rate limit 
 refused connection retries the *same* request and never spends a validation
 attempt; a non-conforming output is re-asked with its errors and never waits for
 backoff. Permanent failures (400/401/403/404 ...) are never retried.
+
+A server that says when to come back (``Retry-After``, in seconds or as an HTTP date,
+or ``retry-after-ms``) is waited for; :func:`parse_retry_after` reads those headers
+and backends put the result on :attr:`~jsonmode.errors.BackendError.retry_after`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
+import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
+from typing import Any
 
 import tenacity
 
-from jsonmode.errors import JsonModeError, UsageError
+from jsonmode.errors import BackendError, JsonModeError, TransientBackendError, UsageError
 
-__all__ = ["TransportPolicy"]
+__all__ = ["TransportPolicy", "parse_retry_after"]
+
+_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+
+
+def parse_retry_after(
+    headers: Mapping[str, Any] | None, *, now: datetime | None = None
+) -> float | None:
+    """Seconds a response asks the client to wait, or None when it does not say (readably).
+
+    Reads ``retry-after-ms`` (milliseconds, as OpenAI and Azure send it) first, then
+    ``Retry-After``: delta-seconds (a decimal fraction is taken too) or an HTTP date
+    (a date in the past means 0). Header names are matched in any case. Anything else
+    (negative, ``nan``, ``inf``, ``1e3``, a list) is ignored: None. A number too large
+    to represent is infinity, which is longer than any budget.
+    """
+    if not headers:
+        return None
+    lowered: dict[str, str] = {}
+    try:
+        for name, value in headers.items():
+            if isinstance(name, str) and isinstance(value, str):
+                lowered.setdefault(name.lower(), value)
+    except (AttributeError, TypeError, ValueError):  # not a mapping of header pairs
+        return None
+    millis = lowered.get("retry-after-ms", "").strip()
+    if _SECONDS.fullmatch(millis):
+        return float(millis) / 1000.0
+    text = lowered.get("retry-after", "").strip()
+    if _SECONDS.fullmatch(text):
+        return float(text)
+    if not text or len(text) > 64:
+        return None
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:  # "-0000": UTC, per RFC 5322
+        when = when.replace(tzinfo=timezone.utc)
+    delay = (when - (now or datetime.now(timezone.utc))).total_seconds()
+    return max(0.0, delay) if math.isfinite(delay) else None
 
 
 def _retryable(exc: BaseException) -> bool:
     return isinstance(exc, JsonModeError) and exc.retryable
 
 
+def _asked(state: tenacity.RetryCallState) -> float | None:
+    """The Retry-After carried by the failure that ended this call, if any."""
+    outcome = state.outcome
+    exc = outcome.exception() if outcome is not None and outcome.failed else None
+    return exc.retry_after if isinstance(exc, BackendError) else None
+
+
+class _StopWhen(tenacity.stop.stop_base):
+    def __init__(self, predicate: Callable[[tenacity.RetryCallState], bool]) -> None:
+        self._predicate = predicate
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+        return self._predicate(retry_state)
+
+
 @dataclass(frozen=True)
 class TransportPolicy:
     """Exponential backoff with full jitter for transient backend failures.
 
+    Between two calls the policy waits its own backoff, or what the server asked for
+    (``Retry-After``) when that is longer, even past ``max_wait``. It never sleeps past
+    ``max_delay``: a server that asks for longer than the time left is not waited for,
+    and the call fails at once with a TransientBackendError that says so. A call in
+    flight is not cut by ``max_delay`` (its own deadline is the backend's ``timeout``),
+    so the transport part of one attempt lasts at most about ``max_delay`` plus one
+    backend timeout.
+
     Attributes:
         max_retries: retries after the first call (default 4: five calls at most).
         initial_wait: scale of the first backoff, seconds (default 0.5).
-        max_wait: cap on one backoff, seconds (default 8).
+        max_wait: cap on one backoff of the policy's own, seconds (default 8).
         max_delay: give up once this many seconds have passed since the first call
-            (default 60).
+            (default 60); no wait goes past it.
         sleep / async_sleep: injectable for tests.
     """
 
@@ -48,19 +120,55 @@ class TransportPolicy:
         if self.max_retries < 0 or self.initial_wait < 0 or self.max_wait < 0 or self.max_delay < 0:
             raise UsageError("transport policy values must not be negative")
 
+    def _left(self, state: tenacity.RetryCallState) -> float:
+        return self.max_delay - (state.seconds_since_start or 0.0)
+
+    def _wait(self, state: tenacity.RetryCallState) -> float:
+        backoff = tenacity.wait_random_exponential(multiplier=self.initial_wait, max=self.max_wait)
+        wait = backoff(state)
+        asked = _asked(state)
+        if asked is not None:
+            wait = max(wait, asked)
+        return max(0.0, min(wait, self._left(state)))
+
+    def _asks_too_long(self, state: tenacity.RetryCallState) -> bool:
+        asked = _asked(state)
+        return asked is not None and asked > max(0.0, self._left(state))
+
+    def _give_up(self, state: tenacity.RetryCallState) -> Any:
+        """Raise the last failure; say so when a Retry-After outlasted the budget."""
+        outcome = state.outcome
+        assert outcome is not None
+        exc = outcome.exception()
+        if isinstance(exc, BackendError) and self._asks_too_long(state):
+            left = max(0.0, self._left(state))
+            raise TransientBackendError(
+                f"{exc.message}; not retried: the server asked to wait {exc.retry_after:g} s "
+                f"(Retry-After), longer than the {left:.3g} s left of the transport "
+                f"policy's max_delay ({self.max_delay:g} s)",
+                status_code=exc.status_code,
+                retry_after=exc.retry_after,
+                hint="try later, or raise TransportPolicy(max_delay=...)",
+            ) from exc
+        return outcome.result()  # raises the last failure as it was
+
     def _options(self) -> dict[str, object]:
         return {
-            "stop": tenacity.stop_after_attempt(self.max_retries + 1)
-            | tenacity.stop_after_delay(self.max_delay),
-            "wait": tenacity.wait_random_exponential(
-                multiplier=self.initial_wait, max=self.max_wait
+            "stop": tenacity.stop_any(
+                tenacity.stop_after_attempt(self.max_retries + 1),
+                tenacity.stop_after_delay(self.max_delay),
+                _StopWhen(self._asks_too_long),
             ),
+            "wait": self._wait,
             "retry": tenacity.retry_if_exception(_retryable),
-            "reraise": True,
+            "retry_error_callback": self._give_up,
         }
 
     def retrying(self) -> tenacity.Retrying:
-        """A fresh tenacity controller for one synchronous call."""
+        """A fresh tenacity controller for one synchronous call.
+
+        ``controller.statistics["attempt_number"]`` is the number of calls it made.
+        """
         return tenacity.Retrying(sleep=self.sleep, **self._options())  # type: ignore[arg-type]
 
     def aretrying(self) -> tenacity.AsyncRetrying:

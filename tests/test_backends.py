@@ -1,6 +1,11 @@
-"""Function and scripted backends, backend resolution, litellm error mapping."""
+"""Function and scripted backends, backend resolution, litellm error mapping, deadlines
+and Retry-After."""
 
 import asyncio
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+from email.utils import format_datetime
 
 import pytest
 
@@ -13,7 +18,9 @@ from jsonmode import (
     UsageError,
 )
 from jsonmode.backends import FunctionBackend, ScriptedBackend, resolve
+from jsonmode.backends import deadline as _deadline
 from jsonmode.backends.litellm import LiteLLMBackend, map_error, native_schema_for
+from jsonmode.retry import parse_retry_after
 
 SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
 FAST = TransportPolicy(sleep=lambda s: None, max_retries=1)
@@ -158,3 +165,275 @@ def test_litellm_errors_map_to_transient_or_permanent():
         mapped = map_error(exc)
         assert isinstance(mapped, TransientBackendError) is transient, type(exc).__name__
         assert mapped.retryable is transient
+
+
+# -- deadlines (issue 22): a call ends by its timeout, whatever the backend ---------------------
+
+
+@pytest.fixture(autouse=True)
+def _no_abandoned_workers():
+    """Counts below are exact: wait for workers other tests abandoned to end."""
+    for _ in range(500):
+        if _deadline.abandoned() == 0:
+            return
+        time.sleep(0.01)
+
+
+ONE_CALL = TransportPolicy(max_retries=0)
+SLACK = 1.0
+
+
+def _timed(fn):
+    started = time.perf_counter()
+    with pytest.raises(TransientBackendError) as info:
+        fn()
+    return time.perf_counter() - started, info.value
+
+
+def test_sync_function_past_its_timeout_is_given_up_and_runs_on_alone():
+    release = threading.Event()
+    finished = threading.Event()
+
+    def stuck(messages):
+        release.wait(30)
+        finished.set()
+        return '{"ok": true}'
+
+    jm = JsonMode(stuck, timeout=0.3, transport=ONE_CALL)
+    elapsed, error = _timed(lambda: jm.run("x", SCHEMA))
+    assert 0.3 <= elapsed < 0.3 + SLACK
+    assert "timeout of 0.3 s" in str(error)
+    assert error.attempts[0].calls == 1
+    assert _deadline.abandoned() == 1  # the worker runs on, counted, holding nothing
+    release.set()
+    assert finished.wait(5)
+    for _ in range(100):
+        if _deadline.abandoned() == 0:
+            break
+        time.sleep(0.01)
+    assert _deadline.abandoned() == 0
+
+
+def test_async_function_past_its_timeout_is_cancelled():
+    cancelled = []
+
+    async def stuck(messages):
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+        return '{"ok": true}'
+
+    jm = JsonMode(stuck, timeout=0.3, transport=ONE_CALL)
+    elapsed, _ = _timed(lambda: asyncio.run(jm.arun("x", SCHEMA)))
+    assert elapsed < 0.3 + SLACK
+    elapsed, _ = _timed(lambda: jm.run("x", SCHEMA))  # sync code, async callable
+    assert elapsed < 0.3 + SLACK
+    assert cancelled == [True, True]
+
+
+def test_sync_function_from_async_code_past_its_timeout_does_not_hold_the_loop():
+    release = threading.Event()
+
+    def stuck(messages):
+        release.wait(30)
+        return '{"ok": true}'
+
+    jm = JsonMode(stuck, timeout=0.3, transport=ONE_CALL)
+    try:
+        # asyncio.run returns at the deadline: it does not wait for the abandoned thread
+        elapsed, _ = _timed(lambda: asyncio.run(jm.arun("x", SCHEMA)))
+        assert elapsed < 0.3 + SLACK
+    finally:
+        release.set()
+
+
+def test_timeout_error_raised_by_an_async_function_is_not_the_deadline():
+    async def fails(messages):
+        raise TimeoutError("its own")
+
+    with pytest.raises(TransientBackendError, match="its own"):
+        asyncio.run(JsonMode(fails, timeout=5, transport=ONE_CALL).arun("x", SCHEMA))
+
+
+def test_function_without_timeout_runs_in_the_callers_thread():
+    threads = []
+
+    def backend(messages):
+        threads.append(threading.get_ident())
+        return '{"ok": true}'
+
+    jm = JsonMode(backend)
+    assert jm.backend.timeout is None
+    assert jm.generate("x", SCHEMA) == {"ok": True}
+    assert threads == [threading.get_ident()]
+    quick = JsonMode(backend, timeout=5)
+    assert quick.generate("x", SCHEMA) == {"ok": True}
+    assert asyncio.run(quick.agenerate("x", SCHEMA)) == {"ok": True}
+
+
+def test_abandoned_workers_are_bounded(monkeypatch):
+    monkeypatch.setattr(_deadline, "MAX_ABANDONED", 2)
+    release = threading.Event()
+
+    def stuck(messages):
+        release.wait(30)
+        return '{"ok": true}'
+
+    jm = JsonMode(stuck, timeout=0.1, transport=ONE_CALL)
+    try:
+        for _ in range(2):
+            _timed(lambda: jm.run("x", SCHEMA))
+        threads = threading.active_count()
+        elapsed, error = _timed(lambda: jm.run("x", SCHEMA))
+        assert elapsed < 0.1  # refused at once, no thread started
+        assert "still running" in str(error)
+        assert threading.active_count() == threads
+    finally:
+        release.set()
+    for _ in range(200):
+        if _deadline.abandoned() == 0:
+            break
+        time.sleep(0.01)
+    assert _deadline.abandoned() == 0
+    assert JsonMode(lambda m: '{"ok": true}', timeout=0.5).generate("x", SCHEMA) == {"ok": True}
+
+
+@pytest.mark.parametrize("bad", [0, -1, float("nan"), float("inf"), "1", True, [1]])
+def test_function_timeout_must_be_a_positive_number(bad):
+    with pytest.raises(UsageError, match="timeout"):
+        JsonMode(lambda m: "", timeout=bad)
+
+
+def test_litellm_backend_default_timeout_is_documented_and_applied():
+    assert _deadline.DEFAULT_TIMEOUT == 120.0
+    backend = LiteLLMBackend("openai/x", api_base="http://127.0.0.1:9/v1")
+    assert backend.timeout == 120.0
+    assert backend._arguments.__self__._options["timeout"] == 120.0  # the per-read backstop
+    assert LiteLLMBackend("openai/x", timeout=7).timeout == 7.0
+
+
+def test_transformers_timeout_stops_generation():
+    pytest.importorskip("transformers")
+    import torch
+    from transformers import StoppingCriteria
+
+    from jsonmode.demo import random_local_model
+
+    model, tokenizer = random_local_model(seed=1)
+
+    class Slow(StoppingCriteria):  # a slow model: 50 ms a token, never stops by itself
+        def __call__(self, input_ids, scores, **kwargs):
+            time.sleep(0.05)
+            return torch.zeros((input_ids.shape[0],), dtype=torch.bool)
+
+    jm = JsonMode(
+        model,
+        tokenizer=tokenizer,
+        tier="prompted",
+        max_new_tokens=400,
+        timeout=0.5,
+        stopping_criteria=[Slow()],
+        eos_token_id=None,
+        transport=ONE_CALL,
+    )
+    assert jm.backend.timeout == 0.5
+    elapsed, error = _timed(lambda: jm.run("x", SCHEMA))
+    assert elapsed < 0.5 + SLACK + 1.0  # one step past the deadline at most, plus set-up
+    assert "timeout of 0.5 s" in str(error)
+
+
+# -- Retry-After ---------------------------------------------------------------------------------
+
+
+def test_parse_retry_after_forms():
+    now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+    date = format_datetime(now + timedelta(seconds=90), usegmt=True)
+    assert parse_retry_after({"Retry-After": "2"}) == 2.0
+    assert parse_retry_after({"retry-after": " 2.5 "}) == 2.5
+    assert parse_retry_after({"RETRY-AFTER": "0"}) == 0.0
+    assert parse_retry_after({"Retry-After": date}, now=now) == 90.0
+    past = format_datetime(now - timedelta(seconds=90), usegmt=True)
+    assert parse_retry_after({"Retry-After": past}, now=now) == 0.0
+    assert parse_retry_after({"retry-after-ms": "1500", "Retry-After": "9"}) == 1.5
+    assert parse_retry_after({"retry-after-ms": "soon", "Retry-After": "9"}) == 9.0
+    assert parse_retry_after({"Retry-After": "9" * 400}) == float("inf")
+    for bad in ["", "soon", "-5", "1e3", "nan", "inf", "2, 3", "Sun, 99 Foo 2026", "0x10", "Ⅻ"]:
+        assert parse_retry_after({"Retry-After": bad}) is None, bad
+    assert parse_retry_after(None) is None
+    assert parse_retry_after({}) is None
+    assert parse_retry_after({"Retry-After": 2}) is None  # type: ignore[dict-item]
+
+
+def _rate_limited(*waits):
+    """A backend refused with these Retry-After values, then answering."""
+    replies = iter(waits)
+
+    def backend(messages):
+        for wait in replies:
+            raise TransientBackendError("429", status_code=429, retry_after=wait)
+        return '{"ok": true}'
+
+    return backend
+
+
+def test_policy_waits_for_retry_after_even_past_max_wait():
+    slept = []
+    policy = TransportPolicy(sleep=slept.append, initial_wait=0.01, max_wait=0.02)
+    result = JsonMode(_rate_limited(2.0, None, 30.0), transport=policy).run("x", SCHEMA)
+    assert slept[0] == 2.0
+    assert slept[1] <= 0.02  # no Retry-After: the policy's own backoff
+    assert slept[2] == 30.0
+    assert result.attempts[0].calls == 4
+    assert result.attempts[0].transport_retries == 3
+
+
+def test_policy_never_sleeps_past_max_delay():
+    slept = []
+    policy = TransportPolicy(sleep=slept.append, max_delay=5.0)
+    with pytest.raises(TransientBackendError) as info:
+        JsonMode(_rate_limited(6.0), transport=policy).run("x", SCHEMA)
+    assert slept == []
+    assert info.value.retry_after == 6.0
+    assert info.value.status_code == 429
+    assert "max_delay" in str(info.value)
+    assert info.value.attempts[0].calls == 1
+    # the policy's own backoff is trimmed to the time left, not slept past it
+    slept.clear()
+    policy = TransportPolicy(sleep=slept.append, initial_wait=100, max_wait=100, max_delay=3)
+    JsonMode(_rate_limited(None), transport=policy).run("x", SCHEMA)
+    assert len(slept) == 1
+    assert slept[0] <= 3.0
+
+
+def test_async_policy_honours_retry_after():
+    slept = []
+
+    async def asleep(seconds):
+        slept.append(seconds)
+
+    policy = TransportPolicy(async_sleep=asleep, initial_wait=0.01, max_wait=0.02, max_delay=10)
+    result = asyncio.run(JsonMode(_rate_limited(3.0), transport=policy).arun("x", SCHEMA))
+    assert slept == [3.0]
+    assert result.attempts[0].calls == 2
+    with pytest.raises(TransientBackendError, match="Retry-After"):
+        asyncio.run(JsonMode(_rate_limited(11.0), transport=policy).arun("x", SCHEMA))
+    assert slept == [3.0]
+
+
+def test_litellm_error_carries_retry_after():
+    import httpx
+
+    from jsonmode.backends.litellm import _litellm
+
+    litellm = _litellm()
+    request = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
+    limited = httpx.Response(429, request=request, headers={"Retry-After": "7"})
+    mapped = map_error(litellm.RateLimitError("slow down", "openai", "m", response=limited))
+    assert isinstance(mapped, TransientBackendError)
+    assert mapped.retry_after == 7.0
+    busy = httpx.Response(503, request=request, headers={"retry-after-ms": "250"})
+    mapped = map_error(litellm.ServiceUnavailableError("busy", "openai", "m", response=busy))
+    assert mapped.retry_after == 0.25
+    assert map_error(litellm.InternalServerError("boom", "openai", "m")).retry_after is None

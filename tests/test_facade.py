@@ -236,3 +236,52 @@ def test_repr_names_backend_mode_and_tier():
     assert "repair" in text
     assert "prompted" in text
     assert isinstance(jsonmode.JsonMode, type)
+
+
+# -- backend calls per attempt, Retry-After (issue 22) ------------------------------------------
+
+
+def test_attempt_records_its_backend_calls_and_describe_shows_them():
+    backend = ScriptedBackend([TransientBackendError("503"), "bad", GOOD])
+    result = JsonMode(backend, transport=no_wait()).run("x", Person)
+    first, second = result.attempts
+    assert (first.calls, first.transport_retries) == (2, 1)
+    assert (second.calls, second.transport_retries) == (1, 0)
+    assert first.describe().splitlines()[0].endswith(", 2 calls)")
+    assert second.describe().splitlines()[0].endswith(", 1 call)")
+    assert sum(a.calls for a in result.attempts) == len(backend.requests) == 3
+
+
+def test_calls_of_a_failed_attempt_count_every_call():
+    backend = ScriptedBackend([TransientBackendError("503")] * 3)
+    with pytest.raises(TransientBackendError) as info:
+        JsonMode(backend, transport=no_wait(max_retries=2)).run("x", Person)
+    assert info.value.attempts[0].calls == 3 == len(backend.requests)
+
+
+def test_retry_after_is_waited_for_and_the_budget_kept():
+    sleeps = Sleeps()
+    asked = TransientBackendError("429", status_code=429, retry_after=4.0)
+    result = JsonMode(ScriptedBackend([asked, GOOD]), transport=no_wait(sleeps, max_delay=10)).run(
+        "x", Person
+    )
+    assert sleeps.calls == [4.0]
+    assert result.attempts[0].calls == 2
+    too_long = TransientBackendError("429", status_code=429, retry_after=40.0)
+    with pytest.raises(TransientBackendError, match="max_delay") as info:
+        JsonMode(ScriptedBackend([too_long, GOOD]), transport=no_wait(sleeps, max_delay=10)).run(
+            "x", Person
+        )
+    assert sleeps.calls == [4.0]
+    assert info.value.retry_after == 40.0
+    assert info.value.__cause__ is too_long
+    assert too_long.message == "429"  # the backend's error is not rewritten
+
+
+def test_permanent_failure_with_retry_after_is_not_retried():
+    sleeps = Sleeps()
+    refused = PermanentBackendError("400", status_code=400, retry_after=1.0)
+    with pytest.raises(PermanentBackendError) as info:
+        JsonMode(ScriptedBackend([refused, GOOD]), transport=no_wait(sleeps)).run("x", Person)
+    assert info.value is refused
+    assert sleeps.calls == []

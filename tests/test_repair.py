@@ -2,7 +2,8 @@
 
 import pytest
 
-from jsonmode import Schema
+import jsonmode
+from jsonmode import OutputParseError, Schema
 from jsonmode.repair.coerce import coerce
 from jsonmode.repair.extract import find_candidates
 from jsonmode.repair.syntax import ContentLossError, repair_syntax
@@ -150,3 +151,122 @@ def test_coerce_never_adds_or_removes_properties():
     value, repairs = _coerce(schema, {"b": "2"})
     assert value == {"b": "2"}
     assert repairs == []
+
+
+# -- Python literals: spelled as JSON and recorded, never read as text -------------------
+
+TODO = {
+    "type": "object",
+    "properties": {
+        "text": {"type": "string"},
+        "done": {"type": "boolean"},
+        "due": {"type": ["string", "null"]},
+    },
+}
+
+
+def test_python_literals_become_json_literals_and_are_recorded():
+    parsed = jsonmode.parse("{'text': 'call mom', 'done': False, 'due': None}", TODO, "repair")
+    assert parsed.data == {"text": "call mom", "done": False, "due": None}
+    assert [r.kind for r in parsed.repairs] == ["python_literal", "syntax"]
+    literal = parsed.repairs[0]
+    assert "None" in literal.before
+    assert "null" in literal.after
+
+
+def test_a_python_literal_alone_needs_no_syntax_repair():
+    parsed = jsonmode.parse('{"text": "x", "done": True, "due": NULL}', TODO, "repair")
+    assert parsed.data == {"text": "x", "done": True, "due": None}
+    assert [r.kind for r in parsed.repairs] == ["python_literal"]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "{'due': None;}",
+        "{'due': None.}",
+        "{'due': None!}",
+        "{'due': None/}",
+        "{'due': None`}",
+        "{'due': None'}",
+        "{'due': null;}",
+        "{'done': True;}",
+        "{'done': true?}",
+        "{'due': None)}",
+        "{'due': None -}",
+        "{'due': None of these}",
+    ],
+)
+def test_a_bare_literal_never_becomes_a_string(raw):
+    with pytest.raises(OutputParseError):
+        jsonmode.parse(raw, TODO, "repair")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"a": None}', '{"a": null}'),
+        ("[None,True,False,NULL,Null,TRUE,null]", "[null,true,false,null,null,true,null]"),
+        ('{"a": None # no date\n}', '{"a": null # no date\n}'),
+        ('{"a": /* x */ None /* y */}', '{"a": /* x */ null /* y */}'),
+        ("{a: None\n b: True}", "{a: null\n b: true}"),
+        ("None", "null"),
+        ('{"a": "None", "b": \'True\'}', '{"a": "None", "b": \'True\'}'),  # strings untouched
+        ("{None: 1}", "{None: 1}"),  # a key
+        ('{"a": None of these}', '{"a": None of these}'),  # part of unquoted text
+        ('["x" None]', '["x" None]'),  # not where a value starts
+        ("[Nonesuch, None_x, x.None, $None]", "[Nonesuch, None_x, x.None, $None]"),
+    ],
+)
+def test_normalize_literals(text, expected):
+    from jsonmode.repair.syntax import normalize_literals  # new: the rest runs without it
+
+    assert normalize_literals(text) == expected
+
+
+# -- every character json-repair would drop fails the repair ------------------------------
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "[1, 2, 3, ...]",
+        "[1, 2, 3, …]",
+        '{"a": 1, ...}',
+        "[1, @, 2]",
+        "[1 + 2]",
+        '{"a": 1; "b": 2}',
+        "[1 | 2]",
+        "[1, ~, 2]",
+        "[1, `x`]",
+        "[-]",
+        "[1, -, 2]",
+        "[+1]",
+        '{"confidence": 95%}',
+        '{"price": $5}',
+    ],
+)
+def test_dropped_characters_fail_the_repair(raw):
+    with pytest.raises(ContentLossError, match="lose content"):
+        repair_syntax(raw)
+    with pytest.raises(OutputParseError):
+        jsonmode.parse(raw, {}, "repair")
+
+
+@pytest.mark.parametrize(
+    ("raw", "value"),
+    [
+        ('{"a": "wait... @you; 50% | ~x",}', {"a": "wait... @you; 50% | ~x"}),  # in strings
+        ("{“label”: “positive”}", {"label": "positive"}),  # typographic quotes
+        ("{'a': [1, 2,], /* note */ 'b': -1.5e3, # c\n}", {"a": [1, 2], "b": -1500.0}),
+        ("{name: Bob, age: 3,}", {"name": "Bob", "age": 3}),  # unquoted keys and values
+        ('{"url": "https://x.io/a?b=1#c"}\n', {"url": "https://x.io/a?b=1#c"}),
+    ],
+)
+def test_legit_repairs_still_pass(raw, value):
+    assert repair_syntax(raw) == value
+
+
+def test_candidates_know_their_depth():
+    [candidate] = find_candidates('Sure: {"a": [[1], {"b": 2}]} done')
+    assert candidate.depth == 3

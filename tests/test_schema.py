@@ -126,7 +126,7 @@ def test_model_validators_report_as_model_issues():
         ({"minimum": "three"}, InvalidSchemaError),
         ("{not json", InvalidSchemaError),
         ({"$ref": "#/$defs/missing"}, InvalidSchemaError),
-        ({"$ref": "https://example.com/s.json"}, UnsupportedSchemaError),
+        ({"$ref": "https://example.com/s.json"}, InvalidSchemaError),
         (False, UnsupportedSchemaError),
         ({"a": float("nan")}, InvalidSchemaError),
         (42, UsageError),

@@ -51,7 +51,7 @@ def resolve(backend: object, **options: Any) -> Backend:
 
         return LangChainBackend(backend, **options)  # type: ignore[arg-type]
     if callable(backend):
-        unknown = set(options) - {"takes"}
+        unknown = set(options) - {"takes", "timeout"}
         if unknown:
             raise UsageError(f"a function backend takes no options {sorted(unknown)}")
         return FunctionBackend(backend, **options)

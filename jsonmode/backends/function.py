@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Literal
 
+from jsonmode.backends import deadline as _deadline
 from jsonmode.backends.base import Completion, Request
 from jsonmode.errors import (
     JsonModeError,
@@ -31,15 +32,29 @@ class FunctionBackend:
     Exceptions from the callable: ``TimeoutError``/``ConnectionError`` become
     :class:`TransientBackendError`, jsonmode's own errors pass through, anything else
     becomes :class:`PermanentBackendError` (with the original as ``__cause__``).
+
+    ``timeout`` (seconds, positive and finite) bounds one call; past it the call fails
+    with TransientBackendError. An async callable is cancelled at the deadline. A sync
+    callable cannot be interrupted: it runs in a worker thread and the caller stops
+    waiting at the deadline, while the callable runs on to its end and its result is
+    dropped (at most :data:`~jsonmode.backends.deadline.MAX_ABANDONED` such threads at
+    once; see :mod:`jsonmode.backends.deadline`). The default, None, sets no deadline
+    and calls a sync callable in the caller's own thread, as a plain function call:
+    the callable is the caller's code, it may use thread-bound resources (a sqlite
+    connection, a torch model, thread-locals), and only the caller knows how long it
+    may take.
     """
 
     native_schema: bool | None = False
 
-    def __init__(self, fn: Callable[..., Any], *, takes: Takes = "auto") -> None:
+    def __init__(
+        self, fn: Callable[..., Any], *, takes: Takes = "auto", timeout: float | None = None
+    ) -> None:
         if not callable(fn):
             raise UsageError(f"backend must be callable, got {type(fn).__name__}")
         if takes not in ("auto", "prompt", "messages"):
             raise UsageError(f"takes must be 'auto', 'prompt' or 'messages', not {takes!r}")
+        self.timeout = None if timeout is None else _deadline.check_timeout(timeout)
         self._fn = fn
         self._is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
             getattr(fn, "__call__", None)  # noqa: B004 - async callable objects
@@ -65,14 +80,22 @@ class FunctionBackend:
                 "an async backend cannot be called from sync code inside a running event loop",
                 hint="use agenerate()/arun()",
             )
+        argument = self._argument(request)
         with _mapped_errors():
-            return _completion(self._fn(self._argument(request)))
+            return _completion(_deadline.call(lambda: self._fn(argument), self.timeout, self.name))
 
     async def acomplete(self, request: Request) -> Completion:
+        argument = self._argument(request)
         with _mapped_errors():
             if self._is_async:
-                return _completion(await self._fn(self._argument(request)))
-            return _completion(await asyncio.to_thread(self._fn, self._argument(request)))
+                reply = await _deadline.acall(lambda: self._fn(argument), self.timeout, self.name)
+            elif self.timeout is None:
+                reply = await asyncio.to_thread(self._fn, argument)
+            else:
+                reply = await _deadline.acall_sync(
+                    lambda: self._fn(argument), self.timeout, self.name
+                )
+            return _completion(reply)
 
 
 @contextmanager

@@ -10,18 +10,30 @@ The native tier passes the schema the way each server takes it: OpenAI-style
 to Ollama's ``format``), and vLLM's ``guided_json`` through ``extra_body``. Whether an
 endpoint takes a schema comes from a small table here, not from litellm's
 ``supports_response_schema``, which does not know local servers.
+
+Every call runs under one deadline, ``timeout`` (default
+:data:`~jsonmode.backends.deadline.DEFAULT_TIMEOUT`, 120 s), for the whole call:
+connect, send and the complete reply, a ``stream=True`` reply read to its end
+included. litellm's own ``timeout`` is per read (a server sending a byte a second
+never trips it), so it is passed the same number only as a backstop; see
+:mod:`jsonmode.backends.deadline` for what happens at the deadline. Failures carry
+the server's ``Retry-After`` as ``retry_after`` for the transport policy.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
+from jsonmode.backends import deadline as _deadline
 from jsonmode.backends.base import Completion, Request
+from jsonmode.backends.deadline import check_timeout
 from jsonmode.errors import BackendError, PermanentBackendError, TransientBackendError
 from jsonmode.result import Usage
+from jsonmode.retry import parse_retry_after
 from jsonmode.schema.core import Schema
 
 __all__ = ["LiteLLMBackend", "native_schema_for"]
@@ -102,20 +114,38 @@ def _schema_arguments(model: str, schema: Schema) -> dict[str, Any]:
     }
 
 
+def _response_headers(exc: Exception) -> Mapping[str, Any] | None:
+    """The HTTP response headers a litellm / OpenAI SDK exception carries, if any."""
+    for source in ("headers", "litellm_response_headers", "response"):
+        try:
+            found = getattr(exc, source, None)
+            if source == "response":
+                found = getattr(found, "headers", None)
+        except Exception:  # a property that cannot answer
+            continue
+        if (isinstance(found, Mapping) or hasattr(found, "items")) and found:
+            return found
+    return None
+
+
 def map_error(exc: Exception) -> BackendError:
-    """A litellm / OpenAI SDK exception as a transient or permanent backend error."""
+    """A litellm / OpenAI SDK exception as a transient or permanent backend error.
+
+    The server's ``Retry-After`` / ``retry-after-ms`` header, when it sent a readable
+    one, becomes the error's ``retry_after`` (seconds).
+    """
     litellm = _litellm()
     status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) and not isinstance(status, bool) else None
     message = f"{type(exc).__name__}: {getattr(exc, 'message', None) or exc}"
+    retry_after = parse_retry_after(_response_headers(exc))
     # litellm reports a refused connection as InternalServerError / APIConnectionError
     # (status 500), and a timeout as Timeout (408): both land in the transient set.
-    if isinstance(exc, (litellm.Timeout, litellm.APIConnectionError)):
-        return TransientBackendError(message, status_code=status)
-    if isinstance(status, int) and (status in _TRANSIENT_STATUS or status >= 500):
-        return TransientBackendError(message, status_code=status)
-    if isinstance(status, int) and 400 <= status < 500:
-        return PermanentBackendError(message, status_code=status)
-    return PermanentBackendError(message, status_code=status)
+    if isinstance(exc, (litellm.Timeout, litellm.APIConnectionError)) or (
+        status is not None and (status in _TRANSIENT_STATUS or status >= 500)
+    ):
+        return TransientBackendError(message, status_code=status, retry_after=retry_after)
+    return PermanentBackendError(message, status_code=status, retry_after=retry_after)
 
 
 class LiteLLMBackend:
@@ -123,15 +153,28 @@ class LiteLLMBackend:
 
     Args:
         model: a litellm model string, provider first (``"openai/gpt-4o-mini"``).
-        **options: passed to litellm as is (``api_base``, ``api_key``, ``timeout``,
-            ``temperature``, ``max_tokens`` ...). ``max_retries`` defaults to 0.
+        timeout: seconds one call may take, whole reply included (default
+            :data:`~jsonmode.backends.deadline.DEFAULT_TIMEOUT`, 120 s); past it the
+            call fails with TransientBackendError (retried by the transport policy).
+            A positive, finite number; None means the default.
+        **options: passed to litellm as is (``api_base``, ``api_key``,
+            ``temperature``, ``max_tokens``, ``stream`` ...). ``max_retries`` defaults
+            to 0. With ``stream=True`` the events are read and joined into one reply.
 
-    Thread-safe: holds no per-request state.
+    Raises UsageError for a timeout that is not a positive, finite number.
+
+    Thread-safe: holds no per-request state. A sync call runs in a worker thread so
+    that it can be given up at its deadline; an async call is cancelled there.
     """
 
-    def __init__(self, model: str, **options: Any) -> None:
+    def __init__(self, model: str, *, timeout: float | None = None, **options: Any) -> None:
         self.model = model
-        self._options = {"max_retries": 0, **options}
+        # read at construction, so a test (or a program) may change the module default
+        self.timeout: float = check_timeout(
+            _deadline.DEFAULT_TIMEOUT if timeout is None else timeout
+        )
+        # litellm's timeout is per read: the same number, as a backstop for abandoned calls
+        self._options = {"max_retries": 0, **options, "timeout": self.timeout}
         self.native_schema = native_schema_for(model, options.get("api_base"))
 
     @property
@@ -149,20 +192,44 @@ class LiteLLMBackend:
         return arguments
 
     def complete(self, request: Request) -> Completion:
-        litellm = _litellm()
-        try:
-            response = litellm.completion(**self._arguments(request))
-        except Exception as exc:
-            raise map_error(exc) from exc
-        return _to_completion(response)
+        """One call, ended by ``timeout`` (TransientBackendError past it)."""
+        litellm = _litellm()  # imported before the deadline starts: the import takes seconds
+        arguments = self._arguments(request)
+
+        def call() -> Completion:
+            try:
+                response = litellm.completion(**arguments)
+                if arguments.get("stream"):
+                    response = _joined(litellm, list(response), arguments["messages"])
+            except Exception as exc:
+                raise map_error(exc) from exc
+            return _to_completion(response)
+
+        return _deadline.call(call, self.timeout, self.name)
 
     async def acomplete(self, request: Request) -> Completion:
+        """One call, cancelled at ``timeout`` (TransientBackendError)."""
         litellm = _litellm()
-        try:
-            response = await litellm.acompletion(**self._arguments(request))
-        except Exception as exc:
-            raise map_error(exc) from exc
-        return _to_completion(response)
+        arguments = self._arguments(request)
+
+        async def call() -> Completion:
+            try:
+                response = await litellm.acompletion(**arguments)
+                if arguments.get("stream"):
+                    chunks = [chunk async for chunk in response]
+                    response = _joined(litellm, chunks, arguments["messages"])
+            except Exception as exc:
+                raise map_error(exc) from exc
+            return _to_completion(response)
+
+        return await _deadline.acall(call, self.timeout, self.name)
+
+
+def _joined(litellm: ModuleType, chunks: list[Any], messages: list[Any]) -> Any:
+    """The events of a streamed reply as one response (None when there were none)."""
+    if not chunks:
+        return None
+    return litellm.stream_chunk_builder(chunks, messages=messages)
 
 
 def _to_completion(response: Any) -> Completion:

@@ -4,20 +4,28 @@ The model generates under :class:`~jsonmode.decoding.logits.JsonLogitsProcessor`
 so every enforced keyword holds by construction; ``max_new_tokens`` guards against
 runaway output, and a document cut off by it is reported as truncated, never valid.
 Generation runs on whatever device the model is on; masks follow the logits.
+
+Local generation has no deadline by default: its work is bounded by
+``max_new_tokens``, and a wall-clock stop would make results depend on the load of
+the machine. ``timeout=`` adds one, as a stopping criterion checked after every
+token: past it generation stops and the call fails with TransientBackendError.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import time
 from collections.abc import Iterator
 from typing import Any
 
 from jsonmode import events
 from jsonmode.backends.base import Completion, Request
+from jsonmode.backends.deadline import check_timeout
 from jsonmode.decoding.compiled import CompiledSchema, compile_schema
 from jsonmode.decoding.logits import JsonLogitsProcessor
 from jsonmode.decoding.vocabulary import Vocabulary
-from jsonmode.errors import UsageError
+from jsonmode.errors import TransientBackendError, UsageError
 from jsonmode.result import Usage
 from jsonmode.schema.core import Schema
 
@@ -31,6 +39,11 @@ class TransformersBackend:
         model: a transformers causal LM (any ``generate``-capable model).
         tokenizer: its tokenizer (a transformers tokenizer).
         max_new_tokens: the length guard (default 512).
+        timeout: seconds one call may take (default None: no deadline, the length
+            guard bounds the work). Checked after every generated token, with the
+            clock started when the call starts (prompt encoding and schema
+            compilation count, but are not interrupted); past it the call fails with
+            TransientBackendError and the partial output is dropped.
         compile_options: :class:`~jsonmode.decoding.compiler.CompileOptions` fields.
         **generate_options: passed to ``model.generate`` (``do_sample``, ``temperature``...).
 
@@ -47,6 +60,7 @@ class TransformersBackend:
         tokenizer: Any = None,
         *,
         max_new_tokens: int = 512,
+        timeout: float | None = None,
         compile_options: dict[str, Any] | None = None,
         **generate_options: Any,
     ) -> None:
@@ -59,6 +73,7 @@ class TransformersBackend:
         self.model = model
         self.tokenizer = tokenizer
         self.max_new_tokens = max_new_tokens
+        self.timeout = None if timeout is None else check_timeout(timeout)
         self.compile_options = dict(compile_options or {})
         self.generate_options = generate_options
         width = getattr(getattr(model, "config", None), "vocab_size", None)
@@ -90,6 +105,7 @@ class TransformersBackend:
     def _generate(self, request: Request, streamer: Any = None) -> Completion:
         import torch
 
+        started = time.perf_counter()
         input_ids, attention = self._prompt_ids(request)
         device = getattr(self.model, "device", None)
         if device is not None:
@@ -109,6 +125,13 @@ class TransformersBackend:
             "do_sample": False,
             **self.generate_options,
         }
+        deadline = None
+        if self.timeout is not None:
+            from transformers import StoppingCriteriaList
+
+            deadline = _deadline_criterion()(started + self.timeout)
+            given = options.get("stopping_criteria") or []
+            options["stopping_criteria"] = StoppingCriteriaList([*given, deadline])
         with torch.inference_mode():
             output = self.model.generate(
                 input_ids=input_ids,
@@ -120,6 +143,12 @@ class TransformersBackend:
         prompt_length = int(input_ids.shape[1])
         generated = [int(t) for t in output[0, prompt_length:].tolist()]
         ended = next((i for i, t in enumerate(generated) if t in self.vocabulary.eos_ids), None)
+        if deadline is not None and deadline.fired and ended is None:
+            raise TransientBackendError(
+                f"{self.name}: generation did not finish within the timeout of "
+                f"{self.timeout:g} s ({len(generated)} tokens generated)",
+                hint="raise timeout= or lower max_new_tokens",
+            )
         body = generated if ended is None else generated[:ended]
         data = b"".join(self.vocabulary.token_bytes(t) for t in body)
         truncated = ended is None and len(generated) >= self.max_new_tokens
@@ -153,3 +182,26 @@ class TransformersBackend:
         worker.start()
         yield from streamer
         worker.join()
+
+
+@functools.cache
+def _deadline_criterion() -> type[Any]:
+    """A transformers ``StoppingCriteria`` that stops every row at a perf_counter time.
+
+    Built on first use: transformers is imported only when a local model is.
+    """
+    import torch
+    from transformers import StoppingCriteria
+
+    class DeadlineCriterion(StoppingCriteria):
+        def __init__(self, deadline: float) -> None:
+            self.deadline = deadline
+            self.fired = False
+
+        def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+            if time.perf_counter() >= self.deadline:
+                self.fired = True
+            rows = input_ids.shape[0]
+            return torch.full((rows,), self.fired, dtype=torch.bool, device=input_ids.device)
+
+    return DeadlineCriterion

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import numpy.typing as npt
 
+from jsonmode.decoding.budget import checkpoint
 from jsonmode.decoding.grammar import Alt, Call, Expr, Grammar, Lex, Lit, Members, Rep, Seq
 from jsonmode.decoding.lru import Lru
 from jsonmode.decoding.objects import Fragment, Interval, Raw, extend_row, object_rule
@@ -46,6 +47,8 @@ class _NFA:
     calls: list[list[tuple[str, int]]] = field(default_factory=list)
     # States whose edges were written once, sorted and disjoint (an embedded lexeme's).
     sorted_rows: set[int] = field(default_factory=set)
+    # The size at which fragment() next checks the budgets (one comparison a call).
+    check_at: int = -1
 
     def state(self) -> int:
         self.eps.append([])
@@ -55,8 +58,13 @@ class _NFA:
 
     def fragment(self, expr: Expr, start: int, end: int, budget: int) -> None:
         """Add transitions from ``start`` to ``end`` that read ``expr``."""
-        if len(self.eps) > budget * _NFA_PER_DFA_STATE:
-            raise BudgetExceededError("states per rule", budget)
+        if len(self.eps) > self.check_at:
+            # The state budget (the NFA may be _NFA_PER_DFA_STATE times the DFA's
+            # before giving up early), and every 1 024 states the compile's deadline.
+            if len(self.eps) > budget * _NFA_PER_DFA_STATE:
+                raise BudgetExceededError("states per rule", budget)
+            checkpoint()
+            self.check_at = min(budget * _NFA_PER_DFA_STATE, len(self.eps) + 1024)
         # (The Expr classes are final: an identity test each, in order of frequency.)
         if type(expr) is Lit:
             data = expr.data
@@ -308,6 +316,8 @@ def _determinise(
     while position < len(order):
         members = order[position]
         position += 1
+        if not position & 15:
+            checkpoint()
         if len(members) == 1:
             own = plain.get(next(iter(members)))
             if own is not None:
@@ -395,7 +405,9 @@ def build_network(grammar: Grammar, *, max_states: int = 20_000) -> Network:
     """
     raw: dict[str, Raw] = {}
     done: dict[str, RuleDFA | None] = {}  # lexemes, finished once per process
-    for name, expr in grammar.rules.items():
+    for index, (name, expr) in enumerate(grammar.rules.items()):
+        if not index & 7:
+            checkpoint()
         if _calls_nothing(expr):
             done[name] = _terminal(name, expr, max_states)
         elif name in grammar.shared:

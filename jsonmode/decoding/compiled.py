@@ -11,12 +11,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import sys
 import threading
 import time
 from typing import TYPE_CHECKING, Any
 
 from jsonmode import events
 from jsonmode.decoding.automaton import Network, build_network
+from jsonmode.decoding.budget import deadline
 from jsonmode.decoding.collector import collector_paused
 from jsonmode.decoding.compiler import CompileOptions, build_grammar
 from jsonmode.decoding.grammar import Grammar
@@ -62,10 +64,15 @@ class CompiledSchema:
         """Whether decoding could produce exactly ``text`` (no vocabulary needed).
 
         Cost: one byte-at-a-time walk through the reference matcher — for tests and
-        diagnostics, not for the generation hot path.
+        diagnostics, not for the generation hot path. A ``str`` that is not Unicode
+        text (a lone surrogate: no UTF-8 bytes spell it) is not accepted.
         """
-        data = text.encode("utf-8") if isinstance(text, str) else text
-        return self.reference().accepts(data)
+        if isinstance(text, str):
+            try:
+                text = text.encode("utf-8")
+            except UnicodeEncodeError:
+                return False
+        return self.reference().accepts(text)
 
     def reference(self) -> ReferenceMatcher:
         """The slow, obviously correct byte-level matcher for this schema."""
@@ -111,33 +118,44 @@ def compile_schema(
         known = ", ".join(field.name for field in dataclasses.fields(CompileOptions))
         raise UsageError(f"unknown compile option: {exc}", hint=f"known options: {known}") from None
     with collector_paused():
-        return _compile(schema, vocabulary, settings)
+        try:
+            return _compile(schema, vocabulary, settings)
+        except RecursionError:
+            # A safety net: the builders recurse on the schema's and the grammar's
+            # nesting, which the schema depth bound and _MAX_OPTIONAL_PREFIX keep
+            # far from Python's limit; a shape they miss is refused, not a crash.
+            raise BudgetExceededError("expression nesting depth", sys.getrecursionlimit()) from None
 
 
 def _compile(
     schema: object, vocabulary: Vocabulary | None, settings: CompileOptions
 ) -> CompiledSchema:
-    """:func:`compile_schema` once the options are read: normalise, look up, build."""
-    spec = Schema.of(schema)
-    key = (
-        json.dumps(spec.json_schema),  # not sorted: property order is decoding order
-        vocabulary.fingerprint if vocabulary is not None else "",
-        settings,
-    )
-    with _lock:
-        hit = _cache.get(key)
-    if hit is not None:
-        return hit
-    started = time.perf_counter()
-    grammar, unenforced = build_grammar(
-        spec.json_schema, settings, lambda sub: spec.validator.evolve(schema=sub)
-    )
-    network = build_network(grammar, max_states=settings.max_rule_states)
-    elapsed = time.perf_counter() - started
-    if events.listeners:
-        events.emit(events.CompileFinished(elapsed))
-    if elapsed > settings.max_compile_seconds:
-        raise BudgetExceededError("compile time (seconds)", settings.max_compile_seconds)
+    """:func:`compile_schema` once the options are read: normalise, look up, build.
+
+    The time budget runs from here and is checked while compiling (see
+    :mod:`jsonmode.decoding.budget`): an over-budget schema stops near
+    ``max_compile_seconds`` instead of running to the end and being refused then.
+    """
+    with deadline(settings.max_compile_seconds) as clock:
+        spec = Schema.of(schema)
+        key = (
+            json.dumps(spec.json_schema),  # not sorted: property order is decoding order
+            vocabulary.fingerprint if vocabulary is not None else "",
+            settings,
+        )
+        with _lock:
+            hit = _cache.get(key)
+        if hit is not None:
+            return hit
+        started = time.perf_counter()
+        grammar, unenforced = build_grammar(
+            spec.json_schema, settings, lambda sub: spec.validator.evolve(schema=sub)
+        )
+        network = build_network(grammar, max_states=settings.max_rule_states)
+        elapsed = time.perf_counter() - started
+        if events.listeners:
+            events.emit(events.CompileFinished(elapsed))
+        clock.check()  # (finished, but past the deadline: refused alike)
     compiled = CompiledSchema(spec, grammar, network, unenforced, settings, vocabulary, elapsed)
     with _lock:
         if len(_cache) >= _CACHE_LIMIT:

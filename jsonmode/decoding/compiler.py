@@ -29,6 +29,7 @@ from typing import Any, Literal
 import jsonschema
 
 from jsonmode.decoding import regex as rx
+from jsonmode.decoding.budget import checkpoint
 from jsonmode.decoding.formats import FORMAT_EXACTNESS, format_dfa
 from jsonmode.decoding.grammar import (
     EMPTY,
@@ -49,7 +50,9 @@ from jsonmode.decoding.lru import Lru
 from jsonmode.decoding.numbers import Bounds, integer_range, number_dfa
 from jsonmode.errors import BudgetExceededError, InvalidSchemaError, UnsupportedSchemaError
 from jsonmode.schema.keywords import ANNOTATIONS
-from jsonmode.schema.pointer import MISSING, resolve_local_ref
+from jsonmode.schema.patterns import PatternUndecidedError
+from jsonmode.schema.patterns import search as search_pattern
+from jsonmode.schema.refs import MISSING, resolve_local
 
 __all__ = ["CompileOptions", "build_grammar"]
 
@@ -62,6 +65,9 @@ _KNOWN_METASCHEMA = re.compile(
     r"^https?://json-schema\.org/(?:draft-0[3-7]/schema|draft/20(?:19-09|20-12)/schema)#?$"
 )
 _MAX_ANY_ORDER = 8  # 2**8 member sets: beyond this the automaton grows too fast
+# Optional prefixItems positions written out exactly (each nests the rest a level
+# deeper in the expression, and the automaton builder recurses on that depth).
+_MAX_OPTIONAL_PREFIX = 128
 # Formats jsonschema's checker asserts (what post-validation enforces).
 _CHECKED_FORMATS = frozenset(jsonschema.Draft202012Validator.FORMAT_CHECKER.checkers)
 JSON_TYPES = ("null", "boolean", "object", "array", "number", "string")
@@ -143,7 +149,15 @@ class CompileOptions:
         max_repeat: counted repetitions (``maxItems``, ``maxLength``) expand up to this
             bound (default 256); larger bounds are post-validated instead.
         max_nesting_depth: how deep the matcher's stack may grow (default 64).
-        max_compile_seconds: give up compiling after this long (default 10 s).
+        max_compile_seconds: give up compiling after this long (default 10 s),
+            checked while compiling (per schema node, automaton state, enum value;
+            see :mod:`~jsonmode.decoding.budget`): an over-budget schema stops within
+            milliseconds of it, reading and validating the schema included.
+
+    Exceeding a budget raises :class:`~jsonmode.errors.BudgetExceededError` naming it
+    (its ``budget`` attribute), and the façade falls back to the prompted tier. Memory
+    while compiling follows the state budget (``max_rule_states``, and the regex
+    engine's own), not the size of the schema's expansion.
     """
 
     whitespace: Literal["standard", "flexible"] = "standard"
@@ -188,6 +202,7 @@ class _Builder:
     inlining: set[str] = field(default_factory=set)
     merged_rules: dict[str, str] = field(default_factory=dict)
     depth: int = 0  # value() calls under way
+    visits: int = 0  # value() calls made (every 8th checks the deadline)
     _lexes: dict[str, Expr] = field(default_factory=dict)
 
     # -- bookkeeping -----------------------------------------------------------------
@@ -273,6 +288,9 @@ class _Builder:
                 _MAX_SCHEMA_DEPTH,
                 hint="this bound is fixed: flatten the schema with $defs and $ref",
             )
+        self.visits += 1
+        if not self.visits & 7:
+            checkpoint()
         self.depth += 1
         try:
             return self._value(schema, path)
@@ -306,7 +324,7 @@ class _Builder:
     def reference(self, schema: dict[str, Any], path: str) -> Expr:
         ref = schema["$ref"]
         siblings = {k: v for k, v in schema.items() if k != "$ref" and k not in _ANNOTATIONS}
-        target = resolve_local_ref(self.root, ref) if isinstance(ref, str) else MISSING
+        target = resolve_local(self.root, ref) if isinstance(ref, str) else MISSING
         if target is MISSING:
             raise UnsupportedSchemaError(
                 f"reference {ref!r} is not a local pointer", schema_path=path
@@ -383,6 +401,7 @@ class _Builder:
     def merge_all(self, schema: dict[str, Any], path: str) -> dict[str, Any]:
         merged: dict[str, Any] = {k: v for k, v in schema.items() if k != "allOf"}
         for index, part in enumerate(schema.get("allOf", [])):
+            checkpoint()
             part = self.resolve(part, f"{path}/allOf/{index}")
             if part is False:
                 return {"not": {}}
@@ -396,7 +415,7 @@ class _Builder:
     def resolve(self, schema: Any, path: str) -> Any:
         seen = 0
         while isinstance(schema, dict) and "$ref" in schema:
-            target = resolve_local_ref(self.root, schema["$ref"])
+            target = resolve_local(self.root, schema["$ref"])
             if target is MISSING:
                 raise UnsupportedSchemaError(
                     f"reference {schema['$ref']!r} is not local", schema_path=path
@@ -440,12 +459,25 @@ class _Builder:
         values = [schema["const"]] if "const" in schema else list(schema["enum"])
         rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
         validator = self.validator_for(rest)
-        kept = [value for value in values if validator.is_valid(value)]
+        kept = []
+        for count, value in enumerate(values):
+            if not count & 255:
+                checkpoint()
+            if validator.is_valid(value):
+                kept.append(value)
         return alt(*(self.literal(value) for value in kept)) if kept else NEVER
 
     def literal(self, value: Any) -> Expr:
-        """A JSON value written any way json.dumps may write it (whitespace per policy)."""
+        """A JSON value written any way json.dumps may write it (whitespace per policy).
+
+        Raises:
+            BudgetExceededError: a string longer than ``max_rule_states`` characters
+                (reading it takes a state per character): refused before its
+                automaton is built.
+        """
         if isinstance(value, str):
+            if len(value) > self.options.max_rule_states:
+                raise BudgetExceededError("states per rule", self.options.max_rule_states)
             if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
                 # The one spelling json.dumps writes: keys and constants are then forced.
                 return Lit(json.dumps(value).encode())
@@ -463,6 +495,7 @@ class _Builder:
             )
         if isinstance(value, float):
             return Lit(json.dumps(value).encode())
+        checkpoint()  # (a large array or object constant is many calls)
         if isinstance(value, list):
             if not value:
                 return seq(Lit(b"["), self.ws, Lit(b"]"))
@@ -549,6 +582,8 @@ class _Builder:
                 try:
                     shape = build() if shape is None else rx.intersect(shape, build())
                     name += text
+                except BudgetExceededError:
+                    raise  # the compile's deadline: not this keyword's fault
                 except UnsupportedSchemaError as exc:
                     dropped.append((keyword, str(exc)))
             if low == 0 and high is None:
@@ -561,6 +596,8 @@ class _Builder:
                     return _string_lex(name, lengths, (low, high)), tuple(dropped)
                 dfa = rx.intersect(lengths, shape)
                 name = f"string{_bounds(low or None, high)}{name}"
+            except BudgetExceededError:
+                raise
             except UnsupportedSchemaError as exc:
                 dfa = shape if shape is not None else rx.any_char_dfa(0, None)
                 name = f"string{name}"
@@ -647,7 +684,9 @@ class _Builder:
         other_key: Expr | None = None
         inexact = False
         if patterns or extra is not False:  # keys beyond the declared names may appear
-            pattern_keys, other_key, inexact = _key_lexemes(tuple(properties), tuple(patterns))
+            pattern_keys, other_key, inexact = _key_lexemes(
+                tuple(properties), tuple(patterns), self.options.max_rule_states
+            )
         if inexact:
             self.skip(path, "patternProperties")
         for pattern, pattern_key in pattern_keys:
@@ -693,6 +732,17 @@ class _Builder:
         if low > self.options.max_repeat:
             self.skip(path, "minItems")
             low = 0
+        if min(len(prefix), len(prefix) if high is None else high) - low > _MAX_OPTIONAL_PREFIX:
+            # Each optional prefix position nests its successors one level deeper
+            # ("(, p1 (, p2 ...)?)?"): beyond this many, the later positions take any
+            # value and post-validation checks them (no Python recursion limit reached).
+            kind = (
+                "items" if self.draft7 and isinstance(schema.get("items"), list) else "prefixItems"
+            )
+            self.skip(path, kind)
+            if items is not True and items != {}:
+                self.skip(path, "additionalItems" if kind == "items" else "items")
+            prefix, items = prefix[: low + _MAX_OPTIONAL_PREFIX], True
         prefix_exprs = [self.value(sub, f"{path}/prefixItems/{i}") for i, sub in enumerate(prefix)]
         item_expr = self.value(items, f"{path}/items")
         comma = self.sep(b",")
@@ -767,7 +817,7 @@ def _const_string(value: str) -> Expr:
 
 @functools.lru_cache(maxsize=256)
 def _key_lexemes(
-    names: tuple[str, ...], patterns: tuple[str, ...]
+    names: tuple[str, ...], patterns: tuple[str, ...], max_states: int
 ) -> tuple[tuple[tuple[str, Expr | None], ...], Expr | None, bool]:
     """Key lexemes of an object: per pattern, the keys it matches that are not
     declared names (None: none); the keys no name or pattern claims (None: none);
@@ -776,9 +826,12 @@ def _key_lexemes(
     as the others'), so post-validation must check it.
 
     Cached per process: equal name and pattern lists give equal automata.
+
+    Raises:
+        BudgetExceededError: the keys' automaton would exceed ``max_states`` states.
     """
     label = "key" + "".join(f" not:{json.dumps(n)}" for n in names)
-    quick = None if patterns else extra_key_body(names)
+    quick = None if patterns else extra_key_body(names, max_states)
     if quick is not None:  # the common case: no patterns, plain names
         return (), seq(Lit(b'"'), Lex(label, quick, keys=names), Lit(b'"')), False
     names_dfa = rx.literal_dfa(list(names))
@@ -789,6 +842,8 @@ def _key_lexemes(
     for pattern in patterns:
         try:
             dfa = rx.intersect(rx.compile_pattern(pattern), rx.complement(names_dfa))
+        except BudgetExceededError:
+            raise  # the compile's deadline
         except UnsupportedSchemaError:
             inexact = True
             continue
@@ -799,7 +854,7 @@ def _key_lexemes(
             (pattern, None if dfa.is_empty() else _string_lex(f"key pattern:{pattern}", dfa))
         )
     label += "".join(f" not:/{p}/" for p, _ in keys)
-    quick = None if keys else extra_key_body(names)  # every pattern was dropped
+    quick = None if keys else extra_key_body(names, max_states)  # every pattern was dropped
     if quick is not None:
         return (), seq(Lit(b'"'), Lex(label, quick, keys=names), Lit(b'"')), inexact
     other = rx.complement(used)
@@ -845,10 +900,13 @@ def _escape(name: str) -> str:
 
 
 def _search(pattern: str, text: str) -> bool:
+    """Whether ``pattern`` may match ``text`` (ECMA-262, linear time: see
+    :mod:`jsonmode.schema.patterns`). No verdict in the budget counts as a match, which
+    leaves ``patternProperties`` to post-validation."""
     try:
-        return re.search(pattern, text) is not None
-    except re.error:
-        return False
+        return isinstance(pattern, str) and search_pattern(pattern, text)
+    except PatternUndecidedError:
+        return True
 
 
 def _items_into_prefix(one: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
@@ -949,6 +1007,7 @@ def _distinct_constants(branches: Sequence[Any]) -> bool:
         seen: list[Any] = []
         ok = True
         for branch in branches:
+            checkpoint()  # (quadratic in the branches: each value against those seen)
             sub = branch["properties"][name]
             values = [sub["const"]] if "const" in sub else list(sub["enum"])
             if any(v in seen for v in values):

@@ -171,11 +171,19 @@ def seq(*items: Expr) -> Expr:
 
 
 def alt(*options: Expr) -> Expr:
-    """A flattened alternative without duplicates (order kept)."""
+    """A flattened alternative without duplicates (order kept). Linear in the options
+    (an enum of 100 000 values is one call): past a few, a set remembers them."""
     flat: list[Expr] = []
+    seen: set[Expr] | None = None
     for option in options:
         for part in option.options if isinstance(option, Alt) else (option,):
-            if part not in flat:
+            if seen is None:
+                if part not in flat:
+                    flat.append(part)
+                    if len(flat) > 16:
+                        seen = set(flat)
+            elif part not in seen:
+                seen.add(part)
                 flat.append(part)
     return flat[0] if len(flat) == 1 else Alt(tuple(flat))
 

@@ -23,6 +23,8 @@ import functools
 import numpy as np
 
 from jsonmode.decoding import regex as rx
+from jsonmode.decoding.budget import checkpoint
+from jsonmode.errors import BudgetExceededError
 
 __all__ = ["extra_key_body", "key_prefixes"]
 
@@ -47,11 +49,12 @@ def key_prefixes(names: tuple[str, ...]) -> list[str]:
 
 
 @functools.lru_cache(maxsize=256)
-def extra_key_body(names: tuple[str, ...]) -> rx.ByteDFA | None:
+def extra_key_body(names: tuple[str, ...], max_states: int | None = None) -> rx.ByteDFA | None:
     """The bodies of JSON strings that do not decode to one of ``names``.
 
     None when a name is not plain printable ASCII (the caller then builds the exact
-    automaton). Cost: linear in the total length of the names; cached per process.
+    automaton). Cost: linear in the total length of the names (1 KiB per state);
+    cached per process.
 
     Layout (the mask engine hashes key states from it, see ``RuleDFA.keys``): one
     state per prefix of the names in :func:`key_prefixes` order (the empty prefix is
@@ -60,6 +63,11 @@ def extra_key_body(names: tuple[str, ...]) -> rx.ByteDFA | None:
     prefix's state reads as the body's start state but for the next letters of the
     names (to their prefixes' states), ``\\`` (to the state after it) and, when the
     prefix is a name, the end of the string.
+
+    Raises:
+        BudgetExceededError: it would have more than ``max_states`` states (one per
+            prefix of the names, and the string body's): refused before its table
+            is allocated, as the automaton builder would refuse it after.
     """
     if not all(map(_plain, names)):
         return None
@@ -72,6 +80,8 @@ def extra_key_body(names: tuple[str, ...]) -> rx.ByteDFA | None:
     if int(body.trans[g0, ord("a")]) != g0:  # pragma: no cover - the body's shape changed
         raise AssertionError("the JSON string body automaton must loop on plain characters")
     prefixes = key_prefixes(names)
+    if max_states is not None and len(prefixes) + 4 + body.n_states > max_states:
+        raise BudgetExceededError("states per rule", max_states)
     node = {prefix: index for index, prefix in enumerate(prefixes)}
     escape, u, u0, u00 = range(len(prefixes), len(prefixes) + 4)
     shift = len(prefixes) + 4  # the plain body's states come last
@@ -88,7 +98,9 @@ def extra_key_body(names: tuple[str, ...]) -> rx.ByteDFA | None:
     trans[: len(prefixes)] = plain[g0]
     trans[: len(prefixes), ord("\\")] = escape
     # ...except the characters that continue a name.
-    for name in names:
+    for count, name in enumerate(names):
+        if not count & 255:
+            checkpoint()
         for length in range(len(name)):
             trans[node[name[:length]], ord(name[length])] = node[name[: length + 1]]
     for byte in _SHORT_ESCAPES:
@@ -102,7 +114,8 @@ def extra_key_body(names: tuple[str, ...]) -> rx.ByteDFA | None:
     allowed = b"0189abcdefABCDEF"  # \u000X, \u001X (control), \u008X..\u00fX (non-ASCII)
     trans[u00, list(allowed)] = via_body(after_u00, allowed)
     accepting = np.zeros(total, dtype=np.bool_)
-    accepting[[node[p] for p in prefixes if p not in names]] = True
+    named = set(names)  # (a tuple would make this quadratic in the names)
+    accepting[[node[p] for p in prefixes if p not in named]] = True
     accepting[shift:] = body.accepting
     trans.flags.writeable = False
     accepting.flags.writeable = False

@@ -26,7 +26,7 @@ from decimal import ROUND_FLOOR, Decimal, InvalidOperation
 from typing import Any
 
 from jsonmode.decoding import regex as rx
-from jsonmode.errors import UnsupportedSchemaError
+from jsonmode.errors import BudgetExceededError, UnsupportedSchemaError
 
 __all__ = ["Bounds", "integer_range", "number_dfa"]
 
@@ -158,6 +158,8 @@ def number_dfa(bounds: Bounds) -> rx.CharDFA | None:
         for part in parts[1:]:
             result = rx.union(result, part)
         return result
+    except BudgetExceededError:
+        raise  # the compile's deadline, not the regex engine's state budget
     except UnsupportedSchemaError:
         return None  # a budget: leave the bounds to post-validation
 

@@ -21,9 +21,10 @@ the general path.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from jsonmode.decoding.budget import checkpoint
 from jsonmode.decoding.grammar import Call, Expr, Lit, Members, Seq
 from jsonmode.errors import BudgetExceededError
 
@@ -108,7 +109,9 @@ class _Builder:
         keys: list[bytes] = []
         values: list[Fragment | None] = []
         required: list[bool] = []
-        for member, needed in members.members:
+        for count, (member, needed) in enumerate(members.members):
+            if not count & 63:
+                checkpoint()
             if type(member) is Lit:
                 key, rest = member.data, None
             elif type(member) is Seq and member.items and isinstance(member.items[0], Lit):
@@ -136,13 +139,17 @@ class _Builder:
             raise _NotDirect  # an empty or calling separator
         count = len(keys)
         # Per position p: the members that may come next (p .. the first required one)
-        # and whether the object may close there (no required member left).
-        self.candidates: list[tuple[int, ...]] = []
-        self.closable: list[bool] = []
-        for p in range(count + 1):
-            stop = next((q for q in range(p, count) if required[q]), None)
-            self.candidates.append(tuple(range(p, count if stop is None else stop + 1)))
-            self.closable.append(stop is None)
+        # and whether the object may close there (no required member left). Ranges,
+        # found from the back: linear in the members (many optional members would
+        # make tuples quadratic in memory before the state budget could say no).
+        self.candidates: list[range] = [range(0)] * (count + 1)
+        self.closable: list[bool] = [True] * (count + 1)
+        stop: int | None = None
+        for p in range(count, -1, -1):
+            if p < count and required[p]:
+                stop = p
+            self.candidates[p] = range(p, count if stop is None else stop + 1)
+            self.closable[p] = stop is None
         # Groups of several keys sharing a prefix, numbered as they are met.
         self.groups: dict[tuple[int, ...], int] = {}
         self.grouped: list[tuple[int, ...]] = []
@@ -159,7 +166,7 @@ class _Builder:
         """The first bytes of the keys that may come at position ``p``."""
         return self._branch(self.candidates[p], 0)
 
-    def _branch(self, qs: tuple[int, ...], read: int) -> list[_Part]:
+    def _branch(self, qs: Sequence[int], read: int) -> list[_Part]:
         """The next byte of each key of ``qs`` (which share ``read`` bytes), to the
         state after it."""
         groups: dict[int, list[int]] = {}
@@ -256,7 +263,7 @@ class _Builder:
         calls: list[dict[str, int]] = []
         accepting: list[bool] = []
         no_calls: dict[str, int] = {}  # (shared by the rows that call nothing: never written)
-        position = 0
+        position = steps = 0
         while position < len(order):
             key = order[position]
             if key[0] == "k":  # a run of one key's bytes (most states): a chain
@@ -273,6 +280,9 @@ class _Builder:
                 position += count
                 continue
             position += 1
+            steps += 1
+            if not steps & 63:
+                checkpoint()
             parts, called, accepts = self._state(key)
             parts.sort(key=_low)
             row: list[Interval] = []

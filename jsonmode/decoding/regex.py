@@ -49,6 +49,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from jsonmode.decoding.budget import checkpoint
 from jsonmode.decoding.regex_parse import (
     ALL,
     MAX_CODE_POINT,
@@ -89,6 +90,12 @@ __all__ = [
 DEFAULT_MAX_STATES = 2000
 #: The Glushkov automaton may have at most this many positions per allowed state.
 POSITIONS_PER_STATE = 10
+#: ... at most this many follow links per position allowed: nested optional repeats
+#: such as ``(a?){1,5000}`` link every position to every later one, quadratic in memory.
+LINKS_PER_POSITION = 16
+#: ... and at most this many positions per position allowed in the subset
+#: construction's states, summed (an unanchored ``a{1000}`` needs ~25).
+MEMBERS_PER_POSITION = 64
 
 Edge = tuple[int, int, int]
 
@@ -270,6 +277,8 @@ def _minimize_raw(
     sink = n
     columns: list[list[int]] = [[sink] * n for _ in range(max(len(points) - 1, 0))]
     for s, row in enumerate(rows):
+        if not s & 63:
+            checkpoint()
         for lo, hi, d in row:
             for a in range(index[lo], index[hi + 1]):
                 columns[a][s] = d
@@ -290,7 +299,11 @@ def _minimize_raw(
     for s in others:
         block_of[s] = 1
     work = {0, 1}
+    rounds = 0
     while work:
+        rounds += 1
+        if not rounds & 63:
+            checkpoint()
         splitter = blocks[work.pop()]
         for back in inv:
             hit: dict[int, set[int]] = {}
@@ -346,8 +359,26 @@ class _Positions:
         self.pattern = pattern
         self.max_states = max_states
         self.univ = -1
+        self.links = 0  # follow links so far (see LINKS_PER_POSITION)
+
+    def link(self, sources: Iterable[int], targets: set[int]) -> None:
+        """Every position of ``targets`` may follow every position of ``sources``."""
+        follow = self.follow
+        for p in sources:
+            before = len(follow[p])
+            follow[p] |= targets
+            self.links += len(follow[p]) - before
+        if self.links > LINKS_PER_POSITION * self.limit:
+            checkpoint()
+            raise _budget_error(
+                f"regex `{_short(self.pattern)}`",
+                self.max_states,
+                f": more than {LINKS_PER_POSITION * self.limit} follow links",
+            )
 
     def new(self, cs: CharSet) -> int:
+        if not len(self.cs) & 255:
+            checkpoint()
         if len(self.cs) > self.limit:
             raise _budget_error(
                 f"regex `{_short(self.pattern)}`",
@@ -381,8 +412,7 @@ class _Positions:
             nullable = True
             for item in node.items:
                 f, la, nu = self.build(item)
-                for p in last:
-                    self.follow[p] |= f
+                self.link(last, f)
                 if nullable:
                     first |= f
                 last = (last | la) if nu else la
@@ -405,8 +435,7 @@ class _Positions:
         if hi is None:
             copies = [self.build(node.item) for _ in range(max(lo, 1))]
             f, la, _ = copies[-1]
-            for p in la:
-                self.follow[p] |= f
+            self.link(la, f)
             if lo == 0:
                 copies[-1] = (f, la, True)
         else:
@@ -418,16 +447,14 @@ class _Positions:
                 if tail is None:
                     tail = (set(f), set(la), True)
                 else:
-                    for p in la:
-                        self.follow[p] |= tail[0]
+                    self.link(la, tail[0])
                     tail = (f | tail[0] if nu else set(f), tail[1] | la, True)
             copies = copies[:lo] + ([tail] if tail is not None else [])
         first: set[int] = set()
         last: set[int] = set()
         nullable = True
         for f, la, nu in copies:
-            for p in last:
-                self.follow[p] |= f
+            self.link(last, f)
             if nullable:
                 first |= f
             last = (last | la) if nu else la
@@ -470,8 +497,7 @@ def compile_pattern(pattern: str, *, max_states: int = DEFAULT_MAX_STATES) -> Ch
         f, la, nu = pos.build(body)
         if not anchored_end:  # then anything may follow: the shared universal tail
             uf, ul, _ = pos.build(None)
-            for p in la:
-                pos.follow[p] |= uf
+            pos.link(la, uf)
             f = f | uf if nu else f
             la = la | ul
         first |= f
@@ -493,10 +519,13 @@ def _determinise(pos: _Positions, last: frozenset[int], max_states: int) -> Char
     ids: dict[frozenset[int], int] = {start: 0}
     order = [start]
     edges: list[list[Edge]] = []
+    members, most = 1, MEMBERS_PER_POSITION * pos.limit  # positions over all states
     k = 0
     while k < len(order):
         state = order[k]
         k += 1
+        if not k & 15:
+            checkpoint()
         by_cs: dict[int, set[int]] = {}
         for p in state:
             for q in follow[p]:
@@ -507,7 +536,8 @@ def _determinise(pos: _Positions, last: frozenset[int], max_states: int) -> Char
                 target = frozenset({univ})
             dst = ids.get(target)
             if dst is None:
-                if len(order) >= max_states:
+                members += len(target)
+                if len(order) >= max_states or members > most:
                     raise _budget_error(f"regex `{_short(pos.pattern)}`", max_states)
                 dst = ids[target] = len(order)
                 order.append(target)
@@ -584,7 +614,9 @@ def literal_dfa(strings: Iterable[str]) -> CharDFA:
     """Exactly the given strings (a trie, minimised). Costs O(total length)."""
     edges: list[dict[int, int]] = [{}]
     accepting = [False]
-    for text in strings:
+    for count, text in enumerate(strings):
+        if not count & 255:
+            checkpoint()
         s = 0
         for ch in text:
             nxt = edges[s].get(ord(ch))
@@ -625,6 +657,8 @@ def _product(a: CharDFA, b: CharDFA, *, both: bool, max_states: int, what: str) 
     while k < len(order):
         sa, sb = order[k]
         k += 1
+        if not k & 15:
+            checkpoint()
         row: list[Edge] = []
         ea = a.edges[sa] if sa >= 0 else ()
         eb = b.edges[sb] if sb >= 0 else ()
@@ -953,7 +987,11 @@ class _ByteBuilder:
                 self.add(src, to_bytes(v, v), self.pend(rest, sub))
 
     def run_pending(self) -> None:
+        done = 0
         while self.todo:
+            done += 1
+            if not done & 63:
+                checkpoint()
             state, slots, residual = self.todo.pop()
             weight = 1
             for other in slots[1:]:
@@ -1084,6 +1122,8 @@ def utf8_byte_dfa(dfa: CharDFA) -> ByteDFA:
     dfa = minimize(dfa)
     builder = _ByteBuilder(dfa)
     for s in range(dfa.n_states):
+        if not s & 63:
+            checkpoint()
         builder.raw_utf8(s, json=False)
     builder.run_pending()
     return builder.finish()
@@ -1103,6 +1143,8 @@ def json_string_body_dfa(dfa: CharDFA) -> ByteDFA:
     dfa = minimize(dfa)
     builder = _ByteBuilder(dfa)
     for s in range(dfa.n_states):
+        if not s & 63:
+            checkpoint()
         builder.raw_utf8(s, json=True)
         builder.escapes(s)
     builder.run_pending()

@@ -19,22 +19,25 @@ in order and a branch's coercions are kept only if they make the value valid for
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from jsonschema.protocols import Validator as _JsonschemaValidator
 
+from jsonmode._json import StrictJSONError, read_float, read_int
 from jsonmode.repair.report import Repair, RepairKind
-from jsonmode.schema.pointer import MISSING, resolve_local_ref
+from jsonmode.schema.patterns import PatternUndecidedError
+from jsonmode.schema.patterns import search as search_pattern
+from jsonmode.schema.refs import MISSING, resolve_local
 from jsonmode.schema.validation import format_path
 
 __all__ = ["coerce"]
 
 _INTEGER = re.compile(r"\s*[-+]?\d+(?:\.0*)?\s*")
 _FLOAT_MARK = re.compile(r"[.eE]")  # present: parse as float
-_NUMBER = re.compile(r"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*")
+# One way to match each spelling: "\d+\.?\d*" backtracked quadratically on long digit runs.
+_NUMBER = re.compile(r"\s*[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?\s*")
 _MAX_DEPTH = 64
 _MAX_REF_HOPS = 32
 
@@ -74,15 +77,20 @@ class _Walk:
         for _ in range(_MAX_REF_HOPS):
             if not isinstance(schema, dict) or not isinstance(schema.get("$ref"), str):
                 return schema
-            target = resolve_local_ref(self.root, schema["$ref"])
+            # Schema.of rewrote every in-document reference as a pointer from the root
+            # (jsonmode.schema.refs); what is left (a metaschema) is not coerced.
+            target = resolve_local(self.root, schema["$ref"])
             if target is MISSING:
-                return schema  # not a local pointer: jsonschema resolves it; not coerced
+                return schema
             siblings = {k: v for k, v in schema.items() if k != "$ref"}
             schema = {**target, **siblings} if siblings and isinstance(target, dict) else target
         return schema
 
     def valid(self, schema: Any, value: Any) -> bool:
-        return bool(self.validator.evolve(schema=schema).is_valid(value))
+        try:
+            return bool(self.validator.evolve(schema=schema).is_valid(value))
+        except RecursionError:  # too deep to validate: not a branch to take
+            return False
 
     def value(self, schema: Any, value: Any, path: list[str | int], depth: int) -> Any:
         schema = self.resolve(schema)
@@ -129,12 +137,13 @@ class _Walk:
         if isinstance(value, str):
             text = value.strip()
             if "integer" in types and _INTEGER.fullmatch(value):
-                # int() on the digits, not via float: "1234567890123456789" stays exact.
-                exact = int(text.split(".", 1)[0])
-                return self.record(path, "string_to_integer", value, exact)
+                # The digits, not via float: "1234567890123456789" stays exact.
+                exact = _number(text.split(".", 1)[0])
+                if exact is not None:
+                    return self.record(path, "string_to_integer", value, exact)
             if "number" in types and _NUMBER.fullmatch(value):
-                number: float | int = float(text) if _FLOAT_MARK.search(text) else int(text)
-                if math.isfinite(number):
+                number = _number(text)
+                if number is not None:
                     return self.record(path, "string_to_number", value, number)
             if "boolean" in types and text.lower() in ("true", "false"):
                 return self.record(path, "string_to_boolean", value, text.lower() == "true")
@@ -165,10 +174,13 @@ class _Walk:
             if isinstance(properties, dict) and key in properties:
                 sub = properties[key]
             else:
-                sub = next(
-                    (s for p, s in patterns.items() if _search(p, key)),
-                    extra if isinstance(extra, dict) else None,
-                )
+                try:
+                    sub = next(
+                        (s for p, s in patterns.items() if _search(p, key)),
+                        extra if isinstance(extra, dict) else None,
+                    )
+                except PatternUndecidedError:  # left alone; validation reports it
+                    sub = None
             out[key] = item if sub is None else self.value(sub, item, [*path, key], depth + 1)
         return out
 
@@ -191,11 +203,18 @@ class _Walk:
         return out
 
 
-def _search(pattern: str, key: str) -> bool:
+def _number(text: str) -> int | float | None:
+    """The number ``text`` spells (exact for integers), or None beyond the double
+    range (see :mod:`jsonmode._json`): never inf, never int()'s digit-limit ValueError."""
     try:
-        return re.search(pattern, key) is not None
-    except re.error:
-        return False
+        return read_float(text) if _FLOAT_MARK.search(text) else read_int(text)
+    except StrictJSONError:
+        return None
+
+
+def _search(pattern: str, key: str) -> bool:
+    """ECMA-262, linear time; raises PatternUndecidedError (see jsonmode.schema.patterns)."""
+    return isinstance(pattern, str) and search_pattern(pattern, key)
 
 
 def coerce(value: Any, schema: Any, validator: _JsonschemaValidator) -> tuple[Any, list[Repair]]:

@@ -3,10 +3,18 @@
 Fenced blocks are tried first, then every bracketed span of the whole reply, so
 a fence holding code (or a fence cut short by backticks inside a string) never
 hides the document.
+
+Cost: linear in the reply on realistic text (each character is lexed about once per
+fence it sits in, plus once for the whole reply). On adversarial text a span that
+fails at a mismatched closer is retried from the openers inside it that could still
+match, so work can grow beyond linear; callers bound it with a deadline
+(:func:`jsonmode.repair.deadline.run_until`): every loop here is pure Python and can
+be interrupted, and every regex runs in linear time.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,7 +23,6 @@ from jsonmode.repair.lexer import lex
 
 __all__ = ["Candidate", "find_candidates"]
 
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _OPENERS = {"{": "}", "[": "]"}
 _OPEN = re.compile(r"[{\[]")
 
@@ -28,15 +35,20 @@ class Candidate:
         text: the span itself.
         closed: False when the text ends inside an open string, object or array
             (the reply was most likely cut off).
+        depth: the deepest nesting of objects and arrays in it (0 when unknown:
+            the text was not bracket-matched).
     """
 
     text: str
     closed: bool
+    depth: int = 0
 
 
-def _match(region: str, start: int) -> Candidate | None:
-    """The span opened at ``start``, or None when a closer does not match."""
-    stack: list[str] = []
+def _match(region: str, start: int) -> Candidate | list[int]:
+    """The span opened at ``start``; when a closer does not match, the openers
+    still open there (each would fail at the same closer: retrying them is wasted)."""
+    opened: list[int] = []  # positions of the open brackets
+    depth = 0
     for kind, begin, end, closed in lex(region, start):
         if kind == "string":
             if not closed:
@@ -46,14 +58,16 @@ def _match(region: str, start: int) -> Candidate | None:
             continue
         char = region[begin]
         if char in _OPENERS:
-            stack.append(_OPENERS[char])
-        elif char != stack[-1]:
-            return None
+            opened.append(begin)
+            if len(opened) > depth:
+                depth = len(opened)
+        elif char != _OPENERS[region[opened[-1]]]:
+            return opened
         else:
-            stack.pop()
-            if not stack:
-                return Candidate(region[start:end], closed=True)
-    return Candidate(region[start:], closed=False)
+            opened.pop()
+            if not opened:
+                return Candidate(region[start:end], closed=True, depth=depth)
+    return Candidate(region[start:], closed=False, depth=depth)
 
 
 def _spans(region: str, skip: Sequence[tuple[int, int]] = ()) -> list[Candidate]:
@@ -63,21 +77,51 @@ def _spans(region: str, skip: Sequence[tuple[int, int]] = ()) -> list[Candidate]
     nor are the ``skip`` ranges (fences whose spans are already known).
     """
     found: list[Candidate] = []
+    starts = [begin for begin, _ in skip]  # sorted, disjoint
+    doomed: set[int] = set()
     pos = 0
     while (opener := _OPEN.search(region, pos)) is not None:
-        inside = next((end for begin, end in skip if begin <= opener.start() < end), None)
-        if inside is not None:
-            pos = inside
+        at = opener.start()
+        index = bisect.bisect_right(starts, at) - 1
+        if index >= 0 and at < skip[index][1]:
+            pos = skip[index][1]
             continue
-        span = _match(region, opener.start())
-        if span is None:
-            pos = opener.start() + 1
+        if at in doomed:
+            pos = at + 1
+            continue
+        span = _match(region, at)
+        if isinstance(span, list):
+            doomed.update(span)
+            pos = at + 1
             continue
         found.append(span)
         if not span.closed:
             break
-        pos = opener.start() + len(span.text)
+        pos = at + len(span.text)
     return found
+
+
+def _fences(text: str) -> list[tuple[int, int, int, bool]]:
+    """Markdown fences as ``(body_start, body_end, end, closed)``, in order.
+
+    A fence opens at a ``` followed by an info string and a newline, and closes at
+    the next ``` (or runs to the end). One forward scan with ``str.find``, so no
+    backtracking regex can go quadratic on long runs of backticks.
+    """
+    fences: list[tuple[int, int, int, bool]] = []
+    pos = 0
+    while (tick := text.find("```", pos)) >= 0:
+        newline = text.find("\n", tick + 3)
+        if newline < 0:
+            break  # no fence can open without a newline after it
+        body = newline + 1
+        close = text.find("```", body)
+        if close < 0:
+            fences.append((body, len(text), len(text), False))
+            break
+        fences.append((body, close, close + 3, True))
+        pos = close + 3
+    return fences
 
 
 def find_candidates(text: str) -> list[Candidate]:
@@ -98,13 +142,12 @@ def find_candidates(text: str) -> list[Candidate]:
             candidates.append(candidate)
 
     known: list[tuple[int, int]] = []  # fences whose every span closed inside them
-    for fence in _FENCE.finditer(text):
-        runs_to_end = not fence.group(0).endswith("```") or fence.end() - fence.start(2) < 3
-        spans = _spans(fence.group(2))
+    for body, body_end, end, closed in _fences(text):
+        spans = _spans(text[body:body_end])
         for span in spans:
-            add(Candidate(span.text, closed=span.closed or not runs_to_end))
+            add(Candidate(span.text, closed=span.closed or closed, depth=span.depth))
         if all(span.closed for span in spans):
-            known.append((fence.start(2), fence.end()))
+            known.append((body, end))
     for span in _spans(text, known):
         add(span)
     if not candidates:

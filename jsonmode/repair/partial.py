@@ -16,6 +16,10 @@ So for every prefix of a JSON text ``t``, ``parse_partial(prefix)`` is contained
 prose or a markdown fence before the first ``{`` or ``[`` is skipped; anything after
 the document is ignored. Costs one linear pass over the text per call (a stream
 re-reads its growing text, so texts over :data:`MAX_PARTIAL_CHARS` give no partials).
+
+A document that can never be read (see :mod:`jsonmode._json`: a number beyond the
+double range such as ``1e400``, a lone surrogate) gives no partial value at all, so a
+partial never shows what the final value cannot hold (``inf``, text that is not Unicode).
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+
+from jsonmode._json import StrictJSONError, has_surrogate, loads_strict
 
 __all__ = ["MAX_PARTIAL_CHARS", "parse_partial"]
 
@@ -102,7 +108,10 @@ def _value(text: str, i: int) -> tuple[Any, int]:
             raise _Cut(_NOTHING)  # "12" may still become "1234"
         if _NUMBER.fullmatch(token) is None:
             raise _Invalid
-        return json.loads(token), end
+        try:
+            return loads_strict(token), end
+        except StrictJSONError:  # beyond the double range: the document cannot be read
+            raise _Invalid from None
     for word, literal in _LITERALS:
         if text.startswith(word, i):
             return literal, i + len(word)
@@ -114,10 +123,7 @@ def _value(text: str, i: int) -> tuple[Any, int]:
 def _string(text: str, i: int) -> tuple[str, int]:
     whole = _STRING.match(text, i)
     if whole is not None:
-        try:
-            return json.loads(whole.group(), strict=False), whole.end()
-        except json.JSONDecodeError:
-            raise _Invalid from None
+        return _text(whole.group()), whole.end()
     pieces: list[str] = []
     pos = i + 1
     while (piece := _BODY_PIECE.match(text, pos)) is not None:
@@ -127,11 +133,18 @@ def _string(text: str, i: int) -> tuple[str, int]:
         raise _Invalid  # a bad escape, not an unfinished one
     if pieces and _HIGH_SURROGATE.fullmatch(pieces[-1]):
         pieces.pop()  # half of a surrogate pair: wait for the other half
+    raise _Cut(_text('"' + "".join(pieces) + '"'))
+
+
+def _text(literal: str) -> str:
+    """A JSON string literal's value; _Invalid when it is not Unicode text."""
     try:
-        body = json.loads('"' + "".join(pieces) + '"', strict=False)
+        value: str = json.loads(literal, strict=False)
     except json.JSONDecodeError:
         raise _Invalid from None
-    raise _Cut(body)
+    if has_surrogate(value):  # a lone surrogate: an escaped pair is one character by now
+        raise _Invalid
+    return value
 
 
 def _object(text: str, i: int) -> tuple[dict[str, Any], int]:

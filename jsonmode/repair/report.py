@@ -9,7 +9,8 @@ __all__ = ["REPAIR_KINDS", "Repair", "RepairKind"]
 
 RepairKind = Literal[
     "extract",  # the JSON was cut out of prose or a markdown fence
-    "syntax",  # json-repair fixed the syntax (quotes, commas, comments, Python literals)
+    "python_literal",  # None/True/False (or NULL, TRUE...) outside strings -> null/true/false
+    "syntax",  # json-repair fixed the syntax (quotes, commas, comments, missing brackets)
     "string_to_integer",  # "42" -> 42 where the schema says integer
     "string_to_number",  # "4.5" -> 4.5 where the schema says number
     "string_to_boolean",  # "true" -> true
@@ -28,7 +29,8 @@ class Repair:
     Attributes:
         path: where in the document (``$`` for the whole output).
         kind: what was done; one of :data:`REPAIR_KINDS`.
-        before: the original (text for ``extract``/``syntax``, else the JSON value).
+        before: the original (text for ``extract``/``python_literal``/``syntax``, else
+            the JSON value).
         after: the replacement, same convention.
     """
 

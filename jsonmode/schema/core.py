@@ -5,7 +5,10 @@ takes (``list[Model]``, ``Literal[...]``, unions, ``Annotated`` constraints), a 
 Schema dict, JSON Schema text, or a ``pathlib.Path`` to a JSON Schema file.
 
 A :class:`Schema` is immutable and thread-safe; building one costs a schema check
-(milliseconds for large schemas), so :meth:`Schema.of` caches them.
+(milliseconds for large schemas), so :meth:`Schema.of` caches them. Building one also
+resolves every reference inside the document (:mod:`jsonmode.schema.refs`): a
+reference to a file, a URL or anything else outside it is refused before any I/O,
+and ``json_schema`` holds in-document references as JSON pointers from the root.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import pathlib
 import re
 import threading
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +30,7 @@ from jsonschema.protocols import Validator as _JsonschemaValidator
 
 from jsonmode.errors import InvalidSchemaError, UnsupportedSchemaError, UsageError
 from jsonmode.schema.fastcheck import compile_check
-from jsonmode.schema.pointer import MISSING, resolve_local_ref
+from jsonmode.schema.refs import REFUSING_REGISTRY, analyse
 from jsonmode.schema.validation import Issue, format_path, make_validator, validation_issues
 
 __all__ = ["Checked", "Schema"]
@@ -36,6 +39,9 @@ _CACHE_LIMIT = 256
 _cache: dict[object, Schema] = {}
 _cache_lock = threading.Lock()
 _NAME_SAFE = re.compile(r"[^A-Za-z0-9_-]+")
+_TOO_DEEP = Issue(
+    "$", "depth", "the value nests too deeply to be validated: flatten it or shorten it"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,9 +78,27 @@ class Schema:
     _fast: Callable[[Any], bool] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        validator = self._checked_validator(self.json_schema)
+        if self.json_schema is False:
+            raise UnsupportedSchemaError("the schema `false` accepts no value at all")
         try:
-            validator = make_validator(self.json_schema)
-            fast = compile_check(self.json_schema, validator.format_checker)
+            # Every reference resolved inside the document, before any validation.
+            meta = type(validator).META_SCHEMA
+            references = analyse(self.json_schema, type(validator).ID_OF(meta))
+        except RecursionError:  # pragma: no cover - the metaschema check recurses first
+            raise UnsupportedSchemaError("the schema nests too deeply") from None
+        if references.document is not self.json_schema:
+            object.__setattr__(self, "json_schema", references.document)
+            validator = self._checked_validator(references.document)
+        object.__setattr__(self, "_validator", validator)
+        object.__setattr__(self, "_fast", compile_check(self.json_schema, validator.format_checker))
+
+    @staticmethod
+    def _checked_validator(schema: dict[str, Any] | bool) -> _JsonschemaValidator:
+        """The validator for ``schema`` (checked against its metaschema), with a
+        registry that holds nothing beyond the document: no lookup can do I/O."""
+        try:
+            return make_validator(schema, registry=REFUSING_REGISTRY)
         except jsonschema.exceptions.SchemaError as exc:
             raise InvalidSchemaError(
                 f"not a valid JSON Schema: {exc.message}",
@@ -85,11 +109,6 @@ class Schema:
                 "the schema nests too deeply to be checked against its metaschema",
                 hint="flatten the schema with $defs and $ref",
             ) from None
-        object.__setattr__(self, "_validator", validator)
-        object.__setattr__(self, "_fast", fast)
-        if self.json_schema is False:
-            raise UnsupportedSchemaError("the schema `false` accepts no value at all")
-        _check_local_refs(self.json_schema)
 
     @classmethod
     def of(cls, schema: object, *, name: str | None = None) -> Schema:
@@ -97,7 +116,10 @@ class Schema:
 
         Raises:
             InvalidSchemaError: not a valid JSON Schema, not JSON, or not a type pydantic knows.
-            UnsupportedSchemaError: a schema that accepts nothing, or an unresolvable ``$ref``.
+            InvalidSchemaError: also a reference that does not resolve inside the
+                document (files and URLs are never read: see :mod:`jsonmode.schema.refs`),
+                or a reference cycle that never descends into the value.
+            UnsupportedSchemaError: a schema that accepts nothing.
         """
         if isinstance(schema, Schema):
             return schema if name is None or name == schema.name else schema.renamed(name)
@@ -127,7 +149,9 @@ class Schema:
         if isinstance(schema, str):
             try:
                 schema = json.loads(schema)
-            except json.JSONDecodeError as exc:
+            except RecursionError:
+                raise InvalidSchemaError("schema text nests too deeply") from None
+            except ValueError as exc:  # not JSON, or an integer too long to convert
                 raise InvalidSchemaError(f"schema text is not JSON: {exc}") from None
         if isinstance(schema, (dict, bool)):
             try:
@@ -173,24 +197,37 @@ class Schema:
     def conforms(self, value: Any) -> bool:
         """Whether ``value`` satisfies the JSON Schema (no explanation; cheap when compiled)."""
         if self._fast is not None:
-            return self._fast(value)
+            try:
+                return self._fast(value)
+            except RecursionError:
+                pass  # (jsonschema may still manage: it is asked next)
         try:
             return bool(self._validator.is_valid(value))
         except referencing.exceptions.Unresolvable as exc:
             raise InvalidSchemaError(f"schema reference cannot be resolved: {exc}") from None
+        except RecursionError:
+            return False  # see issues(): too deep to validate counts as not conforming
 
     def issues(self, value: Any) -> list[Issue]:
         """Every JSON Schema violation of ``value`` (empty when it conforms).
 
         A compiled yes/no check answers first when the schema allows it (see
-        :mod:`jsonmode.schema.fastcheck`); jsonschema explains every failure.
+        :mod:`jsonmode.schema.fastcheck`); jsonschema explains every failure. A value
+        nested too deeply for the validators' recursion (a very deep instance of a
+        recursive schema) does not conform: one issue with keyword ``depth`` says so.
         """
-        if self._fast is not None and self._fast(value):
-            return []
+        if self._fast is not None:
+            try:
+                if self._fast(value):
+                    return []
+            except RecursionError:
+                pass  # (jsonschema answers, or the value is too deep: below)
         try:
             return validation_issues(self._validator, value)
         except referencing.exceptions.Unresolvable as exc:
             raise InvalidSchemaError(f"schema reference cannot be resolved: {exc}") from None
+        except RecursionError:
+            return [_TOO_DEEP]
 
     def check(self, value: Any) -> Checked:
         """Validate with jsonschema, then (for Python types) with pydantic.
@@ -255,41 +292,6 @@ def _cache_key(schema: object, name: str | None) -> object | None:
 def _safe_name(name: str) -> str:
     cleaned = _NAME_SAFE.sub("_", name).strip("_")[:64]
     return cleaned or "response"
-
-
-def _walk(node: Any, pointer: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
-    if isinstance(node, dict):
-        yield pointer, node
-        for key, child in node.items():
-            yield from _walk(child, f"{pointer}/{key}")
-    elif isinstance(node, list):
-        for index, child in enumerate(node):
-            yield from _walk(child, f"{pointer}/{index}")
-
-
-def _check_local_refs(root: dict[str, Any] | bool) -> None:
-    """Fail early on a ``#/...`` reference that points nowhere, and on remote references."""
-    if isinstance(root, bool) or _has_nested_id(root):
-        # With a nested $id, references resolve against that base: jsonschema knows how.
-        return
-    for pointer, node in _walk(root):
-        ref = node.get("$ref")
-        if not isinstance(ref, str) or pointer.endswith(("/enum", "/const", "/examples")):
-            continue
-        if ref.startswith(("http://", "https://")):
-            raise UnsupportedSchemaError(
-                f"remote reference {ref!r} is not fetched (jsonmode works offline)",
-                schema_path=pointer or "/",
-                hint="inline the referenced schema under $defs",
-            )
-        if ref.startswith("#/") and resolve_local_ref(root, ref) is MISSING:
-            raise InvalidSchemaError(
-                f"reference {ref!r} points nowhere", schema_path=pointer or "/"
-            )
-
-
-def _has_nested_id(root: dict[str, Any]) -> bool:
-    return any("$id" in node for pointer, node in _walk(root) if pointer)
 
 
 def _strip_derived_titles(node: Any) -> Any:

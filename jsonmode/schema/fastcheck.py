@@ -7,9 +7,10 @@ compiles a schema once into nested closures that answer it about ten times faste
 
 Contract: ``compile_check(schema)`` returns a predicate that is *exactly*
 ``jsonschema``'s verdict (Draft 2020-12, same format checker, same equality and
-type rules), or ``None`` when the schema uses anything outside the supported set
-(other drafts, ``$id``/anchors/dynamic references, remote references,
-``unevaluated*`` ...). Callers fall back to
+type rules; regexes as ECMA-262 in linear time, like the validator classes
+jsonmode builds: :mod:`jsonmode.schema.patterns`), or ``None`` when the schema uses
+anything outside the supported set (other drafts, ``$id``/anchors/dynamic
+references, remote references, ``unevaluated*`` ...). Callers fall back to
 jsonschema then, and always use jsonschema to *explain* a failure. A differential
 test against the official JSON-Schema-Test-Suite pins the equivalence.
 
@@ -20,15 +21,16 @@ filled during compilation.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
 from jsonschema import FormatChecker
 
+from jsonmode.schema import patterns
 from jsonmode.schema.keywords import ANNOTATIONS
-from jsonmode.schema.pointer import MISSING, resolve_local_ref
+from jsonmode.schema.linear import first_duplicate
+from jsonmode.schema.refs import MISSING, resolve_local
 
 __all__ = ["compile_check"]
 
@@ -150,7 +152,7 @@ class _Compiler:
         if pointer not in self.refs:
             table = self.refs
             table[pointer] = lambda value: table[pointer](value)  # placeholder for recursion
-            target = resolve_local_ref(self.root, pointer)
+            target = resolve_local(self.root, pointer)
             if target is MISSING:
                 raise _Unsupported(pointer)
             table[pointer] = self.compile(target)
@@ -292,7 +294,7 @@ class _Compiler:
 
     def kw_pattern(self, arg: Any, schema: dict[str, Any]) -> Check:
         regex = _regex(arg)
-        return lambda value: not isinstance(value, str) or regex.search(value) is not None
+        return lambda value: not isinstance(value, str) or regex.search(value)
 
     def kw_format(self, arg: Any, schema: dict[str, Any]) -> Check:
         formats = self.formats
@@ -379,13 +381,8 @@ class _Compiler:
             return None
 
         def check(value: Any) -> bool:
-            if not isinstance(value, list):
-                return True
-            return not any(
-                _equal(value[i], value[j])
-                for i in range(len(value))
-                for j in range(i + 1, len(value))
-            )
+            # One hash per item, not a comparison per pair (schema/linear.py).
+            return not isinstance(value, list) or first_duplicate(value) is None
 
         return check
 
@@ -411,11 +408,25 @@ class _Compiler:
         return self.ref(arg)
 
 
-def _regex(pattern: Any) -> re.Pattern[str]:
-    try:
-        return re.compile(pattern)
-    except (re.error, TypeError):
-        raise _Unsupported(f"pattern {pattern!r}") from None
+def _regex(pattern: Any) -> patterns.CompiledPattern:
+    """ECMA-262, linear time (see :mod:`jsonmode.schema.patterns`)."""
+    compiled = patterns.compiled(pattern) if isinstance(pattern, str) else None
+    if compiled is None or compiled.engine == "none":
+        raise _Unsupported(f"pattern {pattern!r}")
+    return compiled
+
+
+def _undecided_fails(check: Check) -> Check:
+    """A pattern search without a verdict in its budget: "does not conform" (jsonschema
+    then explains it as an issue naming the keyword)."""
+
+    def checked(value: Any) -> bool:
+        try:
+            return check(value)
+        except patterns.PatternUndecidedError:
+            return False
+
+    return checked
 
 
 def _number_argument(arg: Any) -> None:
@@ -436,6 +447,6 @@ def compile_check(
             return None
     types = _LEGACY_TYPES if legacy_integers else _TYPES
     try:
-        return _Compiler(schema, formats, types).compile(schema)
+        return _undecided_fails(_Compiler(schema, formats, types).compile(schema))
     except (_Unsupported, RecursionError, TypeError, AttributeError):
         return None

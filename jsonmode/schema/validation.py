@@ -15,14 +15,19 @@ from typing import Any
 import jsonschema
 import jsonschema.exceptions
 import jsonschema.validators
+import referencing
 from jsonschema.protocols import Validator as _JsonschemaValidator
 
+from jsonmode.schema.linear import linear_validator_class
 from jsonmode.schema.metaschema import check_schema
 
-__all__ = ["Issue", "format_path", "make_validator", "validation_issues"]
+__all__ = ["MAX_MESSAGE_CHARS", "Issue", "format_path", "make_validator", "validation_issues"]
 
 # Sub-errors of anyOf/oneOf explain *why* no branch matched; more than this many is noise.
 _MAX_BRANCH_ISSUES = 8
+#: An issue's message is cut to this many characters (its head and its tail, where
+#: jsonschema names the keyword: "... is too long", "... is not one of [...]").
+MAX_MESSAGE_CHARS = 1_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,11 +62,15 @@ def format_path(parts: Iterable[str | int]) -> str:
     return "".join(out)
 
 
-def make_validator(schema: dict[str, Any] | bool) -> _JsonschemaValidator:
+def make_validator(
+    schema: dict[str, Any] | bool, *, registry: referencing.Registry[Any] | None = None
+) -> _JsonschemaValidator:
     """A jsonschema validator for ``schema`` with format checking.
 
-    The draft follows ``$schema`` (Draft 2020-12 when absent). Raises
-    :class:`jsonschema.exceptions.SchemaError` when the schema itself is invalid.
+    The draft follows ``$schema`` (Draft 2020-12 when absent). ``registry``: where
+    references are looked up besides the document and the bundled metaschemas
+    (jsonmode passes :data:`jsonmode.schema.refs.REFUSING_REGISTRY`: nothing, no I/O).
+    Raises :class:`jsonschema.exceptions.SchemaError` when the schema itself is invalid.
     """
     declared = schema.get("$schema") if isinstance(schema, dict) else None
     if declared is not None and not isinstance(declared, str):
@@ -71,20 +80,34 @@ def make_validator(schema: dict[str, Any] | bool) -> _JsonschemaValidator:
         )
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     check_schema(cls, schema)
-    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+    # pattern/patternProperties/additionalProperties without Python's backtracking re.
+    cls = linear_validator_class(cls)
+    if registry is None:
+        return cls(schema, format_checker=cls.FORMAT_CHECKER)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER, registry=registry)
 
 
 def _issues_from(errors: Iterable[jsonschema.exceptions.ValidationError]) -> Iterator[Issue]:
     for error in errors:
-        yield Issue(format_path(error.absolute_path), str(error.validator), error.message)
+        yield Issue(format_path(error.absolute_path), str(error.validator), _clip(error.message))
         if error.validator in ("anyOf", "oneOf") and error.context:
             branch = sorted(error.context, key=lambda e: (len(e.absolute_path), e.message))
             for sub in branch[:_MAX_BRANCH_ISSUES]:
                 yield Issue(
                     format_path(sub.absolute_path),
                     str(sub.validator),
-                    f"(in {error.validator} branch {_branch_index(sub)}) {sub.message}",
+                    f"(in {error.validator} branch {_branch_index(sub)}) {_clip(sub.message)}",
                 )
+
+
+def _clip(message: str) -> str:
+    """jsonschema quotes the instance whole ("'...60 MB...' is too long"): keep a bounded
+    message, so an issue never holds a copy of a huge output."""
+    if len(message) <= MAX_MESSAGE_CHARS:
+        return message
+    half = MAX_MESSAGE_CHARS // 2
+    cut = len(message) - 2 * half
+    return f"{message[:half]} …[{cut:,} characters cut]… {message[-half:]}"
 
 
 def _branch_index(error: jsonschema.exceptions.ValidationError) -> int:

@@ -23,8 +23,9 @@ os.environ["OTEL_SDK_DISABLED"] = "true"
 
 with warnings.catch_warnings():
     # crewai's package __init__ forbids setting attributes, which the import system
-    # does for each child module: an ImportWarning about crewai's own internals.
-    warnings.filterwarnings("ignore", "Cannot set an attribute on 'crewai", ImportWarning)
+    # does for each child module: an ImportWarning about crewai's own internals. Matched
+    # by category for this import only, never by wording (a new release rewords it).
+    warnings.simplefilter("ignore", ImportWarning)
     import crewai  # noqa: F401
 
 

@@ -1,0 +1,219 @@
+"""Stopping pure-Python work at a deadline without slowing it down.
+
+json-repair and jsonmode's own extraction and content check are pure Python, and on
+hostile text some of json-repair's paths are quadratic or worse (``'{]' * 8000``
+took a minute). A trace or profile hook could check the clock, but it slows every
+call ~4x (measured on the repair benchmark corpus), and a thread cannot be killed. So
+one daemon *watchdog* thread, shared by every caller, raises an exception inside the
+working thread when its deadline passes (CPython's ``PyThreadState_SetAsyncExc``,
+delivered at the next bytecode boundary; a single long C call, such as one regex
+search, finishes first). The work itself runs at full speed: arming and disarming
+cost a few microseconds (a dict entry, no lock); the watchdog wakes every
+:data:`TICK` seconds while there is work and sleeps for good after :data:`LINGER`
+idle seconds.
+
+Only run code here that holds no locks and keeps no state across calls (json-repair,
+the lexer, the content check): an interrupt may land at any bytecode. User code
+(validators, hooks) must never run under a deadline. The one foreign code that can
+run inside the window is a finalizer or weakref callback called by the cyclic garbage
+collector; an interrupt landing there would be swallowed (and reported as
+"unraisable"), so the watchdog holds its fire while that thread is collecting
+(tracked by a ``gc.callbacks`` entry, registered with the watchdog) and fires again
+every :data:`TICK` until the work stops.
+
+Where ``PyThreadState_SetAsyncExc`` is unavailable (not CPython), :func:`run_until`
+runs the work uninterrupted; callers still check the clock between steps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import math
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+__all__ = ["DeadlineExceeded", "run_until"]
+
+T = TypeVar("T")
+
+#: Seconds between the watchdog's checks while work is armed or was recently.
+TICK = 0.05
+#: Idle seconds after which the watchdog sleeps until the next arming wakes it.
+LINGER = 2.0
+#: Seconds before a fire held back by a garbage collection is tried again.
+RETRY = 0.002
+
+# Threads inside a cyclic garbage collection (whose callbacks may run foreign code).
+_collecting: set[int] = set()
+
+
+def _track_collection(phase: str, info: dict[str, int]) -> None:
+    if phase == "start":
+        _collecting.add(threading.get_ident())
+    else:
+        _collecting.discard(threading.get_ident())
+
+
+class DeadlineExceeded(Exception):
+    """The work did not finish before its deadline and was stopped."""
+
+
+class _Interrupt(BaseException):
+    """Raised asynchronously in the working thread. A BaseException, so that the
+    ``except Exception`` of interrupted third-party code cannot swallow it."""
+
+
+def _async_raiser() -> Callable[[int, type[BaseException] | None], int] | None:
+    """``raise_in(thread_id, exc)``: make ``exc`` pending in that thread (None clears)."""
+    try:
+        import ctypes
+
+        set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
+    except (ImportError, AttributeError):  # pragma: no cover - not CPython
+        return None
+
+    def raise_in(thread_id: int, exc: type[BaseException] | None) -> int:
+        # Arguments are wrapped by hand: None must go through as NULL, which clears.
+        pending = ctypes.c_void_p(None) if exc is None else ctypes.py_object(exc)
+        return int(set_async_exc(ctypes.c_ulong(thread_id), pending))
+
+    return raise_in
+
+
+class _Entry:
+    __slots__ = ("deadline", "done", "fired_at", "firing", "thread_id")
+
+    def __init__(self, deadline: float) -> None:
+        self.thread_id = threading.get_ident()
+        self.deadline = deadline
+        self.done = False
+        self.firing = False
+        self.fired_at = 0.0
+
+
+class _Watchdog:
+    """One daemon thread that interrupts armed work past its deadline.
+
+    The working thread takes no lock (an interrupt landing inside a Python-level lock
+    wrapper would leave it held): it only sets attributes, uses a dict and puts on a
+    C ``SimpleQueue``, each atomic under the GIL. The handshake: the watchdog sets
+    ``firing``, checks ``done``, fires, clears ``firing``; the worker sets ``done``,
+    waits out ``firing``, then clears any interrupt still pending.
+    """
+
+    def __init__(self, raise_in: Callable[[int, type[BaseException] | None], int]) -> None:
+        self._raise_in = raise_in
+        self._reset()
+
+    def _reset(self) -> None:
+        _collecting.clear()
+        self._armed: dict[int, _Entry] = {}
+        self._wakeups: queue.SimpleQueue[None] = queue.SimpleQueue()
+        self._start_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._wake_at = math.inf  # when the watchdog looks next (published before rescan)
+
+    def arm(self, entry: _Entry) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            with self._start_lock:
+                if self._thread is None or not self._thread.is_alive():
+                    if _track_collection not in gc.callbacks:
+                        gc.callbacks.append(_track_collection)
+                    self._thread = threading.Thread(
+                        target=self._run, name="jsonmode-repair-watchdog", daemon=True
+                    )
+                    self._thread.start()
+        self._armed[id(entry)] = entry
+        if entry.deadline < self._wake_at:
+            self._wakeups.put(None)
+
+    def disarm(self, entry: _Entry) -> None:
+        """Retire ``entry``; cancel an interrupt fired but not yet delivered."""
+        entry.done = True
+        while entry.firing:
+            time.sleep(0)
+        self._armed.pop(id(entry), None)
+        if entry.fired_at:
+            self._raise_in(entry.thread_id, None)
+
+    def _scan(self, now: float) -> float:
+        """Fire what is due; the next time to look."""
+        wake = now + TICK
+        for entry in list(self._armed.values()):
+            if entry.done:
+                continue
+            if now >= entry.deadline and now >= entry.fired_at + TICK:
+                if entry.thread_id in _collecting:
+                    wake = min(wake, now + RETRY)  # let the collection finish first
+                    continue
+                # Fired again each tick until disarmed, in case one was swallowed.
+                entry.firing = True
+                if not entry.done:
+                    entry.fired_at = now
+                    self._raise_in(entry.thread_id, _Interrupt)
+                entry.firing = False
+            wake = min(wake, max(entry.deadline, entry.fired_at + TICK))
+        return wake
+
+    def _run(self) -> None:
+        idle_since = time.monotonic()
+        while True:
+            now = time.monotonic()
+            wake = self._scan(now)
+            if self._armed:
+                idle_since = now
+            elif now - idle_since > LINGER:
+                wake = math.inf
+            self._wake_at = wake
+            # Rescan after publishing: an entry armed before the publish is seen
+            # here; one armed after it read the new wake time and woke us if needed.
+            if any(not e.done and e.deadline < wake for e in list(self._armed.values())):
+                continue
+            with contextlib.suppress(queue.Empty):
+                self._wakeups.get(timeout=None if wake == math.inf else max(wake - now, 0.001))
+
+
+_RAISE_IN = _async_raiser()
+_WATCHDOG = _Watchdog(_RAISE_IN) if _RAISE_IN is not None else None
+if _WATCHDOG is not None and hasattr(os, "register_at_fork"):
+    # A child process has no watchdog thread.
+    os.register_at_fork(after_in_child=_WATCHDOG._reset)
+
+
+def run_until(deadline: float, work: Callable[..., T], *args: Any) -> T:
+    """``work(*args)``, stopped with :class:`DeadlineExceeded` at ``deadline``.
+
+    ``deadline`` is a :func:`time.monotonic` time. Exceptions of ``work`` propagate
+    unchanged. Costs a few microseconds beyond ``work`` itself; the interrupt lands
+    within a few milliseconds of the deadline (the interpreter's switch interval)
+    unless ``work`` is inside one long C call. Thread-safe: any number of threads
+    may run work under their own deadlines.
+    """
+    if time.monotonic() >= deadline:
+        raise DeadlineExceeded("no time left")
+    if _WATCHDOG is None:  # pragma: no cover - not CPython
+        return work(*args)
+    entry = _Entry(deadline)
+    interrupted = False
+    try:
+        _WATCHDOG.arm(entry)
+        result = work(*args)
+    except _Interrupt:
+        interrupted = True
+    finally:
+        # An interrupt fired just before disarming may land anywhere in here: retry
+        # until the entry is retired, so none escapes to the caller.
+        while True:
+            try:
+                _WATCHDOG.disarm(entry)
+                break
+            except _Interrupt:
+                interrupted = True
+    if interrupted:
+        raise DeadlineExceeded("stopped at the deadline")
+    return result

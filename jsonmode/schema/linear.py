@@ -1,0 +1,133 @@
+"""jsonschema validator classes whose every keyword costs linear time in the instance.
+
+jsonschema's own ``pattern``, ``patternProperties``, ``additionalProperties`` and
+``unevaluatedProperties`` run Python's backtracking ``re`` (a catastrophic pattern
+and a 31-character string ran for minutes), and its ``uniqueItems`` compares pairs
+of items (quadratic: an output array of 100 000 distinct objects would take hours).
+:func:`linear_validator_class` returns a draft's class with those keywords replaced:
+patterns go through :mod:`jsonmode.schema.patterns` (a DFA, or a bounded fallback),
+and uniqueness through :func:`first_duplicate`, one hash per item.
+
+jsonschema picks a validator class again whenever a subschema declares its own
+``$schema`` (``evolve`` looks the class up by that URI in jsonschema's registry of
+*stock* classes); the classes made here turn whatever class that lookup gives into its
+linear counterpart too, so a nested ``$schema`` cannot bring the stock keywords back.
+
+Messages are jsonschema's own, except that an instance is quoted at most
+:data:`MAX_QUOTE` characters long. Classes are built once per stock class (cached),
+are never registered with jsonschema (no global state changes) and are thread-safe
+as jsonschema's are.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import attrs
+import jsonschema._keywords as _keywords
+import jsonschema._legacy_keywords as _legacy_keywords
+import jsonschema.validators
+from jsonschema.exceptions import ValidationError
+from jsonschema.protocols import Validator as _Validator
+
+from jsonmode.schema.patterns import KEYWORDS, unevaluated_properties
+
+__all__ = ["MAX_QUOTE", "first_duplicate", "linear_validator_class"]
+
+#: Longest quotation of an instance in a message (jsonschema quotes it whole).
+MAX_QUOTE = 200
+_UNKNOWN = object()
+
+
+def _key(value: Any) -> Any:
+    """A hashable key, equal for exactly the values JSON Schema calls equal.
+
+    Booleans are not numbers (``true`` != ``1``), ``1`` == ``1.0`` (Python's ints and
+    floats compare and hash alike), objects ignore member order, arrays do not.
+    """
+    if isinstance(value, bool):
+        return (0, value)
+    if isinstance(value, (int, float)):
+        return (1, value)
+    if isinstance(value, str):
+        return (2, value)
+    if value is None:
+        return (3,)
+    if isinstance(value, list):
+        return (4, tuple(_key(item) for item in value))
+    if isinstance(value, dict):
+        return (5, frozenset((name, _key(item)) for name, item in value.items()))
+    return (6, id(value))  # not a JSON value: equal only to itself
+
+
+def first_duplicate(items: Sequence[Any]) -> tuple[int, int] | None:
+    """The indices ``(i, j)``, ``i < j``, of the first item equal to an earlier one.
+
+    One key per item and one set: linear in the size of ``items``. Raises
+    RecursionError for items nested past the recursion limit (as jsonschema would).
+    """
+    seen: dict[Any, int] = {}
+    for index, item in enumerate(items):
+        earlier = seen.setdefault(_key(item), index)
+        if earlier != index:
+            return earlier, index
+    return None
+
+
+def _quote(instance: Any) -> str:
+    text = repr(instance)
+    return text if len(text) <= MAX_QUOTE else f"{text[: MAX_QUOTE - 3]}..."
+
+
+def _unique_items(
+    validator: Any, unique: Any, instance: Any, schema: Any
+) -> Iterator[ValidationError]:
+    """jsonschema's ``uniqueItems`` in linear time, naming the first equal pair."""
+    if not unique or not validator.is_type(instance, "array"):
+        return
+    pair = first_duplicate(instance)
+    if pair is not None:
+        yield ValidationError(
+            f"{_quote(instance)} has non-unique elements (items {pair[0]} and {pair[1]} are equal)"
+        )
+
+
+def _linear_evolve(stock: Any) -> Any:
+    """An ``evolve`` that keeps the linear keywords when the subschema switches draft."""
+
+    def evolve(self: Any, **changes: Any) -> Any:
+        evolved = stock(self, **changes)
+        kind: Any = type(evolved)
+        if getattr(kind, "_jsonmode_linear", False):
+            return evolved
+        linear = linear_validator_class(kind)
+        arguments = {
+            field.alias: getattr(evolved, field.name) for field in attrs.fields(kind) if field.init
+        }
+        return linear(**arguments)
+
+    return evolve
+
+
+@functools.lru_cache(maxsize=32)
+def linear_validator_class(cls: type[_Validator]) -> type[_Validator]:
+    """``cls`` (a jsonschema validator class, any draft) with the keywords in the
+    module docstring replaced by linear-time ones. Built once per class (cached); the
+    result is not registered with jsonschema."""
+    if getattr(cls, "_jsonmode_linear", False):
+        return cls
+    replaced = {k: v for k, v in KEYWORDS.items() if k in cls.VALIDATORS}
+    if "uniqueItems" in cls.VALIDATORS:
+        replaced["uniqueItems"] = _unique_items
+    # jsonschema's own functions, by identity (private modules: absent names match nothing).
+    current = cls.VALIDATORS.get("unevaluatedProperties")
+    if current is getattr(_keywords, "unevaluatedProperties", _UNKNOWN):
+        replaced["unevaluatedProperties"] = unevaluated_properties
+    elif current is getattr(_legacy_keywords, "unevaluatedProperties_draft2019", _UNKNOWN):
+        replaced["unevaluatedProperties"] = functools.partial(unevaluated_properties, legacy=True)
+    linear: Any = jsonschema.validators.extend(cls, validators=replaced)
+    linear._jsonmode_linear = True
+    linear.evolve = _linear_evolve(linear.evolve)
+    return linear  # type: ignore[no-any-return]

@@ -1,0 +1,488 @@
+"""Reference resolution confined to one schema document: never a file, never the network.
+
+Every ``$ref`` (and ``$dynamicRef``/``$recursiveRef``) a schema holds is resolved
+here, once, when the :class:`~jsonmode.schema.core.Schema` is built, through
+jsonschema's own ``referencing`` library, so what is checked is exactly what the
+validator would later look up. The registry knows the document itself, the
+resources it embeds (``$id``), their anchors (``$anchor``, ``$dynamicAnchor``,
+draft 6/7 ``$id: "#name"``, draft 4 ``id``) and the metaschemas jsonschema ships
+(``jsonschema-specifications``). Anything else — ``file:`` in any case, any other
+scheme, remote or protocol-relative URLs, unknown URNs, a relative path that leaves
+the document — has nowhere to come from: :data:`REFUSING_REGISTRY`'s retrieval
+refuses without any I/O, and :func:`analyse` turns that into
+:class:`~jsonmode.errors.InvalidSchemaError` naming the reference and where it sits.
+The same registry goes to the jsonschema validator, so no later lookup can fetch
+either.
+
+:func:`analyse` also rewrites the document so that every in-document static
+reference is a plain JSON pointer from the root (``#/$defs/item``), with the nested
+``$id``/anchor keywords that no longer matter removed: the decoder, coercion and the
+fast checker then need nothing but :func:`resolve_local`. A document that uses
+dynamic references (``$dynamicRef``, ``$recursiveRef``) or switches dialect inside
+(a nested ``$schema``) is left as written: its meaning depends on the dynamic
+scope, which a static rewrite cannot keep.
+
+Cycles: a reference cycle that never descends into the instance (only through
+``$ref``, ``$dynamicRef``, ``$recursiveRef``, ``allOf``, ``anyOf``, ``oneOf``,
+``not``, ``if``/``then``/``else``, ``dependentSchemas``/``dependencies``: applicators
+that apply to the same value) makes a validator loop for ever on some value. JSON
+Schema gives such a schema no meaning (Core 2020-12, "Guarding Against Infinite
+Recursion": "Schemas SHOULD NOT make use of infinite recursive nesting like this; the
+behavior is undefined"), so it is refused as an
+:class:`~jsonmode.errors.InvalidSchemaError` — not UnsupportedSchemaError, which
+says "a valid schema that jsonmode cannot enforce" (and lets the façade fall back to
+another tier, where it would loop just the same). Every such cycle is refused, used
+or not: ``$dynamicRef`` counts as reaching every same-named ``$dynamicAnchor`` of the
+document (and ``$recursiveRef`` every ``$recursiveAnchor``), whichever the dynamic
+scope picks. Recursion through ``properties``, ``items`` and other keywords that
+descend (trees, linked lists) is what recursive schemas are for, and is kept; a
+value nested deeper than the validators' recursion allows is reported by
+:meth:`~jsonmode.schema.core.Schema.issues` instead.
+
+Cost: one walk of the document plus one registry lookup per reference (well under
+a millisecond for typical schemas). Pure functions; the registry is immutable and
+thread-safe.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Final
+
+import referencing
+import referencing._core
+import referencing.exceptions
+import referencing.jsonschema
+from jsonschema_specifications import REGISTRY as _METASCHEMAS
+
+from jsonmode.errors import InvalidSchemaError
+from jsonmode.schema.pointer import MISSING, resolve_local_ref
+
+__all__ = ["MISSING", "REFUSING_REGISTRY", "References", "analyse", "resolve_local"]
+
+
+def _refuse(uri: str) -> referencing.Resource[Any]:
+    """Retrieval for every URI not in the document: refused, with no I/O at all."""
+    raise referencing.exceptions.NoSuchResource(ref=uri)  # type: ignore[call-arg]
+
+
+#: The registry every jsonmode validator gets: nothing but what the schema document
+#: itself holds (jsonschema adds the document and its bundled metaschemas).
+REFUSING_REGISTRY: Final[referencing.Registry[Any]] = referencing.Registry(retrieve=_refuse)  # type: ignore[call-arg]
+
+# The registry analysis resolves through: the metaschemas, and refusal for the rest.
+_BASE_REGISTRY: Final[referencing.Registry[Any]] = _METASCHEMAS.combine(REFUSING_REGISTRY)
+
+_REF_KEYWORDS = ("$ref", "$dynamicRef", "$recursiveRef")
+_HINT = "jsonmode never reads files or the network: put the referenced schema under $defs"
+
+
+@dataclass(frozen=True)
+class _Keywords:
+    """Where a draft keeps subschemas, and which of those apply to the same value."""
+
+    value: frozenset[str]  # one subschema
+    array: frozenset[str]  # a list of subschemas
+    mapping: frozenset[str]  # an object of subschemas
+    in_place: frozenset[str]  # applied to the value itself (cycles through them loop)
+    items_list: bool  # "items" may be a list (draft 2019-09 and earlier)
+    dependencies: bool  # "dependencies" may hold subschemas (draft 7 and earlier)
+    id_keyword: str  # "$id", or "id" (draft 4 and earlier)
+
+
+_MODERN_VALUE = frozenset(
+    {"additionalProperties", "contains", "contentSchema", "else", "if", "not", "propertyNames"}
+    | {"then", "unevaluatedItems", "unevaluatedProperties"}
+)
+_MODERN_MAPPING = frozenset(
+    {"$defs", "definitions", "dependentSchemas", "patternProperties", "properties"}
+)
+_LEGACY_MAPPING = frozenset({"definitions", "patternProperties", "properties"})
+_COMBINATORS = frozenset({"allOf", "anyOf", "oneOf"})
+_IN_PLACE = _COMBINATORS | {"not", "if", "then", "else", "dependentSchemas", "dependencies"}
+
+_KEYWORDS: dict[str, _Keywords] = {
+    "draft2020-12": _Keywords(
+        _MODERN_VALUE | {"items"},
+        _COMBINATORS | {"prefixItems"},
+        _MODERN_MAPPING,
+        _IN_PLACE,
+        items_list=False,
+        dependencies=False,
+        id_keyword="$id",
+    ),
+    "draft2019-09": _Keywords(
+        _MODERN_VALUE | {"additionalItems"},
+        _COMBINATORS,
+        _MODERN_MAPPING,
+        _IN_PLACE,
+        items_list=True,
+        dependencies=False,
+        id_keyword="$id",
+    ),
+    "draft-07": _Keywords(
+        frozenset({"additionalItems", "additionalProperties", "contains", "else", "if", "not"})
+        | {"propertyNames", "then"},
+        _COMBINATORS,
+        _LEGACY_MAPPING,
+        _IN_PLACE,
+        items_list=True,
+        dependencies=True,
+        id_keyword="$id",
+    ),
+    "draft-06": _Keywords(
+        frozenset({"additionalItems", "additionalProperties", "contains", "not", "propertyNames"}),
+        _COMBINATORS,
+        _LEGACY_MAPPING,
+        _IN_PLACE,
+        items_list=True,
+        dependencies=True,
+        id_keyword="$id",
+    ),
+    "draft-04": _Keywords(
+        frozenset({"additionalItems", "additionalProperties", "not"}),
+        _COMBINATORS,
+        _LEGACY_MAPPING,
+        _IN_PLACE,
+        items_list=True,
+        dependencies=True,
+        id_keyword="id",
+    ),
+    "draft-03": _Keywords(
+        frozenset({"additionalItems", "additionalProperties"}),
+        frozenset({"extends"}),
+        _LEGACY_MAPPING,
+        frozenset({"extends", "dependencies"}),
+        items_list=True,
+        dependencies=True,
+        id_keyword="id",
+    ),
+}
+_ANCHOR_KEYWORDS = ("$anchor", "$dynamicAnchor", "$recursiveAnchor")
+
+Parts = tuple[str | int, ...]
+_Spec = referencing.Specification[Any]
+_Resolver = referencing._core.Resolver[Any]
+
+
+def resolve_local(root: Any, ref: str) -> Any:
+    """The node a root JSON pointer (``#``, ``#/a/b``) names in ``root``, or MISSING.
+
+    After :func:`analyse`, every in-document static reference of the document it
+    returns has this form: schema consumers need no base URIs and no anchors.
+    """
+    return resolve_local_ref(root, ref)
+
+
+@dataclass(frozen=True)
+class References:
+    """What :func:`analyse` learned about a document.
+
+    Attributes:
+        document: the document with every in-document static reference rewritten to
+            a JSON pointer from the root (the input object itself when nothing had to
+            change; a new object otherwise, the input is never mutated).
+        as_written: the document uses dynamic references or switches dialect inside,
+            so it was kept as written (``$ref`` values may then be relative to a
+            nested ``$id``: only jsonschema reads them correctly).
+    """
+
+    document: Any
+    as_written: bool
+
+
+def pointer_of(parts: Parts) -> str:
+    """``("$defs", "a b")`` → ``"#/$defs/a%20b"`` (RFC 6901 in a URI fragment)."""
+    escaped = (
+        urllib.parse.quote(
+            str(part).replace("~", "~0").replace("/", "~1"), safe="!$&'()*+,;=:@-._~"
+        )
+        for part in parts
+    )
+    return "#" + "".join("/" + part for part in escaped)
+
+
+def _location(parts: Parts) -> str:
+    return "/" + "/".join(str(part) for part in parts)
+
+
+_IDENTIFIERS = frozenset({"$id", "id", "$anchor", "$dynamicAnchor", "$recursiveAnchor"})
+_REFERENCES = frozenset(_REF_KEYWORDS)
+
+
+def _node_index(root: Any, out: dict[int, Parts]) -> tuple[bool, bool]:
+    """Every dict of the document by identity → its location (iterative); whether any
+    dict holds an identifier keyword (else nothing needs crawling), and whether any
+    holds a reference keyword (else there is nothing to resolve)."""
+    identified = referenced = False
+    stack: list[tuple[Any, Parts]] = [(root, ())]
+    while stack:
+        current, where = stack.pop()
+        if isinstance(current, dict):
+            out.setdefault(id(current), where)
+            identified = identified or not _IDENTIFIERS.isdisjoint(current)
+            referenced = referenced or not _REFERENCES.isdisjoint(current)
+            items: Any = current.items()
+        else:
+            items = enumerate(current)
+        for key, child in items:
+            if isinstance(child, (dict, list)):
+                stack.append((child, (*where, key)))
+    return identified, referenced
+
+
+def _subschemas(node: dict[str, Any], keywords: _Keywords) -> Iterator[tuple[Parts, Any, bool]]:
+    """(relative location, subschema, applies in place) for each subschema of ``node``."""
+    for key, child in node.items():
+        in_place = key in keywords.in_place
+        if key in keywords.value or (key == "items" and keywords.items_list):
+            if isinstance(child, list) and key == "items":
+                yield from (((key, i), sub, False) for i, sub in enumerate(child))
+            else:
+                yield (key,), child, in_place
+        elif key in keywords.array and isinstance(child, list):
+            yield from (((key, i), sub, in_place) for i, sub in enumerate(child))
+        elif (key in keywords.mapping or (key == "dependencies" and keywords.dependencies)) and (
+            isinstance(child, dict)
+        ):
+            applies = key in ("dependentSchemas", "dependencies")
+            for name, sub in child.items():
+                if key != "dependencies" or isinstance(sub, (dict, bool)):
+                    yield (key, name), sub, applies
+
+
+class _Analysis:
+    def __init__(self, root: dict[str, Any], specification: _Spec) -> None:
+        self.root = root
+        self.specification = specification
+        self.index: dict[int, Parts] = {}
+        identified, self.referenced = _node_index(root, self.index)
+        resource = specification.create_resource(root)
+        uri = resource.id() or ""
+        registry = _BASE_REGISTRY.with_resource(uri, resource)
+        # Crawling finds embedded resources and anchors: none without identifiers.
+        self.registry = registry.crawl() if identified else registry
+        self.root_resolver: _Resolver = self.registry.resolver(base_uri=uri)
+        self.visited: set[int] = set()
+        self.edges: dict[int, list[int]] = {}  # in-place applications between dict nodes
+        self.rewrites: list[tuple[Parts, str, str]] = []  # (node, keyword, new reference)
+        self.strips: list[tuple[Parts, str]] = []  # (node, keyword) to drop when rewriting
+        self.dynamic = False
+        self.dynamic_anchors: dict[str, list[int]] = {}
+        self.recursive_anchors: list[int] = []
+        self.dynamic_refs: list[tuple[int, str, str]] = []
+
+    # -- the walk ------------------------------------------------------------------------
+
+    def run(self) -> None:
+        if not self.referenced:
+            return  # nothing to resolve, no cycle possible
+        # Each entry's resolver is already inside the entry's node (its base URI).
+        stack: list[tuple[Any, Parts, _Resolver, _Spec]]
+        stack = [(self.root, (), self.root_resolver, self.specification)]
+        while stack:
+            node, parts, resolver, spec = stack.pop()
+            if not isinstance(node, dict) or id(node) in self.visited:
+                continue
+            self.visited.add(id(node))
+            if parts and isinstance(node.get("$schema"), str):
+                self.dynamic = True  # a dialect switch inside: keep the document as written
+                spec = referencing.jsonschema.specification_with(node["$schema"], default=spec)
+            keywords = _KEYWORDS.get(spec.name, _KEYWORDS["draft2020-12"])
+            self.note_identifiers(node, parts, keywords)
+            edges = self.edges.setdefault(id(node), [])
+            for keyword in _REF_KEYWORDS:
+                if keyword in node:
+                    found = self.reference(node, parts, keyword, resolver)
+                    if found is not None:
+                        stack.append(found)
+            for relative, child, in_place in _subschemas(node, keywords):
+                if isinstance(child, dict):
+                    if in_place:
+                        edges.append(id(child))
+                    inside = (
+                        resolver.in_subresource(spec.create_resource(child))
+                        if keywords.id_keyword in child
+                        else resolver
+                    )
+                    stack.append((child, (*parts, *relative), inside, spec))
+
+    def note_identifiers(self, node: dict[str, Any], parts: Parts, keywords: _Keywords) -> None:
+        identifier = node.get(keywords.id_keyword)
+        if isinstance(identifier, str) and (parts or identifier.startswith("#")):
+            self.strips.append((parts, keywords.id_keyword))
+        for keyword in _ANCHOR_KEYWORDS:
+            if keyword in node:
+                self.strips.append((parts, keyword))
+        if isinstance(node.get("$dynamicAnchor"), str):
+            self.dynamic_anchors.setdefault(node["$dynamicAnchor"], []).append(id(node))
+        if node.get("$recursiveAnchor") is True:
+            self.recursive_anchors.append(id(node))
+
+    def reference(
+        self, node: dict[str, Any], parts: Parts, keyword: str, resolver: _Resolver
+    ) -> tuple[Any, Parts, _Resolver, _Spec] | None:
+        """Resolve ``node[keyword]``; the target to walk next when it is in the document."""
+        ref = node[keyword]
+        where = _location((*parts, keyword))
+        if not isinstance(ref, str):
+            raise InvalidSchemaError(f"{keyword} must be a string, not {ref!r}", schema_path=where)
+        try:
+            resolved = resolver.lookup(ref)
+        except referencing.exceptions.Unresolvable:
+            raise InvalidSchemaError(
+                f"reference {ref!r} does not resolve inside the schema document",
+                schema_path=where,
+                hint=_HINT,
+            ) from None
+        except (referencing.exceptions.Unretrievable, ValueError, TypeError, KeyError):
+            raise InvalidSchemaError(
+                f"reference {ref!r} cannot be resolved", schema_path=where, hint=_HINT
+            ) from None
+        if keyword != "$ref":
+            self.dynamic = True
+        target = resolved.contents
+        if isinstance(target, dict) and id(target) not in self.index:
+            return None  # a bundled metaschema (all the registry holds besides the document)
+        if not isinstance(target, (dict, bool)):
+            raise InvalidSchemaError(
+                f"reference {ref!r} names {json.dumps(target)[:40]}, which is not a schema",
+                schema_path=where,
+            )
+        located = self.locate(target, ref, resolver)
+        if located is None:  # a boolean inside a metaschema
+            return None
+        if isinstance(target, dict):
+            self.edges.setdefault(id(node), []).append(id(target))
+            self.dynamic_refs.append((id(node), keyword, ref))
+        if keyword == "$ref" and resolve_local_ref(self.root, ref) is not target:
+            # (Not already the root pointer to it: anchors, $id-relative, nested bases.)
+            self.rewrites.append((parts, keyword, pointer_of(located)))
+        return target, located, resolved.resolver, self.specification
+
+    def locate(self, target: Any, ref: str, resolver: _Resolver) -> Parts | None:
+        """Where ``target`` (the contents ``ref`` resolved to) sits in the document."""
+        if isinstance(target, dict):
+            return self.index.get(id(target))
+        # A boolean schema: only a JSON pointer reaches one.
+        resource_part, fragment = urllib.parse.urldefrag(ref)
+        base = resolver.lookup(resource_part or "#").contents
+        base_parts = self.index.get(id(base))
+        if base_parts is None:
+            return None
+        steps: list[str | int] = []
+        node = base
+        for raw in urllib.parse.unquote(fragment).split("/")[1:]:
+            part = raw.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, list):
+                steps.append(int(part))
+                node = node[int(part)]
+            else:
+                steps.append(part)
+                node = node[part]
+        return (*base_parts, *steps)
+
+    # -- cycles ------------------------------------------------------------------------
+
+    def check_cycles(self) -> None:
+        """Refuse a cycle of in-place applications (see the module docstring)."""
+        edges = self.edges
+        for source, keyword, ref in self.dynamic_refs:
+            # The dynamic scope may land on any same-named anchor: count them all.
+            if keyword == "$dynamicRef":
+                name = urllib.parse.urldefrag(ref)[1]
+                edges[source].extend(self.dynamic_anchors.get(name, ()))
+            elif keyword == "$recursiveRef":
+                edges[source].extend(self.recursive_anchors)
+        white, grey, black = 0, 1, 2
+        color: dict[int, int] = {}
+        for start in edges:
+            if color.get(start, white) != white:
+                continue
+            color[start] = grey
+            stack: list[tuple[int, Iterator[int]]] = [(start, iter(edges.get(start, ())))]
+            while stack:
+                node, children = stack[-1]
+                child = next(children, None)
+                if child is None:
+                    color[node] = black
+                    stack.pop()
+                    continue
+                state = color.get(child, white)
+                if state == grey:
+                    cycle = [entry for entry, _ in stack]
+                    raise self.cycle_error(cycle[cycle.index(child) :])
+                if state == white:
+                    color[child] = grey
+                    stack.append((child, iter(edges.get(child, ()))))
+
+    def cycle_error(self, cycle: list[int]) -> InvalidSchemaError:
+        """The error for ``cycle`` (dict node ids), naming a reference on it."""
+        where = [self.index.get(node, ()) for node in cycle]
+        named = [
+            (parts, keyword, _at(self.root, parts)[keyword])
+            for parts in where
+            for keyword in _REF_KEYWORDS
+            if keyword in _at(self.root, parts)
+        ]
+        parts, keyword, ref = named[0] if named else (where[0], "", "")
+        through = " → ".join(_location(parts) for parts in where)
+        return InvalidSchemaError(
+            f"the schema refers to itself without descending into the value: "
+            f"{keyword} {ref!r} closes the cycle {through} → {_location(where[0])}, "
+            "so validating it would never end",
+            schema_path=_location((*parts, keyword) if keyword else parts),
+            hint="recurse only through properties, items or another keyword that "
+            "applies to a part of the value",
+        )
+
+    # -- the rewritten document ----------------------------------------------------------
+
+    def document(self) -> Any:
+        if not self.rewrites or self.dynamic:
+            return self.root
+        copy = json.loads(json.dumps(self.root))
+        for parts, keyword, ref in self.rewrites:
+            _at(copy, parts)[keyword] = ref
+        for parts, keyword in self.strips:
+            _at(copy, parts).pop(keyword, None)
+        return copy
+
+
+def _at(root: Any, parts: Parts) -> Any:
+    node = root
+    for part in parts:
+        node = node[part]
+    return node
+
+
+def analyse(schema: Any, dialect: str | None) -> References:
+    """Resolve every reference of ``schema`` inside the document; refuse the rest.
+
+    ``dialect``: the metaschema URI the validator uses (``None``: Draft 2020-12).
+    Call on a schema its metaschema accepts.
+
+    Raises:
+        InvalidSchemaError: a reference that does not resolve inside the document
+            (files, URLs, unknown URNs, pointers to nowhere; nothing is ever read),
+            one that names something not a schema, or a cycle of references that never
+            descends into the value. The message names the reference; ``schema_path``
+            says where it is.
+    """
+    if not isinstance(schema, dict):
+        return References(schema, as_written=False)
+    specification = referencing.jsonschema.specification_with(
+        dialect or "", default=referencing.jsonschema.DRAFT202012
+    )
+    try:
+        analysis = _Analysis(schema, specification)
+        analysis.run()
+    except (AttributeError, TypeError, ValueError, LookupError) as exc:
+        # A malformed identifier the metaschema let through (one inside an unknown
+        # keyword that a pointer reaches, say): referencing cannot read it.
+        raise InvalidSchemaError(f"the schema's references cannot be read: {exc!r}") from None
+    analysis.check_cycles()
+    return References(analysis.document(), as_written=analysis.dynamic)

@@ -1,0 +1,99 @@
+"""Validation stays linear where jsonschema is not: uniqueItems, and a nested ``$schema``.
+
+jsonschema compares every pair of items for ``uniqueItems`` (100 000 distinct objects:
+hours), and a subschema that declares its own ``$schema`` made jsonschema switch back
+to its stock validator class, whose ``pattern`` runs Python's backtracking ``re``.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import jsonschema
+import pytest
+from support.bounded import run_python
+
+from jsonmode import SchemaViolationError, parse
+from jsonmode.schema.core import Schema
+from jsonmode.schema.linear import first_duplicate, linear_validator_class
+
+
+def _run_bounded(code: str, seconds: float) -> str:
+    return run_python(textwrap.dedent(code), seconds)
+
+
+@pytest.mark.parametrize(
+    "draft", ["http://json-schema.org/draft-07/schema#", "http://json-schema.org/draft-04/schema#"]
+)
+def test_a_nested_schema_declaration_keeps_patterns_linear(draft: str) -> None:
+    out = _run_bounded(
+        f"""
+        import jsonmode
+        schema = {{"type": "object", "properties": {{"a": {{
+            "$schema": {draft!r}, "type": "string", "pattern": "(a+)+$"}}}}}}
+        text = '{{"a": "' + "a" * 40 + '!"}}'
+        for mode in ("strict", "repair"):
+            try:
+                jsonmode.parse(text, schema, mode)
+            except jsonmode.SchemaViolationError as error:
+                print(error.issues[0].keyword)
+        """,
+        30,
+    )
+    assert out.split() == ["pattern", "pattern"]
+
+
+def test_unique_items_over_a_large_array_is_linear() -> None:
+    out = _run_bounded(
+        """
+        import json, jsonmode
+        items = [{"k": i, "v": [i, str(i)]} for i in range(60_000)]
+        # "not" keeps the compiled fast check out, so jsonschema's keyword runs too.
+        schema = {"type": "array", "uniqueItems": True, "not": {"maxItems": 0}}
+        print(len(jsonmode.parse(json.dumps(items), schema).data))
+        items.append({"v": [7, "7"], "k": 7})
+        try:
+            jsonmode.parse(json.dumps(items), schema)
+        except jsonmode.SchemaViolationError as error:
+            print(error.issues[0].message[-40:])
+        """,
+        30,
+    )
+    first, second = out.splitlines()
+    assert first == "60000"
+    assert second.endswith("(items 7 and 60000 are equal)")
+
+
+CASES = [
+    [1, 1.0],
+    [True, 1],
+    [False, 0],
+    [{"a": 1, "b": 2}, {"b": 2, "a": 1}],
+    [[1, 2], [2, 1]],
+    [[1, [True]], [1.0, [True]]],
+    [{"a": [1]}, {"a": [1.0]}],
+    [None, "null"],
+    ["a", "a"],
+    [{"a": None}, {}],
+    [10**20, 1e20],
+    [2**53 + 1, float(2**53)],
+]
+
+
+@pytest.mark.parametrize("items", CASES, ids=[json.dumps(c) for c in CASES])
+def test_unique_items_agrees_with_jsonschema(items: list[object]) -> None:
+    stock = jsonschema.Draft202012Validator({"uniqueItems": True}).is_valid(items)
+    ours = linear_validator_class(jsonschema.Draft202012Validator)({"uniqueItems": True})
+    assert ours.is_valid(items) is stock
+    assert (first_duplicate(items) is None) is stock
+    assert Schema.of({"uniqueItems": True}).conforms(items) is stock
+
+
+def test_the_message_names_the_pair_and_quotes_the_array_briefly() -> None:
+    text = json.dumps(["x" * 10_000, 1, "x" * 10_000])
+    with pytest.raises(SchemaViolationError) as caught:
+        parse(text, {"uniqueItems": True})
+    message = caught.value.issues[0].message
+    assert message.endswith("(items 0 and 2 are equal)")
+    assert len(message) < 300
