@@ -26,7 +26,7 @@ import tenacity
 
 from jsonmode.errors import BackendError, JsonModeError, TransientBackendError, UsageError
 
-__all__ = ["TransportPolicy", "parse_retry_after"]
+__all__ = ["TransportPolicy", "parse_retry_after", "response_headers"]
 
 _SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 
@@ -67,6 +67,21 @@ def parse_retry_after(
         when = when.replace(tzinfo=timezone.utc)
     delay = (when - (now or datetime.now(timezone.utc))).total_seconds()
     return max(0.0, delay) if math.isfinite(delay) else None
+
+
+def response_headers(exc: BaseException) -> Mapping[str, Any] | None:
+    """The HTTP response headers an exception carries, if any: litellm's, the OpenAI
+    SDK's and httpx's (``headers``, ``litellm_response_headers``, ``response.headers``)."""
+    for source in ("headers", "litellm_response_headers", "response"):
+        try:
+            found = getattr(exc, source, None)
+            if source == "response":
+                found = getattr(found, "headers", None)
+        except Exception:  # a property that cannot answer
+            continue
+        if (isinstance(found, Mapping) or hasattr(found, "items")) and found:
+            return found
+    return None
 
 
 def _retryable(exc: BaseException) -> bool:

@@ -6,7 +6,7 @@ import itertools
 import json
 import subprocess
 import sys
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from langchain_core.callbacks import BaseCallbackHandler
@@ -433,3 +433,57 @@ def test_import_jsonmode_never_imports_langchain():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def _slow(seconds: float) -> RunnableLambda:
+    import time as _time
+
+    def reply(messages: Any) -> str:
+        _time.sleep(seconds)
+        return '{"name": "Ada", "age": 36}'
+
+    async def areply(messages: Any) -> str:
+        await asyncio.sleep(seconds)
+        return '{"name": "Ada", "age": 36}'
+
+    return RunnableLambda(reply, afunc=areply)
+
+
+def test_a_langchain_call_ends_at_its_timeout_sync_and_async():
+    import time as _time
+
+    policy = jsonmode.TransportPolicy(max_retries=0)
+    jm = jsonmode.JsonMode(_slow(5.0), timeout=0.3, transport=policy)
+    started = _time.monotonic()
+    with pytest.raises(jsonmode.TransientBackendError, match="timeout"):
+        jm.run("x", {"type": "object"})
+    assert _time.monotonic() - started < 2.5
+    started = _time.monotonic()
+    with pytest.raises(jsonmode.TransientBackendError, match="timeout"):
+        asyncio.run(jm.arun("x", {"type": "object"}))
+    assert _time.monotonic() - started < 2.5
+    assert jsonmode.JsonMode(_slow(0.0), timeout=5).run("x", {"type": "object"}).data["age"] == 36
+
+
+def test_a_langchain_rate_limit_carries_retry_after_to_the_policy():
+    class Response:
+        headers: ClassVar[dict[str, str]] = {"Retry-After": "3"}
+
+    class RateLimited(Exception):  # the shape provider SDK errors have
+        status_code = 429
+        response = Response()
+
+    replies = iter([RateLimited("slow down"), '{"name": "Ada", "age": 36}'])
+
+    def reply(messages: Any) -> str:
+        item = next(replies)
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    waits: list[float] = []
+    policy = jsonmode.TransportPolicy(sleep=waits.append, max_delay=60)
+    result = jsonmode.JsonMode(RunnableLambda(reply), transport=policy).run("x", {"type": "object"})
+    assert result.attempts[0].calls == 2
+    assert waits
+    assert waits[0] >= 3

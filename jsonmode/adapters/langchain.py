@@ -38,6 +38,7 @@ from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import Runnable, RunnableLambda
 from pydantic import PrivateAttr
 
+from jsonmode.backends import deadline
 from jsonmode.backends.base import Completion, Request
 from jsonmode.errors import (
     JsonModeError,
@@ -51,6 +52,7 @@ from jsonmode.prompting import describe_failure, format_instructions
 from jsonmode.reading import Mode, check_mode, parse
 from jsonmode.repair.partial import parse_partial
 from jsonmode.result import Usage
+from jsonmode.retry import parse_retry_after, response_headers
 from jsonmode.schema.core import Schema
 
 __all__ = ["JsonModeParser", "LangChainBackend", "jsonmode_runnable"]
@@ -203,6 +205,10 @@ class LangChainBackend:
         model: a chat model, a text LLM, or any runnable that takes a list of
             messages and returns a message or text (``model.bind(stop=[...])``,
             ``model.with_fallbacks([...])``, ``model.with_retry()`` ...).
+        timeout: seconds one call may take, whole reply included (see
+            :mod:`jsonmode.backends.deadline`); past it the call fails with
+            :class:`~jsonmode.TransientBackendError`. ``None`` (the default): the model's
+            own timeouts apply, as a LangChain model sets its own.
         **invoke_options: passed to every ``invoke``/``ainvoke`` (``config=``, ``stop=``).
 
     ``JsonMode(model)`` wraps a LangChain runnable in this class without being asked.
@@ -216,10 +222,13 @@ class LangChainBackend:
 
     native_schema: bool | None = False
 
-    def __init__(self, model: Runnable[Any, Any], **invoke_options: Any) -> None:
+    def __init__(
+        self, model: Runnable[Any, Any], *, timeout: float | None = None, **invoke_options: Any
+    ) -> None:
         if not isinstance(model, Runnable):
             raise UsageError(f"expected a LangChain model or runnable, got {type(model).__name__}")
         self.model = model
+        self.timeout = None if timeout is None else deadline.check_timeout(timeout)
         self.invoke_options = invoke_options
 
     @property
@@ -227,13 +236,19 @@ class LangChainBackend:
         return f"langchain:{type(self.model).__name__}"
 
     def complete(self, request: Request) -> Completion:
+        messages = _messages(request)
         with _mapped_errors():
-            reply = self.model.invoke(_messages(request), **self.invoke_options)
+            reply = deadline.call(
+                lambda: self.model.invoke(messages, **self.invoke_options), self.timeout, self.name
+            )
         return _completion(reply)
 
     async def acomplete(self, request: Request) -> Completion:
+        messages = _messages(request)
         with _mapped_errors():
-            reply = await self.model.ainvoke(_messages(request), **self.invoke_options)
+            reply = await deadline.acall(
+                lambda: self.model.ainvoke(messages, **self.invoke_options), self.timeout, self.name
+            )
         return _completion(reply)
 
 
@@ -275,7 +290,11 @@ def _mapped_errors() -> Iterator[None]:
             or (status is not None and (status in _TRANSIENT_STATUS or status >= 500))
         )
         kind = TransientBackendError if transient else PermanentBackendError
-        raise kind(f"LangChain model failed: {exc!r}", status_code=status) from exc
+        raise kind(
+            f"LangChain model failed: {exc!r}",
+            status_code=status,
+            retry_after=parse_retry_after(response_headers(exc)),
+        ) from exc
 
 
 def _status_code(exc: BaseException) -> int | None:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
@@ -33,7 +32,7 @@ from jsonmode.backends.base import Completion, Request
 from jsonmode.backends.deadline import check_timeout
 from jsonmode.errors import BackendError, PermanentBackendError, TransientBackendError
 from jsonmode.result import Usage
-from jsonmode.retry import parse_retry_after
+from jsonmode.retry import parse_retry_after, response_headers
 from jsonmode.schema.core import Schema
 
 __all__ = ["LiteLLMBackend", "native_schema_for"]
@@ -114,20 +113,6 @@ def _schema_arguments(model: str, schema: Schema) -> dict[str, Any]:
     }
 
 
-def _response_headers(exc: Exception) -> Mapping[str, Any] | None:
-    """The HTTP response headers a litellm / OpenAI SDK exception carries, if any."""
-    for source in ("headers", "litellm_response_headers", "response"):
-        try:
-            found = getattr(exc, source, None)
-            if source == "response":
-                found = getattr(found, "headers", None)
-        except Exception:  # a property that cannot answer
-            continue
-        if (isinstance(found, Mapping) or hasattr(found, "items")) and found:
-            return found
-    return None
-
-
 def map_error(exc: Exception) -> BackendError:
     """A litellm / OpenAI SDK exception as a transient or permanent backend error.
 
@@ -138,7 +123,7 @@ def map_error(exc: Exception) -> BackendError:
     status = getattr(exc, "status_code", None)
     status = status if isinstance(status, int) and not isinstance(status, bool) else None
     message = f"{type(exc).__name__}: {getattr(exc, 'message', None) or exc}"
-    retry_after = parse_retry_after(_response_headers(exc))
+    retry_after = parse_retry_after(response_headers(exc))
     # litellm reports a refused connection as InternalServerError / APIConnectionError
     # (status 500), and a timeout as Timeout (408): both land in the transient set.
     if isinstance(exc, (litellm.Timeout, litellm.APIConnectionError)) or (
