@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from jsonmode._json import StrictJSONError, UnrepresentableError, check_value, dumps, loads_strict
+from jsonmode._watchdog import DeadlineExceeded, run_until
 from jsonmode.errors import (
     OutputError,
     OutputParseError,
@@ -29,11 +30,11 @@ from jsonmode.errors import (
     UsageError,
 )
 from jsonmode.repair.coerce import coerce
-from jsonmode.repair.deadline import DeadlineExceeded, run_until
 from jsonmode.repair.extract import Candidate, find_candidates
 from jsonmode.repair.report import Repair
 from jsonmode.repair.syntax import RepairTimeoutError, normalize_literals, repair_syntax
 from jsonmode.schema.core import Checked, Schema
+from jsonmode.schema.formats import budget as format_budget
 
 __all__ = ["MAX_REPAIR_CHARS", "REPAIR_TIME_LIMIT", "Mode", "Parsed", "parse"]
 
@@ -46,7 +47,7 @@ MODES: tuple[Mode, ...] = ("strict", "repair")
 MAX_REPAIR_CHARS = 262_144
 
 #: Seconds that extraction and syntax repair of one output may take in all (wall
-#: clock, interrupting json-repair where needed; see jsonmode.repair.deadline).
+#: clock, interrupting json-repair where needed; see jsonmode._watchdog).
 #: Realistic replies need ~1 ms per kB; hostile text (``'{]' * 8000`` took a minute)
 #: stops here with an OutputParseError. Validation and coercion are not counted.
 REPAIR_TIME_LIMIT = 0.5
@@ -90,9 +91,18 @@ def parse(text: str, schema: object, mode: Mode = "strict", *, truncated: bool =
         OutputParseError, OutputTruncatedError, SchemaViolationError: the output does
             not conform; the error carries the raw text, every issue and the repairs tried.
         InvalidSchemaError, UsageError: bad schema or mode.
+
+    Bounded: repair by the limits above; every format check of the call (each
+    candidate, before and after coercion) shares one deadline
+    (:data:`jsonmode.schema.formats.FORMAT_TIME_LIMIT`).
     """
     spec = Schema.of(schema)
     check_mode(mode)
+    with format_budget():
+        return _parse(text, spec, mode, truncated)
+
+
+def _parse(text: str, spec: Schema, mode: Mode, truncated: bool) -> Parsed:
     if truncated and text.rstrip()[-1:].isdigit():
         # "12" parses, but cut off at the length limit it may be the start of "1234".
         raise _truncated(text, "output was cut off at the length limit inside a number")

@@ -97,3 +97,40 @@ def test_the_message_names_the_pair_and_quotes_the_array_briefly() -> None:
     message = caught.value.issues[0].message
     assert message.endswith("(items 0 and 2 are equal)")
     assert len(message) < 300
+
+
+def test_slow_format_checkers_share_one_bounded_budget() -> None:
+    # Five 50 KB strings a slow checker (iri: an Earley parser) takes 10-35 s each on.
+    out = _run_bounded(
+        """
+        import json, time, jsonmode
+        schema = {"type": "array", "items": {"type": "string", "format": "iri"}}
+        text = json.dumps(["http://" + "a:" * 25_000] * 5)
+        for mode in ("strict", "repair"):
+            started = time.monotonic()
+            try:
+                jsonmode.parse(text, schema, mode)
+            except jsonmode.SchemaViolationError as error:
+                print(round(time.monotonic() - started, 1), error.issues[0].message[-60:])
+        """,
+        40,
+    )
+    for line in out.splitlines():
+        seconds, message = line.split(" ", 1)
+        assert float(seconds) < 3.0, line
+        assert "treated as not conforming" in message
+
+
+@pytest.mark.parametrize(
+    ("value", "conforms"),
+    [
+        ("https://例え.テスト/パス?q=1#f", True),
+        ("urn:isbn:0451450523", True),
+        ("http://a b", False),
+        ("no scheme", False),
+    ],
+)
+def test_formats_keep_their_verdicts_under_the_deadline(value: str, conforms: bool) -> None:
+    schema = Schema.of({"type": "string", "format": "iri"})
+    assert schema.conforms(value) is conforms
+    assert (not schema.issues(value)) is conforms

@@ -199,7 +199,7 @@ def _spin() -> None:
 
 
 def test_run_until_interrupts_pure_python_work_and_leaves_nothing_pending() -> None:
-    from jsonmode.repair.deadline import DeadlineExceeded, run_until
+    from jsonmode._watchdog import DeadlineExceeded, run_until
 
     start = time.monotonic()
     with pytest.raises(DeadlineExceeded):
@@ -215,7 +215,7 @@ def test_run_until_interrupts_pure_python_work_and_leaves_nothing_pending() -> N
 
 
 def test_run_until_works_in_many_threads_at_once() -> None:
-    from jsonmode.repair.deadline import DeadlineExceeded, run_until
+    from jsonmode._watchdog import DeadlineExceeded, run_until
 
     stopped: list[bool] = []
 

@@ -8,7 +8,7 @@ Cost: linear in the reply on realistic text (each character is lexed about once 
 fence it sits in, plus once for the whole reply). On adversarial text a span that
 fails at a mismatched closer is retried from the openers inside it that could still
 match, so work can grow beyond linear; callers bound it with a deadline
-(:func:`jsonmode.repair.deadline.run_until`): every loop here is pure Python and can
+(:func:`jsonmode._watchdog.run_until`): every loop here is pure Python and can
 be interrupted, and every regex runs in linear time.
 """
 

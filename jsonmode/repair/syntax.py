@@ -19,7 +19,7 @@ record that rewrite on its own.
 Bounds: json-repair is pure Python and superlinear on some hostile shapes, so
 :func:`repair_syntax` refuses nesting deeper than :data:`MAX_REPAIR_DEPTH` up front
 and, given a deadline, stops json-repair and the content check there
-(:mod:`jsonmode.repair.deadline`). Either raises :class:`RepairLimitError`.
+(:mod:`jsonmode._watchdog`). Either raises :class:`RepairLimitError`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import Any
 import json_repair
 
 from jsonmode._json import StrictJSONError, dumps
-from jsonmode.repair.deadline import DeadlineExceeded, run_until
+from jsonmode._watchdog import DeadlineExceeded, run_until
 from jsonmode.repair.lexer import Token, lex, strings_and_comments, strip_comments
 
 __all__ = [

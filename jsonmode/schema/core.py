@@ -30,6 +30,7 @@ from jsonschema.protocols import Validator as _JsonschemaValidator
 
 from jsonmode.errors import InvalidSchemaError, UnsupportedSchemaError, UsageError
 from jsonmode.schema.fastcheck import compile_check
+from jsonmode.schema.formats import budget as format_budget
 from jsonmode.schema.refs import REFUSING_REGISTRY, analyse
 from jsonmode.schema.validation import Issue, format_path, make_validator, validation_issues
 
@@ -195,7 +196,13 @@ class Schema:
         return self.adapter is not None
 
     def conforms(self, value: Any) -> bool:
-        """Whether ``value`` satisfies the JSON Schema (no explanation; cheap when compiled)."""
+        """Whether ``value`` satisfies the JSON Schema (no explanation; cheap when compiled).
+
+        Its format checks share one deadline (:mod:`jsonmode.schema.formats`)."""
+        with format_budget():
+            return self._conforms(value)
+
+    def _conforms(self, value: Any) -> bool:
         if self._fast is not None:
             try:
                 return self._fast(value)
@@ -215,7 +222,13 @@ class Schema:
         :mod:`jsonmode.schema.fastcheck`); jsonschema explains every failure. A value
         nested too deeply for the validators' recursion (a very deep instance of a
         recursive schema) does not conform: one issue with keyword ``depth`` says so.
+        The format checks of one call share one deadline (:mod:`jsonmode.schema.formats`):
+        a check that runs out of it is an issue, never a pass.
         """
+        with format_budget():
+            return self._issues(value)
+
+    def _issues(self, value: Any) -> list[Issue]:
         if self._fast is not None:
             try:
                 if self._fast(value):

@@ -6,7 +6,8 @@ and a 31-character string ran for minutes), and its ``uniqueItems`` compares pai
 of items (quadratic: an output array of 100 000 distinct objects would take hours).
 :func:`linear_validator_class` returns a draft's class with those keywords replaced:
 patterns go through :mod:`jsonmode.schema.patterns` (a DFA, or a bounded fallback),
-and uniqueness through :func:`first_duplicate`, one hash per item.
+uniqueness through :func:`first_duplicate`, one hash per item, and ``format`` names a
+check that ran out of time (:mod:`jsonmode.schema.formats`) as such.
 
 jsonschema picks a validator class again whenever a subschema declares its own
 ``$schema`` (``evolve`` looks the class up by that URI in jsonschema's registry of
@@ -29,9 +30,10 @@ import attrs
 import jsonschema._keywords as _keywords
 import jsonschema._legacy_keywords as _legacy_keywords
 import jsonschema.validators
-from jsonschema.exceptions import ValidationError
+from jsonschema.exceptions import FormatError, ValidationError
 from jsonschema.protocols import Validator as _Validator
 
+from jsonmode.schema.formats import FormatUndecided, undecided_message
 from jsonmode.schema.patterns import KEYWORDS, unevaluated_properties
 
 __all__ = ["MAX_QUOTE", "first_duplicate", "linear_validator_class"]
@@ -94,6 +96,20 @@ def _unique_items(
         )
 
 
+def _format(validator: Any, name: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    """jsonschema's ``format``, saying so when a check ran out of time
+    (:mod:`jsonmode.schema.formats`) rather than calling the value malformed."""
+    if validator.format_checker is None:
+        return
+    try:
+        validator.format_checker.check(instance, name)
+    except FormatError as error:
+        if isinstance(error.cause, FormatUndecided):
+            yield ValidationError(undecided_message(instance, name, _quote), cause=error.cause)
+        else:
+            yield ValidationError(error.message, cause=error.cause)
+
+
 def _linear_evolve(stock: Any) -> Any:
     """An ``evolve`` that keeps the linear keywords when the subschema switches draft."""
 
@@ -121,6 +137,8 @@ def linear_validator_class(cls: type[_Validator]) -> type[_Validator]:
     replaced = {k: v for k, v in KEYWORDS.items() if k in cls.VALIDATORS}
     if "uniqueItems" in cls.VALIDATORS:
         replaced["uniqueItems"] = _unique_items
+    if "format" in cls.VALIDATORS:
+        replaced["format"] = _format
     # jsonschema's own functions, by identity (private modules: absent names match nothing).
     current = cls.VALIDATORS.get("unevaluatedProperties")
     if current is getattr(_keywords, "unevaluatedProperties", _UNKNOWN):

@@ -18,6 +18,7 @@ import jsonschema.validators
 import referencing
 from jsonschema.protocols import Validator as _JsonschemaValidator
 
+from jsonmode.schema.formats import bounded
 from jsonmode.schema.linear import linear_validator_class
 from jsonmode.schema.metaschema import check_schema
 
@@ -82,9 +83,11 @@ def make_validator(
     check_schema(cls, schema)
     # pattern/patternProperties/additionalProperties without Python's backtracking re.
     cls = linear_validator_class(cls)
+    # Format checks under one shared deadline: a slow checker cannot hold validation.
+    checker = bounded(cls.FORMAT_CHECKER)
     if registry is None:
-        return cls(schema, format_checker=cls.FORMAT_CHECKER)
-    return cls(schema, format_checker=cls.FORMAT_CHECKER, registry=registry)
+        return cls(schema, format_checker=checker)
+    return cls(schema, format_checker=checker, registry=registry)
 
 
 def _issues_from(errors: Iterable[jsonschema.exceptions.ValidationError]) -> Iterator[Issue]:

@@ -1,19 +1,22 @@
 """Stopping pure-Python work at a deadline without slowing it down.
 
-json-repair and jsonmode's own extraction and content check are pure Python, and on
-hostile text some of json-repair's paths are quadratic or worse (``'{]' * 8000``
-took a minute). A trace or profile hook could check the clock, but it slows every
-call ~4x (measured on the repair benchmark corpus), and a thread cannot be killed. So
-one daemon *watchdog* thread, shared by every caller, raises an exception inside the
-working thread when its deadline passes (CPython's ``PyThreadState_SetAsyncExc``,
-delivered at the next bytecode boundary; a single long C call, such as one regex
-search, finishes first). The work itself runs at full speed: arming and disarming
-cost a few microseconds (a dict entry, no lock); the watchdog wakes every
-:data:`TICK` seconds while there is work and sleeps for good after :data:`LINGER`
-idle seconds.
+Used by repair (:mod:`jsonmode.reading`, :mod:`jsonmode.repair.syntax`) and by the
+format checks of validation (:mod:`jsonmode.schema.formats`). json-repair and
+jsonmode's own extraction and content check are pure Python, and on hostile text some
+of json-repair's paths are quadratic or worse (``'{]' * 8000`` took a minute); so are
+some format checkers (``iri``: 10 s for a 50 KB string). A trace or profile hook could
+check the clock, but it slows every call ~4x (measured on the repair benchmark
+corpus), and a thread cannot be killed. So one daemon *watchdog* thread, shared by
+every caller, raises an exception inside the working thread when its deadline passes
+(CPython's ``PyThreadState_SetAsyncExc``, delivered at the next bytecode boundary; a
+single long C call, such as one regex search, finishes first). The work itself runs at
+full speed: arming and disarming cost a few microseconds (a dict entry, no lock); the
+watchdog wakes every :data:`TICK` seconds while there is work and sleeps for good
+after :data:`LINGER` idle seconds.
 
 Only run code here that holds no locks and keeps no state across calls (json-repair,
-the lexer, the content check): an interrupt may land at any bytecode. User code
+the lexer, the content check, jsonschema's format checkers): an interrupt may land at
+any bytecode. User code
 (validators, hooks) must never run under a deadline. The one foreign code that can
 run inside the window is a finalizer or weakref callback called by the cyclic garbage
 collector; an interrupt landing there would be swallowed (and reported as
@@ -125,7 +128,7 @@ class _Watchdog:
                     if _track_collection not in gc.callbacks:
                         gc.callbacks.append(_track_collection)
                     self._thread = threading.Thread(
-                        target=self._run, name="jsonmode-repair-watchdog", daemon=True
+                        target=self._run, name="jsonmode-watchdog", daemon=True
                     )
                     self._thread.start()
         self._armed[id(entry)] = entry

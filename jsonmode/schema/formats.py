@@ -1,0 +1,99 @@
+"""Format checks in bounded time: a slow checker can never hold validation.
+
+jsonschema's format checkers are third-party code of every cost. Some are fine on any
+input; others are not: ``iri`` and ``iri-reference`` run an Earley parser
+(``rfc3987-syntax``) that took 10–35 s on one 50 KB string a model wrote, and
+``regex`` compiles the instance with Python's ``re`` parser. :func:`bounded` returns a
+copy of a draft's format checker whose every check runs under a deadline
+(:mod:`jsonmode._watchdog`: the pure-Python work is interrupted; no thread is left
+behind). The deadline is shared by all the format checks of one validation —
+:func:`budget` opens it, :class:`~jsonmode.schema.core.Schema` does so around every
+check of a value — so a document full of hostile strings costs at most
+:data:`FORMAT_TIME_LIMIT` in format checks, not that much per string.
+
+A check that runs out of time is *undecided*, and undecided is never a pass: the
+value does not conform, and the issue says the format could not be checked in time
+(keyword ``format``; see :func:`undecided_message`). Costs: a few microseconds per
+checked string (arming the deadline), nothing for other types. Thread-safe: the
+budget lives in a context variable, so threads and tasks each have their own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from jsonschema import FormatChecker
+
+from jsonmode._watchdog import DeadlineExceeded, run_until
+
+__all__ = ["FORMAT_TIME_LIMIT", "FormatUndecided", "bounded", "budget", "undecided_message"]
+
+#: Seconds all the format checks of one validation may take together.
+FORMAT_TIME_LIMIT = 0.5
+
+_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "jsonmode_format_deadline", default=None
+)
+
+
+class FormatUndecided(Exception):
+    """A format check ran out of its time: the value is treated as not conforming."""
+
+
+@contextlib.contextmanager
+def budget(seconds: float = FORMAT_TIME_LIMIT) -> Iterator[None]:
+    """Share one deadline among the format checks made inside (nested: the outer wins)."""
+    if _deadline.get() is not None:
+        yield
+        return
+    token = _deadline.set(time.monotonic() + seconds)
+    try:
+        yield
+    finally:
+        _deadline.reset(token)
+
+
+def _guarded(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    def guarded(instance: Any) -> Any:
+        if not isinstance(instance, str):  # numbers and the like: cheap, and C code
+            return check(instance)
+        deadline = _deadline.get()
+        if deadline is None:
+            deadline = time.monotonic() + FORMAT_TIME_LIMIT
+        try:
+            return run_until(deadline, check, instance)
+        except DeadlineExceeded:
+            raise FormatUndecided from None
+
+    return guarded
+
+
+@functools.lru_cache(maxsize=16)
+def bounded(checker: FormatChecker) -> FormatChecker:
+    """``checker`` with every check run under the validation's format deadline.
+
+    Cached per checker (a draft's ``FORMAT_CHECKER``); the original is not changed.
+    """
+    copy = FormatChecker(formats=())
+    copy.checkers = {
+        name: (_guarded(check), (*_as_tuple(raises), FormatUndecided))
+        for name, (check, raises) in checker.checkers.items()
+    }
+    return copy
+
+
+def _as_tuple(raises: Any) -> tuple[type[BaseException], ...]:
+    return tuple(raises) if isinstance(raises, tuple) else (raises,)
+
+
+def undecided_message(instance: Any, format_name: str, quote: Callable[[Any], str]) -> str:
+    """The issue for a format check that ran out of time."""
+    return (
+        f"{quote(instance)} could not be checked as {format_name!r} within the "
+        f"{FORMAT_TIME_LIMIT} s given to format checks (treated as not conforming)"
+    )
