@@ -36,7 +36,7 @@ from jsonmode.repair.syntax import RepairTimeoutError, normalize_literals, repai
 from jsonmode.schema.core import Checked, Schema
 from jsonmode.schema.formats import budget as format_budget
 
-__all__ = ["MAX_REPAIR_CHARS", "REPAIR_TIME_LIMIT", "Mode", "Parsed", "parse"]
+__all__ = ["COERCE_TIME_LIMIT", "MAX_REPAIR_CHARS", "REPAIR_TIME_LIMIT", "Mode", "Parsed", "parse"]
 
 Mode = Literal["strict", "repair"]
 MODES: tuple[Mode, ...] = ("strict", "repair")
@@ -51,6 +51,9 @@ MAX_REPAIR_CHARS = 262_144
 #: Realistic replies need ~1 ms per kB; hostile text (``'{]' * 8000`` took a minute)
 #: stops here with an OutputParseError. Validation and coercion are not counted.
 REPAIR_TIME_LIMIT = 0.5
+#: Seconds schema-aware coercion may take on one value; past it the value is validated
+#: uncoerced (nothing is changed half-way: the coerced copy is dropped whole).
+COERCE_TIME_LIMIT = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,9 +128,16 @@ def _parse(text: str, spec: Schema, mode: Mode, truncated: bool) -> Parsed:
 
 
 def _coerced(spec: Schema, data: Any, repairs: Sequence[Repair]) -> tuple[Any, tuple[Repair, ...]]:
+    """``data`` coerced toward the schema, or unchanged when coercion cannot finish
+    within :data:`COERCE_TIME_LIMIT` (a huge value against a schema of many branches):
+    coercion is a best effort, and validation then reports what is still wrong."""
     if spec.conforms(data):
         return data, tuple(repairs)
-    fixed, coercions = coerce(data, spec.json_schema, spec.validator)
+    deadline = time.monotonic() + COERCE_TIME_LIMIT
+    try:
+        fixed, coercions = run_until(deadline, coerce, data, spec.json_schema, spec.validator)
+    except DeadlineExceeded:
+        return data, tuple(repairs)
     return fixed, (*repairs, *coercions)
 
 

@@ -68,6 +68,8 @@ class _Walk:
     root: Any
     validator: _JsonschemaValidator
     repairs: list[Repair] = field(default_factory=list)
+    # enum lists of this coercion's schema (alive as long as the walk): see enum_index
+    enums: dict[int, tuple[set[str], dict[str, list[str]]]] = field(default_factory=dict)
 
     def record(self, path: list[str | int], kind: RepairKind, before: Any, after: Any) -> Any:
         self.repairs.append(Repair(format_path(path), kind, before, after))
@@ -112,7 +114,7 @@ class _Walk:
         if any(self.valid(option, value) for option in options):
             return value
         for option in options:
-            trial = _Walk(self.root, self.validator)
+            trial = _Walk(self.root, self.validator, enums=self.enums)
             fixed = trial.value(option, value, path, depth + 1)
             if trial.repairs and self.valid(option, fixed):
                 self.repairs.extend(trial.repairs)
@@ -154,13 +156,28 @@ class _Walk:
         return value
 
     def enum_case(self, options: list[Any], value: Any, path: list[str | int]) -> Any:
-        if not isinstance(value, str) or value in options:
+        if not isinstance(value, str):
             return value
-        folded = value.strip().casefold()
-        matches = [o for o in options if isinstance(o, str) and o.casefold() == folded]
+        exact, by_fold = self.enum_index(options)
+        if value in exact:
+            return value
+        matches = by_fold.get(value.strip().casefold(), ())
         if len(matches) == 1:
             return self.record(path, "enum_case", value, matches[0])
         return value
+
+    def enum_index(self, options: list[Any]) -> tuple[set[str], dict[str, list[str]]]:
+        """The string options, and them by case-folded spelling: built once per enum
+        list per coercion, so each value costs a lookup, not a pass over the options."""
+        hit = self.enums.get(id(options))
+        if hit is not None:
+            return hit
+        exact = {option for option in options if isinstance(option, str)}
+        by_fold: dict[str, list[str]] = {}
+        for option in exact:
+            by_fold.setdefault(option.casefold(), []).append(option)
+        self.enums[id(options)] = (exact, by_fold)
+        return exact, by_fold
 
     def object(
         self, schema: dict[str, Any], value: dict[str, Any], path: list[str | int], depth: int

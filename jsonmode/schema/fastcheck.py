@@ -29,7 +29,7 @@ from jsonschema import FormatChecker
 
 from jsonmode.schema import patterns
 from jsonmode.schema.keywords import ANNOTATIONS
-from jsonmode.schema.linear import first_duplicate
+from jsonmode.schema.linear import equality_key, first_duplicate, key_set
 from jsonmode.schema.refs import MISSING, resolve_local
 
 __all__ = ["compile_check"]
@@ -198,7 +198,15 @@ class _Compiler:
     def kw_enum(self, arg: Any, schema: dict[str, Any]) -> Check:
         if not isinstance(arg, list):
             raise _Unsupported("enum")
-        return lambda value: any(_equal(value, option) for option in arg)
+        keys = key_set(arg)  # one hash per check, not a comparison per option
+
+        def check(value: Any) -> bool:
+            try:
+                return equality_key(value) in keys
+            except RecursionError:
+                return any(_equal(value, option) for option in arg)
+
+        return check
 
     def kw_const(self, arg: Any, schema: dict[str, Any]) -> Check:
         return lambda value: _equal(value, arg)

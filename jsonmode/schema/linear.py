@@ -6,7 +6,8 @@ and a 31-character string ran for minutes), and its ``uniqueItems`` compares pai
 of items (quadratic: an output array of 100 000 distinct objects would take hours).
 :func:`linear_validator_class` returns a draft's class with those keywords replaced:
 patterns go through :mod:`jsonmode.schema.patterns` (a DFA, or a bounded fallback),
-uniqueness through :func:`first_duplicate`, one hash per item, and ``format`` names a
+uniqueness and ``enum`` through hashing (:func:`first_duplicate`, :func:`key_set`:
+one hash per item, whatever the number of options), and ``format`` names a
 check that ran out of time (:mod:`jsonmode.schema.formats`) as such.
 
 jsonschema picks a validator class again whenever a subschema declares its own
@@ -36,14 +37,14 @@ from jsonschema.protocols import Validator as _Validator
 from jsonmode.schema.formats import FormatUndecided, undecided_message
 from jsonmode.schema.patterns import KEYWORDS, unevaluated_properties
 
-__all__ = ["MAX_QUOTE", "first_duplicate", "linear_validator_class"]
+__all__ = ["MAX_QUOTE", "equality_key", "first_duplicate", "key_set", "linear_validator_class"]
 
 #: Longest quotation of an instance in a message (jsonschema quotes it whole).
 MAX_QUOTE = 200
 _UNKNOWN = object()
 
 
-def _key(value: Any) -> Any:
+def equality_key(value: Any) -> Any:
     """A hashable key, equal for exactly the values JSON Schema calls equal.
 
     Booleans are not numbers (``true`` != ``1``), ``1`` == ``1.0`` (Python's ints and
@@ -58,9 +59,9 @@ def _key(value: Any) -> Any:
     if value is None:
         return (3,)
     if isinstance(value, list):
-        return (4, tuple(_key(item) for item in value))
+        return (4, tuple(equality_key(item) for item in value))
     if isinstance(value, dict):
-        return (5, frozenset((name, _key(item)) for name, item in value.items()))
+        return (5, frozenset((name, equality_key(item)) for name, item in value.items()))
     return (6, id(value))  # not a JSON value: equal only to itself
 
 
@@ -72,10 +73,46 @@ def first_duplicate(items: Sequence[Any]) -> tuple[int, int] | None:
     """
     seen: dict[Any, int] = {}
     for index, item in enumerate(items):
-        earlier = seen.setdefault(_key(item), index)
+        earlier = seen.setdefault(equality_key(item), index)
         if earlier != index:
             return earlier, index
     return None
+
+
+def key_set(options: Sequence[Any]) -> frozenset[Any]:
+    """The keys of ``options`` (see :func:`first_duplicate`): membership in one hash."""
+    return frozenset(equality_key(option) for option in options)
+
+
+_ENUM_SETS: dict[int, tuple[Sequence[Any], frozenset[Any]]] = {}
+_ENUM_SETS_LIMIT = 256
+
+
+def _enum_keys(options: Sequence[Any]) -> frozenset[Any]:
+    """:func:`key_set` of a schema's ``enum`` list, cached by identity (the list is
+    held by the cache, so its id cannot be reused while cached)."""
+    hit = _ENUM_SETS.get(id(options))
+    if hit is not None and hit[0] is options:
+        return hit[1]
+    keys = key_set(options)
+    if len(_ENUM_SETS) >= _ENUM_SETS_LIMIT:
+        _ENUM_SETS.pop(next(iter(_ENUM_SETS)), None)
+    _ENUM_SETS[id(options)] = (options, keys)
+    return keys
+
+
+def _enum(validator: Any, options: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    """jsonschema's ``enum`` with one hash lookup, not a comparison per option."""
+    if not isinstance(options, list):
+        yield from _keywords.enum(validator, options, instance, schema)
+        return
+    try:
+        if equality_key(instance) in _enum_keys(options):
+            return
+    except RecursionError:
+        yield from _keywords.enum(validator, options, instance, schema)
+        return
+    yield ValidationError(f"{_quote(instance)} is not one of {_quote(options)}")
 
 
 def _quote(instance: Any) -> str:
@@ -139,6 +176,8 @@ def linear_validator_class(cls: type[_Validator]) -> type[_Validator]:
         replaced["uniqueItems"] = _unique_items
     if "format" in cls.VALIDATORS:
         replaced["format"] = _format
+    if cls.VALIDATORS.get("enum") is getattr(_keywords, "enum", _UNKNOWN):
+        replaced["enum"] = _enum
     # jsonschema's own functions, by identity (private modules: absent names match nothing).
     current = cls.VALIDATORS.get("unevaluatedProperties")
     if current is getattr(_keywords, "unevaluatedProperties", _UNKNOWN):

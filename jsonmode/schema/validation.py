@@ -7,6 +7,7 @@ model needs all of them to fix its output in one go.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -22,10 +23,19 @@ from jsonmode.schema.formats import bounded
 from jsonmode.schema.linear import linear_validator_class
 from jsonmode.schema.metaschema import check_schema
 
-__all__ = ["MAX_MESSAGE_CHARS", "Issue", "format_path", "make_validator", "validation_issues"]
+__all__ = [
+    "MAX_ISSUES",
+    "MAX_MESSAGE_CHARS",
+    "Issue",
+    "format_path",
+    "make_validator",
+    "validation_issues",
+]
 
 # Sub-errors of anyOf/oneOf explain *why* no branch matched; more than this many is noise.
 _MAX_BRANCH_ISSUES = 8
+#: At most this many violations are collected from one value (then a ``limit`` issue).
+MAX_ISSUES = 100
 #: An issue's message is cut to this many characters (its head and its tail, where
 #: jsonschema names the keyword: "... is too long", "... is not one of [...]").
 MAX_MESSAGE_CHARS = 1_000
@@ -119,9 +129,16 @@ def _branch_index(error: jsonschema.exceptions.ValidationError) -> int:
 
 
 def validation_issues(validator: _JsonschemaValidator, value: Any) -> list[Issue]:
-    """Every issue found in ``value``, in a stable order, without duplicates."""
+    """The issues found in ``value``, in a stable order, without duplicates.
+
+    At most :data:`MAX_ISSUES` are collected (jsonschema finds them lazily, so the
+    search stops there); when there were more, a last issue with keyword ``limit`` says
+    so. A value with 300 000 wrong members costs the first hundred errors, not all.
+    """
+    found = list(itertools.islice(validator.iter_errors(value), MAX_ISSUES + 1))
+    more = len(found) > MAX_ISSUES
     errors: Sequence[jsonschema.exceptions.ValidationError] = sorted(
-        validator.iter_errors(value), key=lambda e: (list(map(str, e.absolute_path)), e.message)
+        found[:MAX_ISSUES], key=lambda e: (list(map(str, e.absolute_path)), e.message)
     )
     seen: set[Issue] = set()
     issues: list[Issue] = []
@@ -129,4 +146,8 @@ def validation_issues(validator: _JsonschemaValidator, value: Any) -> list[Issue
         if issue not in seen:
             seen.add(issue)
             issues.append(issue)
+    if more:
+        issues.append(
+            Issue("$", "limit", f"more issues were found; only the first {MAX_ISSUES} are listed")
+        )
     return issues
