@@ -13,7 +13,9 @@ check of a value — so a document full of hostile strings costs at most
 
 A check that runs out of time is *undecided*, and undecided is never a pass: the
 value does not conform, and the issue says the format could not be checked in time
-(keyword ``format``; see :func:`undecided_message`). Costs: a few microseconds per
+(keyword ``format``; see :func:`undecided_message`). Each checker is first run once
+on ``""`` outside any deadline, so that what it imports on first use is never
+interrupted. Costs: a few microseconds per
 checked string (arming the deadline), nothing for other types. Thread-safe: the
 budget lives in a context variable, so threads and tasks each have their own.
 """
@@ -59,10 +61,22 @@ def budget(seconds: float = FORMAT_TIME_LIMIT) -> Iterator[None]:
 
 
 def _guarded(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    warmed = False
+
     def guarded(instance: Any) -> Any:
+        nonlocal warmed
         if not isinstance(instance, str):  # numbers and the like: cheap, and C code
             return check(instance)
         deadline = _deadline.get()
+        if not warmed:
+            # The first check runs once with no deadline: a checker may import its
+            # machinery on first use (rfc3987-syntax compiles its grammar on import,
+            # ~1.4 s; see jsonmode/_startup.py), and an import must never be cut short.
+            # That one-off time is not taken from the validation's budget.
+            with contextlib.suppress(Exception):
+                check("")
+            warmed = True
+            deadline = None
         if deadline is None:
             deadline = time.monotonic() + FORMAT_TIME_LIMIT
         try:
