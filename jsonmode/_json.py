@@ -228,12 +228,16 @@ def _join_pairs(value: Any) -> Any:
 def _bare_number(text: str, source: str) -> bool:
     """``text`` is a long integer literal that ``source`` spells without quotes: what
     json-repair returns for a number it could not convert (it gives up with a string)."""
-    return (
-        len(text) > _MAX_DIGITS
-        and _INTEGER_LITERAL.fullmatch(text) is not None
-        and f'"{text}' not in source
-        and f"'{text}" not in source
-    )
+    if len(text) <= _MAX_DIGITS or _INTEGER_LITERAL.fullmatch(text) is None:
+        return False
+    # Any one occurrence not opened by a quote is the bare number (the same digits
+    # may also stand quoted elsewhere in the source).
+    at = source.find(text)
+    while at != -1:
+        if at == 0 or source[at - 1] not in "\"'":
+            return True
+        at = source.find(text, at + 1)
+    return False
 
 
 def check_value(value: Any, source: str | None = None) -> Any:

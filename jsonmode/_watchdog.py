@@ -217,6 +217,9 @@ def run_until(deadline: float, work: Callable[..., T], *args: Any) -> T:
                 break
             except _Interrupt:
                 interrupted = True
+    if interrupted and not entry.fired_at:
+        # Not ours: the deadline of an enclosing run_until in this thread. Let it on.
+        raise _Interrupt
     if interrupted:
         raise DeadlineExceeded("stopped at the deadline")
     return result

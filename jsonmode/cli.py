@@ -182,9 +182,9 @@ def _generate(args: argparse.Namespace) -> int:
         options["api_key"] = os.environ.get("OPENAI_API_KEY", "unused")
     if args.temperature is not None:
         options["temperature"] = args.temperature
+    # An argument that was not UTF-8 (kept by surrogateescape) is refused by the façade
+    # like any prompt holding a lone surrogate (prompting.user_messages).
     prompt = _stdin() if args.prompt == "-" else args.prompt
-    if has_surrogate(prompt):  # an argument that was not UTF-8 (surrogateescape)
-        raise UsageError("the prompt is not UTF-8 text")
     spec = Schema.of(args.schema)
     jm = JsonMode(args.model, args.mode, args.max_attempts, tier=args.tier, **options)
     result = jm.run(prompt, spec)

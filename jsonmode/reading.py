@@ -29,7 +29,7 @@ from jsonmode.errors import (
     SchemaViolationError,
     UsageError,
 )
-from jsonmode.repair.coerce import coerce
+from jsonmode.repair.coerce import CoercionTimeoutError, coerce
 from jsonmode.repair.extract import Candidate, find_candidates
 from jsonmode.repair.report import Repair
 from jsonmode.repair.syntax import RepairTimeoutError, normalize_literals, repair_syntax
@@ -135,8 +135,8 @@ def _coerced(spec: Schema, data: Any, repairs: Sequence[Repair]) -> tuple[Any, t
         return data, tuple(repairs)
     deadline = time.monotonic() + COERCE_TIME_LIMIT
     try:
-        fixed, coercions = run_until(deadline, coerce, data, spec.json_schema, spec.validator)
-    except DeadlineExceeded:
+        fixed, coercions = coerce(data, spec.json_schema, spec.validator, deadline=deadline)
+    except CoercionTimeoutError:
         return data, tuple(repairs)
     return fixed, (*repairs, *coercions)
 

@@ -158,7 +158,7 @@ class TransportPolicy:
         if isinstance(exc, BackendError) and self._asks_too_long(state):
             left = max(0.0, self._left(state))
             raise TransientBackendError(
-                f"{exc.message}; not retried: the server asked to wait {exc.retry_after:g} s "
+                f"{exc.message}; no further retry: the server asked to wait {exc.retry_after:g} s "
                 f"(Retry-After), longer than the {left:.3g} s left of the transport "
                 f"policy's max_delay ({self.max_delay:g} s)",
                 status_code=exc.status_code,

@@ -5,9 +5,18 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 from collections.abc import Callable, Iterator
+from typing import Any, Protocol, TypeVar
 
 import pytest
-from support.openai_server import Action, OpenAIServer
+from support.openai_server import OpenAIServer
+from support.raw_http import RawServer
+
+
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
+S = TypeVar("S", bound=_Closable)
 
 # tests/with_crewai needs crewai, which pins its own pydantic and json-repair and so lives
 # in its own environment: .ci/crewai.sh builds it and runs that suite there.
@@ -28,17 +37,30 @@ def no_implicit_event_loop() -> None:
     asyncio.set_event_loop(None)
 
 
-@pytest.fixture
-def openai_server(no_implicit_event_loop: None) -> Iterator[Callable[..., OpenAIServer]]:
-    """A factory: ``openai_server(Reply(...), HttpError(429), ...)`` starts a scripted
-    OpenAI-compatible server on 127.0.0.1; every server started is closed afterwards."""
-    started: list[OpenAIServer] = []
+def _servers(make: Callable[[tuple[Any, ...]], S]) -> Iterator[Callable[..., S]]:
+    """A factory fixture's body: ``start(*script)`` builds a server with ``make``; every
+    server started is closed afterwards."""
+    started: list[S] = []
 
-    def start(*script: Action) -> OpenAIServer:
-        server = OpenAIServer(script)
+    def start(*script: Any) -> S:
+        server = make(script)
         started.append(server)
         return server
 
     yield start
     for server in started:
         server.close()
+
+
+@pytest.fixture
+def openai_server(no_implicit_event_loop: None) -> Iterator[Callable[..., OpenAIServer]]:
+    """A factory: ``openai_server(Reply(...), HttpError(429), ...)`` starts a scripted
+    OpenAI-compatible server on 127.0.0.1; every server started is closed afterwards."""
+    yield from _servers(OpenAIServer)
+
+
+@pytest.fixture
+def raw_server(no_implicit_event_loop: None) -> Iterator[Callable[..., RawServer]]:
+    """A factory for raw-bytes loopback servers (tests/support/raw_http.py: trickling,
+    silent, arbitrary bytes), closed afterwards."""
+    yield from _servers(RawServer)

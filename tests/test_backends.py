@@ -190,6 +190,23 @@ def _timed(fn):
     return time.perf_counter() - started, info.value
 
 
+def _held(release: threading.Event):
+    """A sync backend that answers only once ``release`` is set (30 s at most)."""
+
+    def stuck(messages):
+        release.wait(30)
+        return '{"ok": true}'
+
+    return stuck
+
+
+def _no_abandoned_workers_left(seconds: float = 2.0) -> bool:
+    ends = time.monotonic() + seconds
+    while _deadline.abandoned() and time.monotonic() < ends:
+        time.sleep(0.01)
+    return _deadline.abandoned() == 0
+
+
 def test_sync_function_past_its_timeout_is_given_up_and_runs_on_alone():
     release = threading.Event()
     finished = threading.Event()
@@ -207,11 +224,7 @@ def test_sync_function_past_its_timeout_is_given_up_and_runs_on_alone():
     assert _deadline.abandoned() == 1  # the worker runs on, counted, holding nothing
     release.set()
     assert finished.wait(5)
-    for _ in range(100):
-        if _deadline.abandoned() == 0:
-            break
-        time.sleep(0.01)
-    assert _deadline.abandoned() == 0
+    assert _no_abandoned_workers_left()
 
 
 def test_async_function_past_its_timeout_is_cancelled():
@@ -235,12 +248,7 @@ def test_async_function_past_its_timeout_is_cancelled():
 
 def test_sync_function_from_async_code_past_its_timeout_does_not_hold_the_loop():
     release = threading.Event()
-
-    def stuck(messages):
-        release.wait(30)
-        return '{"ok": true}'
-
-    jm = JsonMode(stuck, timeout=0.3, transport=ONE_CALL)
+    jm = JsonMode(_held(release), timeout=0.3, transport=ONE_CALL)
     try:
         # asyncio.run returns at the deadline: it does not wait for the abandoned thread
         elapsed, _ = _timed(lambda: asyncio.run(jm.arun("x", SCHEMA)))
@@ -276,12 +284,7 @@ def test_function_without_timeout_runs_in_the_callers_thread():
 def test_abandoned_workers_are_bounded(monkeypatch):
     monkeypatch.setattr(_deadline, "MAX_ABANDONED", 2)
     release = threading.Event()
-
-    def stuck(messages):
-        release.wait(30)
-        return '{"ok": true}'
-
-    jm = JsonMode(stuck, timeout=0.1, transport=ONE_CALL)
+    jm = JsonMode(_held(release), timeout=0.1, transport=ONE_CALL)
     try:
         for _ in range(2):
             _timed(lambda: jm.run("x", SCHEMA))
@@ -292,11 +295,7 @@ def test_abandoned_workers_are_bounded(monkeypatch):
         assert threading.active_count() == threads
     finally:
         release.set()
-    for _ in range(200):
-        if _deadline.abandoned() == 0:
-            break
-        time.sleep(0.01)
-    assert _deadline.abandoned() == 0
+    assert _no_abandoned_workers_left()
     assert JsonMode(lambda m: '{"ok": true}', timeout=0.5).generate("x", SCHEMA) == {"ok": True}
 
 

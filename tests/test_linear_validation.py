@@ -207,3 +207,30 @@ def test_a_checker_that_imports_on_first_use_is_not_cut_short() -> None:
         60,
     )
     assert out.split() == ["True", "False"]
+
+
+UNDECIDABLE = r"^(a|aa)+\1b$"  # a backreference: the bounded fallback, which gives up here
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"pattern": UNDECIDABLE},
+        {"not": {"pattern": UNDECIDABLE}},
+        {"anyOf": [{"pattern": UNDECIDABLE}, {"type": "string"}]},
+        {"oneOf": [{"not": {"pattern": UNDECIDABLE}}, {"type": "integer"}]},
+    ],
+    ids=["plain", "not", "anyOf", "oneOf-not"],
+)
+def test_an_undecided_check_never_passes_even_negated(schema: dict[str, object]) -> None:
+    # Undecided used to be an ordinary keyword error: under "not" it became a pass, and
+    # conforms() and issues() disagreed.
+    value = "a" * 40 + "!"
+    spec = Schema.of(schema)
+    assert not spec.conforms(value)
+    (issue,) = spec.issues(value)
+    assert issue.keyword == "pattern"
+    assert "treated as not conforming" in issue.message
+    for mode in ("strict", "repair"):
+        with pytest.raises(SchemaViolationError):
+            parse(json.dumps(value), schema, mode)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -59,21 +59,6 @@ def jsonmode(api_base: str, **options: Any) -> JsonMode:
 
 ONE_CALL = TransportPolicy(max_retries=0)
 SLACK = 1.5  # seconds allowed past the deadline (thread start, error mapping, a loaded CI box)
-
-
-@pytest.fixture
-def raw_server(no_implicit_event_loop: None) -> Iterator[Callable[..., RawServer]]:
-    """A factory for raw-bytes loopback servers (tests/support/raw_http.py), closed afterwards."""
-    started: list[RawServer] = []
-
-    def start(*script: Any) -> RawServer:
-        server = RawServer(script)
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.close()
 
 
 def _loris(kind: str) -> Trickle:

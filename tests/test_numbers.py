@@ -630,3 +630,10 @@ def test_the_decoder_does_not_accept_a_lone_surrogate_str():
     compiled = compile_schema({"type": "string"})
     assert compiled.accepts('"\U0001f600"')
     assert not compiled.accepts('"\ud800"')  # was UnicodeEncodeError
+
+
+def test_a_huge_bare_number_is_refused_even_when_its_digits_also_stand_quoted():
+    digits = "9" * 5001
+    with pytest.raises(OutputParseError, match="out of range"):
+        parse("{a: " + digits + ', b: "' + digits + '"}', {}, "repair")
+    assert parse('{a: "' + digits + '"}', {}, "repair").data == {"a": digits}  # a string

@@ -122,7 +122,10 @@ class _Worker(Generic[T]):
         thread = threading.Thread(
             target=context.run, args=(self._run,), name="jsonmode-call", daemon=True
         )
-        thread.start()
+        try:
+            thread.start()
+        except RuntimeError as exc:  # "can't start new thread": out of threads for now
+            raise TransientBackendError(f"{what}: cannot start a worker thread: {exc}") from None
 
     def _run(self) -> None:
         global _abandoned

@@ -14,7 +14,6 @@ token: past it generation stops and the call fails with TransientBackendError.
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -105,7 +104,7 @@ class TransformersBackend:
     def _generate(self, request: Request, streamer: Any = None) -> Completion:
         import torch
 
-        started = time.perf_counter()
+        started = time.time()  # the clock transformers' MaxTimeCriteria reads
         input_ids, attention = self._prompt_ids(request)
         device = getattr(self.model, "device", None)
         if device is not None:
@@ -125,13 +124,12 @@ class TransformersBackend:
             "do_sample": False,
             **self.generate_options,
         }
-        deadline = None
         if self.timeout is not None:
-            from transformers import StoppingCriteriaList
+            from transformers import MaxTimeCriteria, StoppingCriteriaList
 
-            deadline = _deadline_criterion()(started + self.timeout)
             given = options.get("stopping_criteria") or []
-            options["stopping_criteria"] = StoppingCriteriaList([*given, deadline])
+            stop = MaxTimeCriteria(self.timeout, initial_timestamp=started)
+            options["stopping_criteria"] = StoppingCriteriaList([*given, stop])
         with torch.inference_mode():
             output = self.model.generate(
                 input_ids=input_ids,
@@ -143,7 +141,7 @@ class TransformersBackend:
         prompt_length = int(input_ids.shape[1])
         generated = [int(t) for t in output[0, prompt_length:].tolist()]
         ended = next((i for i, t in enumerate(generated) if t in self.vocabulary.eos_ids), None)
-        if deadline is not None and deadline.fired and ended is None:
+        if self.timeout is not None and ended is None and time.time() - started > self.timeout:
             raise TransientBackendError(
                 f"{self.name}: generation did not finish within the timeout of "
                 f"{self.timeout:g} s ({len(generated)} tokens generated)",
@@ -182,26 +180,3 @@ class TransformersBackend:
         worker.start()
         yield from streamer
         worker.join()
-
-
-@functools.cache
-def _deadline_criterion() -> type[Any]:
-    """A transformers ``StoppingCriteria`` that stops every row at a perf_counter time.
-
-    Built on first use: transformers is imported only when a local model is.
-    """
-    import torch
-    from transformers import StoppingCriteria
-
-    class DeadlineCriterion(StoppingCriteria):
-        def __init__(self, deadline: float) -> None:
-            self.deadline = deadline
-            self.fired = False
-
-        def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
-            if time.perf_counter() >= self.deadline:
-                self.fired = True
-            rows = input_ids.shape[0]
-            return torch.full((rows,), self.fired, dtype=torch.bool, device=input_ids.device)
-
-    return DeadlineCriterion

@@ -49,6 +49,7 @@ from jsonmode.decoding.keys import extra_key_body
 from jsonmode.decoding.lru import Lru
 from jsonmode.decoding.numbers import Bounds, integer_range, number_dfa
 from jsonmode.errors import BudgetExceededError, InvalidSchemaError, UnsupportedSchemaError
+from jsonmode.schema.core import UNDECIDED
 from jsonmode.schema.keywords import ANNOTATIONS
 from jsonmode.schema.patterns import PatternUndecidedError
 from jsonmode.schema.patterns import search as search_pattern
@@ -463,8 +464,11 @@ class _Builder:
         for count, value in enumerate(values):
             if not count & 255:
                 checkpoint()
-            if validator.is_valid(value):
-                kept.append(value)
+            try:
+                if validator.is_valid(value):
+                    kept.append(value)
+            except UNDECIDED:
+                continue  # never generate a value whose check cannot be decided
         return alt(*(self.literal(value) for value in kept)) if kept else NEVER
 
     def literal(self, value: Any) -> Expr:

@@ -19,7 +19,9 @@ in order and a branch's coercions are kept only if they make the value valid for
 
 from __future__ import annotations
 
+import math
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,12 +29,13 @@ from jsonschema.protocols import Validator as _JsonschemaValidator
 
 from jsonmode._json import StrictJSONError, read_float, read_int
 from jsonmode.repair.report import Repair, RepairKind
+from jsonmode.schema.core import UNDECIDED
 from jsonmode.schema.patterns import PatternUndecidedError
 from jsonmode.schema.patterns import search as search_pattern
 from jsonmode.schema.refs import MISSING, resolve_local
 from jsonmode.schema.validation import format_path
 
-__all__ = ["coerce"]
+__all__ = ["CoercionTimeoutError", "coerce"]
 
 _INTEGER = re.compile(r"\s*[-+]?\d+(?:\.0*)?\s*")
 _FLOAT_MARK = re.compile(r"[.eE]")  # present: parse as float
@@ -40,6 +43,11 @@ _FLOAT_MARK = re.compile(r"[.eE]")  # present: parse as float
 _NUMBER = re.compile(r"\s*[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?\s*")
 _MAX_DEPTH = 64
 _MAX_REF_HOPS = 32
+
+
+class CoercionTimeoutError(Exception):
+    """Coercion did not finish before its deadline (internal: the caller validates the
+    value as it was)."""
 
 
 def _json_type(value: Any) -> str:
@@ -67,6 +75,7 @@ def _allowed(types: set[str], value: Any) -> bool:
 class _Walk:
     root: Any
     validator: _JsonschemaValidator
+    deadline: float = math.inf  # time.monotonic(); checked at every value visited
     repairs: list[Repair] = field(default_factory=list)
     # enum lists of this coercion's schema (alive as long as the walk): see enum_index
     enums: dict[int, tuple[set[str], dict[str, list[str]]]] = field(default_factory=dict)
@@ -91,10 +100,12 @@ class _Walk:
     def valid(self, schema: Any, value: Any) -> bool:
         try:
             return bool(self.validator.evolve(schema=schema).is_valid(value))
-        except RecursionError:  # too deep to validate: not a branch to take
+        except (RecursionError, *UNDECIDED):  # too deep, or undecided: not a branch to take
             return False
 
     def value(self, schema: Any, value: Any, path: list[str | int], depth: int) -> Any:
+        if time.monotonic() > self.deadline:
+            raise CoercionTimeoutError
         schema = self.resolve(schema)
         if not isinstance(schema, dict) or depth > _MAX_DEPTH:
             return value
@@ -114,7 +125,7 @@ class _Walk:
         if any(self.valid(option, value) for option in options):
             return value
         for option in options:
-            trial = _Walk(self.root, self.validator, enums=self.enums)
+            trial = _Walk(self.root, self.validator, self.deadline, enums=self.enums)
             fixed = trial.value(option, value, path, depth + 1)
             if trial.repairs and self.valid(option, fixed):
                 self.repairs.extend(trial.repairs)
@@ -234,11 +245,18 @@ def _search(pattern: str, key: str) -> bool:
     return isinstance(pattern, str) and search_pattern(pattern, key)
 
 
-def coerce(value: Any, schema: Any, validator: _JsonschemaValidator) -> tuple[Any, list[Repair]]:
+def coerce(
+    value: Any, schema: Any, validator: _JsonschemaValidator, *, deadline: float = math.inf
+) -> tuple[Any, list[Repair]]:
     """Coerce ``value`` toward ``schema`` (the root, for ``$ref``); returns a new value.
 
     ``validator`` is the root schema's validator (used to test ``anyOf`` branches with
     references intact). The input is never mutated.
+
+    Raises:
+        CoercionTimeoutError: ``deadline`` (a :func:`time.monotonic` time) passed; it is
+            checked before every value visited, so a large value against a schema of
+            many branches stops there (nothing is half-changed: the copy is dropped).
     """
-    walk = _Walk(schema, validator)
+    walk = _Walk(schema, validator, deadline)
     return walk.value(schema, value, [], 0), walk.repairs

@@ -30,8 +30,10 @@ from jsonschema.protocols import Validator as _JsonschemaValidator
 
 from jsonmode.errors import InvalidSchemaError, UnsupportedSchemaError, UsageError
 from jsonmode.schema.fastcheck import compile_check
+from jsonmode.schema.formats import FormatUndecided
 from jsonmode.schema.formats import budget as format_budget
-from jsonmode.schema.refs import REFUSING_REGISTRY, analyse
+from jsonmode.schema.patterns import PatternUndecidedError
+from jsonmode.schema.refs import analyse
 from jsonmode.schema.validation import Issue, format_path, make_validator, validation_issues
 
 __all__ = ["Checked", "Schema"]
@@ -40,6 +42,8 @@ _CACHE_LIMIT = 256
 _cache: dict[object, Schema] = {}
 _cache_lock = threading.Lock()
 _NAME_SAFE = re.compile(r"[^A-Za-z0-9_-]+")
+# Checks that ran out of their budget (schema/patterns.py, schema/formats.py): never a pass.
+UNDECIDED = (PatternUndecidedError, FormatUndecided)
 _TOO_DEEP = Issue(
     "$", "depth", "the value nests too deeply to be validated: flatten it or shorten it"
 )
@@ -99,7 +103,7 @@ class Schema:
         """The validator for ``schema`` (checked against its metaschema), with a
         registry that holds nothing beyond the document: no lookup can do I/O."""
         try:
-            return make_validator(schema, registry=REFUSING_REGISTRY)
+            return make_validator(schema)
         except jsonschema.exceptions.SchemaError as exc:
             raise InvalidSchemaError(
                 f"not a valid JSON Schema: {exc.message}",
@@ -200,7 +204,10 @@ class Schema:
 
         Its format checks share one deadline (:mod:`jsonmode.schema.formats`)."""
         with format_budget():
-            return self._conforms(value)
+            try:
+                return self._conforms(value)
+            except UNDECIDED:
+                return False
 
     def _conforms(self, value: Any) -> bool:
         if self._fast is not None:
@@ -222,19 +229,26 @@ class Schema:
         :mod:`jsonmode.schema.fastcheck`); jsonschema explains every failure. A value
         nested too deeply for the validators' recursion (a very deep instance of a
         recursive schema) does not conform: one issue with keyword ``depth`` says so.
-        The format checks of one call share one deadline (:mod:`jsonmode.schema.formats`):
-        a check that runs out of it is an issue, never a pass.
+        The format checks of one call share one deadline (:mod:`jsonmode.schema.formats`);
+        a pattern or format check that cannot be decided in its budget makes the whole
+        value not conform, with one issue saying which (never a pass, even under
+        ``not`` or ``anyOf``).
         """
         with format_budget():
-            return self._issues(value)
+            try:
+                return self._issues(value)
+            except PatternUndecidedError as exc:
+                return [Issue("$", exc.keyword, exc.issue_message())]
+            except FormatUndecided as exc:
+                return [Issue("$", "format", f"{exc} (treated as not conforming)")]
 
     def _issues(self, value: Any) -> list[Issue]:
         if self._fast is not None:
             try:
                 if self._fast(value):
                     return []
-            except RecursionError:
-                pass  # (jsonschema answers, or the value is too deep: below)
+            except (RecursionError, *UNDECIDED):
+                pass  # jsonschema answers (naming the undecided keyword), or: too deep
         try:
             return validation_issues(self._validator, value)
         except referencing.exceptions.Unresolvable as exc:

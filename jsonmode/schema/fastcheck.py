@@ -424,19 +424,6 @@ def _regex(pattern: Any) -> patterns.CompiledPattern:
     return compiled
 
 
-def _undecided_fails(check: Check) -> Check:
-    """A pattern search without a verdict in its budget: "does not conform" (jsonschema
-    then explains it as an issue naming the keyword)."""
-
-    def checked(value: Any) -> bool:
-        try:
-            return check(value)
-        except patterns.PatternUndecidedError:
-            return False
-
-    return checked
-
-
 def _number_argument(arg: Any) -> None:
     if not _is_number(arg) or (isinstance(arg, float) and not math.isfinite(arg)):
         raise _Unsupported("numeric bound")
@@ -455,6 +442,6 @@ def compile_check(
             return None
     types = _LEGACY_TYPES if legacy_integers else _TYPES
     try:
-        return _undecided_fails(_Compiler(schema, formats, types).compile(schema))
+        return _Compiler(schema, formats, types).compile(schema)
     except (_Unsupported, RecursionError, TypeError, AttributeError):
         return None

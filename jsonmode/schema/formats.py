@@ -11,13 +11,14 @@ behind). The deadline is shared by all the format checks of one validation —
 check of a value — so a document full of hostile strings costs at most
 :data:`FORMAT_TIME_LIMIT` in format checks, not that much per string.
 
-A check that runs out of time is *undecided*, and undecided is never a pass: the
-value does not conform, and the issue says the format could not be checked in time
-(keyword ``format``; see :func:`undecided_message`). Each checker is first run once
-on ``""`` outside any deadline, so that what it imports on first use is never
-interrupted. Costs: a few microseconds per
-checked string (arming the deadline), nothing for other types. Thread-safe: the
-budget lives in a context variable, so threads and tasks each have their own.
+A check that runs out of time raises :class:`FormatUndecided`, which propagates
+through jsonschema (a verdict inside ``not`` or ``anyOf`` would turn "undecided" into
+a pass): :class:`~jsonmode.schema.core.Schema` makes it the verdict for the whole
+value, which does not conform, with one issue (keyword ``format``) saying so. Each
+checker is first run once on ``""`` outside any deadline, so that what it imports on
+first use is never interrupted. Costs: a few microseconds per checked string (arming
+the deadline), nothing for other types. Thread-safe: the budget lives in a context
+variable, so threads and tasks each have their own.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from jsonschema import FormatChecker
 
 from jsonmode._watchdog import DeadlineExceeded, run_until
 
-__all__ = ["FORMAT_TIME_LIMIT", "FormatUndecided", "bounded", "budget", "undecided_message"]
+__all__ = ["FORMAT_TIME_LIMIT", "FormatUndecided", "bounded", "budget"]
 
 #: Seconds all the format checks of one validation may take together.
 FORMAT_TIME_LIMIT = 0.5
@@ -45,6 +46,13 @@ _deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
 
 class FormatUndecided(Exception):
     """A format check ran out of its time: the value is treated as not conforming."""
+
+    def __init__(self, format_name: str, instance: str) -> None:
+        shown = instance if len(instance) <= 60 else f"{instance[:57]}..."
+        super().__init__(
+            f"{shown!r} could not be checked as {format_name!r} within the "
+            f"{FORMAT_TIME_LIMIT} s given to format checks"
+        )
 
 
 @contextlib.contextmanager
@@ -60,7 +68,7 @@ def budget(seconds: float = FORMAT_TIME_LIMIT) -> Iterator[None]:
         _deadline.reset(token)
 
 
-def _guarded(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
+def _guarded(name: str, check: Callable[[Any], Any]) -> Callable[[Any], Any]:
     warmed = False
 
     def guarded(instance: Any) -> Any:
@@ -82,7 +90,7 @@ def _guarded(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
         try:
             return run_until(deadline, check, instance)
         except DeadlineExceeded:
-            raise FormatUndecided from None
+            raise FormatUndecided(name, instance) from None
 
     return guarded
 
@@ -95,19 +103,6 @@ def bounded(checker: FormatChecker) -> FormatChecker:
     """
     copy = FormatChecker(formats=())
     copy.checkers = {
-        name: (_guarded(check), (*_as_tuple(raises), FormatUndecided))
-        for name, (check, raises) in checker.checkers.items()
+        name: (_guarded(name, check), raises) for name, (check, raises) in checker.checkers.items()
     }
     return copy
-
-
-def _as_tuple(raises: Any) -> tuple[type[BaseException], ...]:
-    return tuple(raises) if isinstance(raises, tuple) else (raises,)
-
-
-def undecided_message(instance: Any, format_name: str, quote: Callable[[Any], str]) -> str:
-    """The issue for a format check that ran out of time."""
-    return (
-        f"{quote(instance)} could not be checked as {format_name!r} within the "
-        f"{FORMAT_TIME_LIMIT} s given to format checks (treated as not conforming)"
-    )

@@ -7,8 +7,7 @@ of items (quadratic: an output array of 100 000 distinct objects would take hour
 :func:`linear_validator_class` returns a draft's class with those keywords replaced:
 patterns go through :mod:`jsonmode.schema.patterns` (a DFA, or a bounded fallback),
 uniqueness and ``enum`` through hashing (:func:`first_duplicate`, :func:`key_set`:
-one hash per item, whatever the number of options), and ``format`` names a
-check that ran out of time (:mod:`jsonmode.schema.formats`) as such.
+one hash per item, whatever the number of options).
 
 jsonschema picks a validator class again whenever a subschema declares its own
 ``$schema`` (``evolve`` looks the class up by that URI in jsonschema's registry of
@@ -16,14 +15,15 @@ jsonschema picks a validator class again whenever a subschema declares its own
 linear counterpart too, so a nested ``$schema`` cannot bring the stock keywords back.
 
 Messages are jsonschema's own, except that an instance is quoted at most
-:data:`MAX_QUOTE` characters long. Classes are built once per stock class (cached),
-are never registered with jsonschema (no global state changes) and are thread-safe
-as jsonschema's are.
+:data:`MAX_QUOTE` characters long and ``uniqueItems`` names the first equal pair.
+Classes are built once per stock class (cached), are never registered with jsonschema
+(no global state changes) and are thread-safe as jsonschema's are.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -31,10 +31,9 @@ import attrs
 import jsonschema._keywords as _keywords
 import jsonschema._legacy_keywords as _legacy_keywords
 import jsonschema.validators
-from jsonschema.exceptions import FormatError, ValidationError
+from jsonschema.exceptions import ValidationError
 from jsonschema.protocols import Validator as _Validator
 
-from jsonmode.schema.formats import FormatUndecided, undecided_message
 from jsonmode.schema.patterns import KEYWORDS, unevaluated_properties
 
 __all__ = ["MAX_QUOTE", "equality_key", "first_duplicate", "key_set", "linear_validator_class"]
@@ -86,6 +85,7 @@ def key_set(options: Sequence[Any]) -> frozenset[Any]:
 
 _ENUM_SETS: dict[int, tuple[Sequence[Any], frozenset[Any]]] = {}
 _ENUM_SETS_LIMIT = 256
+_ENUM_SETS_LOCK = threading.Lock()
 
 
 def _enum_keys(options: Sequence[Any]) -> frozenset[Any]:
@@ -95,9 +95,10 @@ def _enum_keys(options: Sequence[Any]) -> frozenset[Any]:
     if hit is not None and hit[0] is options:
         return hit[1]
     keys = key_set(options)
-    if len(_ENUM_SETS) >= _ENUM_SETS_LIMIT:
-        _ENUM_SETS.pop(next(iter(_ENUM_SETS)), None)
-    _ENUM_SETS[id(options)] = (options, keys)
+    with _ENUM_SETS_LOCK:  # eviction iterates the dict: no insertion meanwhile
+        if len(_ENUM_SETS) >= _ENUM_SETS_LIMIT:
+            _ENUM_SETS.pop(next(iter(_ENUM_SETS)), None)
+        _ENUM_SETS[id(options)] = (options, keys)
     return keys
 
 
@@ -133,20 +134,6 @@ def _unique_items(
         )
 
 
-def _format(validator: Any, name: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
-    """jsonschema's ``format``, saying so when a check ran out of time
-    (:mod:`jsonmode.schema.formats`) rather than calling the value malformed."""
-    if validator.format_checker is None:
-        return
-    try:
-        validator.format_checker.check(instance, name)
-    except FormatError as error:
-        if isinstance(error.cause, FormatUndecided):
-            yield ValidationError(undecided_message(instance, name, _quote), cause=error.cause)
-        else:
-            yield ValidationError(error.message, cause=error.cause)
-
-
 def _linear_evolve(stock: Any) -> Any:
     """An ``evolve`` that keeps the linear keywords when the subschema switches draft."""
 
@@ -174,8 +161,6 @@ def linear_validator_class(cls: type[_Validator]) -> type[_Validator]:
     replaced = {k: v for k, v in KEYWORDS.items() if k in cls.VALIDATORS}
     if "uniqueItems" in cls.VALIDATORS:
         replaced["uniqueItems"] = _unique_items
-    if "format" in cls.VALIDATORS:
-        replaced["format"] = _format
     if cls.VALIDATORS.get("enum") is getattr(_keywords, "enum", _UNKNOWN):
         replaced["enum"] = _enum
     # jsonschema's own functions, by identity (private modules: absent names match nothing).

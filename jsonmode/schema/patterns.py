@@ -35,17 +35,13 @@ used first out; thread-safe):
    tried on, so linear in the document.
 
 **The budget's outcome** (a choice, stated here): a fallback search that runs out of
-time raises :class:`PatternUndecidedError`. It is never a silent pass. Callers turn it
-into the conservative verdict for their purpose: validation reports an
-:class:`~jsonmode.schema.validation.Issue` with the keyword (``pattern``,
-``patternProperties``, ``additionalProperties`` or ``unevaluatedProperties``) and a
-message saying the pattern could not be checked within the budget, so the attempt
-fails and is retried or repaired like any other violation; the fast check answers
-"does not conform" (and jsonschema then explains); coercion leaves the member alone;
-the decoder's compiler leaves the keyword to post-validation. An Issue (not an
-exception) because the output, not the caller, is what cannot be checked: a model
-that produces a pathological string is asked again, exactly as for a string that
-does not match.
+time raises :class:`PatternUndecidedError`. It is never a silent pass. The keyword
+functions here let it propagate through jsonschema (a verdict inside ``not`` or
+``anyOf`` would turn "undecided" into a pass), and
+:class:`~jsonmode.schema.core.Schema` turns it into the verdict for the whole value:
+it does not conform, with one issue saying which check could not be decided, so the
+attempt fails and is retried or repaired like any other violation. Coercion leaves
+the member alone; the decoder's compiler leaves the keyword to post-validation.
 
 Invalid patterns are refused when the schema is built (the metaschema's ``regex``
 format, :class:`~jsonmode.errors.InvalidSchemaError`), as before; a pattern that
@@ -109,8 +105,8 @@ _MEMO_TEXT = 1024
 class PatternUndecidedError(Exception):
     """A fallback search ran out of its time budget, or the pattern cannot be run.
 
-    Internal to jsonmode: every caller turns it into a verdict (see the module
-    docstring); it never leaves the package.
+    Internal to jsonmode: :class:`~jsonmode.schema.core.Schema` turns it into a
+    verdict (see the module docstring); it never leaves the package.
 
     Attributes:
         pattern: the regular expression.
@@ -121,6 +117,14 @@ class PatternUndecidedError(Exception):
         super().__init__(f"pattern {_short(pattern)!r}: {reason}")
         self.pattern = pattern
         self.reason = reason
+        self.keyword = "pattern"  # the keyword whose check it was; set by the validators
+        self.subject = "the value"  # what was being matched, quoted short
+
+    def issue_message(self) -> str:
+        return (
+            f"{self.subject} could not be checked against pattern {_short(self.pattern)!r}: "
+            f"{self.reason} (treated as not conforming)"
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -416,23 +420,20 @@ def translate(pattern: str) -> str:
 # -- jsonschema keyword validators ---------------------------------------------------
 
 
-def _undecided(keyword: str, exc: PatternUndecidedError, what: str) -> Any:
-    return ValidationError(
-        f"{what} could not be checked against pattern {_short(exc.pattern)!r}: "
-        f"{exc.reason} (treated as not matching)",
-        validator=keyword,
-    )
+def _search_for(keyword: str, pattern: str, text: str, what: str) -> bool:
+    """:func:`search`, with an undecided verdict naming the keyword and the text: it
+    propagates (see the module docstring), and Schema reports it as it stands."""
+    try:
+        return search(pattern, text)
+    except PatternUndecidedError as exc:
+        exc.keyword, exc.subject = keyword, what
+        raise
 
 
 def _pattern(validator: Any, patrn: Any, instance: Any, schema: Any) -> Iterator[Any]:
     if not validator.is_type(instance, "string"):
         return
-    try:
-        found = search(patrn, instance)
-    except PatternUndecidedError as exc:
-        yield _undecided("pattern", exc, f"{_short(instance)!r}")
-        return
-    if not found:
+    if not _search_for("pattern", patrn, instance, repr(_short(instance))):
         yield ValidationError(f"{instance!r} does not match {patrn!r}")
 
 
@@ -443,12 +444,7 @@ def _pattern_properties(
         return
     for patrn, subschema in pattern_properties.items():
         for key, value in instance.items():
-            try:
-                found = search(patrn, key)
-            except PatternUndecidedError as exc:
-                yield _undecided("patternProperties", exc, f"property name {_short(key)!r}")
-                continue
-            if found:
+            if _search_for("patternProperties", patrn, key, f"property name {_short(key)!r}"):
                 yield from validator.descend(value, subschema, path=key, schema_path=patrn)
 
 
@@ -464,16 +460,10 @@ def _additional_properties(
     for key in instance:
         if key in properties:
             continue
-        matched = False
-        for patrn in patterns:
-            try:
-                matched = search(patrn, key)
-            except PatternUndecidedError as exc:
-                yield _undecided("additionalProperties", exc, f"property name {_short(key)!r}")
-                matched = True  # reported above; do not also report it as extra
-            if matched:
-                break
-        if not matched:
+        if not any(
+            _search_for("additionalProperties", patrn, key, f"property name {_short(key)!r}")
+            for patrn in patterns
+        ):
             extras.append(key)
     if validator.is_type(additional, "object"):
         for extra in extras:
@@ -492,18 +482,15 @@ def _additional_properties(
             )
 
 
-def _evaluated_keys(
-    validator: Any, instance: Any, schema: Any, undecided: list[Any], legacy: bool
-) -> set[str]:
+def _evaluated_keys(validator: Any, instance: Any, schema: Any, legacy: bool) -> set[str]:
     """jsonschema 4's ``find_evaluated_property_keys_by_schema`` (draft 2020-12, or
-    2019-09's when ``legacy``), with patternProperties matched here; undecided
-    searches are collected in ``undecided``."""
+    2019-09's when ``legacy``), with patternProperties matched here."""
     if not isinstance(schema, dict):
         return set()
     keys: set[str] = set()
 
     def into(target: Any, sub: Any) -> None:
-        keys.update(_evaluated_keys(target, instance, sub, undecided, legacy))
+        keys.update(_evaluated_keys(target, instance, sub, legacy))
 
     for keyword in ("$ref", "$recursiveRef" if legacy else "$dynamicRef"):
         ref = schema.get(keyword)
@@ -533,12 +520,8 @@ def _evaluated_keys(
                 keys |= {k for k, v in instance.items() if _is_valid(validator.descend(v, sub))}
     for patrn in schema.get("patternProperties") or {}:
         for key in instance:
-            try:
-                if search(patrn, key):
-                    keys.add(key)
-            except PatternUndecidedError as exc:
-                undecided.append(_undecided("unevaluatedProperties", exc, f"property {key!r}"))
-                keys.add(key)  # reported as undecided, not also as unevaluated
+            if _search_for("unevaluatedProperties", patrn, key, f"property name {_short(key)!r}"):
+                keys.add(key)
     for name, sub in (schema.get("dependentSchemas") or {}).items():
         if name in instance:
             into(validator, sub)
@@ -567,9 +550,7 @@ def unevaluated_properties(
     with patternProperties matched here."""
     if not validator.is_type(instance, "object"):
         return
-    undecided: list[Any] = []
-    evaluated = _evaluated_keys(validator, instance, schema, undecided, legacy)
-    yield from undecided
+    evaluated = _evaluated_keys(validator, instance, schema, legacy)
     bad = [
         key
         for key in instance

@@ -16,12 +16,12 @@ from typing import Any
 import jsonschema
 import jsonschema.exceptions
 import jsonschema.validators
-import referencing
 from jsonschema.protocols import Validator as _JsonschemaValidator
 
 from jsonmode.schema.formats import bounded
 from jsonmode.schema.linear import linear_validator_class
 from jsonmode.schema.metaschema import check_schema
+from jsonmode.schema.refs import REFUSING_REGISTRY
 
 __all__ = [
     "MAX_ISSUES",
@@ -73,15 +73,16 @@ def format_path(parts: Iterable[str | int]) -> str:
     return "".join(out)
 
 
-def make_validator(
-    schema: dict[str, Any] | bool, *, registry: referencing.Registry[Any] | None = None
-) -> _JsonschemaValidator:
+def make_validator(schema: dict[str, Any] | bool) -> _JsonschemaValidator:
     """A jsonschema validator for ``schema`` with format checking.
 
-    The draft follows ``$schema`` (Draft 2020-12 when absent). ``registry``: where
-    references are looked up besides the document and the bundled metaschemas
-    (jsonmode passes :data:`jsonmode.schema.refs.REFUSING_REGISTRY`: nothing, no I/O).
-    Raises :class:`jsonschema.exceptions.SchemaError` when the schema itself is invalid.
+    The draft follows ``$schema`` (Draft 2020-12 when absent). References are looked up
+    in the document and the bundled metaschemas only
+    (:data:`jsonmode.schema.refs.REFUSING_REGISTRY`: no file, no network). Keywords
+    that jsonschema runs in more than linear time are replaced
+    (:mod:`jsonmode.schema.linear`), and format checks share one deadline
+    (:mod:`jsonmode.schema.formats`). Raises :class:`jsonschema.exceptions.SchemaError`
+    when the schema itself is invalid.
     """
     declared = schema.get("$schema") if isinstance(schema, dict) else None
     if declared is not None and not isinstance(declared, str):
@@ -91,13 +92,8 @@ def make_validator(
         )
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     check_schema(cls, schema)
-    # pattern/patternProperties/additionalProperties without Python's backtracking re.
     cls = linear_validator_class(cls)
-    # Format checks under one shared deadline: a slow checker cannot hold validation.
-    checker = bounded(cls.FORMAT_CHECKER)
-    if registry is None:
-        return cls(schema, format_checker=checker)
-    return cls(schema, format_checker=checker, registry=registry)
+    return cls(schema, format_checker=bounded(cls.FORMAT_CHECKER), registry=REFUSING_REGISTRY)
 
 
 def _issues_from(errors: Iterable[jsonschema.exceptions.ValidationError]) -> Iterator[Issue]:
