@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jsonmode._json import dumps, has_surrogate
+from jsonmode._text import clip
 from jsonmode.errors import OutputError, OutputTruncatedError, UsageError
 from jsonmode.result import Attempt
 from jsonmode.schema.core import Schema
@@ -110,24 +111,10 @@ def first_messages(
     return (*head, *rest)
 
 
-def _clip(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters, saying so when cut."""
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}… [{len(text) - limit:,} more characters cut]"
-
-
-def _clip_output(raw: str, limit: int = MAX_REASK_OUTPUT_CHARS) -> str:
-    """``raw`` as a re-ask repeats it: whole when short, else head and tail around a marker.
-
-    Costs one slice of each end: never a copy of the whole output.
-    """
-    if len(raw) <= limit:
-        return raw
-    head = limit * 3 // 4
-    tail = limit - head
-    cut = len(raw) - head - tail
-    return f"{raw[:head]}\n… [{cut:,} characters of this reply cut here] …\n{raw[-tail:]}"
+def _clip_output(raw: str) -> str:
+    """``raw`` as a re-ask repeats it: whole when short, else its head (three quarters)
+    and tail (where a cut-off shows) around a marker."""
+    return clip(raw, MAX_REASK_OUTPUT_CHARS, tail=MAX_REASK_OUTPUT_CHARS // 4)
 
 
 def _encodable(text: str) -> str:
@@ -148,12 +135,12 @@ def _problems(outcome: str, issues: Sequence[Issue], error: str | None, raw: str
         shown = issues[:MAX_REASK_ISSUES]
         lines = [
             f"It is JSON, but it violates the schema in {len(issues)} place(s):",
-            *(f"- {_clip(str(issue), MAX_REASK_MESSAGE_CHARS)}" for issue in shown),
+            *(f"- {clip(str(issue), MAX_REASK_MESSAGE_CHARS)}" for issue in shown),
         ]
         if len(issues) > len(shown):
             lines.append(f"- … and {len(issues) - len(shown)} more not listed here.")
         return lines
-    lines = [f"It could not be read as JSON: {_clip(str(error), MAX_REASK_MESSAGE_CHARS)}"]
+    lines = [f"It could not be read as JSON: {clip(str(error), MAX_REASK_MESSAGE_CHARS)}"]
     if raw[:64].lstrip().startswith("```"):
         lines.append("Do not wrap the JSON in markdown code fences.")
     return lines

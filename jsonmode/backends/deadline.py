@@ -48,7 +48,6 @@ __all__ = [
     "acall_sync",
     "call",
     "check_timeout",
-    "timed_out",
 ]
 
 T = TypeVar("T")

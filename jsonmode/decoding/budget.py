@@ -26,7 +26,7 @@ from contextvars import ContextVar
 
 from jsonmode.errors import BudgetExceededError
 
-__all__ = ["TIME_BUDGET", "Deadline", "checkpoint", "deadline"]
+__all__ = ["checkpoint", "deadline"]
 
 #: The name :class:`~jsonmode.errors.BudgetExceededError` gives the time budget.
 TIME_BUDGET = "compile time (seconds)"
@@ -44,23 +44,17 @@ class Deadline:
         self.seconds = seconds
         self.ends = time.perf_counter() + seconds
 
-    def check(self) -> None:
-        """Raise :class:`~jsonmode.errors.BudgetExceededError` once the time is up."""
-        if time.perf_counter() > self.ends:
-            raise BudgetExceededError(TIME_BUDGET, self.seconds)
-
 
 _current: ContextVar[Deadline | None] = ContextVar("jsonmode_compile_deadline", default=None)
 
 
 @contextlib.contextmanager
-def deadline(seconds: float) -> Iterator[Deadline]:
+def deadline(seconds: float) -> Iterator[None]:
     """Make a deadline ``seconds`` from now current for the ``with`` block (nested
     blocks restore the outer deadline on exit). Thread-safe: per context."""
-    current = Deadline(seconds)
-    token = _current.set(current)
+    token = _current.set(Deadline(seconds))
     try:
-        yield current
+        yield
     finally:
         _current.reset(token)
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from jsonmode import events
 from jsonmode.decoding.automaton import Network, build_network
-from jsonmode.decoding.budget import deadline
+from jsonmode.decoding.budget import checkpoint, deadline
 from jsonmode.decoding.collector import collector_paused
 from jsonmode.decoding.compiler import CompileOptions, build_grammar
 from jsonmode.decoding.grammar import Grammar
@@ -136,7 +136,7 @@ def _compile(
     :mod:`jsonmode.decoding.budget`): an over-budget schema stops near
     ``max_compile_seconds`` instead of running to the end and being refused then.
     """
-    with deadline(settings.max_compile_seconds) as clock:
+    with deadline(settings.max_compile_seconds):
         spec = Schema.of(schema)
         key = (
             json.dumps(spec.json_schema),  # not sorted: property order is decoding order
@@ -155,7 +155,7 @@ def _compile(
         elapsed = time.perf_counter() - started
         if events.listeners:
             events.emit(events.CompileFinished(elapsed))
-        clock.check()  # (finished, but past the deadline: refused alike)
+        checkpoint()  # (finished, but past the deadline: refused alike)
     compiled = CompiledSchema(spec, grammar, network, unenforced, settings, vocabulary, elapsed)
     with _lock:
         if len(_cache) >= _CACHE_LIMIT:

@@ -53,7 +53,7 @@ from jsonmode.schema.core import UNDECIDED
 from jsonmode.schema.keywords import ANNOTATIONS
 from jsonmode.schema.patterns import PatternUndecidedError
 from jsonmode.schema.patterns import search as search_pattern
-from jsonmode.schema.refs import MISSING, resolve_local
+from jsonmode.schema.pointer import MISSING, resolve_local_ref
 
 __all__ = ["CompileOptions", "build_grammar"]
 
@@ -325,7 +325,7 @@ class _Builder:
     def reference(self, schema: dict[str, Any], path: str) -> Expr:
         ref = schema["$ref"]
         siblings = {k: v for k, v in schema.items() if k != "$ref" and k not in _ANNOTATIONS}
-        target = resolve_local(self.root, ref) if isinstance(ref, str) else MISSING
+        target = resolve_local_ref(self.root, ref) if isinstance(ref, str) else MISSING
         if target is MISSING:
             raise UnsupportedSchemaError(
                 f"reference {ref!r} is not a local pointer", schema_path=path
@@ -416,7 +416,7 @@ class _Builder:
     def resolve(self, schema: Any, path: str) -> Any:
         seen = 0
         while isinstance(schema, dict) and "$ref" in schema:
-            target = resolve_local(self.root, schema["$ref"])
+            target = resolve_local_ref(self.root, schema["$ref"])
             if target is MISSING:
                 raise UnsupportedSchemaError(
                     f"reference {schema['$ref']!r} is not local", schema_path=path

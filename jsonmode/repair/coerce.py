@@ -32,7 +32,7 @@ from jsonmode.repair.report import Repair, RepairKind
 from jsonmode.schema.core import UNDECIDED
 from jsonmode.schema.patterns import PatternUndecidedError
 from jsonmode.schema.patterns import search as search_pattern
-from jsonmode.schema.refs import MISSING, resolve_local
+from jsonmode.schema.pointer import MISSING, resolve_local_ref
 from jsonmode.schema.validation import format_path
 
 __all__ = ["CoercionTimeoutError", "coerce"]
@@ -90,7 +90,7 @@ class _Walk:
                 return schema
             # Schema.of rewrote every in-document reference as a pointer from the root
             # (jsonmode.schema.refs); what is left (a metaschema) is not coerced.
-            target = resolve_local(self.root, schema["$ref"])
+            target = resolve_local_ref(self.root, schema["$ref"])
             if target is MISSING:
                 return schema
             siblings = {k: v for k, v in schema.items() if k != "$ref"}

@@ -30,7 +30,7 @@ from jsonschema import FormatChecker
 from jsonmode.schema import patterns
 from jsonmode.schema.keywords import ANNOTATIONS
 from jsonmode.schema.linear import equality_key, first_duplicate, key_set
-from jsonmode.schema.refs import MISSING, resolve_local
+from jsonmode.schema.pointer import MISSING, resolve_local_ref
 
 __all__ = ["compile_check"]
 
@@ -152,7 +152,7 @@ class _Compiler:
         if pointer not in self.refs:
             table = self.refs
             table[pointer] = lambda value: table[pointer](value)  # placeholder for recursion
-            target = resolve_local(self.root, pointer)
+            target = resolve_local_ref(self.root, pointer)
             if target is MISSING:
                 raise _Unsupported(pointer)
             table[pointer] = self.compile(target)

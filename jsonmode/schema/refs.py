@@ -17,7 +17,8 @@ either.
 :func:`analyse` also rewrites the document so that every in-document static
 reference is a plain JSON pointer from the root (``#/$defs/item``), with the nested
 ``$id``/anchor keywords that no longer matter removed: the decoder, coercion and the
-fast checker then need nothing but :func:`resolve_local`. A document that uses
+fast checker then need nothing but
+:func:`jsonmode.schema.pointer.resolve_local_ref`. A document that uses
 dynamic references (``$dynamicRef``, ``$recursiveRef``) or switches dialect inside
 (a nested ``$schema``) is left as written: its meaning depends on the dynamic
 scope, which a static rewrite cannot keep.
@@ -59,9 +60,9 @@ import referencing.jsonschema
 from jsonschema_specifications import REGISTRY as _METASCHEMAS
 
 from jsonmode.errors import InvalidSchemaError
-from jsonmode.schema.pointer import MISSING, resolve_local_ref
+from jsonmode.schema.pointer import resolve_local_ref
 
-__all__ = ["MISSING", "REFUSING_REGISTRY", "References", "analyse", "resolve_local"]
+__all__ = ["REFUSING_REGISTRY", "References", "analyse"]
 
 
 def _refuse(uri: str) -> referencing.Resource[Any]:
@@ -166,15 +167,6 @@ _ANCHOR_KEYWORDS = ("$anchor", "$dynamicAnchor", "$recursiveAnchor")
 Parts = tuple[str | int, ...]
 _Spec = referencing.Specification[Any]
 _Resolver = referencing._core.Resolver[Any]
-
-
-def resolve_local(root: Any, ref: str) -> Any:
-    """The node a root JSON pointer (``#``, ``#/a/b``) names in ``root``, or MISSING.
-
-    After :func:`analyse`, every in-document static reference of the document it
-    returns has this form: schema consumers need no base URIs and no anchors.
-    """
-    return resolve_local_ref(root, ref)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import jsonschema.exceptions
 import jsonschema.validators
 from jsonschema.protocols import Validator as _JsonschemaValidator
 
+from jsonmode._text import clip
 from jsonmode.schema.formats import bounded
 from jsonmode.schema.linear import linear_validator_class
 from jsonmode.schema.metaschema import check_schema
@@ -111,12 +112,9 @@ def _issues_from(errors: Iterable[jsonschema.exceptions.ValidationError]) -> Ite
 
 def _clip(message: str) -> str:
     """jsonschema quotes the instance whole ("'...60 MB...' is too long"): keep a bounded
-    message, so an issue never holds a copy of a huge output."""
-    if len(message) <= MAX_MESSAGE_CHARS:
-        return message
-    half = MAX_MESSAGE_CHARS // 2
-    cut = len(message) - 2 * half
-    return f"{message[:half]} …[{cut:,} characters cut]… {message[-half:]}"
+    message (head, and the tail where the keyword's verdict stands), so an issue never
+    holds a copy of a huge output."""
+    return clip(message, MAX_MESSAGE_CHARS, tail=MAX_MESSAGE_CHARS // 2)
 
 
 def _branch_index(error: jsonschema.exceptions.ValidationError) -> int:
