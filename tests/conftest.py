@@ -21,6 +21,10 @@ S = TypeVar("S", bound=_Closable)
 # tests/with_crewai needs crewai, which pins its own pydantic and json-repair and so lives
 # in its own environment: .ci/crewai.sh builds it and runs that suite there.
 collect_ignore = [] if importlib.util.find_spec("crewai") else ["with_crewai"]
+# tests/with_vllm needs vLLM (~3.4 GB, its own torch pin): .ci/vllm.sh builds its
+# environment and runs that suite there.
+if not importlib.util.find_spec("vllm"):
+    collect_ignore.append("with_vllm")
 
 
 @pytest.fixture

@@ -465,7 +465,9 @@ def test_native_tier_marks_a_closed_fully_required_schema_strict(openai_server: 
     assert body["response_format"]["json_schema"]["schema"] == Schema.of(closed).json_schema
 
 
-def test_vllm_native_tier_sends_guided_json_and_still_validates(openai_server: Start) -> None:
+def test_vllm_native_tier_sends_response_format_and_still_validates(openai_server: Start) -> None:
+    # vLLM removed guided_json (0.12) and ignores it with HTTP 200: the schema must
+    # travel as response_format (tests/with_vllm checks a real vLLM server honours it).
     bad = '{"name": "Ada", "age": "36", "email": "ada@example.com"}'
     server = openai_server(Reply(bad), Reply(ADA_JSON))
     jm = JsonMode(
@@ -482,9 +484,47 @@ def test_vllm_native_tier_sends_guided_json_and_still_validates(openai_server: S
     assert result.attempts[0].outcome == "schema_violation"
     for body in server.requests:
         assert body["model"] == "test-model"
-        assert body["guided_json"] == Schema.of(PERSON).json_schema
-        assert "response_format" not in body
-        assert "extra_body" not in body
+        response_format = body["response_format"]
+        assert response_format["type"] == "json_schema"
+        assert response_format["json_schema"]["schema"] == Schema.of(PERSON).json_schema
+        assert not {"guided_json", "extra_body", "structured_outputs"} & set(body)
+
+
+def test_vllm_native_tier_keeps_the_callers_extra_body(openai_server: Start) -> None:
+    server = openai_server(Reply(ADA_JSON))
+    jm = JsonMode(
+        "hosted_vllm/test-model",
+        api_base=server.base_url,
+        api_key="unused",
+        timeout=5.0,
+        transport=FAST,
+        extra_body={"top_k": 5, "vllm_xargs": {"x": 1}},
+    )
+    assert jm.run(PROMPT, PERSON).value == ADA
+    (body,) = server.requests
+    assert body["top_k"] == 5
+    assert body["vllm_xargs"] == {"x": 1}
+    assert body["response_format"]["json_schema"]["schema"] == Schema.of(PERSON).json_schema
+
+
+def test_vllm_processor_gets_the_schema_as_its_per_request_argument(openai_server: Start) -> None:
+    server = openai_server(Reply(ADA_JSON))
+    jm = JsonMode(
+        "openai/served",
+        api_base=server.base_url,
+        api_key="unused",
+        timeout=5.0,
+        transport=FAST,
+        vllm_processor=True,
+        extra_body={"vllm_xargs": {"x": 1}, "top_k": 5},
+    )
+    assert jm.tier == "native"  # auto: the server is known to take the schema
+    assert jm.run(PROMPT, PERSON).value == ADA
+    (body,) = server.requests
+    assert body["vllm_xargs"]["x"] == 1
+    assert json.loads(body["vllm_xargs"]["json_schema"]) == Schema.of(PERSON).json_schema
+    assert body["top_k"] == 5
+    assert "response_format" not in body
 
 
 def test_pydantic_model_value(openai_server: Start) -> None:

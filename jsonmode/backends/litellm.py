@@ -5,11 +5,14 @@ from the package rather than the network. The OpenAI SDK's own retries are turne
 off (``max_retries=0``): transport retries are jsonmode's policy, and stacked retry
 loops multiply waiting.
 
-The native tier passes the schema the way each server takes it: OpenAI-style
-``response_format`` ``json_schema`` (OpenAI, Azure, and Ollama, which litellm maps
-to Ollama's ``format``), and vLLM's ``guided_json`` through ``extra_body``. Whether an
-endpoint takes a schema comes from a small table here, not from litellm's
-``supports_response_schema``, which does not know local servers.
+The native tier passes the schema as OpenAI-style ``response_format`` ``json_schema``
+to every server in the table: OpenAI, Azure, Ollama (litellm maps it to Ollama's
+``format``) and vLLM, whose server reads it into its structured outputs. (vLLM removed
+the older ``guided_json`` field in 0.12 and ignores it with HTTP 200: tests/with_vllm
+checks against a real vLLM server that the schema is honoured, and that a field it
+ignores would be caught.) Whether an endpoint takes a schema comes from a small table
+here, not from litellm's ``supports_response_schema``, which does not know local
+servers.
 
 Every call runs under one deadline, ``timeout`` (default
 :data:`~jsonmode.backends.deadline.DEFAULT_TIMEOUT`, 120 s), for the whole call:
@@ -22,6 +25,7 @@ the server's ``Retry-After`` as ``retry_after`` for the transport policy.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from types import ModuleType
@@ -37,14 +41,8 @@ from jsonmode.schema.core import Schema
 
 __all__ = ["LiteLLMBackend", "native_schema_for"]
 
-# provider prefix -> how the native tier passes the schema
-_NATIVE = {
-    "openai": "response_format",
-    "azure": "response_format",
-    "ollama": "response_format",
-    "ollama_chat": "response_format",
-    "hosted_vllm": "guided_json",
-}
+# provider prefixes whose servers take a JSON Schema as ``response_format``
+_NATIVE = frozenset({"openai", "azure", "ollama", "ollama_chat", "hosted_vllm"})
 # Statuses worth retrying: timeout, conflict, too early, rate limit, and 5xx.
 _TRANSIENT_STATUS = frozenset({408, 409, 425, 429})
 _import_lock = threading.Lock()
@@ -98,9 +96,7 @@ def _openai_strict_ok(schema: Any) -> bool:
     return all(_openai_strict_ok(value) for value in schema.values())
 
 
-def _schema_arguments(model: str, schema: Schema) -> dict[str, Any]:
-    if _NATIVE.get(_provider(model)) == "guided_json":
-        return {"extra_body": {"guided_json": schema.json_schema}}
+def _schema_arguments(schema: Schema) -> dict[str, Any]:
     return {
         "response_format": {
             "type": "json_schema",
@@ -142,6 +138,10 @@ class LiteLLMBackend:
             :data:`~jsonmode.backends.deadline.DEFAULT_TIMEOUT`, 120 s); past it the
             call fails with TransientBackendError (retried by the transport policy).
             A positive, finite number; None means the default.
+        vllm_processor: the server is a vLLM server running jsonmode's logits
+            processor (README, "Serving with vLLM"): the native tier sends the schema
+            to it, as the per-request argument ``vllm_xargs.json_schema``, instead of
+            ``response_format`` (vLLM's own grammar), and ``tier="auto"`` picks native.
         **options: passed to litellm as is (``api_base``, ``api_key``,
             ``temperature``, ``max_tokens``, ``stream`` ...). ``max_retries`` defaults
             to 0. With ``stream=True`` the events are read and joined into one reply.
@@ -152,15 +152,25 @@ class LiteLLMBackend:
     that it can be given up at its deadline; an async call is cancelled there.
     """
 
-    def __init__(self, model: str, *, timeout: float | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        model: str,
+        *,
+        timeout: float | None = None,
+        vllm_processor: bool = False,
+        **options: Any,
+    ) -> None:
         self.model = model
+        self.vllm_processor = vllm_processor
         # read at construction, so a test (or a program) may change the module default
         self.timeout: float = check_timeout(
             _deadline.DEFAULT_TIMEOUT if timeout is None else timeout
         )
         # litellm's timeout is per read: the same number, as a backstop for abandoned calls
         self._options = {"max_retries": 0, **options, "timeout": self.timeout}
-        self.native_schema = native_schema_for(model, options.get("api_base"))
+        self.native_schema = (
+            True if vllm_processor else native_schema_for(model, options.get("api_base"))
+        )
 
     @property
     def name(self) -> str:
@@ -172,8 +182,13 @@ class LiteLLMBackend:
             "model": self.model,
             "messages": [dict(message) for message in request.messages],
         }
-        if request.native:
-            arguments.update(_schema_arguments(self.model, request.schema))
+        if request.native and self.vllm_processor:
+            body = dict(arguments.get("extra_body") or {})
+            schema_text = json.dumps(request.schema.json_schema)
+            xargs = {**(body.get("vllm_xargs") or {}), "json_schema": schema_text}
+            arguments["extra_body"] = {**body, "vllm_xargs": xargs}
+        elif request.native:
+            arguments.update(_schema_arguments(request.schema))
         return arguments
 
     def complete(self, request: Request) -> Completion:

@@ -1903,6 +1903,11 @@ class Matcher:
     def state(self) -> State:
         return self._history[-1]
 
+    @property
+    def engine(self) -> MaskEngine:
+        """The mask engine this matcher reads (shared by its schema's matchers)."""
+        return self._engine
+
     def mask(self) -> Mask:
         if self._finished[-1]:
             return np.zeros(self._engine.vocabulary.size, dtype=np.bool_)

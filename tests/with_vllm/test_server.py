@@ -1,0 +1,128 @@
+"""A real vLLM OpenAI-compatible server on 127.0.0.1, started with jsonmode's processor
+(``--logits-processors``), driven through the ``openai`` client and through jsonmode's
+own façade (the native tier: vLLM's built-in structured outputs)."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import jsonschema
+import openai
+import pytest
+from test_offline import SCHEMAS, conforms
+
+from jsonmode import JsonMode
+
+PERSON = SCHEMAS[0]
+
+
+def client(server: Any) -> openai.OpenAI:
+    return openai.OpenAI(base_url=server.base_url, api_key="unused", max_retries=0, timeout=120)
+
+
+def chat(server: Any, schema: object | None, seed: int, **options: Any) -> Any:
+    extra: dict[str, Any] = {"seed": seed}
+    if schema is not None:
+        extra["vllm_xargs"] = {"json_schema": json.dumps(schema)}
+    return client(server).chat.completions.create(
+        model="tiny",
+        messages=[{"role": "user", "content": "Reply with JSON."}],
+        max_tokens=options.pop("max_tokens", 600),
+        temperature=1.0,
+        extra_body=extra,
+        **options,
+    )
+
+
+def test_concurrent_constrained_and_plain_requests(server: Any) -> None:
+    jobs = [(schema, seed) for seed, schema in enumerate(SCHEMAS * 2)]
+    jobs += [(None, 100 + seed) for seed in range(6)]
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        replies = list(pool.map(lambda job: chat(server, *job), jobs))
+    for (schema, _), reply in zip(jobs, replies, strict=True):
+        choice = reply.choices[0]
+        if schema is None:
+            assert choice.message.content  # noise, untouched
+            continue
+        assert choice.finish_reason == "stop", choice.message.content
+        conforms(choice.message.content, schema)
+
+
+def test_completions_endpoint_too(server: Any) -> None:
+    reply = client(server).completions.create(
+        model="tiny",
+        prompt="JSON:",
+        max_tokens=200,
+        extra_body={"vllm_xargs": {"json_schema": json.dumps(SCHEMAS[1])}, "seed": 3},
+    )
+    conforms(reply.choices[0].text, SCHEMAS[1])
+
+
+def test_a_bad_schema_is_a_400_and_the_server_carries_on(server: Any) -> None:
+    for bad in ('{"type": "nonsense"}', '{"$ref": "http://example.com/x.json"}', "{"):
+        with pytest.raises(openai.BadRequestError, match="json_schema"):
+            client(server).chat.completions.create(
+                model="tiny",
+                messages=[{"role": "user", "content": "x"}],
+                extra_body={"vllm_xargs": {"json_schema": bad}},
+            )
+    with pytest.raises(openai.BadRequestError, match="structured outputs"):
+        client(server).chat.completions.create(
+            model="tiny",
+            messages=[{"role": "user", "content": "x"}],
+            response_format={
+                "type": "json_schema",
+                "json_schema": {"name": "p", "schema": PERSON},
+            },
+            extra_body={"vllm_xargs": {"json_schema": json.dumps(PERSON)}},
+        )
+    conforms(chat(server, SCHEMAS[2], 9).choices[0].message.content, SCHEMAS[2])
+
+
+# -- the native tier: jsonmode's façade against vLLM's own structured outputs ------------
+
+
+@pytest.mark.parametrize(
+    ("model", "processor"),
+    [("hosted_vllm/tiny", False), ("openai/tiny", False), ("hosted_vllm/tiny", True)],
+)
+def test_native_tier_is_honoured_on_the_first_attempt(
+    server: Any, model: str, processor: bool
+) -> None:
+    # processor=False: vLLM's own structured outputs (response_format);
+    # True: jsonmode's processor on the server (vllm_xargs)
+    jm = JsonMode(
+        model,
+        vllm_processor=processor,
+        api_base=server.base_url,
+        api_key="unused",
+        tier="native",
+        mode="strict",
+        max_attempts=1,
+        max_tokens=600,
+        temperature=1.0,
+    )
+    assert jm.tier == "native"
+    for seed, schema in enumerate(SCHEMAS):
+        result = jm.run(f"Reply with JSON ({seed}).", schema)
+        assert result.tier == "native"
+        assert len(result.attempts) == 1
+        jsonschema.validate(result.value, schema)
+
+
+def test_a_field_vllm_ignores_would_be_caught(server: Any) -> None:
+    # The native tier's guarantee rests on vLLM reading the field the schema travels
+    # in. vLLM answers HTTP 200 to a field it no longer reads (guided_json since 0.12):
+    # such a request's text is this model's noise, so the first-attempt test above
+    # fails for any field the capability table gets wrong.
+    reply = client(server).chat.completions.create(
+        model="tiny",
+        messages=[{"role": "user", "content": "Reply with JSON."}],
+        max_tokens=60,
+        extra_body={"guided_json": PERSON, "seed": 1},
+    )
+    text = reply.choices[0].message.content
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(text)
