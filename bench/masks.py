@@ -2,7 +2,7 @@
 
     python bench/masks.py                  # the table (~2-3 min here)
     python bench/masks.py --quick          # fewer rounds and rows (~40 s)
-    python bench/masks.py --all            # also the dense strategies that lost (bool, bits)
+    python bench/masks.py --all            # also the strategies that lost (torch, bool, bits)
     git archive HEAD | tar -x -C /tmp/base && python bench/masks.py --against /tmp/base
                                            # also JsonLogitsProcessor, this checkout vs /tmp/base
 
@@ -17,13 +17,15 @@ Strategies, each with its own cache of state rows:
 
 * ``loop``: today's ``JsonLogitsProcessor`` before BatchMasker: per row, ``logits[r] +=``
   a cached ``0/-inf`` bias tensor of the row's state and dtype.
-* ``batch``: ``BatchMasker.apply`` as it chooses (on the CPU: the state's shorter id list,
-  written through NumPy, with torch's ``fill_`` for rows that keep a few ids).
-* with ``--all``, BatchMasker's other paths forced onto the CPU, and one more: ``torch``
-  (the same id lists with torch ops only: its fallback for other dtypes); ``numpy`` (NumPy
-  only, the fill too); ``bool``: ``BatchMasker.fill`` (a bool ``[B, width]`` buffer) then
-  one ``masked_fill_`` over the gathered rows; ``bits``: its accelerator path (packed
-  rows, unpacked with torch bitwise ops, one ``masked_fill_``).
+* ``batch``: ``BatchMasker.apply`` (the chosen strategy: on the CPU, each state's shorter
+  id list, written into the logits through NumPy: the "fill" of cached rows and the
+  "apply" are one pass).
+* with ``--all``, the strategies that lost, BatchMasker's other paths forced onto the
+  CPU: ``torch`` (the same id lists with torch ops: its path for other dtypes);
+  ``bool``: ``BatchMasker.fill`` (a bool ``[B, width]`` buffer) then one ``masked_fill_``
+  over the gathered rows; ``bits``: its accelerator path (packed rows, unpacked with torch
+  bitwise ops, one ``masked_fill_``); and ``fill``: ``BatchMasker.fill`` alone (the bool
+  masks, logits untouched).
 
 Warm: every state already cached by every strategy; rounds interleave the strategies
 (the first strategy rotates) and the median over rounds is printed, in µs per row.
@@ -142,9 +144,8 @@ class Loop:
 
 
 class Batch:
-    """BatchMasker.apply, its own choice of path; or ``path`` forced: "torch" (id lists
-    written with torch ops only), "plain" (NumPy only: its fills too) or "bits" (its
-    accelerator path)."""
+    """BatchMasker.apply, its own choice of path; or ``path`` forced: "torch" (the same id
+    lists written with torch ops) or "bits" (its accelerator path)."""
 
     def __init__(self, width: int, eos: Sequence[int], limit: int, path: str = "") -> None:
         from jsonmode.decoding.batch import BatchMasker
@@ -155,10 +156,8 @@ class Batch:
 
     def clear(self) -> None:
         self.masker = self.make()
-        if self.path == "plain":  # NumPy fills too, as after a stalled torch fill_
-            self.masker._plain_fills = 1 << 62
         if self.path:
-            path = "numpy" if self.path == "plain" else self.path
+            path = self.path
             self.masker._path = lambda logits: path  # type: ignore[method-assign]
 
     def apply(self, logits: Any, rows: list[int], matchers: list[Any]) -> Any:
@@ -177,13 +176,21 @@ class Dense(Batch):
         return logits.index_copy_(0, index, chosen)
 
 
+class Fill(Batch):
+    """BatchMasker.fill alone: the bool masks, logits untouched (for its cost per row)."""
+
+    def apply(self, logits: Any, rows: list[int], matchers: list[Any]) -> Any:
+        self.masker.fill(matchers)
+        return logits
+
+
 def strategies(width: int, eos: Sequence[int], everything: bool) -> dict[str, Any]:
     found: dict[str, Any] = {"loop": Loop(width, eos, 1024), "batch": Batch(width, eos, 1024)}
     if everything:
         found["torch"] = Batch(width, eos, 1024, path="torch")
-        found["numpy"] = Batch(width, eos, 1024, path="plain")
         found["bool"] = Dense(width, eos, 1024)
         found["bits"] = Batch(width, eos, 1024, path="bits")
+        found["fill"] = Fill(width, eos, 1024)
     return found
 
 
@@ -275,6 +282,8 @@ def check(pool: list[Any], runs: dict[str, Any], eos: Sequence[int]) -> None:
             allowed[sorted(eos)] = True
         expected[row][torch.from_numpy(~allowed)] = NEG_INF
     for name, strategy in runs.items():
+        if isinstance(strategy, Fill):
+            continue
         if not torch.equal(strategy.apply(logits.clone(), rows, matchers), expected):
             raise SystemExit(f"{name}: masked logits differ from the reference")
 
@@ -384,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds and rows")
     parser.add_argument(
-        "--all", action="store_true", help="also the dense bool and bits strategies"
+        "--all", action="store_true", help="also the torch, bool, bits and fill strategies"
     )
     parser.add_argument("--rounds", type=int, default=None, help="warm rounds (default 9, quick 3)")
     parser.add_argument("--schemas", type=int, default=20, help="MaskBench schemas (default 20)")

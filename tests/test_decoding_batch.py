@@ -80,19 +80,15 @@ def vocab():
     return vocabulary()
 
 
-@pytest.fixture(params=["numpy", "plain", "torch", "bits"])
+@pytest.fixture(params=["numpy", "torch", "bits"])
 def path(request):
-    """Every path, forced on the CPU: id lists through NumPy (the CPU's; "plain": its
-    fills through NumPy too, as after a stalled torch fill), through torch ops (other
-    dtypes), and the accelerators' packed bits."""
+    """Every path, forced on the CPU: id lists through NumPy (the CPU's), through torch
+    ops (other dtypes, autograd), and the accelerators' packed bits."""
     return request.param
 
 
 def force(masker, path, monkeypatch):
-    if path == "plain":
-        masker._plain_fills = 10**9
-    chosen = "numpy" if path == "plain" else path
-    monkeypatch.setattr(masker, "_path", lambda logits: chosen)
+    monkeypatch.setattr(masker, "_path", lambda logits: path)
     return masker
 
 
@@ -202,7 +198,8 @@ def test_misuse_raises_before_touching_the_logits(vocab):
         (logits, [3], [matcher]),  # out of range
         (logits, [-1], [matcher]),
         (logits, [1, 1], [matcher, None]),  # twice
-        (logits, torch.tensor([[0]]), [matcher]),
+        (logits, torch.tensor([[0]]), [matcher]),  # not 1-D
+        (logits, torch.tensor([True]), [matcher]),
     ]
     for tensor, rows, matchers in bad:
         with pytest.raises(UsageError):
@@ -277,17 +274,3 @@ def test_paths_by_device_dtype_and_autograd(vocab):
     logits = base.clone().requires_grad_(True) * 1.0
     out = masker.apply(logits, [2, 0, 1], matchers)
     assert same_bits(out.detach(), reference(base, [2, 0, 1], matchers, vocab.eos_ids))
-
-
-def test_a_stalled_fill_switches_to_numpy_fills_for_a_while(vocab, monkeypatch):
-    from jsonmode.decoding import batch
-
-    monkeypatch.setattr(batch, "_STALLED_S", -1.0)  # every torch fill "stalls"
-    monkeypatch.setattr(batch, "_PLAIN_FILLS", 3)
-    masker = BatchMasker(vocab.size + PAD, vocab.eos_ids)
-    matchers = [None] * 6  # eos only: allowed lists, each filled
-    logits = torch.randn(6, vocab.size + PAD)
-    out = masker.apply(logits.clone(), range(6), matchers)
-    assert torch.equal(out, reference(logits, range(6), matchers, vocab.eos_ids))
-    # torch (stalls: three to go), three through NumPy, torch (stalls), one through NumPy
-    assert masker._plain_fills == 2

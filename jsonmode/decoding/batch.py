@@ -25,10 +25,13 @@ already cached; ``python bench/masks.py --all`` reproduces them)::
 
                                      float32                 bfloat16
     batch                        1     8    32    64     1     8    32    64
-    (a) loop: add cached bias   ..    ..    ..    ..    ..    ..    ..    ..
-    (b) bool buffer+masked_fill ..    ..    ..    ..    ..    ..    ..    ..
-    (c) packed+unpack+fill      ..    ..    ..    ..    ..    ..    ..    ..
-    (d) id lists (chosen)       ..    ..    ..    ..    ..    ..    ..    ..
+    (a) loop: add cached bias   76    82    74    91   118   113   120   123
+    (b) bool buffer+masked_fill 204   222   244   388   196   177   191   201
+    (c) packed+unpack+fill     269   306   318   477   234   259   293   289
+    (d) id lists (chosen)       75    52    45    71    57    44    30    33
+
+    (``python bench/masks.py --quick --all``, 2026-11-25; first-visit states add the
+    engine's own mask, 80-180 µs a row here, and (d) then costs 100-220 µs a row.)
 
 ``masked_fill_`` is unvectorised on the CPU (~50 µs a row whatever the mask) and
 unpacking bits with torch ops costs more (~60 µs a row), so both dense forms lose
@@ -63,7 +66,6 @@ so maskers in several threads may serve the same schemas.
 
 from __future__ import annotations
 
-import time
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
 
@@ -86,10 +88,6 @@ _AS_INT = {
     torch.float32: torch.int32,
     torch.float64: torch.int64,
 }
-# A torch fill_ of one row over this is a stall (expected: ~10 us for float32): the
-# next _PLAIN_FILLS rows are filled through NumPy, on this thread alone.
-_STALLED_S = 1e-3
-_PLAIN_FILLS = 4096
 _INF_BITS = {
     dtype: int(torch.tensor(_NEG_INF, dtype=dtype).view(same).item())
     for dtype, same in _AS_INT.items()
@@ -162,7 +160,6 @@ class BatchMasker:
         self._allowed_host: npt.NDArray[np.bool_] = self._allowed.numpy()
         self._packed: npt.NDArray[np.uint8] | None = None  # made on first off-CPU apply
         self._bits: dict[torch.device, torch.Tensor] = {}
-        self._plain_fills = 0  # rows still to fill through NumPy after a stalled fill_
 
     @property
     def cached(self) -> int:
@@ -213,7 +210,7 @@ class BatchMasker:
             return logits
         path = self._path(logits)
         if path == "numpy":
-            self._apply_numpy(logits, listed, entries)
+            _apply_numpy(logits, listed, entries)
         elif path == "torch":
             _apply_torch(logits, listed, entries)
         else:
@@ -272,30 +269,6 @@ class BatchMasker:
         self._allowed_host = self._allowed.numpy()
         self._packed = None
 
-    def _apply_numpy(self, logits: torch.Tensor, rows: list[int], entries: list[_Row]) -> None:
-        """The CPU path: per row, one NumPy scatter of -inf (banned list), or a NumPy
-        gather of the allowed logits, a fill of the row and a scatter back (allowed
-        list). NumPy indexing costs a fraction of a torch op's dispatch and runs on this
-        thread. The fill is torch's ``fill_``, spread over its threads, unless one
-        stalled lately (see the module docstring)."""
-        host = logits.view(_AS_INT[logits.dtype]).numpy()
-        negative = host.dtype.type(_INF_BITS[logits.dtype])
-        for r, entry in zip(rows, entries, strict=True):
-            row = host[r]
-            if not entry.keep:
-                row[entry.ids] = negative
-                continue
-            kept = row[entry.ids]
-            if self._plain_fills:
-                row.fill(negative)
-                self._plain_fills -= 1
-            else:
-                started = time.perf_counter()
-                logits[r].fill_(_NEG_INF)
-                if time.perf_counter() - started > _STALLED_S:
-                    self._plain_fills = _PLAIN_FILLS
-            row[entry.ids] = kept
-
     def _apply_bits(self, logits: torch.Tensor, rows: list[int], entries: list[_Row]) -> None:
         """The accelerator path: packed rows, one host-to-device copy, unpacked there."""
         count = len(entries)
@@ -321,6 +294,22 @@ class BatchMasker:
         logits.index_copy_(0, index, logits.index_select(0, index).masked_fill_(banned, _NEG_INF))
 
 
+def _apply_numpy(logits: torch.Tensor, rows: list[int], entries: list[_Row]) -> None:
+    """The CPU path: per row, one NumPy scatter of -inf (banned list), or a gather of
+    the allowed logits, a fill of the row and a scatter back (allowed list), all in
+    NumPy on this thread (see the module docstring for why not torch ops)."""
+    host = logits.view(_AS_INT[logits.dtype]).numpy()
+    negative = host.dtype.type(_INF_BITS[logits.dtype])
+    for r, entry in zip(rows, entries, strict=True):
+        row = host[r]
+        if not entry.keep:
+            row[entry.ids] = negative
+            continue
+        kept = row[entry.ids]
+        row.fill(negative)
+        row[entry.ids] = kept
+
+
 def _apply_torch(logits: torch.Tensor, rows: list[int], entries: list[_Row]) -> None:
     """The CPU path with torch ops (dtypes NumPy cannot view, tensors under autograd)."""
     for r, entry in zip(rows, entries, strict=True):
@@ -336,7 +325,12 @@ def _apply_torch(logits: torch.Tensor, rows: list[int], entries: list[_Row]) -> 
 def _row_list(rows: Sequence[int] | torch.Tensor, count: int, batch: int) -> list[int]:
     """``rows`` as distinct Python ints in ``[0, batch)``, one per matcher."""
     if isinstance(rows, torch.Tensor):
-        if rows.dim() != 1 or rows.is_floating_point() or rows.is_complex():
+        if (
+            rows.dim() != 1
+            or rows.is_floating_point()
+            or rows.is_complex()
+            or rows.dtype == torch.bool
+        ):
             raise UsageError(f"rows must be a 1-D integer tensor, got {rows.dtype} {rows.dim()}-D")
         listed: list[int] = rows.tolist()
     else:
