@@ -1,10 +1,10 @@
-"""Masks for a batch: BatchMasker.apply against today's per-row loop, per row of logits.
+"""Masks for a batch: BatchMasker.apply against the per-row loop it replaced, per row of logits.
 
-    python bench/masks.py                  # the table (~2-3 min here)
-    python bench/masks.py --quick          # fewer rounds and rows (~40 s)
+    python bench/masks.py                  # the table (~15 s on a quiet machine here)
+    python bench/masks.py --quick          # fewer rounds and rows (~8 s)
     python bench/masks.py --all            # also the strategies that lost (torch, bool, bits)
-    git archive HEAD | tar -x -C /tmp/base && python bench/masks.py --against /tmp/base
-                                           # also JsonLogitsProcessor, this checkout vs /tmp/base
+    mkdir -p /tmp/base && git archive e8c713c | tar -x -C /tmp/base   # before BatchMasker
+    python bench/masks.py --against /tmp/base  # also JsonLogitsProcessor, this checkout vs it
 
 Matchers come from the decoder benchmark's MaskBench sample (``bench/decoder.py``) with
 the Qwen2.5 tokenizer: each is a valid instance's matcher advanced by a random prefix of
@@ -15,7 +15,7 @@ is constrained, in a shuffled order. Each timed call gets fresh logits (copied u
 
 Strategies, each with its own cache of state rows:
 
-* ``loop``: today's ``JsonLogitsProcessor`` before BatchMasker: per row, ``logits[r] +=``
+* ``loop``: ``JsonLogitsProcessor`` before BatchMasker: per row, ``logits[r] +=``
   a cached ``0/-inf`` bias tensor of the row's state and dtype.
 * ``batch``: ``BatchMasker.apply`` (the chosen strategy: on the CPU, each state's shorter
   id list, written into the logits through NumPy: the "fill" of cached rows and the

@@ -247,6 +247,9 @@ def test_qwen_batch_with_a_padded_head(path, dtype, monkeypatch):
     out = masker.apply(logits.clone(), rows, matchers)
     assert same_bits(out, reference(logits, rows, matchers, qwen.eos_ids))
     assert torch.isfinite(out[rows[-1]]).sum() > width // 2
+    # Each cached row is the shorter list: at most half the width (4 bytes a column).
+    assert all(row.ids.size <= width // 2 for row in masker._rows.values())
+    assert any(not row.keep for row in masker._rows.values())
 
 
 def _encode(vocab, text):

@@ -5,48 +5,60 @@ vLLM adapter, :class:`~jsonmode.decoding.logits.JsonLogitsProcessor`): one call 
 decoding step restricts every constrained row, whatever schema each row follows.
 
 How a row is kept. A state's mask (:meth:`Matcher.mask`, cached per state by the
-engine) is turned once into the *shorter* of its two id lists, as an ``int64``
-tensor: the allowed ids when they are few (a structural position: a handful of
-tokens), else the banned ids (inside a string: ~4 900 of Qwen2.5's 151 936 columns,
-padding and special tokens included). Those rows are cached per (engine, state) and
-serve every dtype. On the CPU a row is then one or three tensor ops: a banned list
-is one ``index_fill_(-inf)``; an allowed list is a gather of the allowed logits, a
-``fill_(-inf)`` of the row and a scatter back. On any other device (CUDA) the rows
-go as bits instead: each cached row's ``np.packbits`` form (``width / 8`` bytes) is
-copied into one preallocated host buffer, sent in one transfer (8x less than a
-bool mask), unpacked on the device with two elementwise ops and applied with one
-``masked_fill_`` over the gathered rows: a fixed handful of kernels per step
-whatever the batch, and no per-row kernel launch.
+engine) is turned once into the *shorter* of its two id lists (``int64``): the
+allowed ids when they are few (a structural position: a handful of tokens), else the
+banned ids (inside a string: ~4 900 of Qwen2.5's 151 936 columns, padding and
+special tokens included). Those rows are cached per (engine, state) and serve every
+dtype. On the CPU, for float16/bfloat16/float32/float64 logits, the rows are written
+through a NumPy view of the logits' memory (as same-width integers, so values are
+copied bit for bit): a banned list is one scatter of ``-inf``; an allowed list is a
+gather of the allowed logits, a fill of the row with ``-inf`` and a scatter back.
+Other dtypes, and logits under autograd, take the same steps as torch ops
+(``index_fill_``, ``index_select`` / ``fill_`` / ``index_copy_``). On any other
+device (CUDA) the rows go as bits: each cached row's ``np.packbits`` form
+(``width / 8`` bytes) is copied into one preallocated host buffer, sent in one
+transfer (8x less than a bool mask), unpacked on the device with two elementwise
+ops and applied with one ``masked_fill_`` over the gathered rows: a fixed handful of
+kernels per step whatever the batch, no per-row kernel launch.
 
-Why that split (measured on this 2-core machine, CPU torch 2.13 with 2 threads,
-Qwen2.5 vocabulary, logits 151 936 wide, rows at states drawn from MaskBench
-instances, about half of them in strings; median µs per row of a warm step, states
-already cached; ``python bench/masks.py --all`` reproduces them)::
+Why (measured on this 2-core machine, shared with another engineer's jobs; CPU
+torch 2.13 with 2 threads, Qwen2.5 vocabulary, logits 151 936 wide, rows at 152
+states drawn from MaskBench instances, about half of them in strings; µs per row of
+a warm step, states cached, the median of three ``python bench/masks.py --all`` runs
+of nine interleaved rounds each, load average 1.2-1.9)::
 
                                      float32                 bfloat16
     batch                        1     8    32    64     1     8    32    64
-    (a) loop: add cached bias   76    82    74    91   118   113   120   123
-    (b) bool buffer+masked_fill 204   222   244   388   196   177   191   201
-    (c) packed+unpack+fill     269   306   318   477   234   259   293   289
-    (d) id lists (chosen)       75    52    45    71    57    44    30    33
-
-    (``python bench/masks.py --quick --all``, 2026-11-25; first-visit states add the
-    engine's own mask, 80-180 µs a row here, and (d) then costs 100-220 µs a row.)
+    (a) loop: add cached bias  108    87    79    77   120   115   107   110
+    (b) bool buffer+masked_fill 216   186   271   368   190   162   181   210
+    (c) packed, torch unpack   270   282   364   481   247   250   253   291
+    (d) id lists, torch ops     52    53    60    53    39    41    30    31
+    (e) id lists, NumPy: chosen 72    51    42    60    53    39    30    30
+    fill() alone (bool masks)   34    31    38    37    26    27    33    34
+    first visit, engine mask   176   110    98    80   161    99    93    78
+    first visit, (e) after it  212   143   171   175   187   131   134   132
+    first visit, (a) after it  322   274   269   271   268   231   225   240
 
 ``masked_fill_`` is unvectorised on the CPU (~50 µs a row whatever the mask) and
 unpacking bits with torch ops costs more (~60 µs a row), so both dense forms lose
 there; a cached ``0/-inf`` bias costs a full read of a 600 KB (float32) row plus the
-add. The id lists touch only the columns that change, plus one ``fill_`` for
-structural rows. On a GPU the per-row ops would each be a kernel launch (~5-10 µs
-of host time each), which is why the packed form, constant in launches, is used
-there. That choice is reasoned, not measured: no GPU was available to this work.
+add. The id lists touch only the columns that change, plus one fill for structural
+rows. On a quiet machine (d) wins at one row (its fill of a float32 row runs on two
+threads), (e) at 32, and they are within 10 % elsewhere; but every torch op on a
+151 936-wide row is a fork-join over torch's threads, and when another process holds
+one of those cores each one waits for the descheduled worker: in the runs where the
+other engineer's jobs were busy, (a) cost 1 000-7 000 µs a row, (d) 360-3 300 and
+(e), whose NumPy calls run on the calling thread alone, 30-200. So (e). On a GPU the
+per-row ops would each be a kernel launch (~5-10 µs of host time), which is why the
+packed form, constant in launches, is used there. That choice is reasoned, not
+measured: no GPU was available to this work.
 
 Cost. Warm: a dictionary lookup per row (~0.3 µs) and the ops above. First visit
-of a state: the engine's mask (usually milliseconds, the engine's own cost) plus
-~0.1 ms to build the id list. A cached row holds 8 bytes per id of its shorter list
-(~40 KB for an in-string Qwen2.5 state, at most ``4 * width`` bytes); the packed
-form, built on first use off the CPU, ``width / 8`` more. ``max_cached`` bounds the
-rows held (least recently used goes first).
+of a state: the engine's mask (tens of µs to milliseconds, the engine's own cost)
+plus ~0.1 ms to build the id list. A cached row holds 8 bytes per id of its shorter
+list (~40 KB for an in-string Qwen2.5 state, at most ``4 * width`` bytes); the
+packed form, built on first use off the CPU, ``width / 8`` more. ``max_cached``
+bounds the rows held (least recently used goes first).
 
 Semantics. Columns ``>= vocabulary.size`` (a model head wider than its tokenizer)
 are always banned. A ``None`` matcher (a row whose sampled token was refused) may
@@ -172,9 +184,9 @@ class BatchMasker:
 
         ``None`` = end-of-sequence only (a row whose sampled token was refused). The
         buffer grows when there are more rows than it holds; the view is overwritten
-        by the next call. Costs ~5-15 µs a warm row (a memset and a scatter of the
-        row's shorter id list). To restrict logits, :meth:`apply` is cheaper: it
-        never builds the dense mask on the CPU.
+        by the next call. Costs ~25-40 µs a warm row here (a 152 KB memset and a
+        scatter of the row's shorter id list). To restrict logits, use :meth:`apply`:
+        this mask and a ``masked_fill_`` cost 3-6x more on the CPU.
         """
         count = len(matchers)
         self._reserve(count)
@@ -297,7 +309,7 @@ class BatchMasker:
 def _apply_numpy(logits: torch.Tensor, rows: list[int], entries: list[_Row]) -> None:
     """The CPU path: per row, one NumPy scatter of -inf (banned list), or a gather of
     the allowed logits, a fill of the row and a scatter back (allowed list), all in
-    NumPy on this thread (see the module docstring for why not torch ops)."""
+    NumPy on the calling thread (see the module docstring for why not torch ops)."""
     host = logits.view(_AS_INT[logits.dtype]).numpy()
     negative = host.dtype.type(_INF_BITS[logits.dtype])
     for r, entry in zip(rows, entries, strict=True):
