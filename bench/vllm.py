@@ -143,29 +143,6 @@ BOUNDED_FORMATS = frozenset({"date", "time", "date-time", "uuid", "ipv4"})
 # -- schemas ---------------------------------------------------------------------------
 
 
-def bounded(schema: Any) -> Any:
-    """``schema`` with ``maxLength: 12`` on every plain string type and its objects closed
-    (``additionalProperties: false`` where it has ``properties``). A random model closes a
-    string rarely (a quote is one token in thousands), so an unbounded string runs to
-    ``max_tokens``. Strings with a ``pattern`` or ``format`` are left alone: vLLM's
-    xgrammar back-end refuses a length bound beside either."""
-    if isinstance(schema, list):
-        return [bounded(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out = {key: bounded(value) for key, value in schema.items()}
-    kind = out.get("type")
-    is_string = kind == "string" or (isinstance(kind, list) and "string" in kind)
-    if is_string and not {"pattern", "format", "enum", "const"} & out.keys():
-        out.setdefault("maxLength", 12)
-    if "properties" in out:
-        out.setdefault("additionalProperties", False)
-    for key in ("properties", "patternProperties", "$defs", "definitions"):
-        if isinstance(schema.get(key), dict):  # names, not schemas, at this level
-            out[key] = {name: bounded(value) for name, value in schema[key].items()}
-    return out
-
-
 def finite(node: Any) -> bool:
     """Whether every value ``node`` allows has bounded strings and a closed set of keys:
     no untyped subschema (any value), no unbounded string, no open object."""
@@ -248,6 +225,8 @@ def bench_schemas(count: int) -> list[dict[str, Any]]:
 
 
 def _bench_lines(collection: str) -> Iterator[dict[str, Any]]:
+    from support.tiny_llama import bounded
+
     path = DATA / "jsonschemabench" / "schemas" / f"{collection}.jsonl.gz"
     with gzip.open(path) as lines:
         for line in lines:
@@ -833,17 +812,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown methods: {sorted(unknown)}")
     args.batch = sorted(set(args.batch))
 
-    # Before vLLM is imported (its spawned processes inherit them).
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-    os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
-    os.environ.setdefault("DO_NOT_TRACK", "1")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    from support.tiny_llama import SMALL, TINY, build, offline_environment
+
+    offline_environment("ERROR")  # before vLLM is imported (its processes inherit it)
     os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"  # collective_rpc with a function
 
     import vllm
-    from support.tiny_llama import SMALL, TINY, build
 
     began = time.perf_counter()
 

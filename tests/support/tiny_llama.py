@@ -12,9 +12,11 @@ vLLM's CPU attention needs a head size of at least 32.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 TOKENIZERS = Path(__file__).resolve().parents[3] / "shared" / "data" / "tokenizers"
 
@@ -71,3 +73,41 @@ def build(folder: Path, shape: Shape = TINY, *, tokenizer: str = "qwen2.5", seed
         json.dumps({"eos_token_id": eos, "pad_token_id": eos[1]}), encoding="utf-8"
     )
     return folder
+
+
+def offline_environment(log_level: str = "WARNING") -> None:
+    """Settings vLLM reads at import (its spawned processes inherit them): offline, a
+    small CPU KV cache (GiB), ``log_level`` logging, no usage reports. Set only where
+    the caller's environment has none."""
+    for name, value in (
+        ("VLLM_CPU_KVCACHE_SPACE", "1"),
+        ("VLLM_LOGGING_LEVEL", log_level),
+        ("VLLM_NO_USAGE_STATS", "1"),
+        ("DO_NOT_TRACK", "1"),
+        ("HF_HUB_OFFLINE", "1"),
+        ("TRANSFORMERS_OFFLINE", "1"),
+    ):
+        os.environ.setdefault(name, value)
+
+
+def bounded(schema: Any) -> Any:
+    """``schema`` with ``maxLength: 12`` on every plain string type and its objects closed
+    (``additionalProperties: false`` where it has ``properties``). A random model closes a
+    string rarely (a quote is one token in thousands), so an unbounded string runs to
+    ``max_tokens``; a real model's strings end. Strings with a ``pattern`` or ``format``
+    are left alone: vLLM's xgrammar back-end refuses a length bound beside either."""
+    if isinstance(schema, list):
+        return [bounded(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: bounded(value) for key, value in schema.items()}
+    kind = out.get("type")
+    is_string = kind == "string" or (isinstance(kind, list) and "string" in kind)
+    if is_string and not {"pattern", "format", "enum", "const"} & out.keys():
+        out.setdefault("maxLength", 12)
+    if "properties" in out:
+        out.setdefault("additionalProperties", False)
+    for key in ("properties", "patternProperties", "$defs", "definitions"):
+        if isinstance(schema.get(key), dict):  # names, not schemas, at this level
+            out[key] = {name: bounded(value) for name, value in schema[key].items()}
+    return out

@@ -18,16 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.tiny_llama import build, offline_environment
 
-# Before vLLM is imported: offline, quiet, a small KV cache (GiB), no usage reports.
-os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
-os.environ.setdefault("DO_NOT_TRACK", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
-from support.tiny_llama import build
+offline_environment()  # before vLLM is imported
 
 PROCESSOR = "jsonmode.adapters.vllm:JsonModeLogitsProcessor"
 SERVER_START_LIMIT = 300.0  # seconds; it answers ~40 s after start here

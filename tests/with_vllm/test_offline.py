@@ -14,6 +14,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+from support.tiny_llama import bounded
 from vllm import LLM, SamplingParams
 from vllm.exceptions import VLLMValidationError
 from vllm.sampling_params import StructuredOutputsParams
@@ -60,27 +61,6 @@ SCHEMAS: list[dict[str, Any]] = [
 ]
 
 PROMPTS = ["Give me JSON.", "Describe a person.", "List numbers:", "Answer:"]
-
-
-def bounded(schema: Any) -> Any:
-    """``schema`` with a ``maxLength`` on every string type that has none, and
-    its objects closed: a random model
-    rarely closes a string (a quote is one token in thousands), so an unbounded one
-    runs to ``max_tokens``; a real model's strings end."""
-    if isinstance(schema, list):
-        return [bounded(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out = {key: bounded(value) for key, value in schema.items()}
-    kind = out.get("type")
-    if kind == "string" or (isinstance(kind, list) and "string" in kind):
-        out.setdefault("maxLength", 12)
-    if "properties" in out:
-        out.setdefault("additionalProperties", False)  # keys and values beyond: unbounded
-    for key in ("properties", "patternProperties", "$defs", "definitions"):
-        if isinstance(schema.get(key), dict):  # names, not schemas, at this level
-            out[key] = {name: bounded(value) for name, value in schema[key].items()}
-    return out
 
 
 def sample_bench_schemas(per_collection: int) -> list[dict[str, Any]]:

@@ -47,11 +47,16 @@ def processor(
 ) -> JsonModeLogitsProcessor:
     # The tokenizer vLLM would load for the model: the same tokenizer.json.
     monkeypatch.setattr(adapter, "_vocabulary_of", lambda config, width: vocabulary)
-    config: Any = SimpleNamespace(
+    config = engine_config()
+    return JsonModeLogitsProcessor(config, torch.device("cpu"), False)
+
+
+def engine_config() -> Any:
+    """The parts of a VllmConfig the processor reads (one object per engine)."""
+    return SimpleNamespace(
         model_config=SimpleNamespace(get_vocab_size=lambda: WIDTH),
         scheduler_config=SimpleNamespace(max_num_seqs=8),
     )
-    return JsonModeLogitsProcessor(config, torch.device("cpu"), False)
 
 
 def params(schema: object = None, **options: Any) -> SamplingParams:
@@ -259,10 +264,7 @@ def test_metrics_are_served_from_the_processors_process(
     monkeypatch.setenv("JSONMODE_METRICS_PORT", str(port))
     monkeypatch.setattr(adapter, "_metrics_started", False)
     monkeypatch.setattr(adapter, "_vocabulary_of", lambda config, width: vocabulary)
-    config: Any = SimpleNamespace(
-        model_config=SimpleNamespace(get_vocab_size=lambda: WIDTH),
-        scheduler_config=SimpleNamespace(max_num_seqs=8),
-    )
+    config = engine_config()
     processor = JsonModeLogitsProcessor(config, torch.device("cpu"), False)
     try:
         rng = random.Random(1)
@@ -313,10 +315,7 @@ def test_named_twice_one_instance_works_and_the_other_stands_by(
 ) -> None:
     # the entry point and --logits-processors both: vLLM builds two instances
     monkeypatch.setattr(adapter, "_vocabulary_of", lambda config, width: vocabulary)
-    config: Any = SimpleNamespace(
-        model_config=SimpleNamespace(get_vocab_size=lambda: WIDTH),
-        scheduler_config=SimpleNamespace(max_num_seqs=8),
-    )
+    config = engine_config()
     first = JsonModeLogitsProcessor(config, torch.device("cpu"), False)
     second = JsonModeLogitsProcessor(config, torch.device("cpu"), False)
     request = Request(PERSON, vocabulary)
