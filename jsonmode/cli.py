@@ -1,7 +1,10 @@
 """The ``jsonmode`` command.
 
     jsonmode generate --schema FILE [--model M] [--mode strict|repair] [--api-base URL]
-                      [--max-attempts N] [--verbose] PROMPT
+                      [--max-attempts N] [--tier T] [--max-tokens N] [--stream]
+                      [--verbose] PROMPT
+    jsonmode batch    --schema FILE --input IN.jsonl --output OUT.jsonl [--concurrency N]
+                      [--no-progress] [the model options of generate]
     jsonmode validate --schema FILE [INPUT]
     jsonmode repair   --schema FILE [INPUT]
     jsonmode demo     [--metrics-port P [--duration S]]
@@ -9,12 +12,46 @@
     jsonmode metrics assets
     jsonmode dashboard [--metrics-url URL] [--port P] [--addr A] [--interval S]
 
-The JSON value goes to stdout. On failure: one line on stderr (every attempt with
-``--verbose``) and a non-zero exit status:
+``--model`` is a litellm model string (``openai/gpt-4o-mini``), or a local folder
+holding a transformers model and its tokenizer (``config.json``, weights, tokenizer
+files): that one is decoded here, in the constrained tier (``--tier constrained``);
+it needs the ``local`` extra (torch, transformers) and is never downloaded.
+
+The JSON value goes to stdout. ``--verbose`` shows on stderr each transport retry as
+it happens (``transport: call 1 failed (...); retrying in 0.50 s``) and then every
+attempt with the backend calls it took. On failure: one line on stderr
+(``jsonmode: error: Type: message``), a ``jsonmode: hint: ...`` line when there is
+something to do about it, every attempt with ``--verbose``, and a non-zero exit status:
 
     1  the output does not conform (after every attempt)
     2  bad usage, bad schema, unreadable input
     3  the backend failed (transient failures after retries, or a refused request)
+
+``generate --stream`` writes the value as it grows on stderr, one JSON object per
+line (NDJSON), and the final value on stdout as without it::
+
+    {"partial": {"name": "Ada"}}                    what the finished value will hold
+                                                    so far (never validated)
+    {"retry": {"attempt": 2, "transport": false,    the output starts over: the partials
+               "error": "...", "issues": ["..."]}}  so far are void (transport: the same
+                                                    request again after a transient failure)
+
+Every event line starts with ``{``; any other line on stderr is for humans (``--verbose``,
+errors). A backend that cannot stream shows no partials.
+
+``batch`` reads one JSON object per line, ``{"prompt": "..."}`` (a string, or a list of
+chat messages ``[{"role": "user", "content": "..."}]``), runs them with bounded
+concurrency (``--concurrency``, default 8) and writes line *i* of the output for line
+*i* of the input, in order, as soon as lines 1..*i* are done (flushed each time, so an
+interrupted batch keeps every line before the first unfinished one): ``{"value": ...}``
+or ``{"error": {"type": ..., "message": ..., "hint": ...}}`` (hint only when there is
+one). A line that cannot be read (not JSON, no ``prompt``, blank) is an error entry for
+that line, never the end of the batch. A progress bar shows on a terminal
+(``--no-progress`` hides it); one summary line goes to stderr, and every failed line with
+``--verbose``. Exit status: 0 when every line conformed, 1 when some did not (their
+output lines say why, a backend failure included), 2 when nothing could run (bad usage,
+schema or input file, a model folder that cannot be loaded, an output file that cannot
+be written); nothing is written then. Ctrl-C: 130.
 
 ``validate`` and ``repair`` never import litellm, so they start fast. The servers
 (``metrics serve``, ``dashboard``, ``demo --metrics-port``) print their URL on the
@@ -24,18 +61,34 @@ first line of stdout and run until Ctrl-C (exit status 0).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
+import functools
 import json
 import os
 import pathlib
 import sys
 import time
-from collections.abc import Sequence
-from typing import Any, TextIO
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TextIO
 
+from jsonmode import events
 from jsonmode._json import dumps, has_surrogate
-from jsonmode.errors import BackendError, JsonModeError, OutputError, SchemaError, UsageError
+from jsonmode._text import clip
+from jsonmode.errors import (
+    AttemptsExhaustedError,
+    BackendError,
+    JsonModeError,
+    OutputError,
+    SchemaError,
+    UsageError,
+)
 from jsonmode.reading import MODES, Mode, parse
 from jsonmode.schema.core import Schema
+
+if TYPE_CHECKING:
+    from jsonmode.facade import JsonMode
+    from jsonmode.result import Result
 
 __all__ = ["main"]
 
@@ -58,24 +111,40 @@ def _parser() -> argparse.ArgumentParser:
         return sub
 
     generate = schema_command("generate", "Generate conforming JSON from a model.")
+    _model_options(generate)
     generate.add_argument(
-        "--model",
-        default=os.environ.get("JSONMODE_MODEL"),
-        help="litellm model string, e.g. openai/gpt-4o-mini (default: $JSONMODE_MODEL)",
+        "--stream",
+        action="store_true",
+        help='show the value as it grows: one JSON line per event on stderr, {"partial": '
+        'VALUE} or {"retry": {...}} (the partials so far are void); the value on stdout',
     )
-    generate.add_argument("--mode", choices=MODES, default="strict")
-    generate.add_argument("--api-base", help="endpoint URL, e.g. http://127.0.0.1:8000/v1")
-    generate.add_argument("--api-key", default=None, help="API key (default: provider's env var)")
-    generate.add_argument("--max-attempts", type=int, default=3)
-    generate.add_argument("--tier", choices=("auto", "native", "prompted"), default="auto")
-    generate.add_argument(
-        "--timeout",
-        type=float,
-        default=60.0,
-        help="seconds one backend call may take, the whole reply included (default 60)",
-    )
-    generate.add_argument("--temperature", type=float, default=None)
     generate.add_argument("prompt", metavar="PROMPT", help="the prompt ('-' reads stdin)")
+
+    batch = commands.add_parser(
+        "batch",
+        help="Run many prompts: a JSONL file in, a JSONL file out.",
+        description='Run every {"prompt": ...} line of --input (a string or a list of chat '
+        'messages); line i of --output is {"value": ...} or {"error": {"type": ..., '
+        '"message": ...}} for input line i, written when the batch ends; a line that cannot '
+        "be read is an error entry for that line. A progress bar on a terminal and a summary "
+        "line on stderr. Exit status 0 when every line conformed, "
+        "1 when some did not, 2 for bad usage, schema or input file.",
+    )
+    batch.add_argument("--schema", required=True, type=pathlib.Path, help="JSON Schema file")
+    batch.add_argument(
+        "--input", required=True, metavar="IN.jsonl", help="{\"prompt\": ...} per line ('-': stdin)"
+    )
+    batch.add_argument(
+        "--output", required=True, metavar="OUT.jsonl", help="results, one per line ('-': stdout)"
+    )
+    batch.add_argument(
+        "--concurrency", type=int, default=8, metavar="N", help="requests in flight (default 8)"
+    )
+    batch.add_argument("--no-progress", action="store_true", help="no progress bar")
+    batch.add_argument(
+        "--verbose", "-v", action="store_true", help="show transport retries and failed lines"
+    )
+    _model_options(batch)
 
     for name, text in (
         ("validate", "Check that INPUT is JSON conforming to the schema (strict)."),
@@ -142,6 +211,43 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _model_options(sub: argparse.ArgumentParser) -> None:
+    """The options that choose and drive the model (generate, batch)."""
+    sub.add_argument(
+        "--model",
+        default=os.environ.get("JSONMODE_MODEL"),
+        help="litellm model string, e.g. openai/gpt-4o-mini, or a local folder holding a "
+        "transformers model and its tokenizer (default: $JSONMODE_MODEL)",
+    )
+    sub.add_argument("--mode", choices=MODES, default="strict")
+    sub.add_argument("--api-base", help="endpoint URL, e.g. http://127.0.0.1:8000/v1")
+    sub.add_argument("--api-key", default=None, help="API key (default: provider's env var)")
+    sub.add_argument("--max-attempts", type=int, default=3)
+    sub.add_argument(
+        "--tier",
+        choices=("auto", "constrained", "native", "prompted"),
+        default="auto",
+        help="constrained: decode a local --model folder under the schema's token mask; "
+        "auto picks constrained for a local model, native or prompted for an API model",
+    )
+    sub.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds one backend call may take, the whole reply included (default 60 for "
+        "an API model; none for a local model, whose length --max-tokens bounds)",
+    )
+    sub.add_argument(
+        "--max-tokens",
+        type=int,
+        default=None,
+        metavar="N",
+        help="longest reply, in tokens (litellm's max_tokens; a local model's "
+        "max_new_tokens, default 512)",
+    )
+    sub.add_argument("--temperature", type=float, default=None)
+
+
 def _stdin() -> str:
     """All of stdin; a UsageError (not a traceback) when it is not UTF-8 text."""
     try:
@@ -167,12 +273,63 @@ def _emit(value: Any, indent: int | None, out: TextIO) -> None:
     out.write(text + "\n")
 
 
-def _generate(args: argparse.Namespace) -> int:
+def _local_model(path: str) -> tuple[Any, Any]:
+    """The transformers model and tokenizer in the folder ``path``, from disk only."""
+    try:
+        import torch  # noqa: F401  (transformers needs it to load weights)
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+    except ImportError as exc:
+        raise UsageError(
+            f"--model {path} is a local folder, which needs {exc.name or 'torch'}",
+            hint="pip install torch==2.13.0 && pip install 'jsonmode[local]'",
+        ) from None
+    from transformers.utils import logging as hf_logging
+
+    bar = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # stderr: our lines only
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        model: Any = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
+    except (OSError, ValueError, KeyError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(
+            f"{path} holds no transformers model and tokenizer: {clip(first, 300)}",
+            hint="a folder written by save_pretrained (config.json, weights, tokenizer files)",
+        ) from None
+    finally:
+        if bar:
+            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
+    return model.eval(), tokenizer
+
+
+def _jsonmode(args: argparse.Namespace) -> JsonMode:
+    """The JsonMode the model options describe (a local model is loaded here)."""
     from jsonmode.facade import JsonMode
 
     if not args.model:
         raise UsageError("no model given", hint="pass --model or set JSONMODE_MODEL")
-    options: dict[str, Any] = {"timeout": args.timeout}
+    if args.max_tokens is not None and args.max_tokens < 1:
+        raise UsageError(f"--max-tokens must be positive, not {args.max_tokens}")
+    if os.path.isdir(args.model):
+        if args.api_base or args.api_key:
+            raise UsageError("--api-base and --api-key are for an API model, not a local folder")
+        local: dict[str, Any] = {}
+        if args.max_tokens is not None:
+            local["max_new_tokens"] = args.max_tokens
+        if args.timeout is not None:
+            local["timeout"] = args.timeout
+        if args.temperature:
+            local.update(do_sample=True, temperature=args.temperature)
+        model, tokenizer = _local_model(args.model)
+        return JsonMode(
+            model, args.mode, args.max_attempts, tier=args.tier, tokenizer=tokenizer, **local
+        )
+    if args.tier == "constrained":
+        raise UsageError(
+            f"--tier constrained needs a local model, and {args.model!r} is not a folder",
+            hint="pass --model DIR, a folder holding a transformers model and its tokenizer",
+        )
+    options: dict[str, Any] = {"timeout": 60.0 if args.timeout is None else args.timeout}
     if args.api_base:
         options["api_base"] = args.api_base
     if args.api_key:
@@ -182,18 +339,205 @@ def _generate(args: argparse.Namespace) -> int:
         options["api_key"] = os.environ.get("OPENAI_API_KEY", "unused")
     if args.temperature is not None:
         options["temperature"] = args.temperature
+    if args.max_tokens is not None:
+        options["max_tokens"] = args.max_tokens
+    return JsonMode(args.model, args.mode, args.max_attempts, tier=args.tier, **options)
+
+
+@contextlib.contextmanager
+def _showing_retries(verbose: bool, *, above_a_bar: bool = False) -> Iterator[None]:
+    """With ``verbose``: print every transport retry on stderr as it happens (from
+    any thread; ``above_a_bar``: through tqdm, so that a progress bar stays whole)."""
+    if not verbose:
+        yield
+        return
+    say: Any = functools.partial(print, file=sys.stderr, flush=True)
+    if above_a_bar:
+        from tqdm.auto import tqdm
+
+        say = functools.partial(tqdm.write, file=sys.stderr)
+
+    def show(event: events.Event) -> None:
+        if isinstance(event, events.TransportRetried):
+            say(_retry_line(event))
+
+    unsubscribe = events.subscribe(show)
+    try:
+        yield
+    finally:
+        unsubscribe()
+
+
+def _retry_line(event: events.TransportRetried) -> str:
+    """``transport: call 1 failed (TransientBackendError, HTTP 429: ...); retrying in 0.50 s``"""
+    name, _, message = event.error.partition(": ")
+    if event.status_code is not None and f"HTTP {event.status_code}" not in message:
+        name = f"{name}, HTTP {event.status_code}"
+    what = f"{name}: {clip(message, 300)}" if message else name
+    return f"transport: call {event.call} failed ({what}); retrying in {event.wait_s:.2f} s"
+
+
+def _generate(args: argparse.Namespace) -> int:
+    jm = _jsonmode(args)
     # An argument that was not UTF-8 (kept by surrogateescape) is refused by the façade
     # like any prompt holding a lone surrogate (prompting.user_messages).
     prompt = _stdin() if args.prompt == "-" else args.prompt
     spec = Schema.of(args.schema)
-    jm = JsonMode(args.model, args.mode, args.max_attempts, tier=args.tier, **options)
-    result = jm.run(prompt, spec)
+    with _showing_retries(args.verbose):
+        result = _streamed(jm, prompt, spec) if args.stream else jm.run(prompt, spec)
     if args.verbose:
         print(f"tier: {result.tier}, mode: {result.mode}", file=sys.stderr)
         for attempt in result.attempts:
             print(attempt.describe(), file=sys.stderr)
     _emit(result.data, args.indent, sys.stdout)
     return 0
+
+
+def _streamed(jm: JsonMode, prompt: str, spec: Schema) -> Result[Any]:
+    """Run ``jm.stream``, each partial value and retry as one JSON line on stderr."""
+    for event in jm.stream(prompt, spec):
+        if event.kind == "partial":
+            _event_line({"partial": _plain(event.value)})
+        elif event.kind == "retry":
+            retry = {
+                "attempt": event.attempt,
+                "transport": event.transport,
+                "error": " ".join(event.error.split()),
+                "issues": [str(issue) for issue in event.issues],
+            }
+            _event_line({"retry": retry})
+        else:
+            return event.result
+    raise AssertionError("the stream ended without its final event")  # pragma: no cover
+
+
+def _plain(value: Any) -> Any:
+    """A partial value as JSON (a pydantic partial twin by the fields it has so far)."""
+    dump = getattr(value, "model_dump", None)
+    return dump(mode="json", exclude_unset=True) if callable(dump) else value
+
+
+def _event_line(event: dict[str, Any]) -> None:
+    try:
+        line = dumps(event)
+    except UsageError:  # not JSON-writable (cannot happen for parsed text): not shown
+        return
+    print(line, file=sys.stderr, flush=True)
+
+
+def _batch(args: argparse.Namespace) -> int:
+    if args.concurrency < 1:
+        raise UsageError(f"--concurrency must be positive, not {args.concurrency}")
+    spec = Schema.of(args.schema)
+    lines = _lines(_read(args.input))
+    entries: list[Any] = [None] * len(lines)
+    prompts: list[Any] = []
+    where: list[int] = []  # the input line of each prompt sent
+    for index, line in enumerate(lines):
+        try:
+            prompts.append(_prompt_of(line))
+        except UsageError as error:
+            entries[index] = error
+        else:
+            where.append(index)
+    jm = _jsonmode(args)
+    out = sys.stdout if args.output == "-" else _open_output(args.output)
+    writer = _InOrder(entries, out)
+    try:
+        writer.flush()  # unreadable lines at the head are written at once
+
+        def done(position: int, entry: Any) -> None:
+            writer.put(where[position], entry)
+
+        with _showing_retries(args.verbose, above_a_bar=True):
+            results = jm.map(
+                prompts,
+                spec,
+                concurrency=args.concurrency,
+                progress=False if args.no_progress else None,
+                on_result=done,
+            )
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    unread = len(lines) - len(prompts)
+    summary = results.summary
+    if unread:
+        summary = dataclasses.replace(
+            summary, total=summary.total + unread, failed=summary.failed + unread
+        )
+    if args.verbose:
+        for number, entry in enumerate(entries, 1):
+            if isinstance(entry, JsonModeError):
+                print(f"line {number}: {_one_line(entry)}", file=sys.stderr)
+    unreadable = f" ({unread} unreadable line{'s' * (unread != 1)})" if unread else ""
+    print(f"jsonmode: {summary}{unreadable}", file=sys.stderr)
+    return 0 if summary.failed == 0 else EXIT_NONCONFORMING
+
+
+class _InOrder:
+    """Writes output line i as soon as lines 0..i are all known, flushing each: an
+    interrupted batch leaves every line up to the first unfinished one on disk."""
+
+    def __init__(self, entries: list[Any], out: TextIO) -> None:
+        self.entries = entries
+        self.out = out
+        self.written = 0
+
+    def put(self, index: int, entry: Any) -> None:
+        self.entries[index] = entry
+        self.flush()
+
+    def flush(self) -> None:
+        start = self.written
+        while self.written < len(self.entries) and self.entries[self.written] is not None:
+            self.out.write(dumps(_entry(self.entries[self.written])) + "\n")
+            self.written += 1
+        if self.written > start:
+            self.out.flush()
+
+
+def _lines(text: str) -> list[str]:
+    """JSON Lines: split at "\\n" only (a JSON string may hold U+2028 as is), a final
+    newline ends the last line, and a "\\r" before a newline goes with it."""
+    if not text:
+        return []
+    lines = text.removesuffix("\n").split("\n")
+    return [line.removesuffix("\r") for line in lines]
+
+
+def _prompt_of(line: str) -> Any:
+    """The prompt of one input line; UsageError when the line holds none."""
+    if not line.strip():
+        raise UsageError('blank line, not {"prompt": ...}')
+    try:
+        item = json.loads(line)
+    except ValueError as exc:
+        raise UsageError(f"not JSON: {exc}") from None
+    if not isinstance(item, dict) or "prompt" not in item:
+        raise UsageError('not a {"prompt": ...} object')
+    prompt = item["prompt"]
+    if not isinstance(prompt, (str, list)):
+        raise UsageError("the prompt must be a string or a list of chat messages")
+    return prompt
+
+
+def _open_output(path: str) -> TextIO:
+    try:
+        return open(path, "w", encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _entry(entry: Result[Any] | JsonModeError) -> dict[str, Any]:
+    """One output line of a batch: the value, or the error's type, message and hint."""
+    if not isinstance(entry, JsonModeError):
+        return {"value": entry.data}
+    error: dict[str, Any] = {"type": type(entry).__name__, "message": _message(entry)}
+    hint = _cli_hint(entry)
+    if hint:
+        error["hint"] = " ".join(hint.split())
+    return {"error": error}
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -254,7 +598,12 @@ def _bound(start: Any) -> Any:
 
 
 def _report(error: JsonModeError, verbose: bool) -> None:
-    print(f"jsonmode: error: {type(error).__name__}: {error}".replace("\n", " "), file=sys.stderr)
+    """``jsonmode: error: Type: message`` (one line), ``jsonmode: hint: ...`` when there
+    is one, then with ``verbose`` every attempt, issue and repair."""
+    print(f"jsonmode: error: {_one_line(error)}", file=sys.stderr)
+    hint = _cli_hint(error)
+    if hint:
+        print(f"jsonmode: hint: {' '.join(hint.split())}", file=sys.stderr)
     if not verbose:
         return
     for attempt in error.attempts:
@@ -264,6 +613,43 @@ def _report(error: JsonModeError, verbose: bool) -> None:
             print(f"  issue: {issue}", file=sys.stderr)
         for repair in error.repairs:
             print(f"  repair: {repair}", file=sys.stderr)
+
+
+def _one_line(error: JsonModeError) -> str:
+    """``Type: message`` on one line, each type named once."""
+    from jsonmode.retry import describe_failure
+
+    return describe_failure(error)
+
+
+def _message(error: JsonModeError) -> str:
+    """:func:`_one_line` without the error's own type name."""
+    line = _one_line(error)
+    return line.removeprefix(type(error).__name__).removeprefix(": ")
+
+
+# Python-API spellings in the hints of the layers below, as this command spells them.
+_CLI_SPELLING = (("raise timeout=", "raise --timeout"), ("raise max_tokens", "raise --max-tokens"))
+
+
+def _cli_hint(error: JsonModeError) -> str | None:
+    """The error's hint in this command's terms.
+
+    No conforming output: ``--mode repair`` is suggested only when the façade found
+    that repair would have made the last output conform (``error.repairable``), never
+    as the Python API spells it; a last output cut off suggests ``--max-tokens``.
+    """
+    if isinstance(error, AttemptsExhaustedError):
+        if getattr(error, "repairable", False):
+            return "--mode repair would repair the last output"
+        if error.attempts and error.attempts[-1].outcome == "truncated":
+            return "raise --max-tokens, or ask for a shorter answer"
+        return None
+    hint = error.hint
+    if hint:
+        for python, cli in _CLI_SPELLING:
+            hint = hint.replace(python, cli)
+    return hint
 
 
 def _exit_status(error: JsonModeError) -> int:
@@ -281,6 +667,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "generate":
             return _generate(args)
+        if args.command == "batch":
+            return _batch(args)
         if args.command in ("validate", "repair"):
             return _check(args)
         if args.command == "metrics":

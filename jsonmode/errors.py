@@ -167,7 +167,11 @@ class AttemptsExhaustedError(JsonModeError):
     """Every allowed attempt produced output that does not conform.
 
     ``attempts`` holds every attempt, with its raw text, errors and repairs.
+    ``repairable`` is True when the run was strict and repair mode would have read the
+    last attempt's output as conforming (only then does the hint suggest it).
     """
+
+    repairable: bool = False
 
 
 class BackendError(JsonModeError):

@@ -1,7 +1,9 @@
 """Typed events: what the façade and the decoder report, for whoever listens.
 
 The façade emits :class:`AttemptFinished` after every attempt and
-:class:`RequestFinished` when a request returns or raises; the decoder emits
+:class:`RequestFinished` when a request returns or raises (then
+:class:`StreamFinished` for a streamed one); the transport policy emits
+:class:`TransportRetried` before each retry of a backend call; the decoder emits
 :class:`CompileFinished` for every schema it actually compiles (cache hits are not
 compiles), :class:`MaskTimed` for a sample of decoding steps, and
 :class:`MaskCacheUsed` with the mask-cache lookups made since the last report (on
@@ -53,6 +55,8 @@ __all__ = [
     "MaskTimed",
     "RequestFinished",
     "RequestOutcome",
+    "StreamFinished",
+    "TransportRetried",
     "check_schema_name",
     "decoder_finished",
     "decoder_step",
@@ -115,6 +119,42 @@ class RequestFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class StreamFinished:
+    """A streamed request (``JsonMode.stream`` / ``astream``) ended, with a value or not.
+
+    Emitted after its :class:`RequestFinished`. Attributes: ``tier``, ``mode``,
+    ``schema_name`` as there; ``ok`` (it returned a value); ``first_partial_s``: seconds
+    from the start to the first partial value (None when none was shown); ``duration_s``:
+    the whole stream; ``partials``: partial values yielded.
+    """
+
+    tier: Tier
+    mode: Mode
+    schema_name: str | None
+    ok: bool
+    first_partial_s: float | None
+    duration_s: float
+    partials: int
+
+
+@dataclass(frozen=True, slots=True)
+class TransportRetried:
+    """The transport policy is about to retry a backend call after a transient failure.
+
+    Attributes:
+        error: the failure, in one line (its type and message).
+        status_code: its HTTP status, when there was one.
+        wait_s: seconds the policy waits before the next call (backoff or Retry-After).
+        call: the number of the call that failed (1 for the first).
+    """
+
+    error: str
+    status_code: int | None
+    wait_s: float
+    call: int
+
+
+@dataclass(frozen=True, slots=True)
 class CompileFinished:
     """``compile_schema`` compiled a schema (not emitted for cache hits)."""
 
@@ -137,7 +177,15 @@ class MaskCacheUsed:
     misses: int
 
 
-Event = AttemptFinished | RequestFinished | CompileFinished | MaskTimed | MaskCacheUsed
+Event = (
+    AttemptFinished
+    | RequestFinished
+    | StreamFinished
+    | TransportRetried
+    | CompileFinished
+    | MaskTimed
+    | MaskCacheUsed
+)
 Listener = Callable[[Event], object]
 
 #: The current listeners. Read it (``if events.listeners:``) to skip building events

@@ -3,6 +3,8 @@
 Orchestration is an onion, each layer short:
 
     run / arun            drivers: sync and async, a few lines each
+    stream / map ...      the same session, streamed (jsonmode.streaming) or batched
+                          (jsonmode.batch)
     _session              validation attempts: tier, first request, re-asks, final error
     _judge                one output → Attempt (strict read or repair, then validation)
     _call / _acall        one backend call under the transport retry policy
@@ -13,10 +15,11 @@ backend's reply, so the same logic serves the sync and the async driver.
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Generator, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
 import pydantic
 
@@ -26,6 +29,7 @@ from jsonmode.backends import Backend, Completion, Request, resolve
 from jsonmode.errors import (
     AttemptsExhaustedError,
     BackendError,
+    JsonModeError,
     OutputError,
     OutputParseError,
     OutputTruncatedError,
@@ -38,6 +42,10 @@ from jsonmode.result import Attempt, Outcome, Result, Tier
 from jsonmode.retry import TransportPolicy
 from jsonmode.schema.core import Schema
 
+if TYPE_CHECKING:
+    from jsonmode.batch import BatchResults
+    from jsonmode.streaming import StreamEvent
+
 __all__ = ["JsonMode"]
 
 TierChoice = Literal["auto", "constrained", "native", "prompted"]
@@ -46,10 +54,29 @@ Prompt = str | Sequence[Message]
 
 @dataclass(frozen=True, slots=True)
 class _Reply:
+    """One backend call's outcome, sent into the session.
+
+    ``verdict``: the output was already judged non-conforming while it streamed (an
+    item of a streamed list failed its schema); the session records it as is.
+    """
+
     completion: Completion | None
     error: BackendError | None
     latency_s: float
     transport_retries: int
+    verdict: OutputError | None = None
+
+
+_Session = Generator[Request, "_Reply", "Result[Any]"]
+
+
+@dataclass(slots=True)
+class _Trace:
+    """What a session shows its driver while it runs: the tier it chose and the
+    attempts so far (the streaming driver reports them in its events)."""
+
+    tier: Tier | None = None
+    attempts: list[Attempt] = field(default_factory=list)
 
 
 class JsonMode:
@@ -124,6 +151,7 @@ class JsonMode:
         *,
         examples: Sequence[tuple[str, Any]] = (),
         schema_name: str | None = None,
+        context: Any = None,
     ) -> Result[Any]:
         """Generate a conforming value and the record of how it was obtained.
 
@@ -132,6 +160,8 @@ class JsonMode:
             schema: a pydantic model, a Python type, a JSON Schema dict or JSON text.
             examples: few-shot (prompt, value) pairs; each value must conform.
             schema_name: the schema's name in metrics (default: the instance's).
+            context: handed to pydantic validators as ``info.context`` (pydantic's
+                validation context), for every attempt.
 
         Raises:
             AttemptsExhaustedError: no attempt conformed; ``.attempts`` holds them all.
@@ -139,13 +169,7 @@ class JsonMode:
             PermanentBackendError: the backend refused the request (never retried).
             InvalidSchemaError, UnsupportedSchemaError, UsageError: bad input.
         """
-        session = self._session(prompt, schema, examples, schema_name)
-        request = next(session)
-        while True:
-            try:
-                request = session.send(self._call(request))
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
+        return self._drive(self._session(prompt, schema, examples, schema_name, context))
 
     async def arun(
         self,
@@ -154,15 +178,11 @@ class JsonMode:
         *,
         examples: Sequence[tuple[str, Any]] = (),
         schema_name: str | None = None,
+        context: Any = None,
     ) -> Result[Any]:
         """Async :meth:`run`."""
-        session = self._session(prompt, schema, examples, schema_name)
-        request = next(session)
-        while True:
-            try:
-                request = session.send(await self._acall(request))
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
+        await self.aprepare()
+        return await self._adrive(self._session(prompt, schema, examples, schema_name, context))
 
     def generate(
         self,
@@ -171,9 +191,12 @@ class JsonMode:
         *,
         examples: Sequence[tuple[str, Any]] = (),
         schema_name: str | None = None,
+        context: Any = None,
     ) -> Any:
         """The conforming value alone: a model instance for a pydantic model, else JSON."""
-        return self.run(prompt, schema, examples=examples, schema_name=schema_name).value
+        return self.run(
+            prompt, schema, examples=examples, schema_name=schema_name, context=context
+        ).value
 
     async def agenerate(
         self,
@@ -182,26 +205,205 @@ class JsonMode:
         *,
         examples: Sequence[tuple[str, Any]] = (),
         schema_name: str | None = None,
+        context: Any = None,
     ) -> Any:
         """Async :meth:`generate`."""
-        return (await self.arun(prompt, schema, examples=examples, schema_name=schema_name)).value
+        result = await self.arun(
+            prompt, schema, examples=examples, schema_name=schema_name, context=context
+        )
+        return result.value
+
+    # -- streaming and batches (jsonmode.streaming, jsonmode.batch) -------------------
+
+    def stream(
+        self,
+        prompt: Prompt,
+        schema: object,
+        *,
+        examples: Sequence[tuple[str, Any]] = (),
+        schema_name: str | None = None,
+        context: Any = None,
+        partial_strings: bool = False,
+    ) -> Iterator[StreamEvent]:
+        """Watch the value grow: partial values while the reply streams, then the Result.
+
+        Yields :class:`~jsonmode.streaming.Partial` events (``kind == "partial"``,
+        ``.value``: what the finished document will hold so far, **never validated**;
+        a partial twin of a pydantic model, every field optional; strings appear once
+        closed unless ``partial_strings=True``), a :class:`~jsonmode.streaming.Retry`
+        (``kind == "retry"``) when an attempt failed and the re-ask (or a transport
+        retry) starts, so the partials shown so far are void, and last a
+        :class:`~jsonmode.streaming.Final` (``kind == "final"``, ``.result``: exactly
+        what :meth:`run` returns). On failure the error :meth:`run` raises is raised
+        instead of the final event. A backend that cannot stream yields no partials.
+        Arguments as for :meth:`run`. Closing the iterator early closes the backend's
+        stream. See :mod:`jsonmode.streaming` for costs.
+        """
+        from jsonmode import streaming
+
+        return streaming.stream(
+            self, prompt, schema, examples, schema_name, context, partial_strings
+        )
+
+    def astream(
+        self,
+        prompt: Prompt,
+        schema: object,
+        *,
+        examples: Sequence[tuple[str, Any]] = (),
+        schema_name: str | None = None,
+        context: Any = None,
+        partial_strings: bool = False,
+    ) -> AsyncIterator[StreamEvent]:
+        """Async :meth:`stream` (``async for event in jm.astream(...)``)."""
+        from jsonmode import streaming
+
+        return streaming.astream(
+            self, prompt, schema, examples, schema_name, context, partial_strings
+        )
+
+    def stream_items(
+        self,
+        prompt: Prompt,
+        item_schema: object,
+        *,
+        examples: Sequence[tuple[str, Any]] = (),
+        schema_name: str | None = None,
+        context: Any = None,
+    ) -> Iterator[Any]:
+        """Ask for a list of ``item_schema`` and yield each item once it is complete and
+        valid (a model instance for a pydantic model), while the list still streams.
+
+        An item that fails its schema (a pydantic validator included) ends the attempt
+        at once and goes through the re-ask. Items already yielded are never taken
+        back: a re-asked attempt must repeat them first (one that does not is re-asked
+        in turn), and yields only the items after them. Raises what :meth:`run`
+        raises. ``examples`` are (prompt, list) pairs.
+        """
+        from jsonmode import streaming
+
+        return streaming.stream_items(self, prompt, item_schema, examples, schema_name, context)
+
+    def astream_items(
+        self,
+        prompt: Prompt,
+        item_schema: object,
+        *,
+        examples: Sequence[tuple[str, Any]] = (),
+        schema_name: str | None = None,
+        context: Any = None,
+    ) -> AsyncIterator[Any]:
+        """Async :meth:`stream_items`."""
+        from jsonmode import streaming
+
+        return streaming.astream_items(self, prompt, item_schema, examples, schema_name, context)
+
+    def map(
+        self,
+        prompts: Iterable[Prompt],
+        schema: object,
+        *,
+        concurrency: int = 8,
+        progress: bool | None = None,
+        examples: Sequence[tuple[str, Any]] = (),
+        schema_name: str | None = None,
+        context: Any = None,
+        on_result: Callable[[int, Result[Any] | JsonModeError], object] | None = None,
+    ) -> BatchResults:
+        """Run every prompt; one :class:`Result` or one :class:`JsonModeError` per prompt,
+        in input order (one failure never loses the others' results).
+
+        At most ``concurrency`` requests are in flight at once (for a local model: the
+        batch size of one ``generate`` call, a matcher per row). A ``Retry-After`` from
+        the server holds every request of the batch, and a backend that fails many
+        calls in a row with no success fails the rest fast. ``progress``: a progress
+        bar on stderr (None: when stderr is a terminal). ``results.summary`` counts
+        what happened. ``on_result(index, entry)`` is called as each prompt finishes
+        (from a worker thread, one call at a time), so results can be saved as they
+        come. Errors that are not a :class:`JsonModeError` (a bug, Ctrl-C, an error
+        raised by ``on_result``) stop the batch and propagate. See :mod:`jsonmode.batch`.
+        """
+        from jsonmode import batch
+
+        return batch.run_map(
+            self,
+            prompts,
+            schema,
+            batch.Options(concurrency, progress, examples, schema_name, context, on_result),
+        )
+
+    async def amap(
+        self,
+        prompts: Iterable[Prompt],
+        schema: object,
+        *,
+        concurrency: int = 8,
+        progress: bool | None = None,
+        examples: Sequence[tuple[str, Any]] = (),
+        schema_name: str | None = None,
+        context: Any = None,
+        on_result: Callable[[int, Result[Any] | JsonModeError], object] | None = None,
+    ) -> BatchResults:
+        """Async :meth:`map`: at most ``concurrency`` tasks at once on this event loop
+        (``on_result`` is called in the loop)."""
+        from jsonmode import batch
+
+        return await batch.run_amap(
+            self,
+            prompts,
+            schema,
+            batch.Options(concurrency, progress, examples, schema_name, context, on_result),
+        )
+
+    # -- set-up outside the clock --------------------------------------------------
+
+    def prepare(self) -> None:
+        """One-time slow set-up of the backend (importing litellm takes seconds), done
+        before a request's clock starts so that no latency includes it. Cheap after the
+        first call; called by every driver, callable ahead of time."""
+        prepare = getattr(self.backend, "prepare", None)
+        if callable(prepare):
+            prepare()
+
+    async def aprepare(self) -> None:
+        """:meth:`prepare` off the event loop."""
+        if callable(getattr(self.backend, "prepare", None)):
+            await asyncio.to_thread(self.prepare)
 
     # -- backend calls under the transport policy --------------------------------
 
-    def _call(self, request: Request) -> _Reply:
+    def _drive(self, session: _Session, complete: Any = None) -> Result[Any]:
+        """Run ``session`` to its end, each request through :meth:`_call`."""
+        request = next(session)
+        while True:
+            try:
+                request = session.send(self._call(request, complete))
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+
+    async def _adrive(self, session: _Session, acomplete: Any = None) -> Result[Any]:
+        """Async :meth:`_drive`."""
+        request = next(session)
+        while True:
+            try:
+                request = session.send(await self._acall(request, acomplete))
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+
+    def _call(self, request: Request, complete: Any = None) -> _Reply:
         started = time.perf_counter()
         controller = self.transport.retrying()
         try:
-            completion = controller(self.backend.complete, request)
+            completion = controller(complete or self.backend.complete, request)
         except BackendError as error:
             return _Reply(None, error, time.perf_counter() - started, _retries(controller))
         return _Reply(completion, None, time.perf_counter() - started, _retries(controller))
 
-    async def _acall(self, request: Request) -> _Reply:
+    async def _acall(self, request: Request, acomplete: Any = None) -> _Reply:
         started = time.perf_counter()
         controller = self.transport.aretrying()
         try:
-            completion: Completion = await controller(self.backend.acomplete, request)
+            completion: Completion = await controller(acomplete or self.backend.acomplete, request)
         except BackendError as error:
             return _Reply(None, error, time.perf_counter() - started, _retries(controller))
         return _Reply(completion, None, time.perf_counter() - started, _retries(controller))
@@ -214,16 +416,24 @@ class JsonMode:
         schema: object,
         examples: Sequence[tuple[str, Any]],
         schema_name: str | None,
-    ) -> Generator[Request, _Reply, Result[Any]]:
+        context: Any = None,
+        trace: _Trace | None = None,
+    ) -> _Session:
+        """The attempts of one request: yields each Request, receives its _Reply,
+        returns the Result or raises. The backend is prepared before the clock starts
+        (a no-op when the async driver already did it off the loop)."""
+        self.prepare()
         started = time.perf_counter()
         name = self.schema_name if schema_name is None else events.check_schema_name(schema_name)
         spec = Schema.of(schema)
         tier = self._tier_for(spec)
+        trace = trace if trace is not None else _Trace()
+        trace.tier = tier
         # what the events need; a tuple costs nothing when nobody listens
-        context: _Context = (tier, self.mode, name, started, self.tier != tier)
+        report: _Context = (tier, self.mode, name, started, self.tier != tier)
         first = first_messages(spec, user_messages(prompt), _checked_examples(spec, examples))
         request = Request(first, spec, native=tier == "native", constrained=tier == "constrained")
-        attempts: list[Attempt] = []
+        attempts = trace.attempts
         for index in range(1, self.max_attempts + 1):
             reply = yield request
             if reply.error is not None:
@@ -238,14 +448,14 @@ class JsonMode:
                 )
                 reply.error.attempts = tuple(attempts)
                 if events.listeners:
-                    _attempt_finished(context, attempts[-1])
-                    _request_finished(context, attempts, ok=False)
+                    _attempt_finished(report, attempts[-1])
+                    _request_finished(report, attempts, ok=False)
                 raise reply.error
             assert reply.completion is not None
-            attempt, value = self._judge(index, reply, spec)
+            attempt, value = self._judge(index, reply, spec, context)
             attempts.append(attempt)
             if events.listeners:
-                _attempt_finished(context, attempt)
+                _attempt_finished(report, attempt)
             if attempt.ok:
                 result = Result(
                     value,
@@ -256,7 +466,7 @@ class JsonMode:
                     time.perf_counter() - started,
                 )
                 if events.listeners:
-                    _request_finished(context, attempts, ok=True, duration_s=result.duration_s)
+                    _request_finished(report, attempts, ok=True, duration_s=result.duration_s)
                 return result
             request = Request(
                 reask_messages(first, attempt, self.max_attempts),
@@ -265,14 +475,17 @@ class JsonMode:
                 request.constrained,
             )
         if events.listeners:
-            _request_finished(context, attempts, ok=False)
+            _request_finished(report, attempts, ok=False)
         last = attempts[-1]
-        raise AttemptsExhaustedError(
+        repairable = self.mode == "strict" and _repair_would_pass(last, spec, context)
+        error = AttemptsExhaustedError(
             f"no conforming JSON after {len(attempts)} attempt(s); last: "
             f"{last.outcome}: {last.error}",
             attempts=attempts,
-            hint=None if self.mode == "repair" else "mode='repair' fixes common slips",
+            hint="mode='repair' would repair the last output" if repairable else None,
         )
+        error.repairable = repairable
+        raise error
 
     def _tier_for(self, spec: Schema) -> Tier:
         """The tier for one request: constrained falls back to prompted when the
@@ -285,7 +498,9 @@ class JsonMode:
             return "prompted"
         return "constrained"
 
-    def _judge(self, index: int, reply: _Reply, spec: Schema) -> tuple[Attempt, Any]:
+    def _judge(
+        self, index: int, reply: _Reply, spec: Schema, context: Any = None
+    ) -> tuple[Attempt, Any]:
         completion = reply.completion
         assert completion is not None
         common: dict[str, Any] = {
@@ -295,7 +510,11 @@ class JsonMode:
             "transport_retries": reply.transport_retries,
         }
         try:
-            parsed = parse(completion.text, spec, self.mode, truncated=completion.truncated)
+            if reply.verdict is not None:
+                raise reply.verdict
+            parsed = parse(
+                completion.text, spec, self.mode, truncated=completion.truncated, context=context
+            )
         except OutputError as failure:
             attempt = Attempt(
                 index,
@@ -339,6 +558,18 @@ def _outcome(failure: OutputError) -> Outcome:
     if isinstance(failure, OutputParseError):
         return "invalid_json"
     return "schema_violation"
+
+
+def _repair_would_pass(attempt: Attempt, spec: Schema, context: Any) -> bool:
+    """Whether repair mode would have read ``attempt``'s output as conforming (so a
+    hint to use it helps); bounded by repair's own limits."""
+    if attempt.outcome in ("valid", "backend_error", "truncated") or not attempt.raw:
+        return False
+    try:
+        parse(attempt.raw, spec, "repair", context=context)
+    except OutputError:
+        return False
+    return True
 
 
 def _retries(controller: Any) -> int:

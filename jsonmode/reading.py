@@ -6,6 +6,14 @@ the document from prose or fences, spells Python literals as JSON, repairs its
 syntax (refusing any repair that would lose or invent content), coerces wrongly
 typed values toward the schema, and validates again. Every change is recorded.
 
+Double-encoded JSON: a reply that is one JSON string whose content is a JSON object
+or array (``"{\"name\": \"Ada\"}"``), where the schema does not accept that string
+as it is. ``repair`` mode reads the string's content as the reply (then repairs,
+coerces and validates it as usual) and records a ``double_encoded`` repair;
+``strict`` mode rejects it with an issue that says the document was sent inside a
+string. One level only: a string inside that string is not unwrapped again. A
+schema that accepts the string (``{"type": "string"}``, ``{}``) gets it unchanged.
+
 Repair is bounded, whatever the text: outputs over :data:`MAX_REPAIR_CHARS` are
 not repaired, nesting deeper than :data:`~jsonmode.repair.syntax.MAX_REPAIR_DEPTH`
 is not handed to json-repair, and extraction plus syntax repair of one output stop
@@ -35,6 +43,7 @@ from jsonmode.repair.report import Repair
 from jsonmode.repair.syntax import RepairTimeoutError, normalize_literals, repair_syntax
 from jsonmode.schema.core import Checked, Schema
 from jsonmode.schema.formats import budget as format_budget
+from jsonmode.schema.validation import Issue
 
 __all__ = ["COERCE_TIME_LIMIT", "MAX_REPAIR_CHARS", "REPAIR_TIME_LIMIT", "Mode", "Parsed", "parse"]
 
@@ -78,7 +87,14 @@ def check_mode(mode: str) -> Mode:
     return mode
 
 
-def parse(text: str, schema: object, mode: Mode = "strict", *, truncated: bool = False) -> Parsed:
+def parse(
+    text: str,
+    schema: object,
+    mode: Mode = "strict",
+    *,
+    truncated: bool = False,
+    context: Any = None,
+) -> Parsed:
     """Read ``text`` as a value conforming to ``schema``.
 
     Args:
@@ -89,6 +105,10 @@ def parse(text: str, schema: object, mode: Mode = "strict", *, truncated: bool =
             A complete document is still accepted (its closing bracket or quote proves
             it ended), but one that cannot be read, or that ends in a number (which
             could have gone on), is reported as truncated.
+        context: pydantic's validation context (``info.context`` in a validator), as
+            pydantic defines it for ``model_validate(..., context=...)``; handed to
+            every check of the call (before and after repair or coercion). Unused
+            by JSON Schema inputs.
 
     Raises:
         OutputParseError, OutputTruncatedError, SchemaViolationError: the output does
@@ -102,10 +122,13 @@ def parse(text: str, schema: object, mode: Mode = "strict", *, truncated: bool =
     spec = Schema.of(schema)
     check_mode(mode)
     with format_budget():
-        return _parse(text, spec, mode, truncated)
+        return _parse(text, spec, mode, truncated, context)
 
 
-def _parse(text: str, spec: Schema, mode: Mode, truncated: bool) -> Parsed:
+def _parse(
+    text: str, spec: Schema, mode: Mode, truncated: bool, context: Any, unwrap: bool = True
+) -> Parsed:
+    """``unwrap``: a JSON string holding the document may be unwrapped (one level)."""
     if truncated and text.rstrip()[-1:].isdigit():
         # "12" parses, but cut off at the length limit it may be the start of "1234".
         raise _truncated(text, "output was cut off at the length limit inside a number")
@@ -118,13 +141,91 @@ def _parse(text: str, spec: Schema, mode: Mode, truncated: bool) -> Parsed:
             why = f"{exc}; at {len(text):,} characters it is too long to repair"
             limit = f"(MAX_REPAIR_CHARS = {MAX_REPAIR_CHARS:,})"
             raise _unreadable(text, f"{why} {limit}", truncated) from None
-        return _repair(text, spec, truncated)
-    checked = spec.check(data)
-    if mode == "strict" or checked.ok:
+        return _repair(text, spec, truncated, context)
+    checked = spec.check(data, context=context)
+    if checked.ok:
         # Conforming output is never changed, in either mode.
         return _conforming(text, data, checked, ())
+    content = _document_in(data) if unwrap else None
+    if content is not None:
+        return _unwrapped(text, content, data, checked, spec, mode, context)
+    if mode == "strict":
+        return _conforming(text, data, checked, ())  # raises
     # The whole reply is one JSON document: coerce it, never hunt inside it.
-    return _validate(text, spec, *_coerced(spec, data, ()))
+    return _validate(text, spec, *_coerced(spec, data, ()), context=context)
+
+
+# Repairs of the text itself: content that needed one was not a JSON document.
+_TEXT_REPAIRS = frozenset({"extract", "python_literal", "syntax"})
+
+
+def _document_in(data: Any) -> str | None:
+    """The content of a JSON string that looks like a JSON object or array, else None."""
+    if not isinstance(data, str):
+        return None
+    content = data.strip()
+    if (content[:1], content[-1:]) in (("{", "}"), ("[", "]")):
+        return content
+    return None
+
+
+def _unwrapped(
+    text: str, content: str, data: str, checked: Checked, spec: Schema, mode: Mode, context: Any
+) -> Parsed:
+    """The reply ``text`` is the JSON string ``data`` (not conforming) holding ``content``.
+
+    Strict: a SchemaViolationError saying so when the content is a JSON document
+    (plus the content's own issues), else the plain violation. Repair: the content
+    read as the reply (one level: never unwrapped again), recorded as a
+    ``double_encoded`` repair; when it cannot be read either, the string is coerced
+    as any other value would be. A failure is blamed on the encoding only when the
+    content is JSON as it stands (else the string is judged as it is).
+    """
+    unwrap = () if mode == "strict" else (Repair("$", "double_encoded", text, content),)
+    try:
+        inner = _parse(content, spec, mode, False, context, unwrap=False)
+    except SchemaViolationError as violation:
+        if any(repair.kind in _TEXT_REPAIRS for repair in violation.repairs):
+            pass  # not JSON itself: no claim that it is a document (judged as a string)
+        else:
+            raise _double_encoded(
+                text, content, violation.value, violation.issues, (*unwrap, *violation.repairs)
+            ) from None
+    except OutputError:
+        pass  # not a document after all: the string is judged as it is
+    else:
+        if mode == "strict":
+            raise _double_encoded(text, content, inner.data, (), ())
+        return Parsed(inner.value, inner.data, (*unwrap, *inner.repairs))
+    if mode == "strict":
+        return _conforming(text, data, checked, ())  # raises
+    return _validate(text, spec, *_coerced(spec, data, ()), context=context)
+
+
+def _double_encoded(
+    text: str,
+    content: str,
+    document: Any,
+    issues: Sequence[Issue],
+    repairs: Sequence[Repair],
+) -> SchemaViolationError:
+    """The reply is a JSON string holding the JSON ``document``; ``issues``: how that
+    document itself fails the schema (at their paths in the document)."""
+    noun = "object" if content.startswith("{") else "array"
+    issue = Issue(
+        "$",
+        "type",
+        f"the reply is a JSON string whose content is a JSON {noun} (double-encoded JSON): "
+        f"send the {noun} itself, not a string that holds it",
+    )
+    count = len(issues) + 1
+    return SchemaViolationError(
+        f"output violates the schema ({count} issue{'s' * (count != 1)}): {issue}",
+        raw=text,
+        issues=(issue, *issues),
+        repairs=repairs,
+        value=document,
+    )
 
 
 def _coerced(spec: Schema, data: Any, repairs: Sequence[Repair]) -> tuple[Any, tuple[Repair, ...]]:
@@ -141,8 +242,10 @@ def _coerced(spec: Schema, data: Any, repairs: Sequence[Repair]) -> tuple[Any, t
     return fixed, (*repairs, *coercions)
 
 
-def _validate(text: str, spec: Schema, data: Any, repairs: Sequence[Repair]) -> Parsed:
-    return _conforming(text, data, spec.check(data), repairs)
+def _validate(
+    text: str, spec: Schema, data: Any, repairs: Sequence[Repair], *, context: Any
+) -> Parsed:
+    return _conforming(text, data, spec.check(data, context=context), repairs)
 
 
 def _conforming(text: str, data: Any, checked: Checked, repairs: Sequence[Repair]) -> Parsed:
@@ -208,7 +311,7 @@ def _out_of_time(text: str, where: str, truncated: bool) -> OutputError:
     )
 
 
-def _repair(text: str, spec: Schema, truncated: bool) -> Parsed:
+def _repair(text: str, spec: Schema, truncated: bool, context: Any) -> Parsed:
     """Try every candidate document; exactly one distinct conforming value may win.
 
     Two different conforming documents in one reply are ambiguous: picking either
@@ -245,7 +348,7 @@ def _repair(text: str, spec: Schema, truncated: bool) -> Parsed:
             failures.append(str(exc))
             continue
         try:
-            parsed = _validate(text, spec, *_coerced(spec, data, repairs))
+            parsed = _validate(text, spec, *_coerced(spec, data, repairs), context=context)
         except SchemaViolationError as violation:
             violations.append(violation)
             continue

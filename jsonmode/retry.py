@@ -8,6 +8,10 @@ backoff. Permanent failures (400/401/403/404 ...) are never retried.
 A server that says when to come back (``Retry-After``, in seconds or as an HTTP date,
 or ``retry-after-ms``) is waited for; :func:`parse_retry_after` reads those headers
 and backends put the result on :attr:`~jsonmode.errors.BackendError.retry_after`.
+
+Before every retry sleep the policy emits :class:`~jsonmode.events.TransportRetried`
+(the failure in one line, its status, the wait, the number of the call that failed),
+when anyone listens (``jsonmode.events.listeners``); nothing is built otherwise.
 """
 
 from __future__ import annotations
@@ -24,9 +28,10 @@ from typing import Any
 
 import tenacity
 
+from jsonmode import events
 from jsonmode.errors import BackendError, JsonModeError, TransientBackendError, UsageError
 
-__all__ = ["TransportPolicy", "parse_retry_after", "response_headers"]
+__all__ = ["TransportPolicy", "describe_failure", "parse_retry_after", "response_headers"]
 
 _SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 
@@ -93,6 +98,57 @@ def _asked(state: tenacity.RetryCallState) -> float | None:
     outcome = state.outcome
     exc = outcome.exception() if outcome is not None and outcome.failed else None
     return exc.retry_after if isinstance(exc, BackendError) else None
+
+
+_TYPE_PREFIX = re.compile(r"([A-Za-z_][A-Za-z0-9_.]*): ")
+
+
+def describe_failure(exc: BaseException) -> str:
+    """``exc`` in one line: ``Type: message``, without repeating a type name.
+
+    Line breaks become spaces. Leading ``Name: `` prefixes of the message that name a
+    type already said (``litellm.RateLimitError: RateLimitError: ...`` after
+    ``RateLimitError``, or the exception's own type) are dropped, so a wrapped error
+    reads ``TransientBackendError: RateLimitError: <the server's words>``.
+    """
+    name = type(exc).__name__
+    message = exc.message if isinstance(exc, JsonModeError) else str(exc)
+    message = " ".join(message.split())
+    said = {name}
+    kept: list[str] = []
+    while True:
+        prefix = _TYPE_PREFIX.match(message)
+        if prefix is None:
+            break
+        word = prefix.group(1).rsplit(".", 1)[-1]
+        if word not in said:
+            said.add(word)
+            kept.append(prefix.group(1))
+        message = message[prefix.end() :]
+    return ": ".join([name, *kept, message] if message else [name, *kept])
+
+
+def _announce(state: tenacity.RetryCallState) -> None:
+    """tenacity's ``before_sleep``: emit TransportRetried for the call that just failed.
+
+    Cheap when nobody listens (one tuple test); never raises (events.emit guards the
+    listeners, and the event is built from what the failure carries)."""
+    if not events.listeners:
+        return
+    outcome = state.outcome
+    exc = outcome.exception() if outcome is not None and outcome.failed else None
+    if exc is None:
+        return
+    action = state.next_action
+    wait = float(action.sleep) if action is not None else 0.0
+    events.emit(
+        events.TransportRetried(
+            error=describe_failure(exc),
+            status_code=exc.status_code if isinstance(exc, BackendError) else None,
+            wait_s=wait,
+            call=state.attempt_number,
+        )
+    )
 
 
 class _StopWhen(tenacity.stop.stop_base):
@@ -177,6 +233,7 @@ class TransportPolicy:
             "wait": self._wait,
             "retry": tenacity.retry_if_exception(_retryable),
             "retry_error_callback": self._give_up,
+            "before_sleep": _announce,
         }
 
     def retrying(self) -> tenacity.Retrying:

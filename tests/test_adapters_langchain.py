@@ -6,6 +6,8 @@ import itertools
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
+from threading import Event
 from typing import Any, ClassVar
 
 import pytest
@@ -15,13 +17,15 @@ from langchain_core.exceptions import (
     ModelRateLimitError,
     OutputParserException,
 )
-from langchain_core.language_models.fake import FakeListLLM
+from langchain_core.language_models import BaseChatModel
+from langchain_core.language_models.fake import FakeListLLM, FakeStreamingListLLM
 from langchain_core.language_models.fake_chat_models import (
     FakeListChatModel,
     GenericFakeChatModel,
 )
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
 from langchain_core.output_parsers import StrOutputParser
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnableLambda
 from pydantic import BaseModel, Field
@@ -29,15 +33,20 @@ from pydantic import BaseModel, Field
 import jsonmode
 from jsonmode import (
     AttemptsExhaustedError,
+    Completion,
     JsonMode,
     OutputTruncatedError,
     PermanentBackendError,
+    Schema,
     SchemaViolationError,
     TransientBackendError,
     TransportPolicy,
+    Usage,
     UsageError,
 )
 from jsonmode.adapters.langchain import JsonModeParser, LangChainBackend, jsonmode_runnable
+from jsonmode.backends import deadline
+from jsonmode.backends.base import Request
 
 GOOD = '{"name": "Ada Lovelace", "age": 36, "languages": ["English", "French"]}'
 SLOPPY = "Sure!\n```json\n{'name': 'Ada Lovelace', 'age': '36', 'languages': ['English',],}\n```"
@@ -487,3 +496,184 @@ def test_a_langchain_rate_limit_carries_retry_after_to_the_policy():
     assert result.attempts[0].calls == 2
     assert waits
     assert waits[0] >= 3
+
+
+# -- LangChainBackend streams (JsonMode.stream) ------------------------------------------------
+
+REQUEST = Request(({"role": "user", "content": "Ada"},), Schema.of(Person))
+
+
+class StreamingChat(BaseChatModel):
+    """A chat model that streams ``pieces`` the way provider models do: the usage and the
+    finish reason ride on the last chunk. ``fail_after`` raises that error after so many
+    pieces; ``every`` sleeps between pieces; ``closed`` is set when the stream is closed."""
+
+    pieces: list[str]
+    finish_reason: str = "stop"
+    usage: dict[str, int] | None = None
+    every: float = 0.0
+    fail_after: int | None = None
+    error: Any = None
+    closed: Any = None
+
+    @property
+    def _llm_type(self) -> str:
+        return "streaming-chat"
+
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any):
+        return ChatResult(generations=[ChatGeneration(message=AIMessage("".join(self.pieces)))])
+
+    def _stream(
+        self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> Iterator[ChatGenerationChunk]:
+        import time as _time
+
+        try:
+            for number, piece in enumerate(self.pieces):
+                if self.fail_after is not None and number == self.fail_after:
+                    raise self.error
+                _time.sleep(self.every)
+                last = number == len(self.pieces) - 1
+                message = AIMessageChunk(
+                    content=piece,
+                    usage_metadata=self.usage if last else None,  # type: ignore[arg-type]
+                    response_metadata={"finish_reason": self.finish_reason} if last else {},
+                )
+                yield ChatGenerationChunk(message=message)
+        finally:
+            if self.closed is not None:
+                self.closed.set()
+
+
+def _read(stream: Any) -> tuple[list[str], Completion]:
+    chunks = list(stream)
+    *pieces, final = chunks
+    assert all(isinstance(piece, str) for piece in pieces)
+    assert isinstance(final, Completion)
+    return pieces, final
+
+
+def _aread(stream: Any) -> tuple[list[str], Completion]:
+    async def run() -> list[Any]:
+        return [chunk async for chunk in stream]
+
+    return _read(iter(asyncio.run(run())))
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_backend_streams_a_chat_models_chunks(driver: str):
+    backend = LangChainBackend(GenericFakeChatModel(messages=iter([AIMessage(GOOD)])))
+    stream = backend.stream(REQUEST) if driver == "sync" else backend.astream(REQUEST)
+    pieces, final = _read(stream) if driver == "sync" else _aread(stream)
+    assert len(pieces) > 3  # the fake model splits on spaces
+    assert "".join(pieces) == GOOD
+    assert final == Completion(GOOD, None, truncated=False)
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_backend_stream_reports_usage_and_truncation_from_the_last_chunk(driver: str):
+    usage = {"input_tokens": 12, "output_tokens": 5, "total_tokens": 17}
+    model = StreamingChat(
+        pieces=['{"name": ', '"Ada", "age": 3'], finish_reason="length", usage=usage
+    )
+    backend = LangChainBackend(model, timeout=5)
+    stream = backend.stream(REQUEST) if driver == "sync" else backend.astream(REQUEST)
+    pieces, final = _read(stream) if driver == "sync" else _aread(stream)
+    assert pieces == ['{"name": ', '"Ada", "age": 3']
+    assert final == Completion('{"name": "Ada", "age": 3', Usage(12, 5), truncated=True)
+
+
+def test_backend_streams_text_llms_and_runnables_that_do_not_stream():
+    pieces, final = _read(LangChainBackend(FakeStreamingListLLM(responses=[GOOD])).stream(REQUEST))
+    assert "".join(pieces) == GOOD
+    assert len(pieces) > 1
+    assert final == Completion(GOOD)
+    whole = AIMessage(
+        GOOD,
+        usage_metadata={"input_tokens": 3, "output_tokens": 4, "total_tokens": 7},
+        response_metadata={"finish_reason": "stop"},
+    )
+    pieces, final = _read(LangChainBackend(RunnableLambda(lambda messages: whole)).stream(REQUEST))
+    assert pieces == [GOOD]
+    assert final == Completion(GOOD, Usage(3, 4))
+
+
+def test_backend_stream_refuses_what_is_not_text():
+    backend = LangChainBackend(RunnableLambda(lambda messages: {"not": "text"}))
+    with pytest.raises(UsageError, match="not a message or text"):
+        list(backend.stream(REQUEST))
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+@pytest.mark.parametrize("timeout", [None, 5.0])
+def test_backend_stream_errors_are_mapped_where_they_happen(driver: str, timeout: Any):
+    model = StreamingChat(pieces=["{", "}"], fail_after=1, error=ModelRateLimitError("slow down"))
+    backend = LangChainBackend(model, timeout=timeout)
+    got: list[Any] = []
+
+    def read() -> None:
+        if driver == "sync":
+            got.extend(backend.stream(REQUEST))
+            return
+
+        async def run() -> None:
+            async for chunk in backend.astream(REQUEST):
+                got.append(chunk)
+
+        asyncio.run(run())
+
+    with pytest.raises(TransientBackendError, match="slow down") as caught:
+        read()
+    assert got == ["{"]
+    assert isinstance(caught.value.__cause__, ModelRateLimitError)
+    model.error = ModelAuthenticationError("who are you")
+    got.clear()
+    with pytest.raises(PermanentBackendError, match="who are you"):
+        read()
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_backend_stream_ends_at_its_timeout(driver: str):
+    import time as _time
+
+    model = StreamingChat(pieces=["x"] * 100, every=0.1)
+    backend = LangChainBackend(model, timeout=0.5)
+    read = _read if driver == "sync" else _aread
+    stream = backend.stream(REQUEST) if driver == "sync" else backend.astream(REQUEST)
+    started = _time.monotonic()
+    with pytest.raises(TransientBackendError, match="timeout"):
+        read(stream)
+    assert _time.monotonic() - started < 0.5 + 1.5
+
+
+def _abandoned_workers_gone(seconds: float) -> bool:
+    import time as _time
+
+    ends = _time.monotonic() + seconds
+    while deadline.abandoned() and _time.monotonic() < ends:
+        _time.sleep(0.01)
+    return deadline.abandoned() == 0
+
+
+def test_closing_a_backend_stream_early_closes_the_models_stream():
+    assert _abandoned_workers_gone(10)  # other tests' (a timed-out call sleeps on for 5 s)
+    closed = Event()
+    model = StreamingChat(pieces=["x"] * 100, every=0.05, closed=closed)
+    stream = LangChainBackend(model, timeout=30).stream(REQUEST)
+    assert next(stream) == "x"
+    stream.close()  # type: ignore[attr-defined]
+    assert closed.wait(2)  # not after reading all 100 pieces (5 s)
+    assert _abandoned_workers_gone(2)
+
+
+def test_jsonmode_streams_a_langchain_model_as_its_value_grows():
+    """JsonMode(chat_model).stream: partial PartialPerson values while the model's
+    chunks arrive, then the validated Person."""
+    jm = JsonMode(GenericFakeChatModel(messages=iter([AIMessage(GOOD)])))
+    *partials, final = jm.stream("Extract Ada", Person)
+    assert len(partials) > 2
+    assert type(partials[0].value).__name__ == "PartialPerson"
+    assert partials[-1].value.languages == ["English", "French"]
+    assert final.kind == "final"
+    assert final.result.value == Person.model_validate_json(GOOD)
+    assert final.result.tier == "prompted"

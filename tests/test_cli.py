@@ -124,3 +124,162 @@ def test_console_script_is_installed_and_validate_starts_fast(schema_file):
         check=True,
     )
     assert done.stdout.strip().splitlines()[-1] == "False 0"
+
+
+# -- generate, in process (a scripted backend behind the CLI's model options) ----------------
+
+
+@pytest.fixture
+def scripted(monkeypatch):
+    """``scripted(*replies)``: the next ``generate`` talks to a ScriptedBackend (no
+    sleeps between transport retries); returns the backend."""
+    from jsonmode import JsonMode, cli
+    from jsonmode.backends import ScriptedBackend
+    from jsonmode.retry import TransportPolicy
+
+    def install(*replies):
+        backend = ScriptedBackend(replies)
+
+        def build(args):
+            return JsonMode(
+                backend,
+                args.mode,
+                args.max_attempts,
+                transport=TransportPolicy(sleep=lambda _: None),
+            )
+
+        monkeypatch.setattr(cli, "_jsonmode", build)
+        return backend
+
+    return install
+
+
+def generate(capsys, schema_file, *extra):
+    return run(capsys, ["generate", "--schema", str(schema_file), *extra, "Ada, 36"])
+
+
+def test_verbose_shows_each_transport_retry_and_the_calls_of_each_attempt(
+    capsys, scripted, schema_file
+):
+    from jsonmode.errors import TransientBackendError
+
+    limited = TransientBackendError("RateLimitError: slow down", status_code=429)
+    scripted(limited, TransientBackendError("connection reset"), '{"name": "Ada", "age": 36}')
+    status, out, err = generate(capsys, schema_file, "-v")
+    assert status == 0
+    assert json.loads(out) == {"name": "Ada", "age": 36}
+    lines = err.splitlines()
+    assert lines[0].startswith(
+        "transport: call 1 failed (TransientBackendError, HTTP 429: RateLimitError: slow down); "
+        "retrying in "
+    )
+    assert lines[1].startswith(
+        "transport: call 2 failed (TransientBackendError: connection reset); retrying in "
+    )
+    assert lines[0].endswith(" s")
+    assert lines[2] == "tier: prompted, mode: strict"
+    assert lines[3].startswith("attempt 1: valid (")
+    assert lines[3].endswith(", 3 calls)")
+    # quiet without -v, and the listener is gone once the command returns
+    from jsonmode import events
+
+    assert not events.listeners
+    scripted(limited, '{"name": "Ada", "age": 36}')
+    status, out, err = generate(capsys, schema_file)
+    assert (status, err) == (0, "")
+
+
+def test_verbose_failure_after_retries_shows_the_calls(capsys, scripted, schema_file):
+    from jsonmode.errors import TransientBackendError
+
+    limited = TransientBackendError(
+        "RateLimitError: litellm.RateLimitError: RateLimitError: too many", status_code=429
+    )
+    scripted(*[limited] * 5)
+    status, out, err = generate(capsys, schema_file, "-v")
+    assert (status, out) == (3, "")
+    lines = err.splitlines()
+    assert [line.split(" failed")[0] for line in lines[:4]] == [
+        f"transport: call {call}" for call in (1, 2, 3, 4)
+    ]
+    # the error line names each type once
+    assert lines[4] == "jsonmode: error: TransientBackendError: RateLimitError: too many"
+    assert lines[5].startswith("attempt 1: backend_error (")
+    assert lines[5].endswith(", 5 calls)")
+
+
+def test_error_line_then_hint_line(capsys, scripted, schema_file):
+    from jsonmode.errors import TransientBackendError
+
+    timeout = TransientBackendError(
+        "the call took longer than 1 s", hint="raise timeout= if the model needs longer"
+    )
+    scripted(*[timeout] * 5)
+    status, _, err = generate(capsys, schema_file)
+    assert status == 3
+    assert err.splitlines() == [
+        "jsonmode: error: TransientBackendError: the call took longer than 1 s",
+        "jsonmode: hint: raise --timeout if the model needs longer",
+    ]
+
+
+def test_exhausted_strict_attempts_never_print_the_python_hint(capsys, scripted, schema_file):
+    scripted(*['{"name": "Ada"}'] * 3)  # nothing to repair: a property is missing
+    status, _, err = generate(capsys, schema_file)
+    assert status == 1
+    (line,) = err.splitlines()
+    assert line.startswith("jsonmode: error: AttemptsExhaustedError: no conforming JSON")
+    assert "mode='repair'" not in err
+    assert "hint" not in err
+
+
+def test_repairable_exhaustion_hints_in_cli_syntax(capsys):
+    from jsonmode.cli import _report
+    from jsonmode.errors import AttemptsExhaustedError
+
+    error = AttemptsExhaustedError("no conforming JSON", hint="mode='repair' fixes common slips")
+    error.repairable = True  # type: ignore[attr-defined]
+    _report(error, verbose=False)
+    assert capsys.readouterr().err.splitlines() == [
+        "jsonmode: error: AttemptsExhaustedError: no conforming JSON",
+        "jsonmode: hint: --mode repair would repair the last output",
+    ]
+
+
+def test_truncated_exhaustion_hints_max_tokens(capsys, scripted, schema_file):
+    from jsonmode.backends import Completion
+
+    scripted(*[Completion('{"name": "Ada", "a', truncated=True)] * 3)
+    status, _, err = generate(capsys, schema_file)
+    assert status == 1
+    assert err.splitlines()[1] == "jsonmode: hint: raise --max-tokens, or ask for a shorter answer"
+
+
+def test_model_option_errors(capsys, schema_file, tmp_path):
+    status, _, err = generate(capsys, schema_file, "--model", "openai/x", "--tier", "constrained")
+    assert status == 2
+    assert "--tier constrained needs a local model" in err
+    assert "jsonmode: hint: pass --model DIR" in err
+    status, _, err = generate(capsys, schema_file, "--model", "openai/x", "--max-tokens", "0")
+    assert status == 2
+    assert "--max-tokens must be positive" in err
+    status, _, err = generate(
+        capsys, schema_file, "--model", str(tmp_path), "--api-base", "http://127.0.0.1:1/v1"
+    )
+    assert status == 2
+    assert "not a local folder" in err
+
+
+def test_a_retry_line_names_the_status_once():
+    from jsonmode.cli import _retry_line
+    from jsonmode.events import TransportRetried
+
+    said = TransportRetried("TransientBackendError: RateLimitError (HTTP 429): slow", 429, 1.5, 2)
+    assert _retry_line(said) == (
+        "transport: call 2 failed (TransientBackendError: RateLimitError (HTTP 429): slow); "
+        "retrying in 1.50 s"
+    )
+    unsaid = TransportRetried("TransientBackendError: busy", 503, 0.25, 1)
+    assert _retry_line(unsaid) == (
+        "transport: call 1 failed (TransientBackendError, HTTP 503: busy); retrying in 0.25 s"
+    )

@@ -86,6 +86,7 @@ def lines(text: str) -> list[str]:
 # Each `generate` run imports litellm (seconds of CPU), so every scenario's process is
 # started at once, each against its own server, and the tests read their outcomes.
 
+RATE = "rate_limit_error"
 INVALID = ["no JSON here", '{"name": "Ada"}', '{"name": "", "age": -1, "email": "x"}']
 SCENARIOS: dict[str, tuple[list[Action], list[str]]] = {
     "strict": ([Reply(ADA_JSON)], ["--mode", "strict"]),
@@ -94,6 +95,10 @@ SCENARIOS: dict[str, tuple[list[Action], list[str]]] = {
     "invalid": ([Reply(text) for text in INVALID], ["--mode", "strict"]),
     "invalid-verbose": ([Reply(text) for text in INVALID], ["--mode", "repair", "--verbose"]),
     "refused": ([HttpError(400, "Invalid 'messages': bad", "invalid_request_error")], []),
+    "rate-limited": ([HttpError(429, "Rate limit reached", RATE), Reply(ADA_JSON)], ["-v"]),
+    "rate-limited-out": ([HttpError(429, "Rate limit reached", RATE)] * 5, ["-v"]),
+    "repairable": ([Reply(SLIPPY)] * 2, ["--mode", "strict", "--max-attempts", "2"]),
+    "max-tokens": ([Reply(ADA_JSON)], ["--max-tokens", "7", "--temperature", "0"]),
 }
 
 
@@ -209,6 +214,65 @@ def test_generate_refused_request_exits_3_on_one_line(generated: dict[str, Gener
     assert line.startswith("jsonmode: error: PermanentBackendError: ")
     assert "Invalid 'messages': bad" in line
     assert server.request_count == 1
+
+
+def test_generate_verbose_shows_transport_retries_and_calls(
+    generated: dict[str, Generated],
+) -> None:
+    done, server = generated["rate-limited"].done, generated["rate-limited"].server
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == ADA
+    assert server.request_count == 2
+    retry, tier, attempt, *_ = lines(done.stderr)
+    assert retry.startswith("transport: call 1 failed (TransientBackendError")
+    assert retry.count("HTTP 429") == 1, retry
+    assert "Rate limit reached); retrying in " in retry
+    assert tier == "tier: prompted, mode: strict"
+    assert attempt.startswith("attempt 1: valid (")
+    assert attempt.endswith(" ms, 2 calls)")
+
+
+def test_generate_rate_limited_out_shows_every_call_and_names_each_type_once(
+    generated: dict[str, Generated],
+) -> None:
+    done, server = generated["rate-limited-out"].done, generated["rate-limited-out"].server
+    assert done.returncode == 3
+    assert done.stdout == ""
+    assert server.request_count == 5
+    found = lines(done.stderr)
+    assert [line.split(" failed (")[0] for line in found[:4]] == [
+        f"transport: call {call}" for call in (1, 2, 3, 4)
+    ]
+    error = found[4]
+    assert error.startswith("jsonmode: error: TransientBackendError: ")
+    assert "Rate limit reached" in error
+    for name in ("TransientBackendError", "RateLimitError"):
+        assert error.count(name) <= 1, error
+    assert found[5].startswith("attempt 1: backend_error (")
+    assert found[5].endswith(", 5 calls)")
+
+
+def test_generate_strict_hints_repair_in_cli_syntax_when_it_would_help(
+    generated: dict[str, Generated],
+) -> None:
+    repairable = generated["repairable"].done
+    assert repairable.returncode == 1
+    assert lines(repairable.stderr)[1:] == [
+        "jsonmode: hint: --mode repair would repair the last output"
+    ]
+    # nothing to repair in the last output: no hint; never the Python spelling
+    hopeless = generated["invalid"].done
+    assert len(lines(hopeless.stderr)) == 1
+    for done in (repairable, hopeless):
+        assert "mode='repair'" not in done.stderr
+
+
+def test_generate_max_tokens_goes_to_the_request(generated: dict[str, Generated]) -> None:
+    done, server = generated["max-tokens"].done, generated["max-tokens"].server
+    assert done.returncode == 0, done.stderr
+    (body,) = server.requests
+    assert body["max_tokens"] == 7
+    assert body["temperature"] == 0
 
 
 # -- validate / repair (no server, no litellm) --------------------------------------------

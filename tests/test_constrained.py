@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from jsonmode import AttemptsExhaustedError, JsonMode, Schema
+from jsonmode import AttemptsExhaustedError, Completion, JsonMode, Schema
 from jsonmode.decoding.compiled import compile_schema
 from jsonmode.decoding.logits import JsonLogitsProcessor
 from jsonmode.decoding.vocabulary import Vocabulary
@@ -106,10 +106,16 @@ def test_streaming_yields_the_text_as_it_is_produced(local):
     jm = JsonMode(model, tokenizer=tokenizer, max_new_tokens=256)
     spec = Schema.of(CONSTRAINED_SCHEMA)
     request = Request(first_messages(spec, user_messages("Extract.")), spec, constrained=True)
-    pieces = list(jm.backend.stream(request))
+    chunks = list(jm.backend.stream(request))
+    *pieces, whole = chunks
     assert len(pieces) > 3, "text arrives in pieces, not at the end"
-    text = "".join(pieces).replace("<|endoftext|>", "")
-    assert spec.conforms(json.loads(text))
+    assert all(isinstance(piece, str) for piece in pieces)
+    assert isinstance(whole, Completion)
+    assert not whole.truncated
+    assert "".join(pieces) == whole.text  # the pieces are the text, no end-of-text marker
+    assert spec.conforms(json.loads(whole.text))
+    assert whole.usage is not None
+    assert whole.usage.completion_tokens > 3
 
 
 def test_demo_with_model_loads_that_model_from_a_path_offline(local, tmp_path, capsys):

@@ -376,7 +376,8 @@ def test_reask_carries_the_previous_output_and_every_error(openai_server: Start)
 
 
 def test_every_attempt_invalid_raises_with_every_attempt(openai_server: Start) -> None:
-    outputs = ["not JSON at all", FENCED, '{"name": "Ada", "age": "old"}']
+    # the last one repair would fix (a string for the integer): the hint says so
+    outputs = ["not JSON at all", FENCED, '{"name": "Ada", "age": "36", "email": "a@b.c"}']
     server = openai_server(*[Reply(output) for output in outputs])
     with pytest.raises(AttemptsExhaustedError) as caught:
         jsonmode(server, "strict").run(PROMPT, PERSON)

@@ -228,3 +228,44 @@ def test_the_page_draws_live_conformance_in_headless_chromium(registry, tmp_path
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     assert struct.unpack(">II", data[16:24]) == (1440, 1700)
     assert len(data) > 50_000, "a real rendering, not a blank page"
+
+
+def test_the_first_poll_fills_the_panels_at_once(registry, tmp_path):
+    """The page polls on load: with a 10-minute interval, and an exporter that answers
+    only the first poll, every panel that needs no rate shows that poll's totals."""
+    binary = require("chromium")
+    model, tokenizer = random_local_model(seed=2)
+    local = JsonMode(model, tokenizer=tokenizer, max_new_tokens=256, schema_name="profile")
+    polls = 0
+
+    def source() -> bytes:
+        nonlocal polls
+        polls += 1
+        if polls > 1:
+            raise OSError("gone after the first poll")
+        one_cycle()
+        torch.manual_seed(1)
+        local.run("Extract the person.", CONSTRAINED_SCHEMA)
+        with urllib.request.urlopen(exporter.url, timeout=10) as response:
+            return response.read()  # type: ignore[no-any-return]
+
+    with (
+        jsonmode.metrics.serve(0, registry) as exporter,
+        serve_dashboard(source, port=0, interval=600) as dashboard,
+    ):
+        dom = chromium(binary, str(tmp_path / "profile"), dashboard.url, "--dump-dom")
+
+    # the poll on load, and the early second one for rates; none at the interval
+    assert polls == 2
+    assert attribute(dom, "status", "data-state") == "down"  # the second poll failed
+    assert float(attribute(dom, "tile-final", "data-value")) == pytest.approx(0.8)
+    assert float(attribute(dom, "tile-first", "data-value")) == pytest.approx(0.4)
+    assert float(attribute(dom, "tile-attempts", "data-value")) == pytest.approx(7 / 5)
+    assert attribute(dom, "tile-rps", "data-value") == ""  # a rate needs two samples
+    assert "counts since the exporter started" in dom
+    rates = {"panel-outcomes", "panel-tokens"}
+    every_panel = re.findall(r'<article class="panel[^"]*" id="(panel-[a-z-]+)"', dom)
+    assert len(every_panel) == 12
+    for name in every_panel:
+        expected = "empty" if name in rates else "ok"
+        assert attribute(dom, name, "data-state") == expected, name

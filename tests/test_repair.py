@@ -1,11 +1,17 @@
 """repair/: extraction, syntax repair under the content-loss guard, coercion."""
 
+import json
+
 import pytest
+from pydantic import BaseModel
 
 import jsonmode
-from jsonmode import OutputParseError, Schema
+import jsonmode.reading
+from jsonmode import OutputParseError, Schema, SchemaViolationError
+from jsonmode.prompting import describe_failure
 from jsonmode.repair.coerce import coerce
 from jsonmode.repair.extract import find_candidates
+from jsonmode.repair.report import REPAIR_KINDS
 from jsonmode.repair.syntax import ContentLossError, repair_syntax
 
 
@@ -270,3 +276,108 @@ def test_legit_repairs_still_pass(raw, value):
 def test_candidates_know_their_depth():
     [candidate] = find_candidates('Sure: {"a": [[1], {"b": 2}]} done')
     assert candidate.depth == 3
+
+
+# -- double-encoded JSON -----------------------------------------------------------------
+
+PERSON = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+    "required": ["name", "age"],
+}
+ADA = {"name": "Ada", "age": 36}
+DOUBLE = json.dumps(json.dumps(ADA))  # "{\"name\": \"Ada\", \"age\": 36}"
+
+
+def test_repair_unwraps_a_json_string_holding_the_document_and_records_it():
+    parsed = jsonmode.parse(DOUBLE, PERSON, "repair")
+    assert parsed.data == ADA
+    assert [(r.path, r.kind) for r in parsed.repairs] == [("$", "double_encoded")]
+    assert parsed.repairs[0].before == DOUBLE
+    assert parsed.repairs[0].after == json.dumps(ADA)
+    assert "double_encoded" in REPAIR_KINDS
+
+
+def test_an_unwrapped_document_is_repaired_and_coerced_as_usual():
+    raw = json.dumps("{'name': 'Ada', 'age': '36',}")
+    parsed = jsonmode.parse(raw, PERSON, "repair")
+    assert parsed.data == ADA
+    assert [r.kind for r in parsed.repairs] == ["double_encoded", "syntax", "string_to_integer"]
+    arrays = {"type": "array", "items": {"type": "integer"}}
+    parsed = jsonmode.parse(json.dumps(" [1, 2] "), arrays, "repair")
+    assert parsed.data == [1, 2]
+    assert [r.kind for r in parsed.repairs] == ["double_encoded"]
+
+
+def test_an_array_in_a_string_is_unwrapped_not_wrapped():
+    """wrap_array would make ["[\"a\"]"], which conforms: the wrong value."""
+    schema = {"type": "array", "items": {"type": "string"}}
+    assert jsonmode.parse(json.dumps('["a"]'), schema, "repair").data == ["a"]
+
+
+def test_strict_rejects_double_encoded_json_and_says_so():
+    with pytest.raises(SchemaViolationError) as caught:
+        jsonmode.parse(DOUBLE, PERSON, "strict")
+    error = caught.value
+    assert [(i.path, i.keyword) for i in error.issues] == [("$", "type")]
+    assert "JSON string" in error.issues[0].message
+    assert "send the object itself" in error.issues[0].message
+    assert "double-encoded" in str(error)
+    assert error.repairs == ()
+    assert error.raw == DOUBLE
+    feedback = describe_failure(error)
+    assert "send the object itself" in feedback
+
+
+def test_the_documents_own_issues_follow_the_encoding_issue():
+    raw = json.dumps(json.dumps({"name": "Ada", "age": "x"}))
+    for mode in ("strict", "repair"):
+        with pytest.raises(SchemaViolationError) as caught:
+            jsonmode.parse(raw, PERSON, mode)
+        paths = [(i.path, i.keyword) for i in caught.value.issues]
+        assert paths == [("$", "type"), ("$.age", "type")], mode
+        assert caught.value.value == {"name": "Ada", "age": "x"}
+    kinds = [r.kind for r in caught.value.repairs]
+    assert kinds == ["double_encoded"]
+
+
+@pytest.mark.parametrize("schema", [{"type": "string"}, {}, True, {"type": ["string", "object"]}])
+@pytest.mark.parametrize("mode", ["strict", "repair"])
+def test_never_unwrapped_when_the_schema_accepts_the_string(schema, mode):
+    parsed = jsonmode.parse(DOUBLE, schema, mode)
+    assert parsed.data == json.dumps(ADA)
+    assert parsed.repairs == ()
+
+
+def test_only_one_level_is_unwrapped():
+    triple = json.dumps(DOUBLE)
+    for mode in ("strict", "repair"):
+        with pytest.raises(SchemaViolationError) as caught:
+            jsonmode.parse(triple, PERSON, mode)
+        assert "double-encoded" not in str(caught.value)
+        assert caught.value.repairs == ()
+
+
+@pytest.mark.parametrize("content", ["{not json at all", "hello", "{oops}", "[1, 2", "{a} and [b]"])
+def test_a_string_that_holds_no_document_is_judged_as_a_string(content):
+    for mode in ("strict", "repair"):
+        with pytest.raises(SchemaViolationError) as caught:
+            jsonmode.parse(json.dumps(content), PERSON, mode)
+        assert "double-encoded" not in str(caught.value), (content, mode)
+
+
+def test_a_typed_schema_gets_its_model_from_the_unwrapped_document():
+    class Person(BaseModel):
+        name: str
+        age: int
+
+    parsed = jsonmode.parse(DOUBLE, Person, "repair")
+    assert parsed.value == Person(name="Ada", age=36)
+
+
+def test_unwrapping_is_bounded_by_the_repair_limits():
+    """The content goes through the usual bounds: too long to repair is not read."""
+    huge = "{'a': " + "1" * (jsonmode.reading.MAX_REPAIR_CHARS + 10) + "}"
+    with pytest.raises(SchemaViolationError) as caught:
+        jsonmode.parse(json.dumps(huge), {"type": "object"}, "repair")
+    assert caught.value.repairs == ()

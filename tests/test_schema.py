@@ -158,3 +158,124 @@ def test_prompt_form_is_compact_without_derived_titles():
     assert " " not in form
     assert '"title":"Name"' not in form
     assert json.loads(form)["properties"]["age"] == {"minimum": 0, "type": "integer"}
+
+
+# -- schema errors, for the person who wrote the schema -----------------------------------
+
+TYPES = "(array, boolean, integer, null, number, object, string)"
+
+
+def test_a_bad_type_names_its_json_path_and_what_was_expected():
+    with pytest.raises(InvalidSchemaError) as info:
+        Schema.of({"type": "object", "properties": {"age": {"type": "strin"}}})
+    error = info.value
+    assert error.schema_path == "/properties/age/type"
+    assert error.message == (
+        "not a valid JSON Schema: at /properties/age/type, "
+        f"'strin' is not one of the JSON types {TYPES}"
+    )
+    assert error.hint == "did you mean 'string'?"
+    assert "not valid under any of the given schemas" not in str(error)
+
+
+@pytest.mark.parametrize(
+    ("schema", "path", "words"),
+    [
+        ({"type": ["string", "intger"]}, "/type/1", "'intger' is not one of the JSON types"),
+        ({"type": ["string", "string"]}, "/type", "non-unique"),
+        ({"properties": {"a": {"type": 5}}}, "/properties/a/type", "or a list of them, not 5"),
+        ({"minimum": "three"}, "/minimum", "'three' is not of type 'number'"),
+        ({"items": {"anyOf": [{"type": "nul"}]}}, "/items/anyOf/0/type", "JSON types"),
+        (
+            {"$schema": "http://json-schema.org/draft-07/schema#", "items": 5},
+            "/items",
+            "5 is not of type 'object', 'boolean'; or 5 is not of type 'array'",
+        ),
+        (
+            {"$schema": "http://json-schema.org/draft-04/schema#", "type": "strin"},
+            "/type",
+            "JSON types",
+        ),
+    ],
+)
+def test_invalid_schemas_say_where_and_what(schema, path, words):
+    with pytest.raises(InvalidSchemaError) as info:
+        Schema.of(schema)
+    assert info.value.schema_path == path
+    assert f"at {path}, " in info.value.message
+    assert words in info.value.message
+
+
+def test_a_schema_file_is_named_in_its_errors(tmp_path: pathlib.Path):
+    path = tmp_path / "person.json"
+    path.write_text('{"type": "object", "properties": {"age": {"type": "strin"}}}')
+    with pytest.raises(InvalidSchemaError) as info:
+        Schema.of(path)
+    assert str(path) in info.value.message
+    assert "/properties/age/type" in info.value.message
+    assert info.value.schema_path == "/properties/age/type"
+    path.write_text('{"$ref": "#/$defs/missing"}')
+    with pytest.raises(InvalidSchemaError, match=r"person\.json"):
+        Schema.of(path)
+
+
+def test_a_schema_file_that_is_not_json_names_the_line_and_column(tmp_path: pathlib.Path):
+    path = tmp_path / "broken.json"
+    path.write_text('{\n  "type": "object",\n  "required": ["a",]\n}')
+    with pytest.raises(InvalidSchemaError) as info:
+        Schema.of(path)
+    assert str(path) in info.value.message
+    assert "line 3, column 20" in info.value.message
+    with pytest.raises(InvalidSchemaError, match="line 1, column 2"):
+        Schema.of("{not json")
+    path.write_bytes(b'{"title": "caf\xe9"}')
+    with pytest.raises(InvalidSchemaError, match="not UTF-8"):
+        Schema.of(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [("[{}]", "an array"), ("42", "a number"), ('"x"', "a string"), ("null", "null")],
+)
+def test_json_that_is_not_a_schema_says_what_a_schema_is(tmp_path: pathlib.Path, text, kind):
+    expected = f"must be a JSON object (a JSON Schema) or true/false, not {kind}"
+    with pytest.raises(InvalidSchemaError) as info:
+        Schema.of(text)
+    assert info.value.message == f"schema {expected}"
+    path = tmp_path / "list.json"
+    path.write_text(text)
+    with pytest.raises(InvalidSchemaError) as info:
+        Schema.of(path)
+    assert info.value.message == f"schema file {path} {expected}"
+    assert "pydantic" not in str(info.value)
+
+
+def test_the_cli_explains_an_array_schema_without_python(tmp_path: pathlib.Path, capsys):
+    from jsonmode.cli import main
+
+    path = tmp_path / "list.json"
+    path.write_text('[{"type": "string"}]')
+    document = tmp_path / "in.json"
+    document.write_text('"x"')
+    assert main(["validate", "--schema", str(path), str(document)]) == 2
+    err = capsys.readouterr().err
+    assert "InvalidSchemaError" in err
+    assert "must be a JSON object (a JSON Schema) or true/false, not an array" in err
+    assert str(path) in err
+    assert "pydantic" not in err
+    assert "list[" not in err
+
+
+def test_a_python_list_is_a_usage_error_that_says_how_to_ask_for_a_list():
+    with pytest.raises(UsageError) as info:
+        Schema.of([Person])
+    assert "list[Item]" in str(info.value)
+
+
+def test_a_schema_file_is_read_again_at_every_call(tmp_path: pathlib.Path):
+    path = tmp_path / "s.json"
+    path.write_text('{"type": "integer"}')
+    assert Schema.of(path).conforms(1)
+    path.write_text('{"type": "string"}')
+    assert Schema.of(path).conforms("x")
+    assert Schema.of(path) is Schema.of(path)  # cached by its text

@@ -9,7 +9,7 @@ Three pieces, one per way LangChain code is written:
   Streamed, it yields partial JSON values as the text grows, then the validated value.
 - :class:`LangChainBackend` — any LangChain model (chat model, text LLM, or a runnable
   built from one: ``model.bind(...)``, ``model.with_fallbacks(...)``) as a jsonmode
-  backend. ``JsonMode(chat_model)`` picks it automatically.
+  backend, streaming included. ``JsonMode(chat_model)`` picks it automatically.
 - :func:`jsonmode_runnable` — the whole façade (tiers, validate → repair → re-ask,
   typed errors, events) as one LCEL step: ``prompt | jsonmode_runnable(model, Person)``.
 
@@ -39,7 +39,7 @@ from langchain_core.runnables import Runnable, RunnableLambda
 from pydantic import PrivateAttr
 
 from jsonmode.backends import deadline
-from jsonmode.backends.base import Completion, Request
+from jsonmode.backends.base import Chunk, Completion, Request
 from jsonmode.errors import (
     JsonModeError,
     OutputError,
@@ -213,6 +213,14 @@ class LangChainBackend:
 
     ``JsonMode(model)`` wraps a LangChain runnable in this class without being asked.
     Usage comes from the reply's ``usage_metadata``, truncation from its finish reason.
+
+    ``stream``/``astream`` (``JsonMode.stream``) go through the runnable's own
+    ``stream``/``astream`` (a model that cannot stream yields its whole reply once):
+    the text of each chunk as it comes, then one :class:`~jsonmode.Completion` of the
+    chunks added up (usage when the model reported it, truncation from the finish
+    reason). The whole stream falls under ``timeout`` when one is set (see
+    :func:`jsonmode.backends.deadline.stream`: a sync stream then runs in a worker
+    thread); closing the iterator early closes the runnable's.
     Failures: LangChain's retryable ``ModelError`` s (rate limit, 5xx, connection,
     timeout), ``TimeoutError``/``ConnectionError`` and HTTP 408/409/425/429/5xx become
     :class:`~jsonmode.TransientBackendError` (retried by the transport policy);
@@ -251,6 +259,76 @@ class LangChainBackend:
             )
         return _completion(reply)
 
+    def stream(self, request: Request) -> Iterator[Chunk]:
+        """The reply chunk by chunk, then its :class:`Completion` (see the class docstring)."""
+        messages = _messages(request)
+
+        def chunks() -> Iterator[Chunk]:
+            reply = _Reply()
+            with _mapped_errors():
+                for chunk in self.model.stream(messages, **self.invoke_options):
+                    text = reply.add(chunk)
+                    if text:
+                        yield text
+                yield reply.completion()
+
+        return deadline.stream(chunks, self.timeout, self.name)
+
+    def astream(self, request: Request) -> AsyncIterator[Chunk]:
+        """:meth:`stream` for async code, through the runnable's ``astream``."""
+        messages = _messages(request)
+
+        async def chunks() -> AsyncIterator[Chunk]:
+            reply = _Reply()
+            with _mapped_errors():
+                async for chunk in self.model.astream(messages, **self.invoke_options):
+                    text = reply.add(chunk)
+                    if text:
+                        yield text
+                yield reply.completion()
+
+        return deadline.astream(chunks, self.timeout, self.name)
+
+
+class _Reply:
+    """A streamed reply added up: message chunks (or text) as they come."""
+
+    def __init__(self) -> None:
+        self._message: BaseMessageChunk | None = None
+        self._text: list[str] | None = None
+
+    def add(self, chunk: object) -> str:
+        """Takes one chunk of the runnable's stream; returns its text."""
+        if isinstance(chunk, str):
+            if self._message is not None:
+                raise UsageError("the LangChain runnable streamed both text and messages")
+            if self._text is None:
+                self._text = []
+            self._text.append(chunk)
+            return chunk
+        if not isinstance(chunk, BaseMessage):
+            raise _not_text(chunk)
+        if self._text is not None:
+            raise UsageError("the LangChain runnable streamed both text and messages")
+        piece = chunk if isinstance(chunk, BaseMessageChunk) else _as_chunk(chunk)
+        self._message = piece if self._message is None else self._message + piece
+        return str(piece.text)
+
+    def completion(self) -> Completion:
+        if self._message is not None:
+            return _completion(self._message)
+        return Completion("".join(self._text or ()))
+
+
+def _as_chunk(message: BaseMessage) -> AIMessageChunk:
+    """A whole message (from a runnable that does not stream) as one chunk."""
+    usage = message.usage_metadata if isinstance(message, AIMessage) else None
+    return AIMessageChunk(
+        content=message.content,
+        response_metadata=message.response_metadata,
+        usage_metadata=usage,
+    )
+
 
 def _messages(request: Request) -> list[BaseMessage]:
     return convert_to_messages([dict(message) for message in request.messages])
@@ -270,7 +348,11 @@ def _completion(reply: object) -> Completion:
         return Completion(str(reply.text), usage, reason in _LENGTH_STOPS)
     if isinstance(reply, str):
         return Completion(reply)
-    raise UsageError(
+    raise _not_text(reply)
+
+
+def _not_text(reply: object) -> UsageError:
+    return UsageError(
         f"the LangChain runnable returned {type(reply).__name__}, not a message or text",
         hint="pass the model itself, not a chain that ends in a parser",
     )

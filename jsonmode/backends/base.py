@@ -9,14 +9,14 @@ repair belong to the façade, never to a backend.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from jsonmode.result import Usage
 from jsonmode.schema.core import Schema
 
-__all__ = ["Backend", "Completion", "Request"]
+__all__ = ["Backend", "Chunk", "Completion", "Request", "StreamingBackend"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,3 +77,27 @@ class Backend(Protocol):
     def complete(self, request: Request) -> Completion: ...
 
     async def acomplete(self, request: Request) -> Completion: ...
+
+
+#: What a streaming backend yields: a piece of text as it arrives, and optionally, last,
+#: the whole :class:`Completion` (its text is then authoritative; it carries usage and
+#: truncation).
+Chunk = str | Completion
+
+
+@runtime_checkable
+class StreamingBackend(Backend, Protocol):
+    """A backend that can also stream its reply (``JsonMode.stream`` uses it).
+
+    ``stream(request)`` / ``astream(request)`` yield :data:`Chunk` s: text pieces in
+    order, and optionally one final :class:`Completion` whose ``text`` is the whole
+    reply (when there is none, the pieces joined are the reply, with no usage). They
+    fail as ``complete`` does (Transient/PermanentBackendError), at any point of the
+    stream, and a whole stream falls under the backend's one ``timeout``. The caller
+    may stop iterating early (it then closes the iterator); the backend must release
+    its connection or thread when it does.
+    """
+
+    def stream(self, request: Request) -> Iterator[Chunk]: ...
+
+    def astream(self, request: Request) -> AsyncIterator[Chunk]: ...

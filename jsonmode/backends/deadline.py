@@ -1,6 +1,7 @@
 """Deadlines for backend calls: one call (connect, send, the complete reply) ends by its timeout.
 
-Used by every backend here, and usable by any custom one (``call``, ``acall``).
+Used by every backend here, and usable by any custom one (``call``, ``acall``,
+``stream``, ``astream``).
 
 HTTP clients time each operation, not the call: httpx's ``timeout`` bounds one connect
 or one read, so a server that sends a byte every second never trips it, and a call
@@ -23,8 +24,25 @@ the transport policy may retry like any other transient failure.
   (Not ``asyncio.to_thread``: ``asyncio.run`` waits for its executor's threads at exit,
   so an abandoned call there would hold the loop's shutdown.)
 
-A stream must be consumed inside the function given, so that every chunk of it falls
-under the same deadline.
+Streams (``stream``, ``astream``) fall under one deadline too: opening the stream and
+every item of it, measured from the first request for an item (creating the iterator
+starts nothing). Past it the consumer gets TransientBackendError.
+
+- ``astream(...)``: each step of the async iterator is awaited under what is left of
+  the deadline and cancelled there; the iterator is closed (``aclose``) when the
+  consumer stops, early or not. Nothing reads ahead, so the consumer's own time
+  between items counts against the deadline too.
+- ``stream(...)``: the iterator is driven by a worker thread, as in ``call``, which
+  feeds a queue that the consumer reads with what is left of the deadline. The worker
+  reads ahead without bound (a model's reply is small), and an item that arrived in
+  time is delivered even when the consumer asks for it late. When the consumer stops early
+  (``close()``, ``break``, an exception) or the deadline passes, the worker is told to
+  stop: it stops and closes the iterator as soon as its current step returns (for an
+  HTTP stream: when the next event arrives or the connection ends). Until then it
+  counts as abandoned, under the same :data:`MAX_ABANDONED` limit.
+
+A stream read whole inside the function given to ``call`` / ``acall`` falls under
+that call's deadline as well.
 """
 
 from __future__ import annotations
@@ -33,10 +51,12 @@ import asyncio
 import contextlib
 import contextvars
 import math
+import queue
 import sys
 import threading
-from collections.abc import Awaitable, Callable
-from typing import Generic, TypeVar
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Generator, Iterator
+from typing import Any, Generic, TypeVar
 
 from jsonmode.errors import TransientBackendError, UsageError
 
@@ -46,8 +66,10 @@ __all__ = [
     "abandoned",
     "acall",
     "acall_sync",
+    "astream",
     "call",
     "check_timeout",
+    "stream",
 ]
 
 T = TypeVar("T")
@@ -225,3 +247,123 @@ async def acall_sync(fn: Callable[[], T], timeout: float | None, what: str) -> T
         worker.abandon()
         raise
     return worker.outcome()
+
+
+_END = object()  # the worker's last word on a stream's queue
+
+
+def stream(
+    make: Callable[[], Iterator[T]], timeout: float | None, what: str
+) -> Generator[T, None, None]:
+    """The items of ``make()``, all of them (opening included) within ``timeout`` seconds.
+
+    A generator: nothing happens until the first item is asked for, and the deadline
+    runs from then. Past it the consumer gets TransientBackendError; an error of the
+    iterator is raised as it is, where it happened in the stream. With ``timeout=None``
+    the iterator runs in the caller's thread, with no deadline. Otherwise a worker
+    thread drives it (see the module docstring: what becomes of it when the consumer
+    stops early or the deadline passes, and the :data:`MAX_ABANDONED` limit). Either
+    way the iterator is closed (when it has ``close``) once the consumer stops.
+    """
+    if timeout is None:
+        iterator = make()
+        try:
+            yield from iterator
+        finally:
+            _close(iterator)
+        return
+    items: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    stop = threading.Event()
+
+    def pump() -> None:
+        iterator = make()
+        try:
+            for item in iterator:
+                if stop.is_set():
+                    return
+                items.put((time.monotonic(), item))
+                if stop.is_set():
+                    return
+        finally:
+            _close(iterator)
+
+    worker: _Worker[None] = _Worker(pump, on_done=lambda: items.put(_END))
+    ends = time.monotonic() + timeout
+    worker.start(what)
+    try:
+        while True:
+            try:
+                got = items.get(timeout=max(ends - time.monotonic(), 0.0))
+            except queue.Empty:
+                raise timed_out(what, timeout) from None
+            if got is _END:
+                worker.outcome()
+                return
+            arrived, item = got
+            if arrived > ends:  # it came too late, though the consumer only now asks
+                raise timed_out(what, timeout)
+            yield item
+    finally:
+        stop.set()
+        if not worker.done.is_set():
+            worker.abandon()
+
+
+async def astream(
+    make: Callable[[], AsyncIterator[T]], timeout: float | None, what: str
+) -> AsyncGenerator[T, None]:
+    """The items of ``make()`` within ``timeout`` seconds, cancelled at the deadline.
+
+    An async generator: the deadline runs from the first item asked for. Each step of
+    the iterator is awaited under what is left of it, in the caller's task (Python
+    3.10: in a task of its own per step); at the deadline the step is cancelled and the
+    consumer gets TransientBackendError. The iterator is closed (``aclose``) when the
+    consumer stops. ``timeout=None``: no deadline.
+    """
+    iterator = make()
+    try:
+        if timeout is None:
+            async for item in iterator:
+                yield item
+            return
+        loop = asyncio.get_running_loop()
+        ends = loop.time() + timeout
+        while True:
+            try:
+                item = await _step(iterator, ends, loop)
+            except StopAsyncIteration:
+                return
+            except _Expired:
+                raise timed_out(what, timeout) from None
+            yield item
+    finally:
+        close = getattr(iterator, "aclose", None)
+        if close is not None:
+            await close()
+
+
+class _Expired(Exception):
+    """A stream's step outlasted the deadline (told apart from the iterator's own errors)."""
+
+
+async def _step(iterator: AsyncIterator[T], ends: float, loop: asyncio.AbstractEventLoop) -> T:
+    if ends <= loop.time():
+        raise _Expired
+    if sys.version_info >= (3, 11):
+        try:
+            async with asyncio.timeout_at(ends) as scope:
+                return await iterator.__anext__()
+        except TimeoutError:
+            if scope.expired():
+                raise _Expired from None
+            raise
+    try:  # Python 3.10
+        return await asyncio.wait_for(iterator.__anext__(), ends - loop.time())
+    except asyncio.TimeoutError:
+        raise _Expired from None
+
+
+def _close(iterator: object) -> None:
+    close = getattr(iterator, "close", None)
+    if callable(close):
+        close()

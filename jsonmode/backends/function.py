@@ -1,15 +1,22 @@
-"""Any callable as a backend: takes a prompt string or a message list, returns text."""
+"""Any callable as a backend: takes a prompt string or a message list, returns text.
+
+The callable may also stream: return an iterator (a generator) or an async iterator
+of text pieces (an ``async def`` generator works), optionally ending with a
+:class:`Completion`. ``complete`` joins the pieces; ``stream``/``astream`` hand them
+on as they come (``JsonMode.stream``). A callable returning plain text streams as one
+final piece.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator
+from contextlib import aclosing, contextmanager
 from typing import Any, Literal
 
 from jsonmode.backends import deadline as _deadline
-from jsonmode.backends.base import Completion, Request
+from jsonmode.backends.base import Chunk, Completion, Request
 from jsonmode.errors import (
     JsonModeError,
     PermanentBackendError,
@@ -59,6 +66,9 @@ class FunctionBackend:
         self._is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
             getattr(fn, "__call__", None)  # noqa: B004 - async callable objects
         )
+        self._is_async_gen = inspect.isasyncgenfunction(fn) or inspect.isasyncgenfunction(
+            getattr(fn, "__call__", None)  # noqa: B004
+        )
         self._takes_prompt = takes == "prompt" or (takes == "auto" and _first_param_is_str(fn))
 
     @property
@@ -71,7 +81,7 @@ class FunctionBackend:
         return [dict(message) for message in request.messages]
 
     def complete(self, request: Request) -> Completion:
-        if self._is_async:
+        if self._is_async or self._is_async_gen:
             try:
                 asyncio.get_running_loop()
             except RuntimeError:
@@ -82,20 +92,76 @@ class FunctionBackend:
             )
         argument = self._argument(request)
         with _mapped_errors():
-            return _completion(_deadline.call(lambda: self._fn(argument), self.timeout, self.name))
+            return _completion(
+                _deadline.call(lambda: _joined(self._fn(argument)), self.timeout, self.name)
+            )
 
     async def acomplete(self, request: Request) -> Completion:
         argument = self._argument(request)
         with _mapped_errors():
-            if self._is_async:
-                reply = await _deadline.acall(lambda: self._fn(argument), self.timeout, self.name)
+            if self._is_async or self._is_async_gen:
+                reply = await _deadline.acall(
+                    lambda: _ajoined(self._fn(argument)), self.timeout, self.name
+                )
             elif self.timeout is None:
-                reply = await asyncio.to_thread(self._fn, argument)
+                reply = await asyncio.to_thread(lambda: _joined(self._fn(argument)))
             else:
                 reply = await _deadline.acall_sync(
-                    lambda: self._fn(argument), self.timeout, self.name
+                    lambda: _joined(self._fn(argument)), self.timeout, self.name
                 )
             return _completion(reply)
+
+    def stream(self, request: Request) -> Iterator[Chunk]:
+        """The callable's pieces as it yields them (one Completion for plain text).
+
+        An async callable is driven on a private event loop (not from inside a running
+        one: use ``astream`` there). ``timeout`` bounds the whole stream."""
+        if self._is_async or self._is_async_gen:
+            yield from self._stream_async_from_sync(request)
+            return
+        argument = self._argument(request)
+        with _mapped_errors():
+            yield from _deadline.stream(
+                lambda: _pieces(self._fn(argument)), self.timeout, self.name
+            )
+
+    def astream(self, request: Request) -> AsyncIterator[Chunk]:
+        """Async :meth:`stream`; a sync callable (and a sync iterator it returns) runs
+        in a worker thread, one piece at a time."""
+        return self._agen(request)
+
+    async def _agen(self, request: Request) -> AsyncGenerator[Chunk, None]:
+        argument = self._argument(request)
+        with _mapped_errors():
+            if self._is_async or self._is_async_gen:
+                make = lambda: _apieces(self._fn(argument))  # noqa: E731
+            else:
+                make = lambda: _threaded_pieces(lambda: self._fn(argument))  # noqa: E731
+            async with aclosing(_deadline.astream(make, self.timeout, self.name)) as chunks:
+                async for chunk in chunks:
+                    yield chunk
+
+    def _stream_async_from_sync(self, request: Request) -> Iterator[Chunk]:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            raise UsageError(
+                "an async backend cannot be streamed from sync code inside a running event loop",
+                hint="use astream()",
+            )
+        loop = asyncio.new_event_loop()
+        pieces = self._agen(request)
+        try:
+            while True:
+                try:
+                    yield loop.run_until_complete(pieces.__anext__())
+                except StopAsyncIteration:
+                    return
+        finally:
+            loop.run_until_complete(pieces.aclose())
+            loop.close()
 
 
 @contextmanager
@@ -108,6 +174,80 @@ def _mapped_errors() -> Iterator[None]:
         raise TransientBackendError(f"backend callable failed: {exc!r}") from exc
     except Exception as exc:
         raise PermanentBackendError(f"backend callable failed: {exc!r}") from exc
+
+
+def _pieces(reply: Any) -> Generator[Chunk, None, None]:
+    """A callable's reply as chunks: plain text is one whole Completion."""
+    if not isinstance(reply, Iterator):
+        yield _completion(reply)  # text, a Completion, or the UsageError
+        return
+    try:
+        for piece in reply:
+            yield _chunk(piece)
+    finally:
+        close = getattr(reply, "close", None)
+        if callable(close):
+            close()
+
+
+async def _apieces(reply: Any) -> AsyncIterator[Chunk]:
+    if inspect.isawaitable(reply):
+        reply = await reply
+    if isinstance(reply, AsyncIterator):
+        try:
+            async for piece in reply:
+                yield _chunk(piece)
+        finally:
+            close = getattr(reply, "aclose", None)
+            if callable(close):
+                await close()
+        return
+    for chunk in _pieces(reply):
+        yield chunk
+
+
+async def _threaded_pieces(call: Callable[[], Any]) -> AsyncIterator[Chunk]:
+    """A sync callable's chunks, each produced in a worker thread."""
+    reply = await asyncio.to_thread(call)
+    pieces = _pieces(reply)
+    done = object()
+    try:
+        while (chunk := await asyncio.to_thread(next, pieces, done)) is not done:
+            yield chunk  # type: ignore[misc]
+    finally:
+        pieces.close()
+
+
+def _chunk(piece: Any) -> Chunk:
+    if isinstance(piece, (str, Completion)):
+        return piece
+    raise UsageError(
+        f"a streaming backend callable must yield str (or a final Completion), "
+        f"got {type(piece).__name__}"
+    )
+
+
+def _joined(reply: Any) -> Any:
+    """A reply that is an iterator of pieces, joined (anything else as is)."""
+    if not isinstance(reply, Iterator):
+        return reply
+    return _whole(list(_pieces(reply)))
+
+
+async def _ajoined(reply: Any) -> Any:
+    if inspect.isawaitable(reply):
+        reply = await reply
+    if not isinstance(reply, (Iterator, AsyncIterator)):
+        return reply
+    return _whole([chunk async for chunk in _apieces(reply)])
+
+
+def _whole(chunks: list[Chunk]) -> Completion:
+    """Chunks as one Completion: a final Completion wins, else the pieces joined."""
+    for chunk in reversed(chunks):
+        if isinstance(chunk, Completion):
+            return chunk
+    return Completion("".join(chunk for chunk in chunks if isinstance(chunk, str)))
 
 
 def _completion(reply: Any) -> Completion:

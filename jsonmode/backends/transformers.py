@@ -14,17 +14,25 @@ token: past it generation stops and the call fails with TransientBackendError.
 from __future__ import annotations
 
 import asyncio
+import codecs
+import queue
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 from jsonmode import events
-from jsonmode.backends.base import Completion, Request
+from jsonmode.backends.base import Chunk, Completion, Request
 from jsonmode.backends.deadline import check_timeout
 from jsonmode.decoding.compiled import CompiledSchema, compile_schema
 from jsonmode.decoding.logits import JsonLogitsProcessor
 from jsonmode.decoding.vocabulary import Vocabulary
-from jsonmode.errors import TransientBackendError, UsageError
+from jsonmode.errors import (
+    BackendError,
+    PermanentBackendError,
+    TransientBackendError,
+    UsageError,
+)
 from jsonmode.result import Usage
 from jsonmode.schema.core import Schema
 
@@ -45,6 +53,9 @@ class TransformersBackend:
             TransientBackendError and the partial output is dropped.
         compile_options: :class:`~jsonmode.decoding.compiler.CompileOptions` fields.
         **generate_options: passed to ``model.generate`` (``do_sample``, ``temperature``...).
+
+    ``stream`` yields the text as it is generated; ``complete_batch`` generates many
+    requests in one ``generate`` call (``JsonMode.map`` uses it), one matcher per row.
 
     Not thread-safe for concurrent ``complete`` calls on one model (torch models
     are not); the async path runs generation in a worker thread.
@@ -91,45 +102,57 @@ class TransformersBackend:
         """
         return compile_schema(schema.json_schema, self.vocabulary, **self.compile_options)
 
-    def _prompt_ids(self, request: Request) -> Any:
+    def _prompt_ids(self, request: Request) -> list[int]:
         messages = [dict(message) for message in request.messages]
         if getattr(self.tokenizer, "chat_template", None):
             encoded = self.tokenizer.apply_chat_template(
-                messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+                messages, add_generation_prompt=True, return_dict=True
             )
-            return encoded["input_ids"], encoded.get("attention_mask")
-        encoded = self.tokenizer(request.prompt_text() + "\n", return_tensors="pt")
-        return encoded["input_ids"], encoded.get("attention_mask")
+            return [int(t) for t in encoded["input_ids"]]
+        encoded = self.tokenizer(request.prompt_text() + "\n")
+        return [int(t) for t in encoded["input_ids"]]
 
-    def _generate(self, request: Request, streamer: Any = None) -> Completion:
+    def _generate(
+        self, requests: Sequence[Request], streamer: Any = None, stop: Any = None
+    ) -> list[Completion | BackendError]:
+        """One ``generate`` call for ``requests`` (rows, left-padded); all constrained
+        or none, and constrained ones share one schema (see :meth:`complete_batch`)."""
         import torch
 
         started = time.time()  # the clock transformers' MaxTimeCriteria reads
-        input_ids, attention = self._prompt_ids(request)
-        device = getattr(self.model, "device", None)
-        if device is not None:
-            input_ids = input_ids.to(device)
-            attention = attention.to(device) if attention is not None else None
-        processors = []
-        processor: JsonLogitsProcessor | None = None
-        if request.constrained:
-            processor = JsonLogitsProcessor(self.constrain(request.schema))
-            processors.append(processor)
+        prompts = [self._prompt_ids(request) for request in requests]
         eos = sorted(self.vocabulary.eos_ids)
         pad = self.tokenizer.pad_token_id
+        pad = pad if pad is not None else (eos[0] if eos else 0)
+        width = max(len(ids) for ids in prompts)
+        input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for ids in prompts])
+        attention = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in prompts])
+        device = getattr(self.model, "device", None)
+        if device is not None:
+            input_ids, attention = input_ids.to(device), attention.to(device)
+        processors = []
+        processor: JsonLogitsProcessor | None = None
+        if requests[0].constrained:
+            processor = JsonLogitsProcessor(self.constrain(requests[0].schema))
+            processors.append(processor)
         options: dict[str, Any] = {
             "max_new_tokens": self.max_new_tokens,
             "eos_token_id": eos or None,
-            "pad_token_id": pad if pad is not None else (eos[0] if eos else 0),
+            "pad_token_id": pad,
             "do_sample": False,
             **self.generate_options,
         }
+        criteria = list(options.get("stopping_criteria") or [])
         if self.timeout is not None:
-            from transformers import MaxTimeCriteria, StoppingCriteriaList
+            from transformers import MaxTimeCriteria
 
-            given = options.get("stopping_criteria") or []
-            stop = MaxTimeCriteria(self.timeout, initial_timestamp=started)
-            options["stopping_criteria"] = StoppingCriteriaList([*given, stop])
+            criteria.append(MaxTimeCriteria(self.timeout, initial_timestamp=started))
+        if stop is not None:
+            criteria.append(stop)
+        if criteria:
+            from transformers import StoppingCriteriaList
+
+            options["stopping_criteria"] = StoppingCriteriaList(criteria)
         with torch.inference_mode():
             output = self.model.generate(
                 input_ids=input_ids,
@@ -138,45 +161,157 @@ class TransformersBackend:
                 streamer=streamer,
                 **options,
             )
-        prompt_length = int(input_ids.shape[1])
-        generated = [int(t) for t in output[0, prompt_length:].tolist()]
-        ended = next((i for i, t in enumerate(generated) if t in self.vocabulary.eos_ids), None)
-        if self.timeout is not None and ended is None and time.time() - started > self.timeout:
-            raise TransientBackendError(
-                f"{self.name}: generation did not finish within the timeout of "
-                f"{self.timeout:g} s ({len(generated)} tokens generated)",
-                hint="raise timeout= or lower max_new_tokens",
+        late = self.timeout is not None and time.time() - started > self.timeout
+        replies: list[Completion | BackendError] = []
+        for row, ids in enumerate(prompts):
+            generated = [int(t) for t in output[row, width:].tolist()]
+            ended = next((i for i, t in enumerate(generated) if t in self.vocabulary.eos_ids), None)
+            if late and ended is None:
+                replies.append(
+                    TransientBackendError(
+                        f"{self.name}: generation did not finish within the timeout of "
+                        f"{self.timeout:g} s ({len(generated)} tokens generated)",
+                        hint="raise timeout= or lower max_new_tokens",
+                    )
+                )
+                continue
+            body = generated if ended is None else generated[:ended]
+            data = b"".join(self.vocabulary.token_bytes(t) for t in body)
+            truncated = ended is None and len(generated) >= self.max_new_tokens
+            if processor is not None and not processor.is_complete(row):
+                truncated = True
+            replies.append(
+                Completion(
+                    data.decode("utf-8", errors="replace"),
+                    Usage(len(ids), len(generated) if ended is None else ended + 1),
+                    truncated=truncated,
+                )
             )
-        body = generated if ended is None else generated[:ended]
-        data = b"".join(self.vocabulary.token_bytes(t) for t in body)
-        truncated = ended is None and len(generated) >= self.max_new_tokens
-        if processor is not None and not processor.is_complete(0):
-            truncated = True
         if processor is not None and events.listeners:
             events.decoder_finished(processor.compiled.engine)  # exact cache counts per request
-        return Completion(
-            data.decode("utf-8", errors="replace"),
-            Usage(prompt_length, len(generated)),
-            truncated=truncated,
-        )
+        return replies
 
     def complete(self, request: Request) -> Completion:
-        return self._generate(request)
+        return _raised(self._generate([request])[0])
 
     async def acomplete(self, request: Request) -> Completion:
-        return await asyncio.to_thread(self._generate, request)
+        return await asyncio.to_thread(self.complete, request)
 
-    def stream(self, request: Request) -> Iterator[str]:
-        """Yield the text as it is generated (then the final Completion is not returned).
+    def complete_batch(self, requests: Sequence[Request]) -> list[Completion | BackendError]:
+        """Complete ``requests`` in as few ``generate`` calls as their kinds allow: one
+        per (constrained, schema) group, each row with its own matcher. A failure of
+        a row (its timeout) is that row's entry; a failure of ``generate`` itself is
+        every row's entry of that group, as a PermanentBackendError. Not thread-safe
+        (one model)."""
+        replies: list[Completion | BackendError | None] = [None] * len(requests)
+        groups: dict[tuple[bool, int], list[int]] = {}
+        for index, request in enumerate(requests):
+            key = (request.constrained, id(request.schema) if request.constrained else 0)
+            groups.setdefault(key, []).append(index)
+        for rows in groups.values():
+            try:
+                done = self._generate([requests[row] for row in rows])
+            except BackendError as error:
+                done = [error] * len(rows)
+            except Exception as exc:  # the model's own failure, e.g. out of memory
+                failure = PermanentBackendError(f"{self.name}: generation failed: {exc!r}")
+                done = [failure] * len(rows)
+            for row, reply in zip(rows, done, strict=True):
+                replies[row] = reply
+        return [reply for reply in replies if reply is not None]
 
-        Runs generation in a worker thread and yields decoded pieces as tokens arrive.
+    def stream(self, request: Request) -> Iterator[Chunk]:
+        """The text as tokens are generated, then the whole Completion.
+
+        Generation runs in a worker thread; closing the iterator early stops it at the
+        next token. Pieces are the tokens' own bytes, decoded incrementally (a
+        character split across tokens comes out whole, with the second token).
         """
-        import threading
+        stream = _TokenStream(self)
+        stream.start(request)
+        try:
+            while (chunk := stream.next()) is not None:
+                yield chunk
+        finally:
+            stream.stop()
 
-        from transformers import TextIteratorStreamer
+    async def astream(self, request: Request) -> AsyncIterator[Chunk]:
+        """Async :meth:`stream`: waits for each piece in a worker thread."""
+        stream = _TokenStream(self)
+        stream.start(request)
+        try:
+            while (chunk := await asyncio.to_thread(stream.next)) is not None:
+                yield chunk
+        finally:
+            stream.stop()
 
-        streamer = TextIteratorStreamer(self.tokenizer, skip_prompt=True)
-        worker = threading.Thread(target=self._generate, args=(request, streamer), daemon=True)
-        worker.start()
-        yield from streamer
-        worker.join()
+
+def _raised(reply: Completion | BackendError) -> Completion:
+    if isinstance(reply, BackendError):
+        raise reply
+    return reply
+
+
+_END = object()
+
+
+class _TokenStream:
+    """One streamed generation: a transformers streamer that turns token ids into text
+    pieces on a queue, a stopping criterion for an early close, and the worker."""
+
+    def __init__(self, backend: TransformersBackend) -> None:
+        self.backend = backend
+        self.queue: queue.Queue[Any] = queue.Queue()
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.stopped = threading.Event()
+        self.prompt_seen = False
+        self.ended = False
+        self.worker: threading.Thread | None = None
+
+    # transformers' streamer protocol: put(token ids), end()
+    def put(self, value: Any) -> None:
+        if not self.prompt_seen:  # generate hands the prompt over first
+            self.prompt_seen = True
+            return
+        vocabulary = self.backend.vocabulary
+        for token in value.reshape(-1).tolist():
+            if self.ended or int(token) in vocabulary.eos_ids:
+                self.ended = True
+                continue
+            piece = self.decoder.decode(vocabulary.token_bytes(int(token)))
+            if piece:
+                self.queue.put(piece)
+
+    def end(self) -> None:
+        pass  # the worker posts the Completion, then _END
+
+    # a stopping criterion: an early close stops generation at the next token
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        import torch
+
+        return torch.full((input_ids.shape[0],), self.stopped.is_set(), dtype=torch.bool)
+
+    def start(self, request: Request) -> None:
+        def work() -> None:
+            try:
+                self.queue.put(_raised(self.backend._generate([request], self, self)[0]))
+            except BaseException as error:  # handed to the consumer, raised there
+                self.queue.put(error)
+            finally:
+                self.queue.put(_END)
+
+        self.worker = threading.Thread(target=work, name="jsonmode-generate", daemon=True)
+        self.worker.start()
+
+    def next(self) -> Chunk | None:
+        item = self.queue.get()
+        if item is _END:
+            return None
+        if isinstance(item, BaseException):
+            raise item
+        return item  # type: ignore[no-any-return]
+
+    def stop(self) -> None:
+        self.stopped.set()
+        if self.worker is not None:
+            self.worker.join()

@@ -203,6 +203,21 @@ class Collectors:
             buckets=_ATTEMPT_BUCKETS,
             registry=r,
         )
+        first_partial = Histogram(
+            "jsonmode_stream_first_partial_seconds",
+            "Time from the start of a streamed request to its first partial value "
+            "(streams that showed none are not counted).",
+            ["tier"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        stream_duration = Histogram(
+            "jsonmode_stream_duration_seconds",
+            "Wall time of a streamed request (JsonMode.stream), by whether it returned a value.",
+            ["tier", "ok"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
         self._compile = Histogram(
             "jsonmode_compile_duration_seconds",
             "Time to compile a schema for constrained decoding (compile-cache hits excluded).",
@@ -234,10 +249,13 @@ class Collectors:
         self._retries = _children(retries, TIERS)
         self._duration = _children(duration, TIERS)
         self._per_request = _children(per_request, TIERS)
+        self._first_partial = _children(first_partial, TIERS)
+        self._stream_duration = _children(stream_duration, TIERS, ("true", "false"))
         self._schemas: dict[tuple[str, str], Any] = {}
         self._schema_children(UNNAMED)
         self._handlers: dict[type, Callable[[Any], None]] = {
             events.RequestFinished: self._request,
+            events.StreamFinished: self._streamed,
             events.AttemptFinished: self._attempt,
             events.CompileFinished: self._compiled,
             events.MaskTimed: self._masked,
@@ -303,6 +321,12 @@ class Collectors:
                 self._tokens[tier, "completion"].inc(usage.completion_tokens)
         if attempt.transport_retries:
             self._retries[tier,].inc(attempt.transport_retries)
+
+    def _streamed(self, event: events.StreamFinished) -> None:
+        if event.first_partial_s is not None:
+            self._first_partial[event.tier,].observe(event.first_partial_s)
+        ok = "true" if event.ok else "false"
+        self._stream_duration[event.tier, ok].observe(event.duration_s)
 
     def _compiled(self, event: events.CompileFinished) -> None:
         self._compile.observe(event.seconds)

@@ -5,7 +5,8 @@ required properties may still be missing and strings still growing. What it hold
 is exactly what the finished document will hold, no more:
 
 - a string cut off mid-way appears with the characters received so far (an escape
-  sequence cut in half is left out until it is complete);
+  sequence cut in half is left out until it is complete), or, with
+  ``growing_strings=False``, only once its closing quote has arrived;
 - a number appears only once something follows it (``12`` may still become
   ``1234``), ``true``/``false``/``null`` once complete;
 - an object key appears only once its value has started;
@@ -16,6 +17,9 @@ So for every prefix of a JSON text ``t``, ``parse_partial(prefix)`` is contained
 prose or a markdown fence before the first ``{`` or ``[`` is skipped; anything after
 the document is ignored. Costs one linear pass over the text per call (a stream
 re-reads its growing text, so texts over :data:`MAX_PARTIAL_CHARS` give no partials).
+
+:func:`complete_items` reads the same way the items of a top-level array that are
+already complete (for handing out list items one by one while the list streams).
 
 A document that can never be read (see :mod:`jsonmode._json`: a number beyond the
 double range such as ``1e400``, a lone surrogate) gives no partial value at all, so a
@@ -30,7 +34,7 @@ from typing import Any
 
 from jsonmode._json import StrictJSONError, has_surrogate, loads_strict
 
-__all__ = ["MAX_PARTIAL_CHARS", "parse_partial"]
+__all__ = ["MAX_PARTIAL_CHARS", "complete_items", "parse_partial"]
 
 #: Longer texts give no partial value: re-reading them on every chunk would cost
 #: quadratic time over a long stream.
@@ -62,13 +66,66 @@ class _Invalid(Exception):
     """The prefix cannot be the start of a JSON document."""
 
 
-def parse_partial(text: str) -> Any:
+def parse_partial(text: str, *, growing_strings: bool = True) -> Any:
     """The value the JSON document at the start of ``text`` holds so far.
+
+    ``growing_strings=False`` leaves out a string until it is closed (an object
+    member whose string value is still open is not shown yet).
 
     Returns ``None`` when nothing can be shown yet (empty text, a lone number still
     growing), when the text cannot be the start of a JSON document, or when it is
     longer than :data:`MAX_PARTIAL_CHARS`. Never raises for any input text.
     """
+    start = _start(text)
+    if start is None:
+        return None
+    try:
+        value, _ = _value(text, start, growing_strings)
+    except _Cut as cut:
+        value = cut.value
+    except (_Invalid, RecursionError):
+        return None
+    return None if value is _NOTHING else value
+
+
+def complete_items(text: str) -> tuple[list[Any], bool] | None:
+    """The items of the top-level array at the start of ``text`` that are complete,
+    and whether the array itself is closed.
+
+    An item is complete once the text shows where it ends (``12`` only once a ``,`` or
+    ``]`` or space follows it). Leading prose is skipped as by :func:`parse_partial`.
+    Returns None when the document is not an array (or not yet known to be one), when
+    the text cannot be the start of a JSON document, or when it is over
+    :data:`MAX_PARTIAL_CHARS`. Never raises; one linear pass.
+    """
+    start = _start(text)
+    if start is None or start >= len(text) or text[start] != "[":
+        return None
+    items: list[Any] = []
+    try:
+        i = _skip(text, start + 1)
+        if i < len(text) and text[i] == "]":
+            return items, True
+        while True:
+            try:
+                item, i = _value(text, i, False)
+            except _Cut:
+                return items, False
+            items.append(item)
+            i = _skip(text, i)
+            if i >= len(text):
+                return items, False
+            if text[i] == "]":
+                return items, True
+            if text[i] != ",":
+                return None
+            i += 1
+    except (_Invalid, RecursionError):
+        return None
+
+
+def _start(text: str) -> int | None:
+    """Where the document starts (past leading whitespace or prose), or None."""
     if len(text) > MAX_PARTIAL_CHARS:
         return None
     start = _WS.match(text, 0).end()  # type: ignore[union-attr]
@@ -77,30 +134,24 @@ def parse_partial(text: str) -> Any:
         if found is None:
             return None
         start = found.start()
-    try:
-        value, _ = _value(text, start)
-    except _Cut as cut:
-        value = cut.value
-    except (_Invalid, RecursionError):
-        return None
-    return None if value is _NOTHING else value
+    return start
 
 
 def _skip(text: str, i: int) -> int:
     return _WS.match(text, i).end()  # type: ignore[union-attr]
 
 
-def _value(text: str, i: int) -> tuple[Any, int]:
+def _value(text: str, i: int, growing: bool) -> tuple[Any, int]:
     i = _skip(text, i)
     if i >= len(text):
         raise _Cut(_NOTHING)
     char = text[i]
     if char == "{":
-        return _object(text, i + 1)
+        return _object(text, i + 1, growing)
     if char == "[":
-        return _array(text, i + 1)
+        return _array(text, i + 1, growing)
     if char == '"':
-        return _string(text, i)
+        return _string(text, i, growing)
     if char in "-0123456789":
         token = _NUMBERISH.match(text, i).group()  # type: ignore[union-attr]
         end = i + len(token)
@@ -120,10 +171,12 @@ def _value(text: str, i: int) -> tuple[Any, int]:
     raise _Invalid
 
 
-def _string(text: str, i: int) -> tuple[str, int]:
+def _string(text: str, i: int, growing: bool) -> tuple[str, int]:
     whole = _STRING.match(text, i)
     if whole is not None:
         return _text(whole.group()), whole.end()
+    if not growing:
+        raise _Cut(_NOTHING)
     pieces: list[str] = []
     pos = i + 1
     while (piece := _BODY_PIECE.match(text, pos)) is not None:
@@ -147,7 +200,7 @@ def _text(literal: str) -> str:
     return value
 
 
-def _object(text: str, i: int) -> tuple[dict[str, Any], int]:
+def _object(text: str, i: int, growing: bool) -> tuple[dict[str, Any], int]:
     obj: dict[str, Any] = {}
     i = _skip(text, i)
     if i < len(text) and text[i] == "}":
@@ -159,7 +212,7 @@ def _object(text: str, i: int) -> tuple[dict[str, Any], int]:
         if text[i] != '"':
             raise _Invalid
         try:
-            key, i = _string(text, i)
+            key, i = _string(text, i, True)
         except _Cut:
             raise _Cut(obj) from None  # a key is shown only once it is complete
         i = _skip(text, i)
@@ -168,7 +221,7 @@ def _object(text: str, i: int) -> tuple[dict[str, Any], int]:
         if text[i] != ":":
             raise _Invalid
         try:
-            obj[key], i = _value(text, i + 1)
+            obj[key], i = _value(text, i + 1, growing)
         except _Cut as cut:
             if cut.value is not _NOTHING:
                 obj[key] = cut.value
@@ -183,14 +236,14 @@ def _object(text: str, i: int) -> tuple[dict[str, Any], int]:
         i += 1
 
 
-def _array(text: str, i: int) -> tuple[list[Any], int]:
+def _array(text: str, i: int, growing: bool) -> tuple[list[Any], int]:
     items: list[Any] = []
     i = _skip(text, i)
     if i < len(text) and text[i] == "]":
         return items, i + 1
     while True:
         try:
-            item, i = _value(text, i)
+            item, i = _value(text, i, growing)
         except _Cut as cut:
             if cut.value is not _NOTHING:
                 items.append(cut.value)

@@ -9,6 +9,7 @@ __all__ = ["REPAIR_KINDS", "Repair", "RepairKind"]
 
 RepairKind = Literal[
     "extract",  # the JSON was cut out of prose or a markdown fence
+    "double_encoded",  # the reply was a JSON string holding the document: its content was read
     "python_literal",  # None/True/False (or NULL, TRUE...) outside strings -> null/true/false
     "syntax",  # json-repair fixed the syntax (quotes, commas, comments, missing brackets)
     "string_to_integer",  # "42" -> 42 where the schema says integer
@@ -29,8 +30,8 @@ class Repair:
     Attributes:
         path: where in the document (``$`` for the whole output).
         kind: what was done; one of :data:`REPAIR_KINDS`.
-        before: the original (text for ``extract``/``python_literal``/``syntax``, else
-            the JSON value).
+        before: the original (text for ``extract``/``python_literal``/``syntax``/
+            ``double_encoded``, else the JSON value).
         after: the replacement, same convention.
     """
 

@@ -1,8 +1,9 @@
 """Schema input → one normalised JSON Schema, plus the validators for it.
 
 Accepted inputs: a pydantic model class, any other type pydantic's ``TypeAdapter``
-takes (``list[Model]``, ``Literal[...]``, unions, ``Annotated`` constraints), a JSON
-Schema dict, JSON Schema text, or a ``pathlib.Path`` to a JSON Schema file.
+takes (``list[Model]``, ``Iterable[Model]``, ``Literal[...]``, unions, ``Annotated``
+constraints), a JSON Schema dict, JSON Schema text, or a ``pathlib.Path`` to a JSON
+Schema file.
 
 A :class:`Schema` is immutable and thread-safe; building one costs a schema check
 (milliseconds for large schemas), so :meth:`Schema.of` caches them. Building one also
@@ -13,13 +14,14 @@ and ``json_schema`` holds in-document references as JSON pointers from the root.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import pathlib
 import re
 import threading
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +36,14 @@ from jsonmode.schema.formats import FormatUndecided
 from jsonmode.schema.formats import budget as format_budget
 from jsonmode.schema.patterns import PatternUndecidedError
 from jsonmode.schema.refs import analyse
-from jsonmode.schema.validation import Issue, format_path, make_validator, validation_issues
+from jsonmode.schema.validation import (
+    MAX_ISSUES,
+    Issue,
+    explain_schema_error,
+    format_path,
+    make_validator,
+    validation_issues,
+)
 
 __all__ = ["Checked", "Schema"]
 
@@ -105,9 +114,12 @@ class Schema:
         try:
             return make_validator(schema)
         except jsonschema.exceptions.SchemaError as exc:
+            problem = explain_schema_error(exc)
+            where = "the root" if problem.location == "/" else problem.location
             raise InvalidSchemaError(
-                f"not a valid JSON Schema: {exc.message}",
-                schema_path="/" + "/".join(str(part) for part in exc.absolute_path),
+                f"not a valid JSON Schema: at {where}, {problem.message}",
+                schema_path=problem.location,
+                hint=problem.hint,
             ) from None
         except RecursionError:  # (jsonschema checks a schema recursively)
             raise UnsupportedSchemaError(
@@ -119,8 +131,14 @@ class Schema:
     def of(cls, schema: object, *, name: str | None = None) -> Schema:
         """Normalise ``schema`` (see module docstring); cached for hashable inputs and dicts.
 
+        A ``pathlib.Path`` is read at every call (and cached by its text); each
+        error about it names the file.
+
         Raises:
-            InvalidSchemaError: not a valid JSON Schema, not JSON, or not a type pydantic knows.
+            InvalidSchemaError: not a valid JSON Schema (the message names the JSON path
+                of the bad keyword and what was expected; ``schema_path`` holds the
+                path), not JSON (with the line and column), JSON that is not an object
+                or a boolean, or not a type pydantic knows.
             InvalidSchemaError: also a reference that does not resolve inside the
                 document (files and URLs are never read: see :mod:`jsonmode.schema.refs`),
                 or a reference cycle that never descends into the value.
@@ -128,6 +146,12 @@ class Schema:
         """
         if isinstance(schema, Schema):
             return schema if name is None or name == schema.name else schema.renamed(name)
+        if isinstance(schema, pathlib.Path):
+            return cls._from_file(schema, name)
+        return cls._cached(schema, name)
+
+    @classmethod
+    def _cached(cls, schema: object, name: str | None, file: pathlib.Path | None = None) -> Schema:
         key = _cache_key(schema, name)
         if key is not None:
             with _cache_lock:
@@ -135,7 +159,7 @@ class Schema:
             if hit is not None:
                 return hit
         text = key[1] if isinstance(key, tuple) and key[0] == "json" else None
-        built = cls._build(schema, name, text)
+        built = cls._build(schema, name, text, file)
         if key is not None:
             with _cache_lock:
                 if len(_cache) >= _CACHE_LIMIT:
@@ -144,20 +168,47 @@ class Schema:
         return built
 
     @classmethod
-    def _build(cls, schema: object, name: str | None, text: str | None = None) -> Schema:
-        """``text``: ``schema`` (a dict or bool) as JSON already, when the caller has it."""
-        if isinstance(schema, pathlib.Path):
-            try:
-                schema = schema.read_text(encoding="utf-8")
-            except OSError as exc:
-                raise InvalidSchemaError(f"cannot read schema file: {exc}") from None
+    def _from_file(cls, path: pathlib.Path, name: str | None) -> Schema:
+        """The schema in a file, read now (cached by its text, never by its path: the
+        file may change). Every error names the file."""
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise InvalidSchemaError(
+                f"cannot read schema file {path}: {exc.strerror or exc}"
+            ) from None
+        except UnicodeDecodeError as exc:
+            raise InvalidSchemaError(
+                f"schema file {path} is not UTF-8 text (at byte {exc.start})"
+            ) from None
+        return cls._cached(text, name, path)
+
+    @classmethod
+    def _build(
+        cls,
+        schema: object,
+        name: str | None,
+        text: str | None = None,
+        file: pathlib.Path | None = None,
+    ) -> Schema:
+        """``text``: ``schema`` (a dict or bool) as JSON already, when the caller has it;
+        ``file``: where the text ``schema`` was read from (named in every error)."""
         if isinstance(schema, str):
+            source = "schema text" if file is None else f"schema file {file}"
             try:
                 schema = json.loads(schema)
             except RecursionError:
-                raise InvalidSchemaError("schema text nests too deeply") from None
-            except ValueError as exc:  # not JSON, or an integer too long to convert
-                raise InvalidSchemaError(f"schema text is not JSON: {exc}") from None
+                raise InvalidSchemaError(f"{source} nests too deeply") from None
+            except json.JSONDecodeError as exc:
+                where = f"line {exc.lineno}, column {exc.colno}"
+                raise InvalidSchemaError(f"{source} is not JSON: {exc.msg} at {where}") from None
+            except ValueError as exc:  # an integer too long to convert
+                raise InvalidSchemaError(f"{source} is not JSON: {exc}") from None
+            if not isinstance(schema, (dict, bool)):
+                raise InvalidSchemaError(
+                    f"{'schema' if file is None else source} must be a JSON object "
+                    f"(a JSON Schema) or true/false, not {_json_kind(schema)}"
+                )
         if isinstance(schema, (dict, bool)):
             try:
                 if text is None:
@@ -167,7 +218,16 @@ class Schema:
             # A private deep copy, as JSON reads it: the caller may mutate their dict later.
             owned = json.loads(text)
             title = owned.get("title") if isinstance(owned, dict) else None
-            return cls(owned, _safe_name(name or (title if isinstance(title, str) else "")))
+            try:
+                return cls(owned, _safe_name(name or (title if isinstance(title, str) else "")))
+            except (InvalidSchemaError, UnsupportedSchemaError) as exc:
+                if file is None or type(exc) not in (InvalidSchemaError, UnsupportedSchemaError):
+                    raise
+                raise type(exc)(
+                    f"schema file {file}: {exc.message}",
+                    schema_path=exc.schema_path,
+                    hint=exc.hint,
+                ) from None
         if isinstance(schema, type) or _is_typing_form(schema):
             try:
                 # Any: pydantic's own parameter type differs between releases.
@@ -180,10 +240,10 @@ class Schema:
                 ) from None
             default_name = _type_name(schema) or str(generated.get("title", ""))
             return cls(generated, _safe_name(name or default_name), adapter)
-        raise UsageError(
-            f"unsupported schema input of type {type(schema).__name__}",
-            hint="pass a pydantic model, a Python type, a JSON Schema dict or JSON text",
-        )
+        hint = "pass a pydantic model, a Python type, a JSON Schema dict or JSON text"
+        if isinstance(schema, (list, tuple)):
+            hint += "; for a list of items, pass list[Item] or {'type': 'array', 'items': ...}"
+        raise UsageError(f"unsupported schema input of type {type(schema).__name__}", hint=hint)
 
     def renamed(self, name: str) -> Schema:
         """The same schema under another name (the name is sent to native APIs)."""
@@ -256,12 +316,30 @@ class Schema:
         except RecursionError:
             return [_TOO_DEEP]
 
-    def check(self, value: Any) -> Checked:
+    def check(self, value: Any, *, context: Any = None) -> Checked:
         """Validate with jsonschema, then (for Python types) with pydantic.
 
         Pydantic runs only on values that already conform to the JSON Schema, so its
         lax conversions never hide a schema violation; its own validators (custom
         ``field_validator`` s) still report through ``Issue(keyword="model")``.
+
+        Args:
+            value: a JSON value.
+            context: pydantic's validation context, as pydantic defines it for
+                ``TypeAdapter.validate_json(..., context=...)``: validators read it as
+                ``info.context``. Unused by JSON Schema inputs.
+
+        Lazy values: pydantic validates the items of an ``Iterable[...]`` (or
+        ``Generator[...]``) only while the caller iterates them. ``check`` iterates
+        every one now, so an item's validator error is an issue here (``$[2].age``,
+        keyword ``model``), never an exception later. Such a value is handed back as
+        a ``list`` at the top level; inside a model or container, as an iterator over
+        its items (already validated: the type pydantic gives there and its serializer
+        expects). This costs one walk of the typed value, only for schemas with such a
+        part; issues beyond :data:`~jsonmode.schema.validation.MAX_ISSUES` are not collected.
+
+        Thread-safe. Raises only what the validators raise for a broken schema
+        (:class:`InvalidSchemaError` for an unresolvable reference).
         """
         issues = self.issues(value)
         if issues:
@@ -269,19 +347,139 @@ class Schema:
         if self.adapter is None:
             return Checked((), value)
         try:
-            return Checked((), self.adapter.validate_json(json.dumps(value)))
+            typed = self.adapter.validate_json(json.dumps(value), context=context)
         except pydantic.ValidationError as exc:
-            return Checked(
-                tuple(
-                    Issue(format_path(err["loc"]), "model", err["msg"])
-                    for err in exc.errors(include_url=False)
-                )
-            )
+            return Checked(_model_issues(exc, ()))
+        if not self._lazy:
+            return Checked((), typed)
+        problems: list[Issue] = []
+        try:
+            typed = _materialise(typed, (), problems)
+        except RecursionError:
+            return Checked((_TOO_DEEP,))
+        if problems:
+            if len(problems) > MAX_ISSUES:
+                problems[MAX_ISSUES:] = [_MORE_ISSUES]
+            return Checked(tuple(problems))
+        return Checked((), list(typed) if isinstance(typed, Iterator) else typed)
+
+    @functools.cached_property
+    def _lazy(self) -> bool:
+        """Whether pydantic may hand back a part unvalidated until iterated: a
+        ``generator`` anywhere in the adapter's core schema (``Iterable[...]``)."""
+        if self.adapter is None:
+            return False
+        stack: list[Any] = [self.adapter.core_schema]
+        seen: set[int] = set()
+        while stack:
+            node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            if isinstance(node, dict):
+                if node.get("type") == "generator":
+                    return True
+                stack.extend(v for v in node.values() if isinstance(v, (dict, list)))
+            elif isinstance(node, list):
+                stack.extend(v for v in node if isinstance(v, (dict, list)))
+        return False
 
     @functools.cached_property
     def prompt_form(self) -> str:
         """The schema as compact JSON for a prompt, without pydantic's derived titles."""
         return json.dumps(_strip_derived_titles(self.json_schema), separators=(",", ":"))
+
+
+_MORE_ISSUES = Issue(
+    "$", "limit", f"more issues were found; only the first {MAX_ISSUES} are listed"
+)
+
+
+def _model_issues(
+    exc: pydantic.ValidationError, prefix: tuple[str | int, ...]
+) -> tuple[Issue, ...]:
+    """Pydantic's errors as issues (keyword ``model``), at most MAX_ISSUES of them."""
+    errors = exc.errors(include_url=False)
+    issues = [
+        Issue(format_path((*prefix, *err["loc"])), "model", err["msg"])
+        for err in errors[:MAX_ISSUES]
+    ]
+    return (*issues, _MORE_ISSUES) if len(errors) > MAX_ISSUES else tuple(issues)
+
+
+def _materialise(value: Any, loc: tuple[str | int, ...], problems: list[Issue]) -> Any:
+    """``value`` with every lazily validated part (pydantic's ``ValidatorIterator``)
+    iterated to the end; each failing item's errors are appended to ``problems``
+    (at most one past MAX_ISSUES: then iteration stops). Such a part becomes an
+    iterator over its validated items; models, dataclasses, lists and dicts are
+    updated in place (pydantic built them for this call), tuples rebuilt."""
+    if isinstance(value, Iterator):
+        items: list[Any] = []
+        index = 0
+        while len(problems) <= MAX_ISSUES:
+            try:
+                item = next(value)
+            except StopIteration:
+                break
+            except pydantic.ValidationError as exc:
+                problems.extend(_model_issues(exc, loc))
+            else:
+                items.append(_materialise(item, (*loc, index), problems))
+            index += 1
+        return iter(items)
+    if isinstance(value, pydantic.BaseModel) or (
+        dataclasses.is_dataclass(value) and not isinstance(value, type)
+    ):
+        fields = getattr(value, "__dict__", None)
+        if fields is None:
+            return value
+        names = _json_names(value)
+        for name, item in list(fields.items()):
+            fixed = _materialise(item, (*loc, names.get(name, name)), problems)
+            if fixed is not item:
+                fields[name] = fixed
+        return value
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            fixed = _materialise(item, (*loc, index), problems)
+            if fixed is not item:
+                value[index] = fixed
+        return value
+    if isinstance(value, dict):
+        for key, item in list(value.items()):
+            fixed = _materialise(item, (*loc, str(key)), problems)
+            if fixed is not item:
+                value[key] = fixed
+        return value
+    if type(value) is tuple:
+        fixed_items = tuple(_materialise(item, (*loc, i), problems) for i, item in enumerate(value))
+        unchanged = all(a is b for a, b in zip(fixed_items, value, strict=True))
+        return value if unchanged else fixed_items
+    return value
+
+
+def _json_names(value: Any) -> dict[str, str]:
+    """A model's field names → the names its JSON uses (aliases), as pydantic's error
+    locations give them."""
+    if not isinstance(value, pydantic.BaseModel):
+        return {}
+    names: dict[str, str] = {}
+    for name, info in type(value).model_fields.items():
+        alias = info.validation_alias if isinstance(info.validation_alias, str) else info.alias
+        if alias:
+            names[name] = alias
+    return names
+
+
+def _json_kind(value: object) -> str:
+    """How JSON names the kind of a value read from JSON text ("an array")."""
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "a number"
 
 
 def _type_name(obj: object) -> str:

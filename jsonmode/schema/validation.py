@@ -3,10 +3,14 @@
 Validation errors become :class:`Issue` records — (JSON path, keyword, message) — for
 re-ask prompts and metrics. Every error is reported, not just the best match: the
 model needs all of them to fix its output in one go.
+
+A schema that is itself invalid is explained the other way round: one error, the
+deepest relevant one (:func:`explain_schema_error`), for the person who wrote it.
 """
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import json
 from collections.abc import Iterable, Iterator, Sequence
@@ -28,6 +32,8 @@ __all__ = [
     "MAX_ISSUES",
     "MAX_MESSAGE_CHARS",
     "Issue",
+    "SchemaProblem",
+    "explain_schema_error",
     "format_path",
     "make_validator",
     "validation_issues",
@@ -40,6 +46,10 @@ MAX_ISSUES = 100
 #: An issue's message is cut to this many characters (its head and its tail, where
 #: jsonschema names the keyword: "... is too long", "... is not one of [...]").
 MAX_MESSAGE_CHARS = 1_000
+
+
+#: The names JSON Schema's ``type`` keyword takes (the metaschemas' ``simpleTypes``).
+JSON_TYPES = ("array", "boolean", "integer", "null", "number", "object", "string")
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,3 +155,84 @@ def validation_issues(validator: _JsonschemaValidator, value: Any) -> list[Issue
             Issue("$", "limit", f"more issues were found; only the first {MAX_ISSUES} are listed")
         )
     return issues
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaProblem:
+    """Why a schema is not a valid JSON Schema, worded for the person who wrote it.
+
+    Attributes:
+        location: where in the schema, as a JSON-pointer-like path (``/properties/age/type``;
+            ``/`` for the root), the form :attr:`jsonmode.errors.SchemaError.schema_path` uses.
+        message: what is wrong there and what was expected.
+        hint: a likely fix (``did you mean 'string'?``), or None.
+    """
+
+    location: str
+    message: str
+    hint: str | None = None
+
+
+def explain_schema_error(error: jsonschema.exceptions.ValidationError) -> SchemaProblem:
+    """The metaschema violation ``error`` (jsonschema's best match) as a :class:`SchemaProblem`.
+
+    jsonschema reports a bad ``type`` as "'strin' is not valid under any of the given
+    schemas" (the metaschema's ``anyOf``: a type name, or a list of them). This looks
+    into such an ``anyOf``/``oneOf`` (``error.context``) for the branch that explains
+    it: one that went deeper into the schema, or the list of JSON type names. Cost:
+    proportional to the error's context (a few errors); no validation is re-run.
+    """
+    error = _deepest(error)
+    location = "/" + "/".join(str(part) for part in error.absolute_path)
+    if _names_json_types(error):
+        name, types = error.instance, ", ".join(JSON_TYPES)
+        if not isinstance(name, str):
+            message = (
+                f"a type must be one of the JSON types ({types}) or a list of them, "
+                f"not {_short(name)}"
+            )
+            return SchemaProblem(location, message)
+        close = difflib.get_close_matches(name, JSON_TYPES, n=1)
+        message = f"{_short(name)} is not one of the JSON types ({types})"
+        return SchemaProblem(location, message, f"did you mean {close[0]!r}?" if close else None)
+    if error.validator in ("anyOf", "oneOf") and error.context:
+        # No branch goes deeper: each says what this value could have been.
+        reasons = "; or ".join(dict.fromkeys(sub.message for sub in error.context))
+        message = f"{_short(error.instance)} is not allowed here: {reasons}"
+        return SchemaProblem(location, _clip(message))
+    return SchemaProblem(location, _clip(error.message))
+
+
+def _deepest(error: jsonschema.exceptions.ValidationError) -> jsonschema.exceptions.ValidationError:
+    """The branch of an ``anyOf``/``oneOf`` error that explains it best, recursively."""
+    for _ in range(32):  # (the metaschemas nest anyOf a few levels at most)
+        if error.validator not in ("anyOf", "oneOf") or not error.context:
+            return error
+        deeper = [sub for sub in error.context if len(sub.absolute_path) > len(error.absolute_path)]
+        if deeper:  # ("type": ["string", "strin"]: the item is wrong, not the list)
+            error = jsonschema.exceptions.best_match(deeper)
+            continue
+        # The branches of the value's own kind ("type" failed in the others); a list is
+        # never a type name, so there its branch is the list of them.
+        own_kind = [
+            sub
+            for sub in error.context
+            if sub.validator != "type"
+            and not (_names_json_types(sub) and isinstance(sub.instance, list))
+        ]
+        return own_kind[0] if len(own_kind) == 1 else error
+    return error
+
+
+def _names_json_types(error: jsonschema.exceptions.ValidationError) -> bool:
+    """Whether ``error`` is the metaschema's "must be one of the JSON type names"."""
+    allowed = error.validator_value
+    return (
+        error.validator == "enum"
+        and isinstance(allowed, list)
+        and sorted(map(str, allowed)) == list(JSON_TYPES)
+    )
+
+
+def _short(value: Any) -> str:
+    return clip(repr(value), 80, tail=20)

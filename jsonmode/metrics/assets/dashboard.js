@@ -23,6 +23,7 @@
     "var(--orange)", "var(--green)", "var(--red)"];
   const THRESHOLD = 0.95; // matches the example alert rule
   const MAX_HISTORY_MS = 16 * 60 * 1000;
+  const FIRST_RATE_MS = 1000; // the second poll, for the first rates
 
   const params = new URLSearchParams(location.search);
   const state = {
@@ -32,6 +33,7 @@
     tier: params.get("tier") || "",
     window: params.get("window") || "60",
     timer: null,
+    polled: false,      // a sample has been taken (the first one counts since start)
   };
 
   // -- Prometheus text exposition ------------------------------------------------------
@@ -132,6 +134,7 @@
       hits: total(s, "jsonmode_mask_cache_hits_total", {}),
       misses: total(s, "jsonmode_mask_cache_misses_total", {}),
       present: s.has("jsonmode_requests_total"),
+      first: sample.first,
     };
   }
 
@@ -194,9 +197,11 @@
     return j;
   }
 
-  // Counts are deltas from the baseline: in a time window, the earliest sample in it
-  // (none yet: no data); "since start", zero. Rates divide by the time between the
-  // samples compared ("since start": the first sample this page took).
+  // Counts are deltas from the baseline: in a time window, the earliest sample in it;
+  // "since start", and the page's very first sample (no earlier one exists), zero: the
+  // totals since the exporter started, so the panels fill on the first poll. Rates
+  // divide by the time between the samples compared ("since start": the first sample
+  // this page took); the first sample has none.
   function derive(i) {
     const now = state.reduced[i];
     let then, rateBase;
@@ -205,7 +210,7 @@
       rateBase = i > 0 ? state.reduced[0] : null;
     } else {
       const j = baseIndex(i);
-      then = j >= 0 ? state.reduced[j] : now;
+      then = j >= 0 ? state.reduced[j] : now.first ? null : now;
       rateBase = j >= 0 ? then : null;
     }
     const seconds = rateBase ? (now.t - rateBase.t) / 1000 : null;
@@ -776,7 +781,8 @@
       const response = await fetch("metrics", { cache: "no-store" });
       const text = await response.text();
       if (!response.ok) throw new Error(text.trim() || `HTTP ${response.status}`);
-      const sample = { t: Date.now(), series: parseExposition(text) };
+      const sample = { t: Date.now(), series: parseExposition(text), first: !state.polled };
+      state.polled = true;
       state.history.push(sample);
       state.reduced.push(reduce(sample, state.tier));
       while (state.history.length > 2 && sample.t - state.history[0].t > MAX_HISTORY_MS) {
@@ -789,7 +795,8 @@
         setStatus("live", "live");
       }
       document.getElementById("updated").textContent =
-        `updated ${clock(sample.t)} · every ${state.interval / 1000} s · ${state.history.length} samples`;
+        `updated ${clock(sample.t)} · every ${state.interval / 1000} s · ${state.history.length} samples` +
+        (state.history.length === 1 ? " · counts since the exporter started" : "");
       render();
     } catch (error) {
       setStatus("down", String(error.message || error).split("\n")[0]);
@@ -827,9 +834,14 @@
       clearTimeout(resizeTimer);
       resizeTimer = setTimeout(render, 150);
     });
+    // Poll at once, so the panels fill on load; the second poll comes soon after (rates
+    // need two samples), then one every interval.
+    let polls = 0;
     const loop = async () => {
       await poll();
-      state.timer = setTimeout(loop, state.interval);
+      polls++;
+      const soon = polls === 1 && state.interval > FIRST_RATE_MS;
+      state.timer = setTimeout(loop, soon ? FIRST_RATE_MS : state.interval);
     };
     loop();
   }

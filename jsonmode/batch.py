@@ -1,0 +1,414 @@
+"""Batches at the façade: ``JsonMode.map`` / ``amap``.
+
+::
+
+    results = jm.map(prompts, Person, concurrency=8)   # a progress bar on a terminal
+    print(results.summary)     # 200 prompts: 197 conformed (190 first try, ...), 3 failed ...
+    for prompt, entry in zip(prompts, results):
+        if isinstance(entry, jsonmode.JsonModeError): ...   # that prompt's typed error
+        else: entry.value                                   # its Result
+
+What a batch guarantees:
+
+- **Order and nothing lost**: entry *i* is prompt *i*'s :class:`~jsonmode.Result` or
+  the :class:`~jsonmode.JsonModeError` ``run`` would have raised for it (its
+  ``attempts`` included); one failure never costs another prompt its result. An error
+  that is not a ``JsonModeError`` (a bug, ``KeyboardInterrupt``) stops the batch and
+  propagates: requests not yet started are cancelled.
+- **Bounded concurrency**: at most ``concurrency`` requests in flight (threads for
+  ``map``, tasks on the running loop for ``amap``). For a local model that exposes
+  ``complete_batch`` (the transformers backend) in the constrained tier, ``map`` instead
+  generates ``concurrency`` prompts per ``generate`` call, a matcher per row; re-asks
+  and transport retries (up to the policy's ``max_retries``, without its waits: a local
+  model has no server to wait for) join a later batch.
+- **Shared backpressure** (:class:`Gate`): a ``Retry-After`` received by one request
+  holds every request of the batch until it has passed (each request still runs its
+  own transport policy); and when the backend fails :attr:`Gate.give_up_after` calls in
+  a row with transient errors and no success in between, the requests not yet sent
+  fail at once with a TransientBackendError saying so, instead of each waiting out its
+  own retries against a backend that is down.
+- **Progress**: a tqdm bar on stderr (``progress=None``: only when stderr is a
+  terminal), and :attr:`BatchResults.summary`.
+
+Cost: what the requests cost, plus one schema normalisation up front (a bad schema
+raises at once, before any request).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from jsonmode import events
+from jsonmode.backends.base import Completion, Request
+from jsonmode.errors import BackendError, JsonModeError, TransientBackendError, UsageError
+from jsonmode.result import Result, Usage
+from jsonmode.schema.core import Schema
+
+if TYPE_CHECKING:
+    from jsonmode.facade import JsonMode, Prompt, _Session
+
+__all__ = ["BatchResults", "BatchSummary", "Gate", "Options"]
+
+T = TypeVar("T")
+Entry = Result[Any] | JsonModeError
+
+
+@dataclass(frozen=True, slots=True)
+class BatchSummary:
+    """What happened to a batch.
+
+    Attributes:
+        total: prompts.
+        conformed: prompts with a Result (``first_try + repaired + retried``).
+        first_try: valid on the first attempt, unrepaired.
+        repaired: valid on the first attempt after repair.
+        retried: valid on a later attempt.
+        failed: prompts whose entry is an error.
+        usage: tokens of every attempt, failed ones included (when reported).
+        duration_s: wall time of the whole batch.
+    """
+
+    total: int
+    conformed: int
+    first_try: int
+    repaired: int
+    retried: int
+    failed: int
+    usage: Usage
+    duration_s: float
+
+    def __str__(self) -> str:
+        return (
+            f"{self.total} prompts: {self.conformed} conformed ({self.first_try} first try, "
+            f"{self.repaired} repaired, {self.retried} retried), {self.failed} failed; "
+            f"{self.usage.total_tokens:,} tokens; {self.duration_s:.1f} s"
+        )
+
+
+class BatchResults(list[Entry]):
+    """The entries of a batch, in input order (a plain list), and its :attr:`summary`."""
+
+    def __init__(self, entries: Iterable[Entry], duration_s: float) -> None:
+        super().__init__(entries)
+        self.duration_s = duration_s
+
+    @property
+    def summary(self) -> BatchSummary:
+        """Counts over the entries (computed on each access)."""
+        outcomes = {"first_try": 0, "repaired": 0, "retried": 0}
+        usage = Usage()
+        failed = 0
+        for entry in self:
+            attempts = entry.attempts
+            for attempt in attempts:
+                if attempt.usage is not None:
+                    usage = usage + attempt.usage
+            if isinstance(entry, Result):
+                outcomes[events.request_outcome(attempts, True)] += 1
+            else:
+                failed += 1
+        return BatchSummary(
+            len(self),
+            len(self) - failed,
+            outcomes["first_try"],
+            outcomes["repaired"],
+            outcomes["retried"],
+            failed,
+            usage,
+            self.duration_s,
+        )
+
+
+class Gate:
+    """Backpressure shared by the requests of one batch (see the module docstring).
+
+    Thread-safe; usable from threads (:meth:`wrap`) and from tasks of one event loop
+    (:meth:`awrap`). ``sleep``/``async_sleep`` are injectable for tests.
+    """
+
+    #: Transient failures in a row, with no success between, after which the requests
+    #: not yet sent fail fast.
+    give_up_after: int
+
+    def __init__(
+        self,
+        give_up_after: int = 16,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        async_sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.give_up_after = give_up_after
+        self._sleep = sleep
+        self._async_sleep = async_sleep
+        self._lock = threading.Lock()
+        self._not_before = 0.0  # time.monotonic()
+        self._failures = 0
+
+    def _delay(self) -> float:
+        with self._lock:
+            if self._failures >= self.give_up_after:
+                raise TransientBackendError(
+                    f"the batch stopped sending: the backend failed {self._failures} calls "
+                    "in a row with transient errors",
+                    hint="check the backend, then run the failed prompts again",
+                )
+            return self._not_before - time.monotonic()
+
+    def _record(self, error: BaseException | None) -> None:
+        with self._lock:
+            if error is None:
+                self._failures = 0
+            elif isinstance(error, TransientBackendError):
+                self._failures += 1
+                if error.retry_after is not None and error.retry_after > 0:
+                    until = time.monotonic() + min(error.retry_after, 3600.0)
+                    self._not_before = max(self._not_before, until)
+
+    def wrap(self, complete: Callable[[Request], Completion]) -> Callable[[Request], Completion]:
+        """``complete``, gated: waits out a shared Retry-After, records the outcome."""
+
+        def gated(request: Request) -> Completion:
+            while (delay := self._delay()) > 0:
+                self._sleep(delay)
+            try:
+                completion = complete(request)
+            except BackendError as error:
+                self._record(error)
+                raise
+            self._record(None)
+            return completion
+
+        return gated
+
+    def awrap(
+        self, acomplete: Callable[[Request], Awaitable[Completion]]
+    ) -> Callable[[Request], Awaitable[Completion]]:
+        """Async :meth:`wrap`."""
+
+        async def gated(request: Request) -> Completion:
+            while (delay := self._delay()) > 0:
+                await self._async_sleep(delay)
+            try:
+                completion = await acomplete(request)
+            except BackendError as error:
+                self._record(error)
+                raise
+            self._record(None)
+            return completion
+
+        return gated
+
+
+class _Progress:
+    """A tqdm bar on stderr, or nothing."""
+
+    def __init__(self, total: int, show: bool | None) -> None:
+        if show is None:
+            show = _is_terminal()
+        self._bar: Any = None
+        self._failed = 0
+        if show:
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=total, desc="jsonmode", unit="prompt", file=sys.stderr)
+
+    def done(self, entry: Entry) -> None:
+        if self._bar is None:
+            return
+        if not isinstance(entry, Result):
+            self._failed += 1
+            self._bar.set_postfix(failed=self._failed, refresh=False)
+        self._bar.update(1)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+def _is_terminal() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """A batch's options (see ``JsonMode.map``); checked on construction."""
+
+    concurrency: int
+    progress: bool | None
+    examples: Sequence[tuple[str, Any]]
+    schema_name: str | None
+    context: Any
+    on_result: Callable[[int, Entry], object] | None
+
+    def __post_init__(self) -> None:
+        concurrency = self.concurrency
+        if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
+            raise UsageError(f"concurrency must be a positive integer, not {concurrency!r}")
+        if self.progress is not None and not isinstance(self.progress, bool):
+            raise UsageError(f"progress must be True, False or None (auto), not {self.progress!r}")
+        if self.on_result is not None and not callable(self.on_result):
+            raise UsageError("on_result must be callable: on_result(index, entry)")
+
+    def session(self, jm: JsonMode, prompt: Prompt, schema: object) -> _Session:
+        return jm._session(prompt, schema, self.examples, self.schema_name, self.context)
+
+
+class _Finish:
+    """Records each prompt's entry once: the list, the bar, the caller's callback (one
+    call at a time, in the order the prompts finish)."""
+
+    def __init__(self, total: int, options: Options) -> None:
+        self.entries: list[Entry | None] = [None] * total
+        self.bar = _Progress(total, options.progress)
+        self.on_result = options.on_result
+        self.lock = threading.Lock()
+
+    def __call__(self, index: int, entry: Entry) -> None:
+        with self.lock:
+            self.entries[index] = entry
+            self.bar.done(entry)
+            if self.on_result is not None:
+                self.on_result(index, entry)
+
+    def results(self, started: float) -> BatchResults:
+        return BatchResults(
+            [entry for entry in self.entries if entry is not None],
+            time.perf_counter() - started,
+        )
+
+
+def _check_once(
+    schema: object, examples: Sequence[tuple[str, Any]], schema_name: str | None
+) -> None:
+    """What every request of the batch would refuse alike raises once, up front: a
+    bad schema, examples, or schema name."""
+    from jsonmode.facade import _checked_examples
+
+    _checked_examples(Schema.of(schema), examples)
+    events.check_schema_name(schema_name)
+
+
+def run_map(
+    jm: JsonMode, prompts: Iterable[Prompt], schema: object, options: Options
+) -> BatchResults:
+    """JsonMode.map's body (see the module docstring)."""
+    started = time.perf_counter()
+    items = list(prompts)
+    _check_once(schema, options.examples, options.schema_name)
+    jm.prepare()
+    finish = _Finish(len(items), options)
+    try:
+        if jm.tier == "constrained" and callable(getattr(jm.backend, "complete_batch", None)):
+            sessions = [options.session(jm, prompt, schema) for prompt in items]
+            _lockstep(jm, sessions, options.concurrency, finish)
+        else:
+            _threaded(jm, items, schema, options, finish)
+    finally:
+        finish.bar.close()
+    return finish.results(started)
+
+
+def _threaded(
+    jm: JsonMode, items: list[Prompt], schema: object, options: Options, finish: _Finish
+) -> None:
+    gated = Gate().wrap(jm.backend.complete)
+
+    def one(index: int) -> None:
+        try:
+            entry: Entry = jm._drive(options.session(jm, items[index], schema), gated)
+        except JsonModeError as error:
+            entry = error
+        finish(index, entry)
+
+    pool = ThreadPoolExecutor(max_workers=options.concurrency, thread_name_prefix="jsonmode-map")
+    with pool:
+        futures = [pool.submit(one, index) for index in range(len(items))]
+        try:
+            finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            for future in finished:
+                future.result()  # a bug's exception, or on_result's: stop the batch
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+
+
+def _lockstep(jm: JsonMode, sessions: list[_Session], concurrency: int, finish: _Finish) -> None:
+    """Sessions advanced together: each round sends up to ``concurrency`` pending
+    requests to the backend's ``complete_batch`` (one generate call)."""
+    from jsonmode.facade import _Reply
+
+    pending: list[tuple[int, Request]] = []
+
+    def settle(index: int, step: Callable[[], Request]) -> None:
+        try:
+            pending.append((index, step()))
+        except StopIteration as done:
+            finish(index, done.value)
+        except JsonModeError as error:
+            finish(index, error)
+
+    retries = [0] * len(sessions)  # transport retries of each prompt's current attempt
+    for index, session in enumerate(sessions):
+        settle(index, session.__next__)
+    while pending:
+        round_, pending = pending[:concurrency], pending[concurrency:]
+        started = time.perf_counter()
+        replies = jm.backend.complete_batch([request for _, request in round_])  # type: ignore[attr-defined]
+        elapsed = time.perf_counter() - started
+        for (index, request), reply in zip(round_, replies, strict=True):
+            if isinstance(reply, BackendError):
+                if reply.retryable and retries[index] < jm.transport.max_retries:
+                    retries[index] += 1  # the same request again, in a later round
+                    pending.append((index, request))
+                    continue
+                sent = _Reply(None, reply, elapsed, retries[index])
+            else:
+                sent = _Reply(reply, None, elapsed, retries[index])
+            retries[index] = 0
+            settle(index, functools.partial(sessions[index].send, sent))
+
+
+async def run_amap(
+    jm: JsonMode, prompts: Iterable[Prompt], schema: object, options: Options
+) -> BatchResults:
+    """JsonMode.amap's body (see the module docstring)."""
+    started = time.perf_counter()
+    items = list(prompts)
+    _check_once(schema, options.examples, options.schema_name)
+    await jm.aprepare()
+    gated = Gate().awrap(jm.backend.acomplete)
+    limit = asyncio.Semaphore(options.concurrency)
+    finish = _Finish(len(items), options)
+
+    async def one(index: int) -> None:
+        async with limit:
+            try:
+                session = options.session(jm, items[index], schema)
+                entry: Entry = await jm._adrive(session, gated)
+            except JsonModeError as error:
+                entry = error
+        finish(index, entry)
+
+    try:
+        tasks = [asyncio.ensure_future(one(index)) for index in range(len(items))]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            raise
+    finally:
+        finish.bar.close()
+    return finish.results(started)

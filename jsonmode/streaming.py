@@ -1,0 +1,710 @@
+"""Streaming at the façade: watch a value grow, or take a list's items one by one.
+
+``JsonMode.stream`` / ``astream`` run the same validation session as ``run`` (same
+tiers, re-asks, repairs, errors, events), but read each backend reply as it streams
+and yield a small vocabulary of events::
+
+    for event in jm.stream("Extract: ...", Person):
+        if event.kind == "partial":   # Partial: .value (a PartialPerson), .attempt, .text
+            show(event.value)
+        elif event.kind == "retry":   # Retry: the partials so far are void
+            clear()                   #   .transport: same request again after a transient
+                                      #   failure; else .failed: the Attempt being re-asked
+        else:                         # Final: .result, exactly what run() returns
+            done(event.result.value)
+
+A partial value is what the finished document will hold so far (see
+:mod:`jsonmode.repair.partial`), never validated; for a pydantic model it is the
+model's partial twin (:mod:`jsonmode.repair.typed_partial`). In the constrained tier
+each partial is read from tokens the decoder allowed, so no later token takes it back
+(short of a re-ask, which a ``retry`` event announces). On failure, the error ``run``
+would raise is raised in place of the final event.
+
+``stream_items`` asks for a list and yields each item as soon as it is complete and
+valid on its own (``Schema.check`` of the item schema, pydantic validators included).
+An invalid item ends the attempt then and there: the stream is closed and the attempt
+is judged a schema violation with the item's issues, so the re-ask starts without
+waiting for the rest. Items already yielded are never taken back: a re-asked (or
+retried) attempt must repeat them first, and an attempt whose list departs from them
+is itself a schema violation (the re-ask shows the items to keep).
+
+Which backends stream: those with ``stream``/``astream``
+(:class:`~jsonmode.backends.base.StreamingBackend`: litellm, transformers, LangChain,
+callables returning an iterator). Any other backend yields no partials, only the
+final event.
+
+Costs: each text piece that can change the partial value (one holding a quote, a
+bracket, a comma, a colon, whitespace or the last letter of a literal; every piece
+with ``partial_strings=True``) re-reads the reply so far, one linear pass, so a reply
+of n characters in k pieces costs O(n·k) at worst; replies over
+:data:`~jsonmode.repair.partial.MAX_PARTIAL_CHARS` give no partials. The time to the
+first partial value and the stream's duration are on the final event and in
+:class:`~jsonmode.events.StreamFinished` (and so in the metrics).
+
+Thread-safety: each call makes its own iterator; iterate it in one thread (or task).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator, Sequence
+from contextlib import aclosing, closing
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+from jsonmode import events
+from jsonmode.backends.base import Completion, Request, StreamingBackend
+from jsonmode.errors import BackendError, SchemaViolationError
+from jsonmode.repair.partial import complete_items, parse_partial
+from jsonmode.repair.typed_partial import typed_partial
+from jsonmode.result import Attempt, Result
+from jsonmode.schema.core import Schema
+from jsonmode.schema.validation import Issue
+
+if TYPE_CHECKING:
+    from jsonmode.facade import JsonMode, Prompt, _Reply, _Trace
+
+__all__ = ["Final", "Partial", "Retry", "StreamEvent"]
+
+
+@dataclass(frozen=True, slots=True)
+class Partial:
+    """The value so far, while the reply streams (never validated).
+
+    Attributes:
+        value: the partial value (a partial model instance for a pydantic model).
+        attempt: the attempt it belongs to (1-based).
+        text: the reply text so far.
+        elapsed_s: seconds since the stream started.
+    """
+
+    value: Any
+    attempt: int
+    text: str
+    elapsed_s: float
+    kind: Literal["partial"] = "partial"
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """The output starts over: the partial values shown so far are void.
+
+    Attributes:
+        attempt: the attempt that starts now (1-based; unchanged for a transport retry).
+        error: why, in one line.
+        issues: the failed attempt's issues (empty for a transport retry).
+        transport: True when the same request is sent again after a transient backend
+            failure; False when the failed attempt is re-asked with its errors.
+        failed: the failed attempt's record (None for a transport retry).
+    """
+
+    attempt: int
+    error: str
+    issues: tuple[Issue, ...] = ()
+    transport: bool = False
+    failed: Attempt | None = None
+    kind: Literal["retry"] = "retry"
+
+
+@dataclass(frozen=True, slots=True)
+class Final:
+    """The stream's last event: the Result ``run`` would have returned.
+
+    Attributes:
+        result: the validated result.
+        first_partial_s: seconds from the start to the first partial value (None
+            when there was none: a backend that does not stream).
+        duration_s: seconds from the start to this event.
+        partials: partial values yielded.
+    """
+
+    result: Result[Any]
+    first_partial_s: float | None
+    duration_s: float
+    partials: int
+    kind: Literal["final"] = "final"
+
+
+StreamEvent = Partial | Retry | Final
+
+
+@dataclass(frozen=True, slots=True)
+class _Item:
+    """stream_items' internal event: one validated item."""
+
+    value: Any
+
+
+# Characters after which the partial value may have changed (growing strings aside).
+_TRIGGERS = frozenset('"{}[],: \t\r\nel0123456789')
+
+
+class _Items:
+    """stream_items' bookkeeping: items delivered so far, across attempts."""
+
+    def __init__(self, item_spec: Schema, mode: str, context: Any) -> None:
+        self.spec = item_spec
+        self.strict = mode == "strict"
+        self.context = context
+        self.delivered: list[Any] = []  # JSON data of the items yielded
+        self.checked = 0  # items of the current attempt already looked at
+
+    def restart(self) -> None:
+        self.checked = 0
+
+    def check(self, text: str) -> tuple[list[_Item], SchemaViolationError | None]:
+        """The newly complete valid items of ``text`` (now counted as delivered), and
+        the violation that ends the attempt, if any: an item that departs from one
+        already delivered, a closed list shorter than those, or (strict mode) an item
+        that fails its schema."""
+        found = complete_items(text)
+        if found is None:
+            return [], None
+        items, closed = found
+        new: list[_Item] = []
+        while self.checked < len(items):
+            index = self.checked
+            data = items[index]
+            if index < len(self.delivered):
+                if not _same(data, self.delivered[index]):
+                    return new, self._departed(text, index, data)
+                self.checked += 1
+                continue
+            checked = self.spec.check(data, context=self.context)
+            if not checked.ok:
+                if not self.strict:
+                    return new, None  # repair mode: the whole reply is judged at the end
+                issues = [_under(index, issue) for issue in checked.issues]
+                return new, _violation(text, issues, data)
+            self.checked += 1
+            self.delivered.append(data)
+            new.append(_Item(checked.value))
+        if closed and len(items) < len(self.delivered):
+            return new, self._departed(text, len(items), _MISSING)
+        return new, None
+
+    def _departed(self, text: str, index: int, data: Any) -> SchemaViolationError:
+        shown = json.dumps(self.delivered[index], ensure_ascii=False)
+        issue = Issue(
+            f"$[{index}]",
+            "const",
+            f"item {index} was already delivered as {shown[:300]}; "
+            "repeat the items already given, unchanged, then continue",
+        )
+        return _violation(text, [issue], None if data is _MISSING else data)
+
+
+_MISSING = object()
+
+
+def _same(a: Any, b: Any) -> bool:
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def _under(index: int, issue: Issue) -> Issue:
+    return Issue(f"$[{index}]{issue.path[1:]}", issue.keyword, issue.message)
+
+
+def _violation(text: str, issues: list[Issue], value: Any) -> SchemaViolationError:
+    count = len(issues)
+    return SchemaViolationError(
+        f"output violates the schema ({count} issue{'s' * (count != 1)}): {issues[0]}",
+        raw=text,
+        issues=issues,
+        value=value,
+    )
+
+
+class _Reader:
+    """Reads one backend reply as it streams: the text, partial values, items."""
+
+    def __init__(
+        self,
+        attempt: int,
+        started: float,
+        shape: Callable[[Any], Any],
+        growing: bool,
+        items: _Items | None,
+    ) -> None:
+        self.attempt = attempt
+        self.started = started
+        self.shape = shape
+        self.growing = growing
+        self.items = items
+        self.pieces: list[str] = []
+        self.completion: Completion | None = None
+        self.last: Any = None
+        if items is not None:
+            items.restart()
+
+    @property
+    def text(self) -> str:
+        return "".join(self.pieces)
+
+    def feed(self, chunk: str | Completion) -> Iterator[Partial | _Item]:
+        """Events for one chunk; raises SchemaViolationError (stream_items) to end the
+        attempt early."""
+        if isinstance(chunk, Completion):
+            self.completion = chunk
+            return
+        if not isinstance(chunk, str) or not chunk:
+            return
+        self.pieces.append(chunk)
+        if not self.growing and _TRIGGERS.isdisjoint(chunk):
+            return
+        text = self.text
+        if self.items is not None:
+            found, verdict = self.items.check(text)
+            yield from found
+            if verdict is not None:
+                raise verdict
+        value = parse_partial(text, growing_strings=self.growing)
+        if value is not None and value != self.last:
+            self.last = value
+            elapsed = time.perf_counter() - self.started
+            yield Partial(self.shape(value), self.attempt, text, elapsed)
+
+    def finish(self) -> tuple[Completion, list[_Item], SchemaViolationError | None]:
+        """The whole reply, the items it completes, and the violation that ends the
+        attempt (stream_items), if any."""
+        completion = self.completion or Completion(self.text)
+        if self.items is None:
+            return completion, [], None
+        found, verdict = self.items.check(completion.text)
+        return completion, found, verdict
+
+
+@dataclass
+class _Run:
+    """What one streamed request needs and counts."""
+
+    jm: JsonMode
+    started: float
+    shape: Callable[[Any], Any]
+    growing: bool
+    items: _Items | None
+    partials: int = 0
+    first_partial_s: float | None = None
+
+    def saw(self, event: Partial | _Item) -> None:
+        if isinstance(event, Partial):
+            self.partials += 1
+            if self.first_partial_s is None:
+                self.first_partial_s = event.elapsed_s
+
+    def final(self, result: Result[Any]) -> Final:
+        duration = time.perf_counter() - self.started
+        if events.listeners:
+            self.finished(result.tier, True, duration)
+        return Final(result, self.first_partial_s, duration, self.partials)
+
+    def finished(self, tier: Any, ok: bool, duration: float | None = None) -> None:
+        if duration is None:
+            duration = time.perf_counter() - self.started
+        jm = self.jm
+        events.emit(
+            events.StreamFinished(
+                tier,
+                jm.mode,
+                jm.schema_name,
+                ok,
+                self.first_partial_s,
+                duration,
+                self.partials,
+            )
+        )
+
+    def reader(self, attempt: int) -> _Reader:
+        return _Reader(attempt, self.started, self.shape, self.growing, self.items)
+
+
+def _shape_for(source: object) -> Callable[[Any], Any]:
+    return lambda value: typed_partial(value, source)
+
+
+def _reply(
+    completion: Completion | None,
+    error: BackendError | None,
+    started: float,
+    retries: int,
+    verdict: SchemaViolationError | None = None,
+) -> _Reply:
+    from jsonmode.facade import _Reply
+
+    return _Reply(completion, error, time.perf_counter() - started, retries, verdict)
+
+
+@dataclass(frozen=True, slots=True)
+class _Done:
+    """The last thing a streamed call yields: its reply for the session."""
+
+    reply: _Reply
+
+
+def _whole(run: _Run, reply: _Reply, attempt: int) -> Iterator[_Item | _Done]:
+    """A reply that came whole (the backend does not stream): its items, then it."""
+    if reply.completion is not None and run.items is not None:
+        reader = run.reader(attempt)
+        for _ in reader.feed(reply.completion):
+            pass
+        _, found, verdict = reader.finish()
+        yield from found
+        if verdict is not None:
+            reply = replace(reply, verdict=verdict)
+    yield _Done(reply)
+
+
+def _streamed_call(
+    run: _Run, request: Request, attempt: int
+) -> Generator[Partial | Retry | _Item | _Done, None, None]:
+    """One backend call under the transport policy, read as it streams; its last item
+    is the _Done holding the reply."""
+    jm = run.jm
+    backend = jm.backend
+    if not isinstance(backend, StreamingBackend):
+        yield from _whole(run, jm._call(request), attempt)
+        return
+    started = time.perf_counter()
+    calls = 0
+    last: BaseException | None = None
+    try:
+        for retrying in jm.transport.retrying():
+            closed = False
+            with retrying:  # (it swallows every exception: see `closed`)
+                calls += 1
+                if calls > 1:
+                    yield _transport_retry(attempt, last)
+                reader = run.reader(attempt)
+                chunks = backend.stream(request)
+                try:
+                    for chunk in chunks:
+                        for event in reader.feed(chunk):
+                            run.saw(event)
+                            yield event
+                    completion, found, verdict = reader.finish()
+                    yield from found
+                    if verdict is not None:
+                        raise verdict
+                except SchemaViolationError as verdict:
+                    completion = Completion(reader.text)
+                    yield _Done(_reply(completion, None, started, calls - 1, verdict))
+                    return
+                except GeneratorExit:
+                    closed = True
+                except BackendError as error:
+                    last = error
+                    raise
+                finally:
+                    _close(chunks)
+            if closed:
+                return
+    except BackendError as error:
+        yield _Done(_reply(None, error, started, calls - 1))
+        return
+    yield _Done(_reply(completion, None, started, calls - 1))
+
+
+async def _astreamed_call(
+    run: _Run, request: Request, attempt: int
+) -> AsyncGenerator[Partial | Retry | _Item | _Done, None]:
+    """Async :func:`_streamed_call`."""
+    jm = run.jm
+    backend = jm.backend
+    if not isinstance(backend, StreamingBackend):
+        for item in _whole(run, await jm._acall(request), attempt):
+            yield item
+        return
+    started = time.perf_counter()
+    calls = 0
+    last: BaseException | None = None
+    try:
+        async for retrying in jm.transport.aretrying():
+            closed = False
+            with retrying:  # (it swallows every exception: see `closed`)
+                calls += 1
+                if calls > 1:
+                    yield _transport_retry(attempt, last)
+                reader = run.reader(attempt)
+                chunks = backend.astream(request)
+                try:
+                    async for chunk in chunks:
+                        for event in reader.feed(chunk):
+                            run.saw(event)
+                            yield event
+                    completion, found, verdict = reader.finish()
+                    for item in found:
+                        yield item
+                    if verdict is not None:
+                        raise verdict
+                except SchemaViolationError as verdict:
+                    completion = Completion(reader.text)
+                    yield _Done(_reply(completion, None, started, calls - 1, verdict))
+                    return
+                except GeneratorExit:
+                    closed = True
+                except BackendError as error:
+                    last = error
+                    raise
+                finally:
+                    await _aclose(chunks)
+            if closed:
+                return
+    except BackendError as error:
+        yield _Done(_reply(None, error, started, calls - 1))
+        return
+    yield _Done(_reply(completion, None, started, calls - 1))
+
+
+def _close(chunks: Any) -> None:
+    close = getattr(chunks, "close", None)
+    if callable(close):
+        close()
+
+
+async def _aclose(chunks: Any) -> None:
+    close = getattr(chunks, "aclose", None)
+    if callable(close):
+        await close()
+
+
+def _transport_retry(attempt: int, error: BaseException | None) -> Retry:
+    return Retry(attempt, f"transport: {error}" if error else "transport retry", transport=True)
+
+
+def _reask(trace: _Trace, attempt: int) -> Retry:
+    failed = trace.attempts[-1] if trace.attempts else None
+    if failed is None:  # pragma: no cover - a session re-asks only after an attempt
+        return Retry(attempt, "re-ask")
+    return Retry(attempt, f"{failed.outcome}: {failed.error}", failed.issues, False, failed)
+
+
+# -- the drivers -------------------------------------------------------------------
+
+
+def stream(
+    jm: JsonMode,
+    prompt: Prompt,
+    schema: object,
+    examples: Sequence[tuple[str, Any]],
+    schema_name: str | None,
+    context: Any,
+    partial_strings: bool,
+) -> Iterator[StreamEvent]:
+    """JsonMode.stream's body (see the module docstring)."""
+    jm.prepare()  # before the clock starts
+    run = _Run(jm, time.perf_counter(), _shape_for(schema), partial_strings, None)
+    with closing(_events(run, prompt, schema, examples, schema_name, context)) as all_:
+        for event in all_:
+            if not isinstance(event, _Item):
+                yield event
+
+
+async def astream(
+    jm: JsonMode,
+    prompt: Prompt,
+    schema: object,
+    examples: Sequence[tuple[str, Any]],
+    schema_name: str | None,
+    context: Any,
+    partial_strings: bool,
+) -> AsyncIterator[StreamEvent]:
+    """JsonMode.astream's body."""
+    await jm.aprepare()
+    run = _Run(jm, time.perf_counter(), _shape_for(schema), partial_strings, None)
+    async with aclosing(_aevents(run, prompt, schema, examples, schema_name, context)) as all_:
+        async for event in all_:
+            if not isinstance(event, _Item):
+                yield event
+
+
+def stream_items(
+    jm: JsonMode,
+    prompt: Prompt,
+    item_schema: object,
+    examples: Sequence[tuple[str, Any]],
+    schema_name: str | None,
+    context: Any,
+) -> Iterator[Any]:
+    """JsonMode.stream_items' body (see the module docstring)."""
+    jm.prepare()  # before the clock starts
+    run, whole = _items_run(jm, item_schema, context)
+    assert run.items is not None
+    with closing(_events(run, prompt, whole, examples, schema_name, context)) as all_:
+        for event in all_:
+            if isinstance(event, _Item):
+                yield event.value
+            elif isinstance(event, Final):
+                yield from _rest(event.result, run.items)
+
+
+async def astream_items(
+    jm: JsonMode,
+    prompt: Prompt,
+    item_schema: object,
+    examples: Sequence[tuple[str, Any]],
+    schema_name: str | None,
+    context: Any,
+) -> AsyncIterator[Any]:
+    """JsonMode.astream_items' body."""
+    await jm.aprepare()
+    run, whole = _items_run(jm, item_schema, context)
+    assert run.items is not None
+    async with aclosing(_aevents(run, prompt, whole, examples, schema_name, context)) as all_:
+        async for event in all_:
+            if isinstance(event, _Item):
+                yield event.value
+            elif isinstance(event, Final):
+                for value in _rest(event.result, run.items):
+                    yield value
+
+
+def _items_run(jm: JsonMode, item_schema: object, context: Any) -> tuple[_Run, object]:
+    item_spec = Schema.of(item_schema)
+    items = _Items(item_spec, jm.mode, context)
+    run = _Run(jm, time.perf_counter(), lambda value: value, False, items)
+    if isinstance(item_schema, type) or item_spec.is_typed:
+        whole: object = list[item_schema]  # type: ignore[valid-type]
+    else:
+        whole = _array_of(item_spec.json_schema)
+    return run, whole
+
+
+_VALUES = frozenset({"enum", "const", "examples", "default"})
+
+
+def _array_of(item: dict[str, Any] | bool) -> dict[str, Any]:
+    """An array of ``item``: its references (JSON pointers from its root, as
+    :class:`Schema` leaves them) rebased under ``/items``; its ``$schema`` moves to
+    the array and its root ``$id`` is dropped (the pointers no longer need it)."""
+    if isinstance(item, bool):
+        return {"type": "array", "items": item}
+    body = {key: value for key, value in item.items() if key not in ("$schema", "$id")}
+    whole: dict[str, Any] = {"type": "array", "items": _rebased(body)}
+    if "$schema" in item:
+        whole = {"$schema": item["$schema"], **whole}
+    return whole
+
+
+def _rebased(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_rebased(child) for child in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in ("$ref", "$dynamicRef") and isinstance(value, str) and value.startswith("#"):
+            out[key] = "#/items" + value[1:] if value[1:2] in ("", "/") else value
+        elif key in _VALUES:
+            out[key] = value
+        else:
+            out[key] = _rebased(value)
+    return out
+
+
+def _rest(result: Result[Any], items: _Items) -> Iterator[Any]:
+    """The final list's items not yet yielded (repair mode, or a backend that did not
+    stream)."""
+    values = list(result.value)
+    for index in range(len(items.delivered), len(values)):
+        items.delivered.append(result.data[index])
+        yield values[index]
+
+
+class _Steps:
+    """One request's session as the streaming drivers walk it: the request to send,
+    its attempt number, and what comes of each reply (a Retry, or the Final)."""
+
+    def __init__(
+        self,
+        run: _Run,
+        prompt: Prompt,
+        schema: object,
+        examples: Sequence[tuple[str, Any]],
+        schema_name: str | None,
+        context: Any,
+    ) -> None:
+        from jsonmode.facade import _Trace
+
+        self.run = run
+        self.trace = _Trace()
+        self.session = run.jm._session(prompt, schema, examples, schema_name, context, self.trace)
+        self.request = next(self.session)
+        self.attempt = 1
+
+    def send(self, reply: _Reply | None) -> Retry | Final:
+        """The session's verdict on ``reply``: the Final, or the Retry of the re-ask
+        (the next request is then ``self.request``). Raises what ``run`` raises."""
+        assert reply is not None
+        try:
+            self.request = self.session.send(reply)
+        except StopIteration as done:
+            return self.run.final(done.value)
+        self.attempt += 1
+        return _reask(self.trace, self.attempt)
+
+    def failed(self) -> None:
+        """The request raised: report the stream's end (an abandoned one reports none)."""
+        if self.trace.tier is not None and events.listeners:
+            self.run.finished(self.trace.tier, False)
+
+
+def _events(
+    run: _Run,
+    prompt: Prompt,
+    schema: object,
+    examples: Sequence[tuple[str, Any]],
+    schema_name: str | None,
+    context: Any,
+) -> Generator[StreamEvent | _Item, None, None]:
+    steps = _Steps(run, prompt, schema, examples, schema_name, context)
+    try:
+        while True:
+            reply: _Reply | None = None
+            with closing(_streamed_call(run, steps.request, steps.attempt)) as call:
+                for event in call:
+                    if isinstance(event, _Done):
+                        reply = event.reply
+                    else:
+                        yield event
+            yield (step := steps.send(reply))
+            if isinstance(step, Final):
+                return
+    except (GeneratorExit, asyncio.CancelledError):
+        raise  # abandoned by the caller: no outcome to report
+    except BaseException:
+        steps.failed()
+        raise
+    finally:
+        steps.session.close()
+
+
+async def _aevents(
+    run: _Run,
+    prompt: Prompt,
+    schema: object,
+    examples: Sequence[tuple[str, Any]],
+    schema_name: str | None,
+    context: Any,
+) -> AsyncGenerator[StreamEvent | _Item, None]:
+    steps = _Steps(run, prompt, schema, examples, schema_name, context)
+    try:
+        while True:
+            reply: _Reply | None = None
+            async with aclosing(_astreamed_call(run, steps.request, steps.attempt)) as call:
+                async for event in call:
+                    if isinstance(event, _Done):
+                        reply = event.reply
+                    else:
+                        yield event
+            yield (step := steps.send(reply))
+            if isinstance(step, Final):
+                return
+    except (GeneratorExit, asyncio.CancelledError):
+        raise  # abandoned by the caller: no outcome to report
+    except BaseException:
+        steps.failed()
+        raise
+    finally:
+        steps.session.close()
