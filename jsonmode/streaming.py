@@ -224,7 +224,7 @@ class _Reader:
         self,
         attempt: int,
         started: float,
-        shape: Callable[[Any], Any],
+        shape: Callable[[Any], Any] | None,
         growing: bool,
         items: _Items | None,
     ) -> None:
@@ -260,6 +260,8 @@ class _Reader:
             yield from found
             if verdict is not None:
                 raise verdict
+        if self.shape is None:
+            return
         value = parse_partial(text, growing_strings=self.growing)
         if value is not None and value != self.last:
             self.last = value
@@ -282,7 +284,8 @@ class _Run:
 
     jm: JsonMode
     started: float
-    shape: Callable[[Any], Any]
+    schema_name: str | None
+    shape: Callable[[Any], Any] | None  # None: no partial values (stream_items)
     growing: bool
     items: _Items | None
     partials: int = 0
@@ -303,12 +306,11 @@ class _Run:
     def finished(self, tier: Any, ok: bool, duration: float | None = None) -> None:
         if duration is None:
             duration = time.perf_counter() - self.started
-        jm = self.jm
         events.emit(
             events.StreamFinished(
                 tier,
-                jm.mode,
-                jm.schema_name,
+                self.jm.mode,
+                self.schema_name,
                 ok,
                 self.first_partial_s,
                 duration,
@@ -318,6 +320,11 @@ class _Run:
 
     def reader(self, attempt: int) -> _Reader:
         return _Reader(attempt, self.started, self.shape, self.growing, self.items)
+
+
+def _name(jm: JsonMode, schema_name: str | None) -> str | None:
+    """The schema name the request's events carry (checked by the session)."""
+    return jm.schema_name if schema_name is None else schema_name
 
 
 def _shape_for(source: object) -> Callable[[Any], Any]:
@@ -494,7 +501,8 @@ def stream(
 ) -> Iterator[StreamEvent]:
     """JsonMode.stream's body (see the module docstring)."""
     jm.prepare()  # before the clock starts
-    run = _Run(jm, time.perf_counter(), _shape_for(schema), partial_strings, None)
+    name = _name(jm, schema_name)
+    run = _Run(jm, time.perf_counter(), name, _shape_for(schema), partial_strings, None)
     with closing(_events(run, prompt, schema, examples, schema_name, context)) as all_:
         for event in all_:
             if not isinstance(event, _Item):
@@ -512,7 +520,8 @@ async def astream(
 ) -> AsyncIterator[StreamEvent]:
     """JsonMode.astream's body."""
     await jm.aprepare()
-    run = _Run(jm, time.perf_counter(), _shape_for(schema), partial_strings, None)
+    name = _name(jm, schema_name)
+    run = _Run(jm, time.perf_counter(), name, _shape_for(schema), partial_strings, None)
     async with aclosing(_aevents(run, prompt, schema, examples, schema_name, context)) as all_:
         async for event in all_:
             if not isinstance(event, _Item):
@@ -529,7 +538,7 @@ def stream_items(
 ) -> Iterator[Any]:
     """JsonMode.stream_items' body (see the module docstring)."""
     jm.prepare()  # before the clock starts
-    run, whole = _items_run(jm, item_schema, context)
+    run, whole = _items_run(jm, item_schema, schema_name, context)
     assert run.items is not None
     with closing(_events(run, prompt, whole, examples, schema_name, context)) as all_:
         for event in all_:
@@ -549,7 +558,7 @@ async def astream_items(
 ) -> AsyncIterator[Any]:
     """JsonMode.astream_items' body."""
     await jm.aprepare()
-    run, whole = _items_run(jm, item_schema, context)
+    run, whole = _items_run(jm, item_schema, schema_name, context)
     assert run.items is not None
     async with aclosing(_aevents(run, prompt, whole, examples, schema_name, context)) as all_:
         async for event in all_:
@@ -560,10 +569,12 @@ async def astream_items(
                     yield value
 
 
-def _items_run(jm: JsonMode, item_schema: object, context: Any) -> tuple[_Run, object]:
+def _items_run(
+    jm: JsonMode, item_schema: object, schema_name: str | None, context: Any
+) -> tuple[_Run, object]:
     item_spec = Schema.of(item_schema)
     items = _Items(item_spec, jm.mode, context)
-    run = _Run(jm, time.perf_counter(), lambda value: value, False, items)
+    run = _Run(jm, time.perf_counter(), _name(jm, schema_name), None, False, items)
     if isinstance(item_schema, type) or item_spec.is_typed:
         whole: object = list[item_schema]  # type: ignore[valid-type]
     else:

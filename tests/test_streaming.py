@@ -1005,3 +1005,19 @@ def test_a_slow_prepare_is_outside_the_clock_in_streams(driver):
     assert final.duration_s < 0.3
     assert final.first_partial_s is not None
     assert final.first_partial_s < 0.3
+
+
+def test_stream_finished_carries_the_calls_schema_name():
+    seen: list[Any] = []
+    events.subscribe(seen.append)
+    try:
+        list(JsonMode(ScriptedBackend([pieces(DOC)])).stream("x", Person, schema_name="call"))
+        list(
+            JsonMode(ScriptedBackend([pieces("[" + DOC + "]")]), schema_name="mine").stream_items(
+                "x", Person
+            )
+        )
+    finally:
+        events.unsubscribe(seen.append)
+    names = [e.schema_name for e in seen if isinstance(e, events.StreamFinished)]
+    assert names == ["call", "mine"]
