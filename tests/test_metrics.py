@@ -247,6 +247,20 @@ def test_async_requests_are_counted_like_sync_ones(registry):
     assert requests(registry) == {"first_try": 1, "repaired": 0, "retried": 1, "failed": 1}
 
 
+def test_streams_record_time_to_first_partial_and_duration(registry):
+    pieces = tuple(GOOD[i : i + 4] for i in range(0, len(GOOD), 4))
+    list(JsonMode(ScriptedBackend([pieces])).stream("x", Person))
+    list(JsonMode(ScriptedBackend([GOOD])).stream("x", Person))  # one piece: no partial
+    with pytest.raises(AttemptsExhaustedError):
+        list(JsonMode(ScriptedBackend([("n", "o")]), max_attempts=1).stream("x", Person))
+    first = "jsonmode_stream_first_partial_seconds_count"
+    duration = "jsonmode_stream_duration_seconds_count"
+    assert value(registry, first, tier="prompted") == 1
+    assert value(registry, duration, tier="prompted", ok="true") == 2
+    assert value(registry, duration, tier="prompted", ok="false") == 1
+    assert requests(registry)["failed"] == 1  # and counted as requests like any other
+
+
 # -- schema names ---------------------------------------------------------------------------
 
 

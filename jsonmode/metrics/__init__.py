@@ -23,6 +23,8 @@ Metric families (every label value from a fixed set, except ``schema``):
     jsonmode_schema_requests_total{schema,outcome}   schema: the schema_name= you give
     jsonmode_request_duration_seconds{tier}          histogram
     jsonmode_attempts_per_request{tier}              histogram
+    jsonmode_stream_first_partial_seconds{tier}      histogram, JsonMode.stream only
+    jsonmode_stream_duration_seconds{tier,ok}        histogram, JsonMode.stream only
     jsonmode_compile_duration_seconds                histogram (cache hits excluded)
     jsonmode_mask_duration_seconds                   histogram, one decoding step in 8
     jsonmode_mask_cache_hits_total, jsonmode_mask_cache_misses_total
