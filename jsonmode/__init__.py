@@ -20,6 +20,7 @@ from jsonmode.errors import (
     AttemptsExhaustedError,
     BackendError,
     BudgetExceededError,
+    InvalidGrammarError,
     InvalidSchemaError,
     JsonModeError,
     OutputError,
@@ -44,8 +45,14 @@ __version__ = "0.1.0"
 # The decoder needs numpy (and torch for logits): imported on first use, so that
 # `import jsonmode` stays light for the API tiers and the CLI.
 _LAZY = {
+    "CompiledGrammar": "jsonmode.decoding.grammars",
     "CompiledSchema": "jsonmode.decoding.compiled",
     "Vocabulary": "jsonmode.decoding.vocabulary",
+    "compile_choice": "jsonmode.decoding.grammars",
+    "compile_csv": "jsonmode.decoding.builtin_grammars",
+    "compile_grammar": "jsonmode.decoding.grammars",
+    "compile_jsonl": "jsonmode.decoding.builtin_grammars",
+    "compile_regex": "jsonmode.decoding.grammars",
     "compile_schema": "jsonmode.decoding.compiled",
 }
 
@@ -67,8 +74,10 @@ __all__ = [
     "Backend",
     "BackendError",
     "BudgetExceededError",
+    "CompiledGrammar",
     "CompiledSchema",
     "Completion",
+    "InvalidGrammarError",
     "InvalidSchemaError",
     "Issue",
     "JsonMode",
@@ -91,6 +100,11 @@ __all__ = [
     "UsageError",
     "Vocabulary",
     "__version__",
+    "compile_choice",
+    "compile_csv",
+    "compile_grammar",
+    "compile_jsonl",
+    "compile_regex",
     "compile_schema",
     "parse",
     "structured",

@@ -3,9 +3,10 @@
     jsonmode generate --schema FILE [--model M] [--mode strict|repair] [--api-base URL]
                       [--max-attempts N] [--tier T] [--max-tokens N] [--stream]
                       [--verbose] PROMPT
+    jsonmode generate --grammar FILE.gbnf | --regex PATTERN [the options above] PROMPT
     jsonmode batch    --schema FILE --input IN.jsonl --output OUT.jsonl [--concurrency N]
                       [--no-progress] [the model options of generate]
-    jsonmode validate --schema FILE [INPUT]
+    jsonmode validate --schema FILE | --grammar FILE.gbnf | --regex PATTERN [INPUT]
     jsonmode repair   --schema FILE [INPUT]
     jsonmode demo     [--metrics-port P [--duration S]]
     jsonmode metrics serve --port P [--addr A]
@@ -26,6 +27,16 @@ something to do about it, every attempt with ``--verbose``, and a non-zero exit 
     1  the output does not conform (after every attempt)
     2  bad usage, bad schema, unreadable input
     3  the backend failed (transient failures after retries, or a refused request)
+
+With ``--grammar FILE.gbnf`` (llama.cpp's GBNF) or ``--regex PATTERN`` instead of
+``--schema``, ``generate`` asks for a text that matches (``JsonMode.run_text``) and writes
+exactly that text on stdout, byte for byte, with no newline added (so that its output
+validates as it is); ``validate`` reads INPUT as UTF-8 bytes, unchanged (no newline
+translation), and on a match writes it back unchanged (a filter) and exits 0; on a
+mismatch it exits 1 with ``jsonmode: error: SchemaViolationError: output does not match
+the grammar: the text stops matching at byte N, ...: expected ...``. A grammar file that
+cannot be read or compiled exits 2, its error naming the file, line and column.
+``--stream`` and ``--indent`` are for JSON only.
 
 ``generate --stream`` writes the value as it grows on stderr, one JSON object per
 line (NDJSON), and the final value on stdout as without it::
@@ -62,7 +73,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import functools
 import json
 import os
@@ -103,14 +113,35 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def schema_command(name: str, help_text: str) -> argparse.ArgumentParser:
+    def schema_command(
+        name: str, help_text: str, *, grammars: bool = False
+    ) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text, description=help_text)
-        sub.add_argument("--schema", required=True, type=pathlib.Path, help="JSON Schema file")
+        if grammars:
+            target = sub.add_mutually_exclusive_group(required=True)
+            target.add_argument("--schema", type=pathlib.Path, help="JSON Schema file")
+            target.add_argument(
+                "--grammar",
+                type=pathlib.Path,
+                metavar="FILE.gbnf",
+                help="a text matching this GBNF grammar (llama.cpp's), instead of JSON",
+            )
+            target.add_argument(
+                "--regex",
+                metavar="PATTERN",
+                help="a text matching this regular expression as a whole, instead of JSON",
+            )
+        else:
+            sub.add_argument("--schema", required=True, type=pathlib.Path, help="JSON Schema file")
         sub.add_argument("--verbose", "-v", action="store_true", help="show every attempt/repair")
         sub.add_argument("--indent", type=int, default=None, help="pretty-print the output")
         return sub
 
-    generate = schema_command("generate", "Generate conforming JSON from a model.")
+    generate = schema_command(
+        "generate",
+        "Generate conforming JSON from a model (or, with --grammar or --regex, a matching text).",
+        grammars=True,
+    )
     _model_options(generate)
     generate.add_argument(
         "--stream",
@@ -146,11 +177,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     _model_options(batch)
 
-    for name, text in (
-        ("validate", "Check that INPUT is JSON conforming to the schema (strict)."),
-        ("repair", "Repair INPUT into JSON conforming to the schema; repairs go to stderr."),
+    for name, text, grammars in (
+        (
+            "validate",
+            "Check that INPUT is JSON conforming to the schema (strict), or a text matching "
+            "the grammar or regular expression (written back unchanged when it does).",
+            True,
+        ),
+        ("repair", "Repair INPUT into JSON conforming to the schema; repairs go to stderr.", False),
     ):
-        sub = schema_command(name, text)
+        sub = schema_command(name, text, grammars=grammars)
         sub.add_argument("input", nargs="?", default="-", help="file to read (default: stdin)")
 
     demo = commands.add_parser("demo", help="Run the offline demo.")
@@ -377,20 +413,86 @@ def _retry_line(event: events.TransportRetried) -> str:
     return f"transport: call {event.call} failed ({what}); retrying in {event.wait_s:.2f} s"
 
 
+def _grammar(args: argparse.Namespace) -> Any:
+    """The CompiledGrammar that ``--grammar`` / ``--regex`` name (None: ``--schema``);
+    its errors name the file. ``--stream`` and ``--indent`` are refused with one."""
+    if getattr(args, "grammar", None) is None and getattr(args, "regex", None) is None:
+        return None
+    for flag, given in (("--stream", getattr(args, "stream", False)), ("--indent", args.indent)):
+        if given not in (None, False):
+            raise UsageError(f"{flag} is for JSON output (--schema), not a text")
+    from jsonmode.decoding.grammars import compile_grammar, compile_regex
+
+    if args.regex is not None:
+        return compile_regex(args.regex)
+    path: pathlib.Path = args.grammar
+    try:
+        text = path.read_text(encoding="utf-8")  # a file saved with CRLF reads alike
+    except OSError as exc:
+        raise UsageError(f"cannot read grammar file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"grammar file {path} is not UTF-8 text (at byte {exc.start})") from None
+    try:
+        return compile_grammar(text)
+    except SchemaError as error:  # InvalidGrammarError (line, column), left recursion ...
+        error.message = f"grammar file {path}: {error.message}"
+        error.args = (error.message,)
+        raise
+
+
 def _generate(args: argparse.Namespace) -> int:
+    grammar = _grammar(args)
     jm = _jsonmode(args)
     # An argument that was not UTF-8 (kept by surrogateescape) is refused by the façade
     # like any prompt holding a lone surrogate (prompting.user_messages).
     prompt = _stdin() if args.prompt == "-" else args.prompt
-    spec = Schema.of(args.schema)
-    with _showing_retries(args.verbose):
-        result = _streamed(jm, prompt, spec) if args.stream else jm.run(prompt, spec)
+    result: Result[Any]
+    if grammar is not None:
+        with _showing_retries(args.verbose):
+            result = jm.run_text(prompt, grammar)
+    else:
+        spec = Schema.of(args.schema)
+        with _showing_retries(args.verbose):
+            result = _streamed(jm, prompt, spec) if args.stream else jm.run(prompt, spec)
     if args.verbose:
         print(f"tier: {result.tier}, mode: {result.mode}", file=sys.stderr)
         for attempt in result.attempts:
             print(attempt.describe(), file=sys.stderr)
-    _emit(result.data, args.indent, sys.stdout)
+    if grammar is not None:
+        _write_text(result.data)
+    else:
+        _emit(result.data, args.indent, sys.stdout)
     return 0
+
+
+def _write_text(text: str) -> None:
+    """``text`` on stdout exactly: UTF-8 bytes, no newline added or translated."""
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:  # a text stream standing in for stdout (tests)
+        sys.stdout.write(text)
+        return
+    sys.stdout.flush()
+    buffer.write(text.encode("utf-8", "surrogateescape"))
+    buffer.flush()
+
+
+def _read_exact(source: str) -> str:
+    """INPUT as UTF-8 text without newline translation (a grammar sees every byte)."""
+    try:
+        if source == "-":
+            buffer = getattr(sys.stdin, "buffer", None)
+            if buffer is None:  # a text stream standing in for stdin (tests)
+                return _stdin()
+            data = bytes(buffer.read())
+        else:
+            data = pathlib.Path(source).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {source}: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        where = "stdin" if source == "-" else source
+        raise UsageError(f"cannot read {where}: not UTF-8 text (at byte {exc.start})") from None
 
 
 def _streamed(jm: JsonMode, prompt: str, spec: Schema) -> Result[Any]:
@@ -425,122 +527,15 @@ def _event_line(event: dict[str, Any]) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _batch(args: argparse.Namespace) -> int:
-    if args.concurrency < 1:
-        raise UsageError(f"--concurrency must be positive, not {args.concurrency}")
-    spec = Schema.of(args.schema)
-    lines = _lines(_read(args.input))
-    entries: list[Any] = [None] * len(lines)
-    prompts: list[Any] = []
-    where: list[int] = []  # the input line of each prompt sent
-    for index, line in enumerate(lines):
-        try:
-            prompts.append(_prompt_of(line))
-        except UsageError as error:
-            entries[index] = error
-        else:
-            where.append(index)
-    jm = _jsonmode(args)
-    out = sys.stdout if args.output == "-" else _open_output(args.output)
-    writer = _InOrder(entries, out)
-    try:
-        writer.flush()  # unreadable lines at the head are written at once
-
-        def done(position: int, entry: Any) -> None:
-            writer.put(where[position], entry)
-
-        with _showing_retries(args.verbose, above_a_bar=True):
-            results = jm.map(
-                prompts,
-                spec,
-                concurrency=args.concurrency,
-                progress=False if args.no_progress else None,
-                on_result=done,
-            )
-    finally:
-        if out is not sys.stdout:
-            out.close()
-    unread = len(lines) - len(prompts)
-    summary = results.summary
-    if unread:
-        summary = dataclasses.replace(
-            summary, total=summary.total + unread, failed=summary.failed + unread
-        )
-    if args.verbose:
-        for number, entry in enumerate(entries, 1):
-            if isinstance(entry, JsonModeError):
-                print(f"line {number}: {_one_line(entry)}", file=sys.stderr)
-    unreadable = f" ({unread} unreadable line{'s' * (unread != 1)})" if unread else ""
-    print(f"jsonmode: {summary}{unreadable}", file=sys.stderr)
-    return 0 if summary.failed == 0 else EXIT_NONCONFORMING
-
-
-class _InOrder:
-    """Writes output line i as soon as lines 0..i are all known, flushing each: an
-    interrupted batch leaves every line up to the first unfinished one on disk."""
-
-    def __init__(self, entries: list[Any], out: TextIO) -> None:
-        self.entries = entries
-        self.out = out
-        self.written = 0
-
-    def put(self, index: int, entry: Any) -> None:
-        self.entries[index] = entry
-        self.flush()
-
-    def flush(self) -> None:
-        start = self.written
-        while self.written < len(self.entries) and self.entries[self.written] is not None:
-            self.out.write(dumps(_entry(self.entries[self.written])) + "\n")
-            self.written += 1
-        if self.written > start:
-            self.out.flush()
-
-
-def _lines(text: str) -> list[str]:
-    """JSON Lines: split at "\\n" only (a JSON string may hold U+2028 as is), a final
-    newline ends the last line, and a "\\r" before a newline goes with it."""
-    if not text:
-        return []
-    lines = text.removesuffix("\n").split("\n")
-    return [line.removesuffix("\r") for line in lines]
-
-
-def _prompt_of(line: str) -> Any:
-    """The prompt of one input line; UsageError when the line holds none."""
-    if not line.strip():
-        raise UsageError('blank line, not {"prompt": ...}')
-    try:
-        item = json.loads(line)
-    except ValueError as exc:
-        raise UsageError(f"not JSON: {exc}") from None
-    if not isinstance(item, dict) or "prompt" not in item:
-        raise UsageError('not a {"prompt": ...} object')
-    prompt = item["prompt"]
-    if not isinstance(prompt, (str, list)):
-        raise UsageError("the prompt must be a string or a list of chat messages")
-    return prompt
-
-
-def _open_output(path: str) -> TextIO:
-    try:
-        return open(path, "w", encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
-
-
-def _entry(entry: Result[Any] | JsonModeError) -> dict[str, Any]:
-    """One output line of a batch: the value, or the error's type, message and hint."""
-    if not isinstance(entry, JsonModeError):
-        return {"value": entry.data}
-    error: dict[str, Any] = {"type": type(entry).__name__, "message": _message(entry)}
-    hint = _cli_hint(entry)
-    if hint:
-        error["hint"] = " ".join(hint.split())
-    return {"error": error}
-
-
 def _check(args: argparse.Namespace) -> int:
+    grammar = _grammar(args)
+    if grammar is not None:
+        from jsonmode.texts import GrammarJudge
+
+        text = _read_exact(args.input)
+        GrammarJudge(grammar, "strict").read(text, truncated=False)  # raises on a mismatch
+        _write_text(text)
+        return 0
     mode: Mode = "repair" if args.command == "repair" else "strict"
     parsed = parse(_read(args.input), Schema.of(args.schema), mode)
     if args.verbose:
@@ -668,7 +663,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "generate":
             return _generate(args)
         if args.command == "batch":
-            return _batch(args)
+            from jsonmode._cli_batch import run as run_batch
+
+            return run_batch(args)
         if args.command in ("validate", "repair"):
             return _check(args)
         if args.command == "metrics":

@@ -11,6 +11,7 @@ attempt made so far, so nothing the model produced is lost.
     ├── UsageError                     no         jsonmode was called wrongly (also a TypeError)
     ├── SchemaError                    no         the schema cannot be used as given
     │   ├── InvalidSchemaError         no         not a valid JSON Schema / not a schema type
+    │   ├── InvalidGrammarError        no         a grammar that cannot be read (line, column)
     │   └── UnsupportedSchemaError     no         valid, but uses what jsonmode cannot enforce
     │       └── BudgetExceededError    no         compiling it would exceed a size/time budget
     ├── OutputError                    yes        one model output does not conform
@@ -41,6 +42,7 @@ __all__ = [
     "AttemptsExhaustedError",
     "BackendError",
     "BudgetExceededError",
+    "InvalidGrammarError",
     "InvalidSchemaError",
     "JsonModeError",
     "OutputError",
@@ -100,6 +102,20 @@ class SchemaError(JsonModeError):
 
 class InvalidSchemaError(SchemaError):
     """Not a valid JSON Schema, or not something that can be turned into one."""
+
+
+class InvalidGrammarError(SchemaError):
+    """A grammar (GBNF) that cannot be read: malformed text, an undefined rule, no
+    ``root``. ``line`` and ``column`` (1-based) say where, when it is one place (0
+    otherwise); the message names them too."""
+
+    def __init__(
+        self, message: str, *, line: int = 0, column: int = 0, hint: str | None = None
+    ) -> None:
+        where = f"line {line}, column {column}: " if line else ""
+        super().__init__(where + message, hint=hint)
+        self.line = line
+        self.column = column
 
 
 class UnsupportedSchemaError(SchemaError):

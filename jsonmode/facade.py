@@ -3,10 +3,13 @@
 Orchestration is an onion, each layer short:
 
     run / arun            drivers: sync and async, a few lines each
+    text / run_text ...   the same for a text under a grammar (jsonmode.texts)
     stream / map ...      the same session, streamed (jsonmode.streaming) or batched
                           (jsonmode.batch)
-    _session              validation attempts: tier, first request, re-asks, final error
-    _judge                one output → Attempt (strict read or repair, then validation)
+    _session ...          one request's judge (_SchemaJudge: a JSON value under a schema;
+                          _text_session: jsonmode.texts.GrammarJudge, a text under a grammar)
+    _attempts             validation attempts: tier, first request, re-asks, final error
+    _judged               one output → Attempt (the judge's read: strict or repair)
     _call / _acall        one backend call under the transport retry policy
 
 ``_session`` is a generator that yields each :class:`Request` and receives the
@@ -37,10 +40,11 @@ from jsonmode.errors import (
     UsageError,
 )
 from jsonmode.prompting import Message, first_messages, reask_messages, user_messages
-from jsonmode.reading import Mode, check_mode, parse
+from jsonmode.reading import Mode, Parsed, check_mode, parse
 from jsonmode.result import Attempt, Outcome, Result, Tier
 from jsonmode.retry import TransportPolicy
 from jsonmode.schema.core import Schema
+from jsonmode.texts import GrammarJudge, Judge, as_grammar
 
 if TYPE_CHECKING:
     from jsonmode.batch import BatchResults
@@ -211,6 +215,78 @@ class JsonMode:
         result = await self.arun(
             prompt, schema, examples=examples, schema_name=schema_name, context=context
         )
+        return result.value
+
+    # -- text under a grammar (jsonmode.texts) ----------------------------------------
+
+    def run_text(
+        self,
+        prompt: Prompt,
+        grammar: object,
+        *,
+        examples: Sequence[tuple[str, str]] = (),
+        schema_name: str | None = None,
+    ) -> Result[str]:
+        """Generate a text that matches ``grammar``, and the record of how.
+
+        The session of :meth:`run` (tiers, re-asks, transport policy, events, typed
+        errors), judging each output against the grammar instead of a schema.
+        Constrained (a local model): decoded under the grammar's token mask. Native
+        (a vLLM endpoint, for GBNF, regex and choice): sent as vLLM's
+        ``structured_outputs``. Otherwise prompted: the grammar is described to the
+        model. Every tier post-validates with ``grammar.diagnose``; a re-ask says where
+        the text stopped matching (byte offset, the text before it, what was expected).
+        ``Result.value`` and ``Result.data`` are the text. Strict mode never changes
+        it; repair mode only strips surrounding whitespace or one code fence (see
+        :mod:`jsonmode.texts`, also for rules bound to JSON Schemas).
+
+        Args:
+            prompt: a prompt string or a list of chat messages (never modified).
+            grammar: a :class:`~jsonmode.CompiledGrammar` (``compile_grammar``,
+                ``compile_regex``, ``compile_choice`` ...), or GBNF text.
+            examples: few-shot (prompt, text) pairs; each text must match.
+            schema_name: a name for the grammar in metrics (default: the instance's).
+
+        Raises:
+            AttemptsExhaustedError: no attempt matched; ``.attempts`` holds them all.
+            TransientBackendError, PermanentBackendError: as for :meth:`run`.
+            InvalidGrammarError, UnsupportedSchemaError, UsageError: bad input.
+        """
+        return self._drive(self._text_session(prompt, grammar, examples, schema_name))
+
+    async def arun_text(
+        self,
+        prompt: Prompt,
+        grammar: object,
+        *,
+        examples: Sequence[tuple[str, str]] = (),
+        schema_name: str | None = None,
+    ) -> Result[str]:
+        """Async :meth:`run_text`."""
+        await self.aprepare()
+        return await self._adrive(self._text_session(prompt, grammar, examples, schema_name))
+
+    def text(
+        self,
+        prompt: Prompt,
+        grammar: object,
+        *,
+        examples: Sequence[tuple[str, str]] = (),
+        schema_name: str | None = None,
+    ) -> str:
+        """The matching text alone (see :meth:`run_text`)."""
+        return self.run_text(prompt, grammar, examples=examples, schema_name=schema_name).value
+
+    async def atext(
+        self,
+        prompt: Prompt,
+        grammar: object,
+        *,
+        examples: Sequence[tuple[str, str]] = (),
+        schema_name: str | None = None,
+    ) -> str:
+        """Async :meth:`text`."""
+        result = await self.arun_text(prompt, grammar, examples=examples, schema_name=schema_name)
         return result.value
 
     # -- streaming and batches (jsonmode.streaming, jsonmode.batch) -------------------
@@ -419,20 +495,46 @@ class JsonMode:
         context: Any = None,
         trace: _Trace | None = None,
     ) -> _Session:
-        """The attempts of one request: yields each Request, receives its _Reply,
-        returns the Result or raises. The backend is prepared before the clock starts
-        (a no-op when the async driver already did it off the loop)."""
+        """The attempts of one request for a JSON value under ``schema``: yields each
+        Request, receives its _Reply, returns the Result or raises. The backend is
+        prepared before the clock starts (a no-op when the async driver already did it
+        off the loop)."""
         self.prepare()
         started = time.perf_counter()
+        judge = _SchemaJudge(Schema.of(schema), self.mode, context)
+        return (yield from self._attempts(prompt, judge, examples, schema_name, started, trace))
+
+    def _text_session(
+        self,
+        prompt: Prompt,
+        grammar: object,
+        examples: Sequence[tuple[str, str]],
+        schema_name: str | None,
+    ) -> _Session:
+        """:meth:`_session` for a text under ``grammar``."""
+        self.prepare()
+        started = time.perf_counter()
+        judge = GrammarJudge(as_grammar(grammar), self.mode)
+        return (yield from self._attempts(prompt, judge, examples, schema_name, started, None))
+
+    def _attempts(
+        self,
+        prompt: Prompt,
+        judge: Judge,
+        examples: Sequence[tuple[str, Any]],
+        schema_name: str | None,
+        started: float,
+        trace: _Trace | None,
+    ) -> _Session:
         name = self.schema_name if schema_name is None else events.check_schema_name(schema_name)
-        spec = Schema.of(schema)
-        tier = self._tier_for(spec)
+        tier = judge.tier(self.tier, self.backend)
         trace = trace if trace is not None else _Trace()
         trace.tier = tier
         # what the events need; a tuple costs nothing when nobody listens
-        report: _Context = (tier, self.mode, name, started, self.tier != tier)
-        first = first_messages(spec, user_messages(prompt), _checked_examples(spec, examples))
-        request = Request(first, spec, native=tier == "native", constrained=tier == "constrained")
+        fallback = self.tier == "constrained" and tier != "constrained"
+        report: _Context = (tier, self.mode, name, started, fallback)
+        first = judge.first_messages(user_messages(prompt), examples)
+        request = judge.request(first, tier)
         attempts = trace.attempts
         for index in range(1, self.max_attempts + 1):
             reply = yield request
@@ -451,8 +553,7 @@ class JsonMode:
                     _attempt_finished(report, attempts[-1])
                     _request_finished(report, attempts, ok=False)
                 raise reply.error
-            assert reply.completion is not None
-            attempt, value = self._judge(index, reply, spec, context)
+            attempt, value = _judged(index, reply, judge)
             attempts.append(attempt)
             if events.listeners:
                 _attempt_finished(report, attempt)
@@ -468,18 +569,13 @@ class JsonMode:
                 if events.listeners:
                     _request_finished(report, attempts, ok=True, duration_s=result.duration_s)
                 return result
-            request = Request(
-                reask_messages(first, attempt, self.max_attempts),
-                spec,
-                request.native,
-                request.constrained,
-            )
+            request = judge.request(judge.reask_messages(first, attempt, self.max_attempts), tier)
         if events.listeners:
             _request_finished(report, attempts, ok=False)
         last = attempts[-1]
-        repairable = self.mode == "strict" and _repair_would_pass(last, spec, context)
+        repairable = self.mode == "strict" and judge.repairable(last)
         error = AttemptsExhaustedError(
-            f"no conforming JSON after {len(attempts)} attempt(s); last: "
+            f"no {judge.wanted} after {len(attempts)} attempt(s); last: "
             f"{last.outcome}: {last.error}",
             attempts=attempts,
             hint="mode='repair' would repair the last output" if repairable else None,
@@ -487,48 +583,78 @@ class JsonMode:
         error.repairable = repairable
         raise error
 
-    def _tier_for(self, spec: Schema) -> Tier:
-        """The tier for one request: constrained falls back to prompted when the
-        decoder cannot compile this schema (unsupported construct or over a budget)."""
-        if self.tier != "constrained":
-            return self.tier
+
+class _SchemaJudge:
+    """The session's judge for a JSON value under a schema (see jsonmode.texts.Judge)."""
+
+    wanted = "conforming JSON"
+
+    def __init__(self, spec: Schema, mode: Mode, context: Any) -> None:
+        self.spec = spec
+        self.mode = mode
+        self.context = context
+
+    def tier(self, tier: Tier, backend: Backend) -> Tier:
+        """Constrained falls back to prompted when the decoder cannot compile this
+        schema (unsupported construct or over a budget)."""
+        if tier != "constrained":
+            return tier
         try:
-            self.backend.constrain(spec)  # type: ignore[attr-defined]
+            backend.constrain(self.spec)  # type: ignore[attr-defined]
         except UnsupportedSchemaError:
             return "prompted"
         return "constrained"
 
-    def _judge(
-        self, index: int, reply: _Reply, spec: Schema, context: Any = None
-    ) -> tuple[Attempt, Any]:
-        completion = reply.completion
-        assert completion is not None
-        common: dict[str, Any] = {
-            "raw": completion.text,
-            "latency_s": reply.latency_s,
-            "usage": completion.usage,
-            "transport_retries": reply.transport_retries,
-        }
-        try:
-            if reply.verdict is not None:
-                raise reply.verdict
-            parsed = parse(
-                completion.text, spec, self.mode, truncated=completion.truncated, context=context
-            )
-        except OutputError as failure:
-            attempt = Attempt(
-                index,
-                _outcome(failure),
-                error=failure.message,
-                issues=failure.issues,
-                repairs=failure.repairs,
-                value=failure.value,
-                **common,
-            )
-            return attempt, None
-        return Attempt(index, "valid", repairs=parsed.repairs, value=parsed.data, **common), (
-            parsed.value
+    def request(self, messages: tuple[Message, ...], tier: Tier) -> Request:
+        return Request(
+            messages, self.spec, native=tier == "native", constrained=tier == "constrained"
         )
+
+    def first_messages(
+        self, messages: tuple[Message, ...], examples: Sequence[tuple[str, Any]]
+    ) -> tuple[Message, ...]:
+        return first_messages(self.spec, messages, _checked_examples(self.spec, examples))
+
+    def reask_messages(
+        self, first: tuple[Message, ...], failed: Attempt, max_attempts: int
+    ) -> tuple[Message, ...]:
+        return reask_messages(first, failed, max_attempts)
+
+    def read(self, text: str, truncated: bool) -> Parsed:
+        return parse(text, self.spec, self.mode, truncated=truncated, context=self.context)
+
+    def repairable(self, attempt: Attempt) -> bool:
+        return _repair_would_pass(attempt, self.spec, self.context)
+
+
+def _judged(index: int, reply: _Reply, judge: Judge) -> tuple[Attempt, Any]:
+    """One output as an Attempt, and its value when it is valid."""
+    completion = reply.completion
+    assert completion is not None
+    common: dict[str, Any] = {
+        "raw": completion.text,
+        "latency_s": reply.latency_s,
+        "usage": completion.usage,
+        "transport_retries": reply.transport_retries,
+    }
+    try:
+        if reply.verdict is not None:
+            raise reply.verdict
+        parsed = judge.read(completion.text, completion.truncated)
+    except OutputError as failure:
+        attempt = Attempt(
+            index,
+            _outcome(failure),
+            error=failure.message,
+            issues=failure.issues,
+            repairs=failure.repairs,
+            value=failure.value,
+            **common,
+        )
+        return attempt, None
+    return Attempt(index, "valid", repairs=parsed.repairs, value=parsed.data, **common), (
+        parsed.value
+    )
 
 
 # One request's tier, mode, schema name, start time and whether it fell back from the

@@ -13,8 +13,9 @@ not another 60 MB request.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jsonmode._json import dumps, has_surrogate
 from jsonmode._text import clip
@@ -23,6 +24,9 @@ from jsonmode.result import Attempt
 from jsonmode.schema.core import Schema
 from jsonmode.schema.validation import Issue
 
+if TYPE_CHECKING:
+    from jsonmode.decoding.grammars import CompiledGrammar
+
 __all__ = [
     "MAX_REASK_ISSUES",
     "MAX_REASK_MESSAGE_CHARS",
@@ -30,8 +34,11 @@ __all__ = [
     "Message",
     "describe_failure",
     "first_messages",
+    "first_text_messages",
     "format_instructions",
+    "grammar_instructions",
     "reask_messages",
+    "reask_text_messages",
     "user_messages",
 ]
 
@@ -96,7 +103,13 @@ def first_messages(
 ) -> tuple[Message, ...]:
     """System contract (merged into the caller's system message if there is one),
     then few-shot turns, then the caller's conversation."""
-    contract = format_instructions(schema)
+    turns = [(prompt, dumps(value)) for prompt, value in examples]
+    return _with_contract(format_instructions(schema), messages, turns)
+
+
+def _with_contract(
+    contract: str, messages: tuple[Message, ...], turns: Sequence[tuple[str, str]]
+) -> tuple[Message, ...]:
     head: list[Message]
     if messages and messages[0].get("role") == "system":
         own = messages[0].get("content")
@@ -105,9 +118,9 @@ def first_messages(
     else:
         head = [{"role": "system", "content": contract}]
         rest = messages
-    for prompt, value in examples:
+    for prompt, reply in turns:
         head.append({"role": "user", "content": prompt})
-        head.append({"role": "assistant", "content": dumps(value)})
+        head.append({"role": "assistant", "content": reply})
     return (*head, *rest)
 
 
@@ -186,4 +199,95 @@ def reask_messages(
         *first,
         {"role": "assistant", "content": _encodable(_clip_output(failed.raw))},
         {"role": "user", "content": _feedback(failed, max_attempts)},
+    )
+
+
+# -- text under a grammar (JsonMode.text) ------------------------------------------------
+
+_TEXT_RULES = (
+    "Output only that text: no explanation before or after it, no quotes around it, "
+    "no markdown code fences."
+)
+
+
+def grammar_instructions(grammar: CompiledGrammar) -> str:
+    """The output contract for a text under ``grammar``, as the system message states it:
+    the GBNF text (and the JSON Schema of each rule bound to one), the regular
+    expression, the choices (each as a JSON string), or a built-in's description."""
+    if grammar.kind == "regex":
+        what = (
+            "Reply with text that matches this regular expression as a whole "
+            f"(ECMA-262 syntax):\n{grammar.source}"
+        )
+    elif grammar.kind == "choice":
+        choices = "\n".join(
+            f"- {json.dumps(choice, ensure_ascii=False)}" for choice in _choices(grammar)
+        )
+        what = (
+            "Reply with exactly one of these texts, written as it is, without the quotes "
+            f"shown here:\n{choices}"
+        )
+    elif grammar.kind == "gbnf":
+        what = (
+            "Reply with text that matches the grammar below: GBNF as llama.cpp defines it, "
+            f"where the rule `root` is the whole reply.\nGrammar:\n{grammar.source}"
+        )
+    else:  # a built-in (JSON Lines, CSV): its source describes it, schema included
+        what = f"Reply with text in this format:\n{grammar.source}"
+    bound = [
+        f"The rule `{name}` is one JSON document that conforms to this JSON Schema:\n"
+        f"{spec.prompt_form}"
+        for name, spec in (grammar.schemas.items() if grammar.kind == "gbnf" else ())
+    ]
+    return "\n\n".join([f"{what}\n{_TEXT_RULES}", *bound])
+
+
+def _choices(grammar: CompiledGrammar) -> list[str]:
+    return [str(choice) for choice in json.loads(grammar.source)]
+
+
+def first_text_messages(
+    grammar: CompiledGrammar,
+    messages: tuple[Message, ...],
+    examples: Sequence[tuple[str, str]] = (),
+) -> tuple[Message, ...]:
+    """:func:`first_messages` for a text under ``grammar``: its contract, few-shot
+    (prompt, text) turns (already checked against the grammar), the conversation."""
+    return _with_contract(grammar_instructions(grammar), messages, examples)
+
+
+def _text_feedback(attempt: Attempt, max_attempts: int, noun: str) -> str:
+    lines = [f"Attempt {attempt.index} of {max_attempts} did not match {noun}."]
+    if len(attempt.raw) > MAX_REASK_OUTPUT_CHARS:
+        lines.append(
+            f"(Your reply was {len(attempt.raw):,} characters long; only its first and last "
+            "characters are repeated above.)"
+        )
+    if attempt.outcome == "truncated":
+        lines.append(
+            "Your reply was cut off at the length limit before the text was complete. "
+            "Reply with a complete, shorter text."
+        )
+    else:
+        why = clip(
+            attempt.issues[0].message if attempt.issues else str(attempt.error),
+            MAX_REASK_MESSAGE_CHARS,
+        )
+        lines.append(f"{why[:1].upper()}{why[1:]}.")
+        if attempt.raw[:64].lstrip().startswith("```"):
+            lines.append("Do not wrap the text in markdown code fences.")
+    lines.append("Reply again with only the corrected text.")
+    return "\n".join(lines)
+
+
+def reask_text_messages(
+    first: tuple[Message, ...], failed: Attempt, max_attempts: int, noun: str = "the grammar"
+) -> tuple[Message, ...]:
+    """:func:`reask_messages` for a text: the failed output (bounded alike) and where it
+    stopped matching ``noun`` (``"the grammar"``, ``"the regular expression"`` ...):
+    the byte offset, the text just before it, and what was expected there."""
+    return (
+        *first,
+        {"role": "assistant", "content": _encodable(_clip_output(failed.raw))},
+        {"role": "user", "content": _text_feedback(failed, max_attempts, noun)},
     )

@@ -1,7 +1,11 @@
 """The backend protocol: one request in, one completion out.
 
 A backend turns a :class:`Request` (messages, and the schema when the native tier
-passes it through) into a :class:`Completion`. It reports failure only as
+passes it through) into a :class:`Completion`. A request may carry a grammar instead
+(``JsonMode.text``): a backend that can take one says so with optional abilities,
+``constrain_grammar(grammar)`` (constrained decoding: returns the grammar compiled for
+its vocabulary) or ``native_grammar(grammar) -> bool`` (its endpoint takes this
+grammar's kind); any other backend gets the grammar in the prompt only. It reports failure only as
 :class:`~jsonmode.errors.TransientBackendError` (worth retrying the same request) or
 :class:`~jsonmode.errors.PermanentBackendError` (not). Retrying, validation and
 repair belong to the façade, never to a backend.
@@ -11,10 +15,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from jsonmode.result import Usage
 from jsonmode.schema.core import Schema
+
+if TYPE_CHECKING:
+    from jsonmode.decoding.grammars import CompiledGrammar
 
 __all__ = ["Backend", "Chunk", "Completion", "Request", "StreamingBackend"]
 
@@ -26,14 +33,19 @@ class Request:
     Attributes:
         messages: chat messages (``{"role": ..., "content": ...}``), already private copies.
         schema: the target schema.
-        native: pass ``schema`` through the backend's own structured-output API.
+        native: pass ``schema`` (or ``grammar``) through the backend's own
+            structured-output API.
         constrained: decode under jsonmode's own token mask (local models only).
+        grammar: the text's grammar, for ``JsonMode.text`` (None: the reply is JSON
+            under ``schema``). When set, ``schema`` is a placeholder ("anything") and
+            ``native``/``constrained`` apply to the grammar.
     """
 
     messages: tuple[Mapping[str, Any], ...]
     schema: Schema
     native: bool = False
     constrained: bool = False
+    grammar: CompiledGrammar | None = None
 
     def prompt_text(self) -> str:
         """The messages flattened into one prompt, for text-in/text-out callables."""

@@ -15,6 +15,15 @@ ignores would be caught.) Whether an endpoint takes a schema comes from a small 
 here, not from litellm's ``supports_response_schema``, which does not know local
 servers.
 
+A grammar (``JsonMode.text``) goes natively only to vLLM (``hosted_vllm/`` models, and
+servers running jsonmode's processor, ``vllm_processor=True``), as vLLM's
+``structured_outputs`` request field (vLLM >= 0.12; its ``guided_*`` fields are gone):
+``{"grammar": GBNF}`` (vLLM hands text holding ``::=`` to xgrammar's GBNF-style EBNF
+reader as it is), ``{"regex": PATTERN}`` (the whole output must match, as with
+``compile_regex``) or ``{"choice": [...]}``. Other kinds (a grammar with rules bound to
+JSON Schemas, the built-ins) and every other provider get the grammar in the prompt.
+A grammar vLLM's reader refuses fails the request (HTTP 400: PermanentBackendError).
+
 ``native="tools"`` sends it instead as one forced function call, for providers that
 take structured output best that way: the schema is the parameters of one tool named
 like the schema, ``tool_choice`` forces it, and the reply is that call's arguments
@@ -55,7 +64,7 @@ import re
 import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from types import ModuleType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from jsonmode.backends import deadline as _deadline
 from jsonmode.backends.base import Chunk, Completion, Request
@@ -71,7 +80,17 @@ from jsonmode.result import Usage
 from jsonmode.retry import parse_retry_after, response_headers
 from jsonmode.schema.core import Schema
 
-__all__ = ["LiteLLMBackend", "NativeTransport", "describe", "map_error", "native_schema_for"]
+if TYPE_CHECKING:
+    from jsonmode.decoding.grammars import CompiledGrammar
+
+__all__ = [
+    "LiteLLMBackend",
+    "NativeTransport",
+    "describe",
+    "map_error",
+    "native_schema_for",
+    "structured_outputs",
+]
 
 #: How the native tier sends the schema: ``response_format`` or one forced tool call.
 NativeTransport = Literal["response_format", "tools"]
@@ -121,6 +140,18 @@ def native_schema_for(model: str, api_base: str | None) -> bool | None:
     if provider in ("openai", "azure") and api_base:
         return None
     return True
+
+
+def structured_outputs(grammar: CompiledGrammar) -> dict[str, Any] | None:
+    """vLLM's ``structured_outputs`` field for ``grammar``; None when vLLM cannot take
+    its kind as it is (rules bound to JSON Schemas, built-ins)."""
+    if grammar.kind == "gbnf" and not grammar.schemas:
+        return {"grammar": grammar.source}
+    if grammar.kind == "regex":
+        return {"regex": grammar.source}
+    if grammar.kind == "choice":
+        return {"choice": json.loads(grammar.source)}
+    return None
 
 
 @functools.lru_cache(maxsize=64)
@@ -377,6 +408,12 @@ class LiteLLMBackend:
         """
         _litellm()
 
+    def native_grammar(self, grammar: CompiledGrammar) -> bool:
+        """Whether the native tier can send ``grammar``: a vLLM endpoint, and a kind it
+        takes (see :func:`structured_outputs`)."""
+        vllm = self.vllm_processor or _provider(self.model) == "hosted_vllm"
+        return vllm and structured_outputs(grammar) is not None
+
     def _arguments(
         self, request: Request, *, stream: bool = False
     ) -> tuple[dict[str, Any], _Tool | None]:
@@ -389,7 +426,13 @@ class LiteLLMBackend:
         if stream:
             arguments["stream"] = True
         tool: _Tool | None = None
-        if request.native and self.vllm_processor:
+        if request.grammar is not None:
+            field = structured_outputs(request.grammar) if request.native else None
+            if field is not None:
+                body = dict(arguments.get("extra_body") or {})
+                field = {**(body.get("structured_outputs") or {}), **field}
+                arguments["extra_body"] = {**body, "structured_outputs": field}
+        elif request.native and self.vllm_processor:
             body = dict(arguments.get("extra_body") or {})
             schema_text = json.dumps(request.schema.json_schema)
             xargs = {**(body.get("vllm_xargs") or {}), "json_schema": schema_text}

@@ -15,16 +15,19 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import dataclasses
 import queue
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 from jsonmode import events
 from jsonmode.backends.base import Chunk, Completion, Request
 from jsonmode.backends.deadline import check_timeout
-from jsonmode.decoding.compiled import CompiledSchema, compile_schema
+from jsonmode.decoding.compiled import Compiled, CompiledSchema, compile_schema
+from jsonmode.decoding.grammars import CompiledGrammar
 from jsonmode.decoding.logits import JsonLogitsProcessor
 from jsonmode.decoding.vocabulary import Vocabulary
 from jsonmode.errors import (
@@ -56,6 +59,8 @@ class TransformersBackend:
 
     ``stream`` yields the text as it is generated; ``complete_batch`` generates many
     requests in one ``generate`` call (``JsonMode.map`` uses it), one matcher per row.
+    A request with a grammar (``JsonMode.text``) is decoded under that grammar's mask
+    (:meth:`constrain_grammar`).
 
     Not thread-safe for concurrent ``complete`` calls on one model (torch models
     are not); the async path runs generation in a worker thread.
@@ -88,6 +93,10 @@ class TransformersBackend:
         self.generate_options = generate_options
         width = getattr(getattr(model, "config", None), "vocab_size", None)
         self.vocabulary = Vocabulary.from_tokenizer(tokenizer, vocab_size=width)
+        self._grammars: weakref.WeakKeyDictionary[CompiledGrammar, CompiledGrammar] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._grammars_lock = threading.Lock()
 
     @property
     def name(self) -> str:
@@ -101,6 +110,30 @@ class TransformersBackend:
         façade then falls back to the prompted tier.
         """
         return compile_schema(schema.json_schema, self.vocabulary, **self.compile_options)
+
+    def constrain_grammar(self, grammar: CompiledGrammar) -> CompiledGrammar:
+        """``grammar`` (any kind: GBNF, regex, choice, a built-in) for this vocabulary.
+
+        Its rule automata do not depend on the vocabulary, so nothing is recompiled:
+        the same grammar gets this vocabulary and its own mask engine, built on the
+        first mask and kept for as long as ``grammar`` lives (one per grammar object;
+        the compile functions' cache hands out the same object for the same text).
+        A grammar already compiled for this vocabulary is used as it is. Thread-safe.
+        """
+        vocabulary = grammar.vocabulary
+        if vocabulary is not None and vocabulary.fingerprint == self.vocabulary.fingerprint:
+            return grammar
+        with self._grammars_lock:
+            made = self._grammars.get(grammar)
+            if made is None:
+                made = dataclasses.replace(grammar, vocabulary=self.vocabulary)
+                self._grammars[grammar] = made
+        return made
+
+    def _constraint(self, request: Request) -> Compiled:
+        if request.grammar is not None:
+            return self.constrain_grammar(request.grammar)
+        return self.constrain(request.schema)
 
     def _prompt_ids(self, request: Request) -> list[int]:
         messages = [dict(message) for message in request.messages]
@@ -116,7 +149,8 @@ class TransformersBackend:
         self, requests: Sequence[Request], streamer: Any = None, stop: Any = None
     ) -> list[Completion | BackendError]:
         """One ``generate`` call for ``requests`` (rows, left-padded); all constrained
-        or none, and constrained ones share one schema (see :meth:`complete_batch`)."""
+        or none, and constrained ones share one schema or grammar (see
+        :meth:`complete_batch`)."""
         import torch
 
         started = time.time()  # the clock transformers' MaxTimeCriteria reads
@@ -133,7 +167,7 @@ class TransformersBackend:
         processors = []
         processor: JsonLogitsProcessor | None = None
         if requests[0].constrained:
-            processor = JsonLogitsProcessor(self.constrain(requests[0].schema))
+            processor = JsonLogitsProcessor(self._constraint(requests[0]))
             processors.append(processor)
         options: dict[str, Any] = {
             "max_new_tokens": self.max_new_tokens,
@@ -199,14 +233,15 @@ class TransformersBackend:
 
     def complete_batch(self, requests: Sequence[Request]) -> list[Completion | BackendError]:
         """Complete ``requests`` in as few ``generate`` calls as their kinds allow: one
-        per (constrained, schema) group, each row with its own matcher. A failure of
+        per (constrained, schema or grammar) group, each row with its own matcher. A failure of
         a row (its timeout) is that row's entry; a failure of ``generate`` itself is
         every row's entry of that group, as a PermanentBackendError. Not thread-safe
         (one model)."""
         replies: list[Completion | BackendError | None] = [None] * len(requests)
         groups: dict[tuple[bool, int], list[int]] = {}
         for index, request in enumerate(requests):
-            key = (request.constrained, id(request.schema) if request.constrained else 0)
+            target = request.schema if request.grammar is None else request.grammar
+            key = (request.constrained, id(target) if request.constrained else 0)
             groups.setdefault(key, []).append(index)
         for rows in groups.values():
             try:

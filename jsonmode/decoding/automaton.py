@@ -101,6 +101,12 @@ class _NFA:
 
     def _repeat(self, rep: Rep, start: int, end: int, budget: int) -> None:
         here = start
+        if rep.low == 0 and rep.high is None:
+            # The loop must return to a state of its own: ``start`` may be shared (an
+            # Alt gives every option the same start), and looping back to it would
+            # let a pass through ``x*`` continue into the other options.
+            here = self.state()
+            self.eps[start].append(here)
         for _ in range(rep.low):
             there = self.state()
             self.fragment(rep.item, here, there, budget)

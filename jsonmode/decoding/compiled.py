@@ -30,7 +30,7 @@ from jsonmode.schema.core import Schema
 if TYPE_CHECKING:
     from jsonmode.decoding.vocabulary import Vocabulary
 
-__all__ = ["CompiledSchema", "compile_schema"]
+__all__ = ["Compiled", "CompiledSchema", "compile_schema"]
 
 _CACHE_LIMIT = 128
 _cache: dict[tuple[str, str, CompileOptions], CompiledSchema] = {}
@@ -38,27 +38,27 @@ _lock = threading.Lock()
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class CompiledSchema:
-    """A schema compiled for constrained decoding. Immutable; thread-safe.
+class Compiled:
+    """What every compiled constraint shares (a schema, a grammar, a regex, a choice):
+    the printable grammar, its automata, the vocabulary, and the matchers. Immutable;
+    thread-safe.
 
     Attributes:
-        schema: the normalised schema (post-validation uses it).
         grammar: the printable intermediate form.
         network: one automaton per grammar rule.
-        unenforced: schema locations (JSON pointers to keywords) that decoding does
-            not enforce exactly; empty when the schema is fully enforced.
         options: the compile options.
         vocabulary: the tokenizer vocabulary masks are computed for (None: text only).
         compile_seconds: how long compiling took.
+        unenforced: locations left to post-validation (for a schema, JSON pointers to
+            its keywords); empty when everything is enforced while decoding.
     """
 
-    schema: Schema
     grammar: Grammar
     network: Network
-    unenforced: tuple[str, ...]
     options: CompileOptions
     vocabulary: Vocabulary | None
     compile_seconds: float
+    unenforced: tuple[str, ...] = dataclasses.field(default=(), kw_only=True)
 
     def accepts(self, text: str | bytes) -> bool:
         """Whether decoding could produce exactly ``text`` (no vocabulary needed).
@@ -75,7 +75,7 @@ class CompiledSchema:
         return self.reference().accepts(text)
 
     def reference(self) -> ReferenceMatcher:
-        """The slow, obviously correct byte-level matcher for this schema."""
+        """The slow, obviously correct byte-level matcher for this constraint."""
         return ReferenceMatcher(self.network, max_depth=self.options.max_nesting_depth)
 
     @property
@@ -84,17 +84,29 @@ class CompiledSchema:
 
     @functools.cached_property
     def engine(self) -> MaskEngine:
-        """The mask engine shared by every matcher of this schema (its caches live here)."""
+        """The mask engine shared by every matcher (its caches live here)."""
         if self.vocabulary is None:
             raise UsageError(
-                "this schema was compiled without a vocabulary",
-                hint="compile_schema(schema, Vocabulary.from_tokenizer(tokenizer))",
+                "this was compiled without a vocabulary",
+                hint="pass vocabulary=Vocabulary.from_tokenizer(tokenizer) when compiling",
             )
         return MaskEngine(self.network, self.vocabulary, max_depth=self.options.max_nesting_depth)
 
     def matcher(self) -> Matcher:
         """A fresh matcher for one sequence (cheap: the engine and its caches are shared)."""
         return Matcher(self.engine)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class CompiledSchema(Compiled):
+    """A schema compiled for constrained decoding. Immutable; thread-safe.
+
+    Attributes (beyond :class:`Compiled`'s): ``schema``, the normalised schema
+    (post-validation uses it). ``unenforced`` holds JSON pointers to the schema's
+    keywords that decoding does not enforce exactly.
+    """
+
+    schema: Schema = dataclasses.field(kw_only=True)
 
 
 def compile_schema(
@@ -156,7 +168,9 @@ def _compile(
         if events.listeners:
             events.emit(events.CompileFinished(elapsed))
         checkpoint()  # (finished, but past the deadline: refused alike)
-    compiled = CompiledSchema(spec, grammar, network, unenforced, settings, vocabulary, elapsed)
+    compiled = CompiledSchema(
+        grammar, network, settings, vocabulary, elapsed, schema=spec, unenforced=unenforced
+    )
     with _lock:
         if len(_cache) >= _CACHE_LIMIT:
             _cache.pop(next(iter(_cache)))

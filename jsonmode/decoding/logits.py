@@ -19,14 +19,15 @@ import torch
 
 from jsonmode import events
 from jsonmode.decoding.batch import BatchMasker
-from jsonmode.decoding.compiled import CompiledSchema
+from jsonmode.decoding.compiled import Compiled
 from jsonmode.decoding.matcher import Matcher
 
 __all__ = ["JsonLogitsProcessor"]
 
 
 class JsonLogitsProcessor:
-    """Constrain generation to documents ``compiled`` accepts. One per ``generate`` call.
+    """Constrain generation to what ``compiled`` accepts (a compiled schema, grammar,
+    regex or choice). One per ``generate`` call.
 
     Pass every end-of-sequence id to ``generate`` (``eos_token_id=sorted(
     compiled.vocabulary.eos_ids)``): a row that ended on one generate does not stop
@@ -43,7 +44,7 @@ class JsonLogitsProcessor:
         failed: rows whose sampled token the matcher refused.
     """
 
-    def __init__(self, compiled: CompiledSchema, *, max_cached_biases: int = 128) -> None:
+    def __init__(self, compiled: Compiled, *, max_cached_biases: int = 128) -> None:
         self.compiled = compiled
         self.matchers: list[Matcher] = []
         self.failed: list[bool] = []

@@ -466,7 +466,9 @@ def _short(pattern: str) -> str:
     return pattern if len(pattern) <= 80 else pattern[:77] + "..."
 
 
-def compile_pattern(pattern: str, *, max_states: int = DEFAULT_MAX_STATES) -> CharDFA:
+def compile_pattern(
+    pattern: str, *, max_states: int = DEFAULT_MAX_STATES, anchored: bool = False
+) -> CharDFA:
     """The DFA of the strings that JSON Schema's ``pattern`` accepts.
 
     ECMA-262 semantics over code points, **unanchored search** (a string matches if the
@@ -477,6 +479,8 @@ def compile_pattern(pattern: str, *, max_states: int = DEFAULT_MAX_STATES) -> Ch
         pattern: the regular expression text.
         max_states: budget on the states of the subset construction (before
             minimisation); positions are bounded by ``POSITIONS_PER_STATE * max_states``.
+        anchored: match whole strings only, as if every alternative were written
+            ``^...$`` (``compile_regex``'s meaning).
 
     Raises:
         UnsupportedSchemaError: unsupported or malformed syntax (the message names the
@@ -486,7 +490,8 @@ def compile_pattern(pattern: str, *, max_states: int = DEFAULT_MAX_STATES) -> Ch
     pos = _Positions(POSITIONS_PER_STATE * max_states, pattern, max_states)
     groups: dict[tuple[bool, bool], list[Node]] = {}
     for br in branches:
-        groups.setdefault((br.anchored_start, br.anchored_end), []).append(br.node)
+        ends = (br.anchored_start or anchored, br.anchored_end or anchored)
+        groups.setdefault(ends, []).append(br.node)
     first: set[int] = set()
     last: set[int] = set()
     nullable = False

@@ -1,0 +1,455 @@
+"""Constraints beyond JSON Schema: GBNF grammars, regular expressions, choices.
+
+Each compiles to the same intermediate form as a schema (a
+:class:`~jsonmode.decoding.grammar.Grammar` of byte-level rules), then to the same
+automata, caches and mask engine, so a :class:`CompiledGrammar` keeps the compiled-
+schema contract: ``accepts(text)``, ``matcher()`` (``mask``, ``advance``,
+``is_finished``), ``unenforced`` (empty unless an embedded schema leaves a keyword to
+post-validation), plus :meth:`CompiledGrammar.diagnose`, which says where a text stops
+matching and what was expected there (the prompted tier's re-ask uses it).
+
+- :func:`compile_grammar` reads llama.cpp's GBNF (:mod:`jsonmode.decoding.gbnf`); a
+  rule may be bound to a JSON Schema with ``schemas={"answer": Model}``: the rule
+  ``answer`` then matches exactly the documents the schema's decoder allows.
+- :func:`compile_regex`: the ECMA-262 subset of ``pattern``, anchored to the whole text.
+- :func:`compile_choice`: exactly one of the given strings.
+
+Compiled constraints are immutable, thread-safe and cached (by kind, source, bound
+schemas, vocabulary fingerprint and options), like compiled schemas.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from jsonmode import events
+from jsonmode.decoding import regex as rx
+from jsonmode.decoding.automaton import build_network
+from jsonmode.decoding.budget import checkpoint, deadline
+from jsonmode.decoding.collector import collector_paused
+from jsonmode.decoding.compiled import Compiled
+from jsonmode.decoding.compiler import CompileOptions, build_grammar
+from jsonmode.decoding.grammar import (
+    Alt,
+    Call,
+    Expr,
+    Grammar,
+    Lex,
+    Lit,
+    Members,
+    Rep,
+    Seq,
+    alt,
+    seq,
+)
+from jsonmode.decoding.rule_graph import calls as calls_of
+from jsonmode.errors import (
+    BudgetExceededError,
+    InvalidGrammarError,
+    UnsupportedSchemaError,
+    UsageError,
+)
+from jsonmode.schema.core import Schema
+
+if TYPE_CHECKING:
+    from jsonmode.decoding.vocabulary import Vocabulary
+
+__all__ = [
+    "CompiledGrammar",
+    "Mismatch",
+    "compile_choice",
+    "compile_grammar",
+    "compile_regex",
+]
+
+Syntax = Literal["gbnf"]
+Kind = Literal["gbnf", "regex", "choice", "jsonl", "csv"]
+
+#: compile_grammar's default ``max_nesting_depth`` (a schema's is 64).
+GRAMMAR_NESTING_DEPTH = 256
+
+_CACHE_LIMIT = 128
+_cache: dict[tuple[Any, ...], CompiledGrammar] = {}
+_lock = threading.Lock()
+
+
+@dataclass(frozen=True, slots=True)
+class Mismatch:
+    """Where a text stops matching a constraint.
+
+    Attributes:
+        offset: the byte offset (in the text's UTF-8) of the first byte that cannot be
+            there, or the text's length when the text is a proper prefix (it ended early).
+        expected: what could come at ``offset``, in words (``'"," or "]"'``,
+            ``a character in [0-9]``, ``more text``).
+        ended: the text ended before the constraint was satisfied.
+    """
+
+    offset: int
+    expected: str
+    ended: bool
+
+    def __str__(self) -> str:
+        if self.ended:
+            return f"the text ends at byte {self.offset} where {self.expected} must follow"
+        return f"the text stops matching at byte {self.offset}: expected {self.expected}"
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class CompiledGrammar(Compiled):
+    """A grammar, regular expression or choice compiled for constrained decoding.
+
+    Attributes (beyond :class:`~jsonmode.decoding.compiled.Compiled`'s):
+        kind: ``"gbnf"``, ``"regex"``, ``"choice"``, ``"jsonl"`` or ``"csv"``.
+        source: the text it was compiled from (a grammar, a pattern; the choices as a
+            JSON array), shown to a model by the prompted tier.
+        schemas: the JSON Schemas bound to rules, by rule name.
+    """
+
+    kind: Kind = dataclasses.field(kw_only=True)
+    source: str = dataclasses.field(kw_only=True)
+    schemas: Mapping[str, Schema] = dataclasses.field(kw_only=True, default_factory=dict)
+
+    def diagnose(self, text: str | bytes) -> Mismatch | None:
+        """None when ``text`` is accepted, else where and why it is not.
+
+        Cost: one walk of the reference matcher over the text (like :meth:`accepts`).
+        """
+        data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+        reference = self.reference()
+        state = reference.initial()
+        for offset, byte in enumerate(data):
+            following = reference.step(state, byte)
+            if not following:
+                return Mismatch(offset, _describe(reference.allowed_bytes(state)), False)
+            state = following
+        if reference.can_end(state):
+            return None
+        return Mismatch(len(data), _describe(reference.allowed_bytes(state)), True)
+
+
+def _describe(allowed: Any) -> str:
+    """Allowed next bytes in words: a few characters quoted, else ranges."""
+    ranges: list[tuple[int, int]] = []
+    for byte in range(0x80):
+        if allowed[byte]:
+            if ranges and ranges[-1][1] == byte - 1:
+                ranges[-1] = (ranges[-1][0], byte)
+            else:
+                ranges.append((byte, byte))
+    other = bool(allowed[0x80:].any())
+    if not ranges and not other:
+        return "nothing (the text is complete)"
+    count = sum(hi - lo + 1 for lo, hi in ranges)
+    if count <= 6:
+        words = [json.dumps(chr(b)) for lo, hi in ranges for b in range(lo, hi + 1)]
+    else:
+        shown = "".join(_show(lo) if lo == hi else f"{_show(lo)}-{_show(hi)}" for lo, hi in ranges)
+        words = [f"a character in [{shown}]"]
+    if other:
+        words.append("a non-ASCII character")
+    return " or ".join(words)
+
+
+def _show(byte: int) -> str:
+    char = chr(byte)
+    if char in "\\]-^":
+        return "\\" + char
+    if 0x20 <= byte < 0x7F:
+        return char
+    return json.dumps(char)[1:-1]
+
+
+# -- entry points -----------------------------------------------------------------------
+
+
+def compile_grammar(
+    text: str,
+    vocabulary: Vocabulary | None = None,
+    syntax: Syntax = "gbnf",
+    *,
+    schemas: Mapping[str, object] | None = None,
+    **options: Any,
+) -> CompiledGrammar:
+    """Compile a grammar (llama.cpp's GBNF; ``root`` is the start rule).
+
+    Args:
+        text: the grammar.
+        vocabulary: the tokenizer's vocabulary, for masks (None: ``accepts`` only).
+        syntax: ``"gbnf"`` (the only one so far).
+        schemas: rule name → JSON Schema (anything ``Schema.of`` takes): that rule is
+            the schema's JSON document, decoded as ``compile_schema`` would. The text
+            may use the name without defining it.
+        **options: :class:`~jsonmode.decoding.compiler.CompileOptions` fields (for
+            the bound schemas; the budgets apply to the whole grammar). For a grammar
+            ``max_nesting_depth`` defaults to :data:`GRAMMAR_NESTING_DEPTH` (256): how
+            deep calls of recursive rules may nest (a rule that calls itself only last
+            is a loop and costs no depth). Deeper text cannot be produced: where only a
+            deeper call could continue, the matcher's mask is empty (a known limit:
+            the byte before it was still allowed); the logits processors then let the
+            row end, and the text is judged incomplete (truncated).
+
+    Raises:
+        InvalidGrammarError: malformed GBNF (with the line and column), an undefined
+            rule, no ``root``.
+        UnsupportedSchemaError: left recursion, a construct not supported, a grammar
+            that accepts nothing; BudgetExceededError: over a budget.
+        UsageError: bad arguments.
+    """
+    if syntax != "gbnf":
+        raise UsageError(f"unknown grammar syntax {syntax!r}", hint='syntax="gbnf"')
+    if not isinstance(text, str):
+        raise UsageError(f"a grammar is text, not {type(text).__name__}")
+    bound = {name: Schema.of(schema) for name, schema in (schemas or {}).items()}
+    key = ("gbnf", text, tuple((n, json.dumps(s.json_schema)) for n, s in bound.items()))
+
+    def build(settings: CompileOptions) -> tuple[Grammar, tuple[str, ...]]:
+        from jsonmode.decoding import gbnf  # type: ignore[attr-defined,unused-ignore]
+
+        parsed = gbnf.parse(text, externals=frozenset(bound))
+        for name in bound:
+            if name in parsed.rules:
+                raise InvalidGrammarError(
+                    f"rule {name!r} is both defined in the grammar and bound to a schema",
+                    hint="remove its definition, or bind another name",
+                )
+        return _bind(_inlined(parsed), bound, settings)
+
+    options.setdefault("max_nesting_depth", GRAMMAR_NESTING_DEPTH)
+    return _compiled(key, build, vocabulary, options, "gbnf", text, bound)
+
+
+def compile_regex(
+    pattern: str, vocabulary: Vocabulary | None = None, **options: Any
+) -> CompiledGrammar:
+    """Compile a regular expression (the ECMA-262 subset ``pattern`` takes), anchored:
+    the whole text must match (``^``/``$`` are implied; written, they change nothing).
+
+    Raises UnsupportedSchemaError for syntax outside that subset (backreferences,
+    lookaround) or over the regex engine's state budget; UsageError for bad arguments.
+    """
+    if not isinstance(pattern, str):
+        raise UsageError(f"a pattern is text, not {type(pattern).__name__}")
+
+    def build(settings: CompileOptions) -> tuple[Grammar, tuple[str, ...]]:
+        dfa = rx.compile_pattern(pattern, anchored=True)
+        if dfa.is_empty():
+            raise UnsupportedSchemaError(f"the pattern {pattern!r} matches no text at all")
+        return Grammar("root", {"root": Lex(f"regex:{pattern}", rx.utf8_byte_dfa(dfa))}), ()
+
+    return _compiled(("regex", pattern), build, vocabulary, options, "regex", pattern, {})
+
+
+def compile_choice(
+    choices: Iterable[str], vocabulary: Vocabulary | None = None, **options: Any
+) -> CompiledGrammar:
+    """Exactly one of ``choices`` (strings, at least one; duplicates are one choice).
+
+    Raises UsageError when there is no choice or one is not a string.
+    """
+    if isinstance(choices, str):
+        raise UsageError("choices must be a list of strings, not one string")
+    items = list(choices)
+    if not items:
+        raise UsageError("compile_choice needs at least one choice")
+    for item in items:
+        if not isinstance(item, str):
+            raise UsageError(f"every choice must be a string, not {type(item).__name__}")
+    source = json.dumps(items, ensure_ascii=False)
+
+    def build(settings: CompileOptions) -> tuple[Grammar, tuple[str, ...]]:
+        return Grammar("root", {"root": alt(*(Lit(item.encode("utf-8")) for item in items))}), ()
+
+    return _compiled(("choice", source), build, vocabulary, options, "choice", source, {})
+
+
+# -- shared machinery ---------------------------------------------------------------------
+
+
+def _compiled(
+    key: tuple[Any, ...],
+    build: Any,
+    vocabulary: Vocabulary | None,
+    options: dict[str, Any],
+    kind: Kind,
+    source: str,
+    bound: Mapping[str, Schema],
+) -> CompiledGrammar:
+    """Look up or build one compiled constraint (the cache and budgets of
+    ``compile_schema``)."""
+    try:
+        settings = CompileOptions(**options)
+    except TypeError as exc:
+        known = ", ".join(field.name for field in dataclasses.fields(CompileOptions))
+        raise UsageError(f"unknown compile option: {exc}", hint=f"known options: {known}") from None
+    full_key = (*key, vocabulary.fingerprint if vocabulary is not None else "", settings)
+    with _lock:
+        hit = _cache.get(full_key)
+    if hit is not None:
+        return hit
+    with collector_paused():
+        try:
+            with deadline(settings.max_compile_seconds):
+                started = time.perf_counter()
+                grammar, unenforced = build(settings)
+                try:
+                    network = build_network(grammar, max_states=settings.max_rule_states)
+                except UnsupportedSchemaError as exc:
+                    if "accepts no value" in exc.message:
+                        raise UnsupportedSchemaError(f"the {kind} accepts no text at all") from None
+                    raise
+                elapsed = time.perf_counter() - started
+                if events.listeners:
+                    events.emit(events.CompileFinished(elapsed))
+                checkpoint()
+        except RecursionError:
+            raise BudgetExceededError("expression nesting depth", sys.getrecursionlimit()) from None
+    compiled = CompiledGrammar(
+        grammar,
+        network,
+        settings,
+        vocabulary,
+        elapsed,
+        unenforced=unenforced,
+        kind=kind,
+        source=source,
+        schemas=dict(bound),
+    )
+    with _lock:
+        if len(_cache) >= _CACHE_LIMIT:
+            _cache.pop(next(iter(_cache)))
+        _cache[full_key] = compiled
+    return compiled
+
+
+def _bind(
+    grammar: Grammar, bound: Mapping[str, Schema], settings: CompileOptions
+) -> tuple[Grammar, tuple[str, ...]]:
+    """``grammar`` with each bound rule name made the root of its schema's grammar
+    (the schema's own rules are renamed ``name/rule`` so that nothing collides)."""
+    if not bound:
+        return grammar, ()
+    rules = dict(grammar.rules)
+    unenforced: list[str] = []
+    shared: set[str] = set()
+    for name, spec in bound.items():
+        sub, holes = build_grammar(spec.json_schema, settings, _validator_for(spec))
+        names = {rule: name if rule == sub.root else f"{name}/{rule}" for rule in sub.rules}
+        for rule, expr in sub.rules.items():
+            rules[names[rule]] = _renamed(expr, names)
+        shared.update(names[rule] for rule in sub.shared)
+        unenforced.extend(f"{name}:{pointer}" for pointer in holes)
+    return Grammar(grammar.root, rules, frozenset(shared)), tuple(unenforced)
+
+
+#: A rule whose body (after inlining its own callees) has more expression nodes than
+#: this stays a call, so that inlining never grows a grammar past a small multiple.
+MAX_INLINE_NODES = 400
+
+
+def _inlined(grammar: Grammar) -> Grammar:
+    """``grammar`` with every call to a rule that cannot reach itself replaced by the
+    rule's body: only recursion needs a call (a stack); a non-recursive rule is a
+    regular part of its caller, and written in place it costs the mask engine no
+    call/return at each of its bytes (a GBNF ``char`` rule called once per character of
+    a string made masks ~100 times slower). Rules left uncalled are dropped.
+
+    Bodies over :data:`MAX_INLINE_NODES` nodes stay calls. Cost: linear in the grammar
+    plus the inlined copies.
+    """
+    rules = grammar.rules
+    calls = {name: set(grammar.calls(name)) & rules.keys() for name in rules}
+    recursive = {name for name in rules if _reaches(calls, name, name)}
+    done: dict[str, Expr] = {}
+    sizes: dict[str, int] = {}
+
+    def body(name: str) -> Expr:
+        if name not in done:
+            done[name] = substitute(rules[name])
+            sizes[name] = _size(done[name])
+        return done[name]
+
+    def substitute(expr: Expr) -> Expr:
+        if isinstance(expr, Call):
+            name = expr.rule
+            if name not in rules or name in recursive:
+                return expr
+            inner = body(name)
+            return inner if sizes[name] <= MAX_INLINE_NODES else expr
+        if isinstance(expr, Seq):
+            return seq(*(substitute(item) for item in expr.items))
+        if isinstance(expr, Alt):
+            return alt(*(substitute(option) for option in expr.options))
+        if isinstance(expr, Rep):
+            return Rep(substitute(expr.item), expr.low, expr.high)
+        return expr
+
+    kept = {grammar.root: body(grammar.root)}
+    todo = [grammar.root]
+    while todo:  # the rules still called (recursive, or too big to copy), from the root
+        for callee in calls_of(kept[todo.pop()]):
+            if callee in rules and callee not in kept:
+                kept[callee] = body(callee)
+                todo.append(callee)
+    return Grammar(grammar.root, kept, grammar.shared & kept.keys())
+
+
+def _reaches(calls: Mapping[str, set[str]], start: str, goal: str) -> bool:
+    seen: set[str] = set()
+    stack = list(calls[start])
+    while stack:
+        name = stack.pop()
+        if name == goal:
+            return True
+        if name not in seen:
+            seen.add(name)
+            stack.extend(calls.get(name, ()))
+    return False
+
+
+def _size(expr: Expr) -> int:
+    count = 0
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        count += 1
+        if isinstance(node, Seq):
+            stack.extend(node.items)
+        elif isinstance(node, Alt):
+            stack.extend(node.options)
+        elif isinstance(node, Rep):
+            stack.append(node.item)
+    return count
+
+
+def _validator_for(spec: Schema) -> Any:
+    """What build_grammar needs: a validator for a subschema, with the root's references."""
+    return lambda node: spec.validator.evolve(schema=node)
+
+
+def _renamed(expr: Expr, names: Mapping[str, str]) -> Expr:
+    """``expr`` with its calls renamed by ``names``."""
+    if isinstance(expr, Call):
+        return Call(names.get(expr.rule, expr.rule))
+    if isinstance(expr, Seq):
+        return Seq(tuple(_renamed(item, names) for item in expr.items))
+    if isinstance(expr, Alt):
+        return Alt(tuple(_renamed(option, names) for option in expr.options))
+    if isinstance(expr, Rep):
+        return Rep(_renamed(expr.item, names), expr.low, expr.high)
+    if isinstance(expr, Members):
+        return Members(
+            tuple((_renamed(member, names), needed) for member, needed in expr.members),
+            None if expr.extra is None else _renamed(expr.extra, names),
+            _renamed(expr.sep, names),
+            expr.any_order,
+        )
+    assert isinstance(expr, (Lit, Lex))
+    return expr
