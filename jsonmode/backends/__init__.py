@@ -47,7 +47,7 @@ def resolve(backend: object, **options: Any) -> Backend:
 
         return TransformersBackend(backend, **options)
     if _is_langchain_runnable(backend):
-        from jsonmode.adapters.langchain import LangChainBackend
+        from jsonmode.backends.langchain import LangChainBackend
 
         return LangChainBackend(backend, **options)  # type: ignore[arg-type]
     if callable(backend):
