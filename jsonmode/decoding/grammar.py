@@ -33,6 +33,7 @@ __all__ = [
     "Rep",
     "Seq",
     "alt",
+    "called",
     "seq",
 ]
 
@@ -205,19 +206,24 @@ class Grammar:
 
     def calls(self, name: str) -> Iterator[str]:
         """Names of the rules that rule ``name`` calls."""
-        stack = [self.rules[name]]
-        while stack:
-            expr = stack.pop()
-            if isinstance(expr, Call):
-                yield expr.rule
-            elif isinstance(expr, Seq):
-                stack.extend(expr.items)
-            elif isinstance(expr, Alt):
-                stack.extend(expr.options)
-            elif isinstance(expr, Rep):
-                stack.append(expr.item)
-            elif isinstance(expr, Members):
-                stack.extend(member for member, _ in expr.members)
-                stack.append(expr.sep)
-                if expr.extra is not None:
-                    stack.append(expr.extra)
+        return called(self.rules[name])
+
+
+def called(expr: Expr) -> Iterator[str]:
+    """The rule names ``expr`` calls, anywhere in it (an object's members included)."""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Call):
+            yield node.rule
+        elif isinstance(node, Seq):
+            stack.extend(node.items)
+        elif isinstance(node, Alt):
+            stack.extend(node.options)
+        elif isinstance(node, Rep):
+            stack.append(node.item)
+        elif isinstance(node, Members):
+            stack.extend(member for member, _ in node.members)
+            stack.append(node.sep)
+            if node.extra is not None:
+                stack.append(node.extra)

@@ -50,6 +50,7 @@ from jsonmode.decoding.grammar import (
     seq,
 )
 from jsonmode.decoding.rule_graph import calls as calls_of
+from jsonmode.decoding.rule_graph import reachable
 from jsonmode.errors import (
     BudgetExceededError,
     InvalidGrammarError,
@@ -365,8 +366,9 @@ def _inlined(grammar: Grammar) -> Grammar:
     plus the inlined copies.
     """
     rules = grammar.rules
-    calls = {name: set(grammar.calls(name)) & rules.keys() for name in rules}
-    recursive = {name for name in rules if _reaches(calls, name, name)}
+    recursive = {
+        name for name in rules if any(name in reachable(rules, c) for c in calls_of(rules[name]))
+    }
     done: dict[str, Expr] = {}
     sizes: dict[str, int] = {}
 
@@ -399,19 +401,6 @@ def _inlined(grammar: Grammar) -> Grammar:
                 kept[callee] = body(callee)
                 todo.append(callee)
     return Grammar(grammar.root, kept, grammar.shared & kept.keys())
-
-
-def _reaches(calls: Mapping[str, set[str]], start: str, goal: str) -> bool:
-    seen: set[str] = set()
-    stack = list(calls[start])
-    while stack:
-        name = stack.pop()
-        if name == goal:
-            return True
-        if name not in seen:
-            seen.add(name)
-            stack.extend(calls.get(name, ()))
-    return False
 
 
 def _size(expr: Expr) -> int:

@@ -9,9 +9,22 @@ fixpoint included) and iterative: no grammar can exhaust Python's stack here.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Mapping
 
-from jsonmode.decoding.grammar import EMPTY, Alt, Call, Expr, Lex, Lit, Members, Rep, Seq, alt, seq
+from jsonmode.decoding.grammar import (
+    EMPTY,
+    Alt,
+    Call,
+    Expr,
+    Lex,
+    Lit,
+    Members,
+    Rep,
+    Seq,
+    alt,
+    called,
+    seq,
+)
 
 __all__ = ["calls", "left_cycle", "nullable_rules", "reachable", "show_cycle", "tail_loop"]
 
@@ -86,7 +99,7 @@ def _calls_set(expr: Expr) -> set[str]:
 # -- whole-grammar checks ---------------------------------------------------------------
 
 
-def reachable(rules: dict[str, Expr], root: str) -> set[str]:
+def reachable(rules: Mapping[str, Expr], root: str) -> set[str]:
     seen = {root}
     todo = [root]
     while todo:
@@ -101,18 +114,7 @@ def reachable(rules: dict[str, Expr], root: str) -> set[str]:
     return seen
 
 
-def calls(expr: Expr) -> Iterator[str]:
-    stack = [expr]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, Call):
-            yield node.rule
-        elif isinstance(node, Seq):
-            stack.extend(node.items)
-        elif isinstance(node, Alt):
-            stack.extend(node.options)
-        elif isinstance(node, Rep):
-            stack.append(node.item)
+calls = called  # the walker lives with the IR (Grammar.calls uses it too)
 
 
 def nullable_rules(rules: dict[str, Expr]) -> set[str]:
