@@ -398,3 +398,41 @@ def test_a_string_with_contradictory_bounds_accepts_nothing():
     nullable = compile_schema({"type": ["string", "null"], "minLength": 3, "maxLength": 1})
     assert nullable.accepts("null")
     assert not nullable.accepts('"ab"')
+
+
+def test_pattern_keys_of_objects_with_other_names_are_not_shared():
+    # Equal patterns beside different declared names are different key automata: a
+    # shared label let the second schema reuse the first's (refusing "ab" below).
+    first = compile_schema(
+        {"properties": {"ab": {"type": "integer"}}, "patternProperties": {"^a": {}}}
+        | {"additionalProperties": False}
+    )
+    assert first.accepts('{"ab": 1, "ax": "s"}')
+    second = compile_schema(
+        {"patternProperties": {"^a": {"type": "string"}}, "additionalProperties": False}
+    )
+    assert second.unenforced == ()
+    assert second.accepts('{"ab": "s"}')
+    assert not second.accepts('{"b": "s"}')
+
+
+def test_a_declared_name_also_takes_the_patterns_it_matches():
+    compiled = compile_schema(
+        {"properties": {"foo": {"type": "integer"}}, "patternProperties": {"^f": {"minimum": 3}}}
+    )
+    # (still listed, as before this was enforced: tests/test_patterns.py pins it)
+    assert compiled.unenforced == ("/patternProperties",)
+    assert compiled.accepts('{"foo": 3}')
+    assert not compiled.accepts('{"foo": 2}')
+
+
+def test_draft_6_ignores_the_siblings_of_a_reference():
+    schema = {
+        "$schema": "http://json-schema.org/draft-06/schema#",
+        "definitions": {"a": {"type": "integer"}},
+        "properties": {"x": {"$ref": "#/definitions/a", "maximum": 3}},
+    }
+    compiled = compile_schema(schema)
+    assert compiled.schema.conforms({"x": 5})
+    assert compiled.accepts('{"x": 5}')
+    assert not compiled.accepts('{"x": "5"}')

@@ -6,6 +6,7 @@ import random
 
 import numpy as np
 import pytest
+from support.reference_masks import reference_mask
 
 from jsonmode.decoding.compiled import compile_schema
 from jsonmode.decoding.vocabulary import Vocabulary
@@ -69,19 +70,6 @@ def synthetic_vocabulary() -> Vocabulary:
     ]
     eos = len(pieces)
     return Vocabulary.from_token_bytes([*pieces, b""], eos_ids=[eos])
-
-
-def reference_mask(compiled, state) -> np.ndarray:
-    vocabulary = compiled.vocabulary
-    reference = compiled.reference()
-    allowed = np.zeros(vocabulary.size, dtype=bool)
-    for token in range(vocabulary.size):
-        data = vocabulary.token_bytes(token)
-        if data and vocabulary.allowed_base[token]:
-            allowed[token] = bool(reference.feed(state, data))
-    if reference.can_end(state):
-        allowed[sorted(vocabulary.eos_ids)] = True
-    return allowed
 
 
 def random_walk(compiled, rng, steps=60):
@@ -171,7 +159,7 @@ def test_real_tokenizer_walks_valid_documents(name):
         {"name": "x", "n": 120, "sub": {"x": -0.5e-3}},
     ]
     for document in documents:
-        text = json.dumps(document, separators=(",", ":"))
+        text = json.dumps(document, separators=(",", ":"), ensure_ascii=False)
         ids = tokenizer.encode(text, add_special_tokens=False).ids
         data = b"".join(vocabulary.token_bytes(i) for i in ids)
         # SentencePiece spells the first piece with a leading space ("▁{").
@@ -189,13 +177,16 @@ def test_real_tokenizer_walks_valid_documents(name):
 
 def test_process_wide_caches_stay_within_their_budgets():
     from jsonmode.decoding import matcher as matcher_module
+    from jsonmode.decoding.engine import cache as cache_module
+    from jsonmode.decoding.engine import segments as segments_module
+    from jsonmode.decoding.engine import walk as walk_module
 
     vocab = synthetic_vocabulary()
     caches = [
-        matcher_module._mask_cache,
-        matcher_module._walk_cache,
-        matcher_module._local_walk_cache,
-        matcher_module._segment_cache,
+        cache_module._mask_cache,
+        walk_module._walk_cache,
+        walk_module._local_walk_cache,
+        segments_module._segment_cache,
     ]
     saved = [cache.budget for cache in caches]
     try:
@@ -239,6 +230,8 @@ def test_pruned_trie_walk_equals_a_token_by_token_walk(name):
     """Every (rule, state) of a schema, all first bytes at once: the segments of the
     pruned token-trie walk say, for a sample of tokens, exactly what reading each token
     byte by byte says (inside or not; where it passes a call or return point)."""
+    from jsonmode.decoding.engine import segments as segments_module
+
     vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / name)
     schema = {
         "type": "object",
@@ -254,20 +247,22 @@ def test_pruned_trie_walk_equals_a_token_by_token_walk(name):
     rng = np.random.default_rng(5)
     compared = boundaries = 0
     for rule in range(len(engine.network.rules)):
-        info = engine._rule_key(rule)
+        info = engine._rules.info(rule)
         for state in range(engine.network.rules[rule].n_states):
             row = info.flat[state * 256 : (state + 1) * 256]
             missing = [
                 (b, int(row[b]))
                 for b in np.flatnonzero(row >= 0).tolist()
-                if engine._offsets[b] != engine._offsets[b + 1]
+                if engine._index.offsets[b] != engine._index.offsets[b + 1]
             ]
             if not missing:
                 continue
             for (byte, target), segment in zip(
-                missing, engine._compute_segments(info, missing), strict=True
+                missing,
+                segments_module._compute_segments(engine._index, info, missing),
+                strict=True,
             ):
-                lo, hi = int(engine._offsets[byte]), int(engine._offsets[byte + 1])
+                lo, hi = int(engine._index.offsets[byte]), int(engine._index.offsets[byte + 1])
                 inside = set(segment.inside.tolist())
                 passes: dict[int, list[int]] = {}
                 positions, columns = segment.bounds.expand()
@@ -276,7 +271,7 @@ def test_pruned_trie_walk_equals_a_token_by_token_walk(name):
                     passes.setdefault(position, []).append(column)
                 sample = rng.choice(np.arange(lo, hi), size=min(40, hi - lo), replace=False)
                 for position in sorted({*sample.tolist(), *list(passes)[:40]}):
-                    token = bytes(engine._matrix[position, : engine._lengths[position]])
+                    token = bytes(engine._index.matrix[position, : engine._index.lengths[position]])
                     assert token[0] == byte
                     expected = _token_fate(info.flat, info.crossing, target, token)
                     assert (position in inside, sorted(passes.get(position, []))) == expected
@@ -313,12 +308,12 @@ def test_patched_walks_equal_computed_walks(name):
     engine = compile_schema(schema, vocabulary).engine
     patched = 0
     for rule in range(len(engine.network.rules)):
-        info = engine._rule_key(rule)
+        info = engine._rules.info(rule)
         for state in range(engine.network.rules[rule].n_states):
-            walk = engine._patched_walk(info, state)
+            walk = engine._walks._patched_walk(info, state)
             if walk is None:
                 continue
-            expected = engine._compute_walk(info, state)
+            expected = engine._walks._compute_walk(info, state)
             assert _walk_sets(walk, vocabulary.size) == _walk_sets(expected, vocabulary.size)
             patched += engine.network.rules[rule].name.startswith("key_not")
     assert patched >= 5  # the key spelling "nam", "name", "names", ...: the case it is for
@@ -326,18 +321,18 @@ def test_patched_walks_equal_computed_walks(name):
 
 def _dense_state_hashes(trans, crossing, depths):
     """The state hashes computed the plain way: every state x byte, every depth."""
-    from jsonmode.decoding import matcher as matcher_module
+    from jsonmode.decoding.engine import state as state_module
 
     states = trans.shape[0]
-    weights = matcher_module._BYTE_WEIGHTS
+    weights = state_module._BYTE_WEIGHTS
     targets = np.where(trans >= 0, trans, states)
     base = np.where(crossing, np.uint64(0x5851F42D4C957F2D), np.uint64(0x14057B7EF767814F))
     hashes, rows = base.copy(), []
     with np.errstate(over="ignore"):
         for depth in range(1, depths[-1] + 1):
-            extended = np.append(hashes, matcher_module._DEAD)
+            extended = np.append(hashes, state_module._DEAD)
             summed = (extended[targets] * weights).sum(axis=1, dtype=np.uint64) + base
-            hashes = matcher_module._mix(summed)
+            hashes = state_module._mix(summed)
             if depth in depths:
                 rows.append(hashes)
     return np.stack(rows)
@@ -345,7 +340,7 @@ def _dense_state_hashes(trans, crossing, depths):
 
 def test_state_hashes_equal_the_plain_computation():
     """Folding bytes into classes and classes into weighted edges changes nothing."""
-    from jsonmode.decoding import matcher as matcher_module
+    from jsonmode.decoding.engine import state as state_module
 
     schemas = [
         {"type": "string", "maxLength": 12},
@@ -361,7 +356,7 @@ def test_state_hashes_equal_the_plain_computation():
             trans = np.ascontiguousarray(rule.trans, dtype=np.int32)
             crossing = rule.accepting | np.array([bool(c) for c in rule.calls])
             for depths in ((7, 40), (3, 129)):
-                fast = matcher_module._state_hashes(trans, crossing, depths)
+                fast = state_module._state_hashes(trans, crossing, depths)
                 assert fast is not None
                 assert np.array_equal(fast, _dense_state_hashes(trans, crossing, depths))
                 compared += 1
@@ -394,7 +389,7 @@ def test_key_masks_equal_reference_masks_on_a_real_vocabulary():
 def test_lexicographic_order_sorts_tokens_by_their_bytes():
     """Prefixes before their extensions, bytes compared unsigned, equal tokens kept in
     their order (the token trie relies on all three)."""
-    from jsonmode.decoding.trie import lexicographic_order
+    from jsonmode.decoding.engine.trie import lexicographic_order
 
     rng = np.random.default_rng(11)
     tokens = [bytes(rng.integers(0, 256, rng.integers(1, 6)).tolist()) for _ in range(400)]
@@ -413,7 +408,8 @@ def test_lexemes_hashed_together_equal_each_hashed_alone(monkeypatch):
     """One pass over all of a network's small lexemes (their automata side by side)
     gives every lexeme exactly the hashes it gets alone, and caches them by
     signature; a big lexeme is left to be hashed when it is needed."""
-    from jsonmode.decoding import matcher as matcher_module
+    from jsonmode.decoding.engine import rules as rules_module
+    from jsonmode.decoding.engine import state as state_module
 
     vocabulary = Vocabulary.from_token_bytes(
         [bytes([b]) for b in range(32, 127)] + [b'":', b"12", b"ab", b""], eos_ids=[98]
@@ -429,35 +425,35 @@ def test_lexemes_hashed_together_equal_each_hashed_alone(monkeypatch):
         },
     }
     engine = compile_schema(schema, vocabulary).engine
-    matcher_module._hash_cache.clear()
+    rules_module._hash_cache.clear()
     big = next(r for r, rule in enumerate(engine.network.rules) if "9" in rule.name)
-    monkeypatch.setattr(matcher_module, "_BATCH_STATES", engine.network.rules[big].n_states - 1)
+    monkeypatch.setattr(rules_module, "_BATCH_STATES", engine.network.rules[big].n_states - 1)
 
     # Counted strings (the maxLength one) are keyed by their budgets, not hashed; the
     # plain string and the key lexeme get grafted hashes when they need them.
     def grafted(rule):
-        _, crossing, trans = engine._signature(rule)
-        return matcher_module._plain_loops(trans, crossing).size > 0
+        _, crossing, trans = engine._rules.signature(rule)
+        return state_module._plain_loops(trans, crossing).size > 0
 
-    counted = [rule for rule in engine._lexemes if engine.network.rules[rule].lengths]
-    lexemes = [rule for rule in engine._lexemes if rule not in counted and not grafted(rule)]
-    assert len(lexemes) + len(counted) + 2 == len(engine._lexemes)
+    counted = [rule for rule in engine._rules.lexemes if engine.network.rules[rule].lengths]
+    lexemes = [rule for rule in engine._rules.lexemes if rule not in counted and not grafted(rule)]
+    assert len(lexemes) + len(counted) + 2 == len(engine._rules.lexemes)
     assert len(lexemes) >= 4
     assert lexemes[0] != big
-    depths = (engine._depth, engine._depth + 1)
-    first = engine._hash_lexemes(lexemes[0])
-    assert set(lexemes) - {big} <= engine._hashed  # the small ones in the one pass
-    assert not (set(engine._lexemes) - set(lexemes)) & engine._hashed
-    assert big not in engine._hashed
-    engine._hash_lexemes(big)
+    depths = (engine._rules.depth, engine._rules.depth + 1)
+    first = engine._rules.hash_lexemes(lexemes[0])
+    assert set(lexemes) - {big} <= engine._rules.hashed  # the small ones in the one pass
+    assert not (set(engine._rules.lexemes) - set(lexemes)) & engine._rules.hashed
+    assert big not in engine._rules.hashed
+    engine._rules.hash_lexemes(big)
     for rule in lexemes:
-        signature, crossing, trans = engine._signature(rule)
-        alone = matcher_module._state_hashes(trans, crossing, depths)
-        cached = matcher_module._hash_cache.get((signature, engine._depth))
+        signature, crossing, trans = engine._rules.signature(rule)
+        alone = state_module._state_hashes(trans, crossing, depths)
+        cached = rules_module._hash_cache.get((signature, engine._rules.depth))
         assert cached is not None
         assert np.array_equal(cached, alone)
-    _, crossing, trans = engine._signature(lexemes[0])
-    assert np.array_equal(first, matcher_module._state_hashes(trans, crossing, depths))
+    _, crossing, trans = engine._rules.signature(lexemes[0])
+    assert np.array_equal(first, state_module._state_hashes(trans, crossing, depths))
 
 
 def test_reference_flags_of_big_rules_are_worked_out_per_state(monkeypatch):
@@ -515,14 +511,14 @@ def test_counted_string_walks_equal_computed_walks(name):
     for rule, automaton in enumerate(engine.network.rules):
         if automaton.lengths is None:
             continue
-        info = engine._rule_key(rule)
+        info = engine._rules.info(rule)
         assert info.counted is not None, automaton.name  # not silently the slow path
         for state in range(automaton.n_states):
-            budget = engine._budget(info.counted, state)
+            budget = engine._walks._budget(info.counted, state)
             if budget is None:
                 continue
-            walk = engine._counted_walk(info.counted.plain, *budget)
-            expected = engine._compute_walk(info, state)
+            walk = engine._walks._counted_walk(info.counted.plain, *budget)
+            expected = engine._walks._compute_walk(info, state)
             assert _walk_sets(walk, vocabulary.size) == _walk_sets(expected, vocabulary.size), (
                 automaton.name,
                 state,
@@ -543,7 +539,7 @@ def test_counted_string_masks_equal_reference_masks():
     checked = 0
     for document in (
         '{"a":"abcd","b":"' + "xy" * 19 + '","d":"ab"}',
-        r'{"a":"\u00e9\n' + "\u00e9" + r'","c":"caf' + "\u00e9" + r' \"ok\"","e":""}',
+        r'{"a":"\u001f\n' + "\u00e9" + r'","c":"caf' + "\u00e9" + r' \"ok\"","e":""}',
     ):
         matcher = compiled.matcher()
         for step, token in enumerate(tokenizer.encode(document, add_special_tokens=False).ids):
@@ -561,7 +557,7 @@ def test_count_states_refuse_automata_other_than_the_counted_plain_string():
     then walks the rule like any other), never mistaken for a counted string."""
     from jsonmode.decoding import regex as rx
     from jsonmode.decoding.automaton import plain_string_rule, quoted_rule
-    from jsonmode.decoding.matcher import _count_states
+    from jsonmode.decoding.engine.rules import _count_states
 
     plain = plain_string_rule().trans
 
@@ -617,34 +613,34 @@ def test_lexeme_rule_information_is_shared_between_schemas():
 
     def lexeme(engine):
         (index,) = [i for i, rule in enumerate(engine.network.rules) if "pattern" in rule.name]
-        return engine._rule_key(index)
+        return engine._rules.info(index)
 
     shared = lexeme(first)
     assert shared.hashes is not None
     assert lexeme(second) is shared
-    structural = [engine._rule_key(engine.network.root).signature for engine in (first, second)]
+    structural = [engine._rules.info(engine.network.root).signature for engine in (first, second)]
     assert structural[0] != structural[1]
 
 
 def test_replay_in_plain_python_equals_the_vectorised_replay(monkeypatch):
     """Boundary prefixes replayed byte by byte (few bytes in all) reach the states the
     column-by-column replay reaches."""
-    from jsonmode.decoding import matcher as matcher_module
+    from jsonmode.decoding.engine import walk as walk_module
 
     vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / "qwen2.5")
     engine = compile_schema(SCHEMA, vocabulary).engine
     compared = 0
     for rule, automaton in enumerate(engine.network.rules):
-        info = engine._rule_key(rule)
+        info = engine._rules.info(rule)
         for state in range(min(automaton.n_states, 12)):
-            bounds = engine._shared_walk(info, state, patch=True).bounds
+            bounds = engine._walks._shared_walk(info, state, patch=True).bounds
             if not bounds.size:
                 continue
             args = (info.flat, state, bounds.lo, bounds.col)
-            monkeypatch.setattr(matcher_module, "_FEW_BYTES", 1 << 30)
-            plain = engine._replay(*args)
-            monkeypatch.setattr(matcher_module, "_FEW_BYTES", -1)
-            assert np.array_equal(plain, engine._replay(*args))
+            monkeypatch.setattr(walk_module, "_FEW_BYTES", 1 << 30)
+            plain = engine._walks._replay(*args)
+            monkeypatch.setattr(walk_module, "_FEW_BYTES", -1)
+            assert np.array_equal(plain, engine._walks._replay(*args))
             compared += 1
     assert compared >= 10
 
@@ -652,7 +648,7 @@ def test_replay_in_plain_python_equals_the_vectorised_replay(monkeypatch):
 def _walk_groups(walk, size: int) -> tuple[set[int], dict[int, list[tuple[int, int, int]]]]:
     """A walk's inside ids and, per stop state, its boundary tokens as (position,
     column where the rest starts, that first byte)."""
-    from jsonmode.decoding.trie import ranges
+    from jsonmode.decoding.engine.trie import ranges
 
     if walk.dense:
         inside = set(np.flatnonzero(np.unpackbits(walk.inside, count=size)).tolist())
@@ -681,10 +677,10 @@ def _visited_stacks(compiled, seed: int, walks: int) -> list[tuple]:
 @pytest.mark.parametrize("name", ["qwen2.5", "llama-3"])
 def test_direct_walks_equal_vectorised_walks(name, monkeypatch):
     """A stack whose top state reads few bytes follows the token trie itself
-    (MaskEngine._direct): it allows exactly the tokens the vectorised walk and the
+    (engine.boundary._direct): it allows exactly the tokens the vectorised walk and the
     finishing of its boundary tokens allow, also where its tokens pass calls and
     returns."""
-    from jsonmode.decoding import matcher as matcher_module
+    from jsonmode.decoding.engine import boundary as boundary_module
 
     vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / name)
     schema = {
@@ -703,12 +699,15 @@ def test_direct_walks_equal_vectorised_walks(name, monkeypatch):
     for stack in stacks:
         numbering = engine._current_stacks()
         context = numbering.context(stack[:-1], stack[-1][0])
-        if engine._direct(numbering, context, stack[-1][1]) is not None:
+        if (
+            boundary_module._direct(engine._index.trie, numbering, context, stack[-1][1])
+            is not None
+        ):
             direct[stack] = engine._add_stack(None, stack).copy()
     assert len(direct) > 40
     crossed = engine._current_stacks()._expanded
     assert len(crossed) > 20  # (direct walks passed calls and returns)
-    monkeypatch.setattr(matcher_module, "_SMALL_BYTES", -1)  # the vectorised walk only
+    monkeypatch.setattr(boundary_module, "_SMALL_BYTES", -1)  # the vectorised walk only
     for stack, mask in direct.items():
         assert np.array_equal(engine._add_stack(None, stack), mask), stack
 
@@ -727,7 +726,7 @@ def test_key_lexemes_take_the_plain_strings_hashes_and_share_equal_states():
     states that act as the plain string's take the plain string's hashes, and equal
     prefix states of different key lexemes ("nam" where only "name" goes on) hash
     alike, unequal ones ("nam" where "names" goes on too) apart."""
-    from jsonmode.decoding import matcher as matcher_module
+    from jsonmode.decoding.engine import state as state_module
 
     vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / "qwen2.5")
 
@@ -735,13 +734,15 @@ def test_key_lexemes_take_the_plain_strings_hashes_and_share_equal_states():
         schema = {"type": "object", "properties": {name: {} for name in names}}
         engine = compile_schema(schema, vocabulary).engine
         rule, automaton = _key_lexeme(engine)
-        info = engine._rule_key(rule)
-        _, crossing, trans = engine._signature(rule)
-        assert np.array_equal(info.hashes, engine._grafted_hashes(crossing, trans))
-        plain_of = matcher_module._plain_states(automaton.trans, automaton.accepting)
+        info = engine._rules.info(rule)
+        _, crossing, trans = engine._rules.signature(rule)
+        assert np.array_equal(info.hashes, engine._rules.grafted_hashes(crossing, trans))
+        plain_of = state_module._plain_states(automaton.trans, automaton.accepting)
         known = np.flatnonzero(plain_of >= 0)
-        assert known.size == engine._plain().crossing.size - 1  # all but before the quote
-        assert np.array_equal(info.hashes[:, known], engine._plain().hashes[:, plain_of[known]])
+        assert known.size == engine._rules.plain().crossing.size - 1  # all but before the quote
+        assert np.array_equal(
+            info.hashes[:, known], engine._rules.plain().hashes[:, plain_of[known]]
+        )
         state = automaton.trans[0, ord('"')]
         for byte in b"nam":
             state = automaton.trans[state, byte]
@@ -756,28 +757,28 @@ def test_key_lexemes_take_the_plain_strings_hashes_and_share_equal_states():
 def test_plain_states_refuse_a_lookalike():
     """A state that reads like the plain string between characters but differs
     deeper (one escape digit fewer) is not taken for it."""
-    from jsonmode.decoding import matcher as matcher_module
     from jsonmode.decoding.automaton import plain_string_rule
+    from jsonmode.decoding.engine import state as state_module
 
     plain = plain_string_rule()
     trans = np.array(plain.trans, dtype=np.int32)
     crossing = np.array(plain.accepting)
-    found = matcher_module._plain_states(trans, crossing)
+    found = state_module._plain_states(trans, crossing)
     assert found is not None
     assert (found[1:] >= 0).all()
     between = trans[0, ord('"')]
     after_u = trans[trans[between, ord("\\")], ord("u")]
-    trans[after_u, ord("7")] = -1
-    assert matcher_module._plain_states(trans, crossing) is None
+    trans[after_u, ord("0")] = -1
+    assert state_module._plain_states(trans, crossing) is None
 
 
 def test_mix_of_one_int_equals_the_vectorised_mix():
-    from jsonmode.decoding import matcher as matcher_module
+    from jsonmode.decoding.engine import state as state_module
 
     values = np.random.default_rng(3).integers(0, 2**63, size=64, dtype=np.uint64) * np.uint64(3)
-    expected = matcher_module._mix(values.copy()).tolist()
-    assert [matcher_module._mix_int(int(v)) for v in values.tolist()] == expected
-    assert matcher_module._mix_int(1 << 70) == matcher_module._mix_int(0)
+    expected = state_module._mix(values.copy()).tolist()
+    assert [state_module._mix_int(int(v)) for v in values.tolist()] == expected
+    assert state_module._mix_int(1 << 70) == state_module._mix_int(0)
 
 
 def test_grafted_hashes_equal_the_sum_over_every_byte():
@@ -785,20 +786,20 @@ def test_grafted_hashes_equal_the_sum_over_every_byte():
     corrected on the bytes where they differ: the same value as summing every
     byte's weight times its target's hash (names with multibyte characters put
     some tree states inside a character, modelled on another plain state)."""
-    from jsonmode.decoding import matcher as matcher_module
+    from jsonmode.decoding.engine import state as state_module
 
     vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / "qwen2.5")
     names = ["name", "naïve", "id", "日本語", "a\\b"]
     schema = {"type": "object", "properties": {name: {} for name in names}}
     engine = compile_schema(schema, vocabulary).engine
     rule, _ = _key_lexeme(engine)
-    _, crossing, trans = engine._signature(rule)
-    got = engine._grafted_hashes(crossing, trans)
+    _, crossing, trans = engine._rules.signature(rule)
+    got = engine._rules.grafted_hashes(crossing, trans)
     assert got is not None
-    plain_of = matcher_module._plain_states(trans, crossing)
-    plain_hashes = engine._plain().hashes
-    weights = matcher_module._BYTE_WEIGHTS.tolist()
-    dead = int(matcher_module._DEAD)
+    plain_of = state_module._plain_states(trans, crossing)
+    plain_hashes = engine._rules.plain().hashes
+    weights = state_module._BYTE_WEIGHTS.tolist()
+    dead = int(state_module._DEAD)
     memo: dict[int, tuple[int, int]] = {}
 
     def expected(state: int) -> tuple[int, int]:
@@ -807,13 +808,13 @@ def test_grafted_hashes_equal_the_sum_over_every_byte():
         if plain_of[state] >= 0:
             return int(plain_hashes[0, plain_of[state]]), int(plain_hashes[1, plain_of[state]])
         if state not in memo:
-            start = matcher_module._TREE_CROSSING if crossing[state] else matcher_module._TREE_INNER
+            start = state_module._TREE_CROSSING if crossing[state] else state_module._TREE_INNER
             low = high = start
             for byte in range(256):
                 target_low, target_high = expected(int(trans[state, byte]))
                 low += weights[byte] * target_low
                 high += weights[byte] * target_high
-            memo[state] = matcher_module._mix_int(low), matcher_module._mix_int(high)
+            memo[state] = state_module._mix_int(low), state_module._mix_int(high)
         return memo[state]
 
     tree = np.flatnonzero(plain_of < 0)
@@ -828,7 +829,7 @@ def test_key_hashes_from_the_names_equal_grafted_hashes():
     of others, the empty name, a prefix with more next letters than a graft corrects
     (``_FEW_FIXES``); names that are not the rule's own are refused (None), never
     hashed as if they were."""
-    from jsonmode.decoding import matcher as matcher_module
+    from jsonmode.decoding.engine import state as state_module
 
     vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / "qwen2.5")
     rng = random.Random(11)
@@ -852,20 +853,20 @@ def test_key_hashes_from_the_names_equal_grafted_hashes():
         rule, automaton = _key_lexeme(engine)
         assert automaton.keys is not None
         assert set(automaton.keys) == set(names)
-        _, crossing, trans = engine._signature(rule)
-        got = engine._key_hashes(automaton.keys, crossing, trans)
+        _, crossing, trans = engine._rules.signature(rule)
+        got = engine._rules.key_hashes(automaton.keys, crossing, trans)
         assert got is not None
-        assert np.array_equal(got, engine._grafted_hashes(crossing, trans)), names
-        assert np.array_equal(engine._rule_key(rule).hashes, got)
+        assert np.array_equal(got, engine._rules.grafted_hashes(crossing, trans)), names
+        assert np.array_equal(engine._rules.info(rule).hashes, got)
         checked += 1
         others = tuple(sorted({name[::-1] + "q" for name in automaton.keys}))
-        assert engine._key_hashes(others, crossing, trans) is None
+        assert engine._rules.key_hashes(others, crossing, trans) is None
     assert checked == len(name_sets)
     name_id = compile_schema({"properties": {"id": {}, "name": {}}}, vocabulary).engine
     rule, automaton = _key_lexeme(name_id)
-    _, crossing, trans = name_id._signature(rule)
-    assert name_id._key_hashes(("ie", "name"), crossing, trans) is None  # (same layout)
-    assert matcher_module._KEY_ESCAPES  # (the escape states' hashes, worked out once)
+    _, crossing, trans = name_id._rules.signature(rule)
+    assert name_id._rules.key_hashes(("ie", "name"), crossing, trans) is None  # (same layout)
+    assert state_module._KEY_ESCAPES  # (the escape states' hashes, worked out once)
 
 
 def _as_stacks(numbering, pairs) -> set:
@@ -878,12 +879,13 @@ def test_stack_numbering_steps_as_the_reference_and_is_replaced_when_full(monkey
     reaches the stacks the reference's step reaches, a closure is the reference's,
     a return reads on in the closed lower frames; and a numbering that grows past its
     bound is replaced without changing any mask."""
-    from jsonmode.decoding import matcher as matcher_module
+    from jsonmode.decoding.engine import boundary as boundary_module
+    from jsonmode.decoding.engine import cache as cache_module
 
     compiled = compile_schema(SCHEMA, synthetic_vocabulary())
     engine = compiled.engine
     reference = compiled.reference()
-    numbering = matcher_module._Stacks(reference)
+    numbering = boundary_module._Stacks(reference)
     state = reference.initial()
     checked = 0
     for byte in b'{"name":"z","n":7,"tags":["a","bc"],"sub":{"x":1.5}}':
@@ -907,7 +909,7 @@ def test_stack_numbering_steps_as_the_reference_and_is_replaced_when_full(monkey
     assert checked > 40
     assert numbering.size > 10
 
-    monkeypatch.setattr(matcher_module, "_STACKS", 6)
+    monkeypatch.setattr(cache_module, "_STACKS", 6)
     numberings = set()
     rng = random.Random(11)
     for _ in range(6):
@@ -942,6 +944,7 @@ def test_one_engine_gives_threads_the_masks_of_one_thread(monkeypatch):
     import threading
 
     from jsonmode.decoding import matcher as matcher_module
+    from jsonmode.decoding.engine import cache as cache_module
 
     vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / "qwen2.5")
     compiled = compile_schema(SCHEMA, vocabulary)
@@ -955,7 +958,7 @@ def test_one_engine_gives_threads_the_masks_of_one_thread(monkeypatch):
             assert matcher.advance(tokens[-1])
         walks.append((tokens, masks))
 
-    monkeypatch.setattr(matcher_module, "_STACKS", 40)
+    monkeypatch.setattr(cache_module, "_STACKS", 40)
     engine = matcher_module.MaskEngine(compiled.network, vocabulary)  # fresh: no masks yet
     failures: list[str] = []
 
@@ -1004,8 +1007,8 @@ def test_memoised_rests_equal_fresh_ones():
     an equal group (another object) with the same bytes gets the same rests, other
     bytes or another group (here: one token fewer per entry, the same columns) other
     rests, each what the tokens say."""
-    from jsonmode.decoding import matcher as matcher_module
-    from jsonmode.decoding.trie import Following
+    from jsonmode.decoding.engine import boundary as boundary_module
+    from jsonmode.decoding.engine.trie import Following
 
     vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / "qwen2.5")
     engine = compile_schema({"type": "object"}, vocabulary).engine
@@ -1020,7 +1023,7 @@ def test_memoised_rests_equal_fresh_ones():
     readables[0][list(b",}] \n")] = True
     readables[1][list(b'"')] = True
     readables[2][:] = True
-    matcher_module._rests.clear()
+    boundary_module._rests.clear()
     index = engine._index
     for split in splits[:40]:
         copy = Following(*(a.copy() for a in split.pack()))
@@ -1032,31 +1035,34 @@ def test_memoised_rests_equal_fresh_ones():
                     for position in range(lo, hi) if readable[byte] else ():
                         rest = bytes(index.matrix[position, col : index.lengths[position]])
                         expected.setdefault(rest, []).append(position)
-                assert _rests_as_dict(engine._rests(group, readable)) == expected
-    assert len(matcher_module._rests) > 0
+                assert (
+                    _rests_as_dict(boundary_module._group_rests(engine._index, group, readable))
+                    == expected
+                )
+    assert len(boundary_module._rests) > 0
 
 
 def test_read_lists_equal_a_scan_of_each_row(monkeypatch):
     """The bytes a state reads, from packed bits (few bytes), a NumPy scan (many) or
     the process-wide row memo, small and big automata alike, equal a scan of the row;
     one automaton's read lists and crossing flags are shared by every engine."""
-    from jsonmode.decoding import matcher as matcher_module
+    from jsonmode.decoding.engine import facts as facts_module
 
     rng = np.random.default_rng(7)
-    for states in (5, matcher_module._PACKED_STATES + 3):
+    for states in (5, facts_module._PACKED_STATES + 3):
         trans = np.full((states, 256), -1, dtype=np.int32)
         for state in range(states):
-            count = int(rng.choice([0, 1, 2, matcher_module._FEW_READS, 25, 200, 256]))
+            count = int(rng.choice([0, 1, 2, facts_module._FEW_READS, 25, 200, 256]))
             trans[state, rng.choice(256, size=count, replace=False)] = state
         expected = [np.flatnonzero(row >= 0).tolist() for row in trans]
         for _ in range(2):  # (the second pass meets the row memo)
-            lists = matcher_module._ReadLists(trans)
+            lists = facts_module._ReadLists(trans)
             assert [lists[state] for state in range(states)] == expected
-    monkeypatch.setattr(matcher_module, "_ROWS_KEPT", 2)
-    monkeypatch.setattr(matcher_module, "_row_reads", {})
-    lists = matcher_module._ReadLists(trans)
+    monkeypatch.setattr(facts_module, "_ROWS_KEPT", 2)
+    monkeypatch.setattr(facts_module, "_row_reads", {})
+    lists = facts_module._ReadLists(trans)
     assert [lists[state] for state in range(states)] == expected
-    assert len(matcher_module._row_reads) <= 2
+    assert len(facts_module._row_reads) <= 2
 
     vocabulary = synthetic_vocabulary()
     pattern = {"type": "string", "pattern": "^[a-c]+x?$"}

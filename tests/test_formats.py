@@ -331,7 +331,10 @@ def test_newline_quirk_is_the_only_gap() -> None:
 
 
 def test_json_string_body_of_a_format() -> None:
-    body = rx.json_string_body_dfa(formats.format_dfa("date") or rx.any_char_dfa())
+    body = rx.json_string_body_dfa(formats.format_dfa("date") or rx.any_char_dfa(), complete=True)
     assert body.accepts(b"2020-02-29")
     assert body.accepts(b"2020\\u002d02-29")
+    canonical = rx.json_string_body_dfa(formats.format_dfa("date") or rx.any_char_dfa())
+    assert canonical.accepts(b"2020-02-29")
+    assert not canonical.accepts(b"2020\\u002d02-29")  # (a needless escape)
     assert not body.accepts(b"2021-02-29")

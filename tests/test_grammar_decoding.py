@@ -624,29 +624,30 @@ def test_random_logits_fuzz_only_finishes_on_accepted_text(case: Case) -> None:
     assert finished >= FUZZ_SEEDS // 3, f"only {finished} of {FUZZ_SEEDS} runs ended"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug: at max_nesting_depth a byte is allowed whose only continuation is "
-    "a call too deep to enter, and the next mask is empty (not even EOS)",
-)
 def test_the_nesting_limit_never_strands_the_matcher() -> None:
     """Schemas never meet it (a container's content is optional); a grammar whose
     recursion is mandatory after a byte does: at the limit, ``(`` is still allowed and
-    after it nothing. compile_grammar documents the limit's outcome: the mask allows
+    after it no token. compile_grammar documents the limit's outcome: the mask allows
     nothing but end-of-sequence, and the text is judged incomplete."""
     vocabulary = Vocabulary.from_token_bytes([b"(", b"-", b")", b"x", b""], eos_ids=[4])
     compiled = compile_grammar('root ::= "(" "-" root ")" | "x"', vocabulary)
     matcher = compiled.matcher()
+    matcher_tokens: list[int] = []
     for _ in range(compiled.options.max_nesting_depth + 8):
         for token in (0, 1):  # "(" then "-", while the mask allows them
             mask = matcher.mask()
             assert mask.any(), "an empty mask before the text is finished"
             if mask[4]:
                 assert matcher.advance(4), "the mask allows EOS, advance refuses it"
+                assert matcher.is_finished()
+                assert not matcher.can_end()  # (the text is incomplete)
+                assert not compiled.accepts(compiled.vocabulary.decode(matcher_tokens))
                 return
             if not mask[token]:
                 return
             assert matcher.advance(token)
+            matcher_tokens.append(token)
+    pytest.fail("the nesting limit was never met")
 
 
 # -- 3. masks against the reference matcher ------------------------------------------------
@@ -805,7 +806,8 @@ class Judge:
 
 
 def test_json_gbnf_judges_maskbench_instances_like_compile_schema() -> None:
-    schema = compile_schema({}, max_nesting_depth=DEPTH)
+    # (JSON_GBNF spells strings in every way JSON allows: so does spelling="complete".)
+    schema = compile_schema({}, max_nesting_depth=DEPTH, spelling="complete")
     grammar = compile_grammar(JSON_GBNF, max_nesting_depth=DEPTH)
     by_schema, by_grammar = Judge(schema), Judge(grammar)
     judged = accepted = instances = compact_accepted = 0
@@ -889,7 +891,8 @@ HAND_WRITTEN_JSON = [
 
 
 def test_json_gbnf_judges_mutated_and_invalid_texts_like_compile_schema() -> None:
-    schema = compile_schema({}, max_nesting_depth=DEPTH)
+    # (JSON_GBNF spells strings in every way JSON allows: so does spelling="complete".)
+    schema = compile_schema({}, max_nesting_depth=DEPTH, spelling="complete")
     grammar = compile_grammar(JSON_GBNF, max_nesting_depth=DEPTH)
     values = _maskbench_values()
     rng = np.random.default_rng(25)
@@ -915,7 +918,7 @@ def test_json_gbnf_masks_equal_compile_schema_masks_along_walks() -> None:
     """The two accept the same texts, so after the same prefix they allow the same
     tokens: walk MaskBench instances (and fuzzed documents) with Qwen2.5 through both."""
     tok = tokenized("qwen2.5")
-    schema = compile_schema({}, tok.vocabulary, max_nesting_depth=DEPTH)
+    schema = compile_schema({}, tok.vocabulary, max_nesting_depth=DEPTH, spelling="complete")
     grammar = compile_grammar(JSON_GBNF, tok.vocabulary, max_nesting_depth=DEPTH)
     texts = [json.dumps(v, separators=(",", ":"), ensure_ascii=False) for v in _maskbench_values()]
     texts = [text for text in texts[::997] if len(text) < 1000][:MASK_WALKS]

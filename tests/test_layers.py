@@ -25,7 +25,8 @@ def imported(path: pathlib.Path) -> set[str]:
 
 
 def files(folder: str) -> list[pathlib.Path]:
-    return sorted((PACKAGE / folder).glob("*.py"))
+    """Every module under ``folder``, its subpackages' included."""
+    return sorted((PACKAGE / folder).rglob("*.py"))
 
 
 @pytest.mark.parametrize(
@@ -42,12 +43,16 @@ def files(folder: str) -> list[pathlib.Path]:
 )
 def test_imports_flow_downward(folder: str, forbidden: tuple[str, ...]) -> None:
     wrong = [
-        f"{path.name} imports {name}"
+        f"{path.relative_to(PACKAGE)} imports {name}"
         for path in files(folder)
         for name in sorted(imported(path))
         if name.startswith(forbidden)
     ]
     assert wrong == []
+
+
+def test_the_check_sees_subpackages() -> None:
+    assert PACKAGE / "decoding" / "engine" / "cache.py" in files("decoding")
 
 
 def test_the_check_sees_imports_inside_functions(tmp_path: pathlib.Path) -> None:

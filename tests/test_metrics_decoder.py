@@ -45,7 +45,10 @@ def test_compile_mask_and_cache_metrics(local, registry, monkeypatch):
     monkeypatch.setattr(events, "mask_sample_every", 1)
     model, tokenizer = local
     schema = fresh_schema()
-    jm = JsonMode(model, tokenizer=tokenizer, max_new_tokens=256, do_sample=True)
+    # (fast_forward=False: one sampled step, one mask, per token)
+    jm = JsonMode(
+        model, tokenizer=tokenizer, max_new_tokens=256, do_sample=True, fast_forward=False
+    )
     results = []
     for seed in range(2):
         torch.manual_seed(seed)
@@ -79,7 +82,10 @@ def test_compile_mask_and_cache_metrics(local, registry, monkeypatch):
 def test_mask_time_is_sampled(local, registry, monkeypatch):
     monkeypatch.setattr(events, "mask_sample_every", 4)
     model, tokenizer = local
-    jm = JsonMode(model, tokenizer=tokenizer, max_new_tokens=256, do_sample=True)
+    # (fast_forward=False: one sampled step, one mask, per token)
+    jm = JsonMode(
+        model, tokenizer=tokenizer, max_new_tokens=256, do_sample=True, fast_forward=False
+    )
     torch.manual_seed(5)
     steps = jm.run("Extract the person.", fresh_schema()).attempts[-1].usage.completion_tokens
     sampled = value(registry, "jsonmode_mask_duration_seconds_count")
@@ -94,7 +100,10 @@ def test_cache_totals_are_exact_after_each_request_however_sparse_the_sampling(
     monkeypatch.setattr(events, "mask_sample_every", 10_000)
     model, tokenizer = local
     schema = fresh_schema()
-    jm = JsonMode(model, tokenizer=tokenizer, max_new_tokens=256, do_sample=True)
+    # (fast_forward=False: one sampled step, one mask, per token)
+    jm = JsonMode(
+        model, tokenizer=tokenizer, max_new_tokens=256, do_sample=True, fast_forward=False
+    )
     for seed in range(2):
         torch.manual_seed(seed)
         jm.run("Extract the person.", schema)

@@ -599,7 +599,12 @@ BYTE_DFAS: dict[str, Callable[[], rx.CharDFA]] = {
 @functools.cache
 def byte_dfas(name: str) -> tuple[rx.CharDFA, rx.ByteDFA, rx.ByteDFA]:
     char = BYTE_DFAS[name]()
-    return char, rx.utf8_byte_dfa(char), rx.json_string_body_dfa(char)
+    return char, rx.utf8_byte_dfa(char), rx.json_string_body_dfa(char, complete=True)
+
+
+@functools.cache
+def canonical_body(name: str) -> rx.ByteDFA:
+    return rx.json_string_body_dfa(BYTE_DFAS[name]())
 
 
 def assert_byte_trimmed(dfa: rx.ByteDFA) -> None:
@@ -745,6 +750,64 @@ def test_json_body_rejects_invalid() -> None:
         b"\x7f",
     ]:
         assert body.accepts(data), data
+
+
+@pytest.mark.parametrize("name", list(BYTE_DFAS))
+@SETTINGS
+@given(text=_TEXT, seed=st.integers(0, 2**32))
+def test_canonical_body_is_what_json_dumps_writes(name: str, text: str, seed: int) -> None:
+    """The canonical body takes ``json.dumps(s, ensure_ascii=False)``'s spelling exactly
+    when the value is in the language, and never a needless escape; the complete body
+    takes everything it takes."""
+    char, _, complete = byte_dfas(name)
+    body = canonical_body(name)
+    expected = char.accepts(text)
+    assert body.accepts(json.dumps(text, ensure_ascii=False)[1:-1].encode()) == expected
+    alt = _alt_encoding(text, random.Random(seed))
+    if body.accepts(alt.encode()):
+        assert expected
+        assert complete.accepts(alt.encode())
+        assert not _needless(alt)
+    elif expected:
+        assert _needless(alt), alt
+
+
+def _needless(body: str) -> bool:
+    """Whether a JSON string body has an escape ``json.dumps(..., ensure_ascii=False)``
+    never writes: ``\\/``, or ``\\u`` of a character that needs no escape."""
+    i = 0
+    while i < len(body):
+        if body[i] != "\\":
+            i += 1
+        elif body[i + 1] == "u":
+            if int(body[i + 2 : i + 6], 16) >= 0x20:
+                return True
+            i += 6
+        else:
+            if body[i + 1] == "/":
+                return True
+            i += 2
+    return False
+
+
+def test_canonical_body_refuses_needless_escapes() -> None:
+    body = canonical_body("anything")
+    for data in [b"\\/", b"\\u00e9", b"\\u0041", b"\\ud83d\\ude00", b"\\u007f", b"\\u0020"]:
+        assert not body.accepts(data), data
+    for data in [
+        b"",
+        b"/",
+        b"\xc3\xa9",
+        b"\\n",
+        b"\\u000a",
+        b"\\u001F",
+        b"\\u0000",
+        b'\\"',
+        b"\x7f",
+    ]:
+        assert body.accepts(data), data
+    for data in INVALID_BODIES:
+        assert not body.accepts(data), data
 
 
 def test_utf8_rejects_invalid() -> None:

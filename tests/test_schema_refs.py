@@ -21,6 +21,7 @@ import jsonmode
 from jsonmode import InvalidSchemaError, JsonMode, JsonModeError, compile_schema
 from jsonmode.cli import main as cli_main
 from jsonmode.schema.core import Schema
+from jsonmode.schema.refs import resolve_references
 
 SECRET = "TOPSECRET-7f3a9c"
 # jsonschema warns (DeprecationWarning) before it fetches a remote reference; the
@@ -532,3 +533,204 @@ def test_a_reference_to_something_not_a_schema_is_typed(schema):
     for call in _entry_points(schema).values():
         with pytest.raises(InvalidSchemaError, match="not a schema"):
             call()
+
+
+# -- the decoder resolves every in-document reference (issue 26, item 6) -------------------
+
+LIST = {  # a list whose item type the dynamic scope decides
+    "$id": "list",
+    "type": "array",
+    "items": {"$dynamicRef": "#items"},
+    "$defs": {"items": {"$dynamicAnchor": "items", "type": "integer"}},
+}
+DECODED: list[tuple[dict[str, Any], list[Any], list[Any]]] = [
+    (  # URN base URI: a pointer and an anchor under it
+        {
+            "$id": "urn:uuid:deadbeef-1234-0000-0000-4321feebdaed",
+            "properties": {
+                "foo": {"$ref": "urn:uuid:deadbeef-1234-0000-0000-4321feebdaed#/$defs/bar"},
+                "baz": {"$ref": "#item"},
+            },
+            "$defs": {"bar": {"type": "string"}, "i": {"$anchor": "item", "type": "integer"}},
+        },
+        [{"foo": "x", "baz": 1}],
+        [{"foo": 1}, {"baz": "x"}],
+    ),
+    (  # a nested resource named by a URN
+        {
+            "type": "array",
+            "items": {"$ref": "urn:example:str"},
+            "$defs": {"s": {"$id": "urn:example:str", "type": "string"}},
+        },
+        [["a"]],
+        [[1]],
+    ),
+    (  # the outermost $dynamicAnchor in the dynamic scope wins
+        {
+            "$id": "https://example.com/root",
+            "$ref": "list",
+            "$defs": {"foo": {"$dynamicAnchor": "items", "type": "string"}, "list": LIST},
+        },
+        [["a"]],
+        [[1]],
+    ),
+    (  # none outside: the list's own
+        {"$id": "https://example.com/root", "$ref": "list", "$defs": {"list": LIST}},
+        [[1]],
+        [["a"]],
+    ),
+    (  # a fragment that is a pointer, not an anchor name: a plain reference
+        {
+            "$id": "https://example.com/root",
+            "$ref": "list",
+            "$defs": {
+                "foo": {"$dynamicAnchor": "items", "type": "string"},
+                "list": {**LIST, "items": {"$dynamicRef": "#/$defs/items"}},
+            },
+        },
+        [[1]],
+        [["a"]],
+    ),
+    (  # the static target has an $anchor, not a $dynamicAnchor: a plain reference
+        {
+            "$id": "https://example.com/root",
+            "$ref": "list",
+            "$defs": {
+                "foo": {"$dynamicAnchor": "items", "type": "string"},
+                "list": {**LIST, "$defs": {"items": {"$anchor": "items", "type": "integer"}}},
+            },
+        },
+        [[1]],
+        [["a"]],
+    ),
+    (  # entered through if/then/else, merged in place: each branch's own scope
+        {
+            "$id": "https://example.com/main",
+            "if": {"properties": {"kind": {"const": "n"}}, "required": ["kind"]},
+            "then": {"$ref": "numbers"},
+            "else": {"$ref": "strings"},
+            "$defs": {
+                "generic": {
+                    "$id": "generic",
+                    "properties": {"list": {"items": {"$dynamicRef": "#t"}}},
+                    "$defs": {"t": {"$dynamicAnchor": "t"}},
+                },
+                "numbers": {
+                    "$id": "numbers",
+                    "$defs": {"t": {"$dynamicAnchor": "t", "type": "number"}},
+                    "$ref": "generic",
+                },
+                "strings": {
+                    "$id": "strings",
+                    "$defs": {"t": {"$dynamicAnchor": "t", "type": "string"}},
+                    "$ref": "generic",
+                },
+            },
+        },
+        [{"kind": "n", "list": [1.5]}, {"kind": "s", "list": ["a"]}],
+        [{"kind": "n", "list": ["a"]}, {"kind": "s", "list": [1]}],
+    ),
+    (  # recursion through the dynamic anchor: a strict extension of an open tree
+        {
+            "$id": "https://example.com/strict-tree",
+            "$dynamicAnchor": "node",
+            "$ref": "tree",
+            "unevaluatedProperties": False,
+            "$defs": {
+                "tree": {
+                    "$id": "tree",
+                    "$dynamicAnchor": "node",
+                    "type": "object",
+                    "properties": {
+                        "data": True,
+                        "children": {"type": "array", "items": {"$dynamicRef": "#node"}},
+                    },
+                }
+            },
+        },
+        [{"children": [{"data": 1, "children": []}]}],
+        [{"children": [{"daat": 1}]}, {"extra": 1}],
+    ),
+]
+
+
+@pytest.mark.parametrize(("schema", "good", "bad"), DECODED)
+def test_the_decoder_resolves_every_in_document_reference(schema, good, bad):
+    compiled = compile_schema(schema)
+    assert compiled.unenforced == ()
+    for value in good:
+        assert compiled.schema.conforms(value), value
+        assert compiled.accepts(json.dumps(value)), value
+    for value in bad:
+        assert not compiled.schema.conforms(value), value
+        assert not compiled.accepts(json.dumps(value)), value
+
+
+def test_every_in_document_form_from_before_decodes_too():
+    for schema, good, bad in IN_DOCUMENT:
+        if "json-schema.org" in json.dumps(schema):
+            continue  # a bundled metaschema: refused by the decoder (below)
+        compiled = compile_schema(schema)
+        for value in good:
+            assert compiled.accepts(json.dumps(value)), (schema, value)
+        for value in bad:
+            assert not compiled.accepts(json.dumps(value)), (schema, value)
+
+
+def test_a_bundled_metaschema_is_not_decoded():
+    with pytest.raises(jsonmode.UnsupportedSchemaError, match="not a local pointer"):
+        compile_schema({"$ref": "https://json-schema.org/draft/2020-12/schema"})
+
+
+@pytest.mark.parametrize(
+    ("schema", "ref"),
+    [
+        # an $id-relative reference that leaves the document
+        (
+            {"$id": "https://example.com/a/b.json", "properties": {"x": {"$ref": "../c.json"}}},
+            "../c.json",
+        ),
+        # a URN the document does not define
+        ({"$id": "urn:example:root", "items": {"$ref": "urn:example:other"}}, "urn:example:other"),
+        # $dynamicRef to an anchor nowhere in the document
+        ({"items": {"$dynamicRef": "#missing"}}, "#missing"),
+        ({"$dynamicAnchor": "a", "items": {"$dynamicRef": "urn:example:x#a"}}, "urn:example:x#a"),
+    ],
+)
+def test_adversarial_references_are_refused(schema, ref):
+    with pytest.raises(InvalidSchemaError) as caught:
+        compile_schema(schema)
+    assert ref in str(caught.value)
+    with pytest.raises(InvalidSchemaError):
+        resolve_references(schema)
+
+
+def test_dynamic_reference_cycles_are_refused_and_recursion_is_kept():
+    with pytest.raises(InvalidSchemaError, match="refers to itself"):
+        compile_schema({"$dynamicAnchor": "n", "allOf": [{"$dynamicRef": "#n"}]})
+    compiled = compile_schema(
+        {"$dynamicAnchor": "n", "type": "array", "items": {"$dynamicRef": "#n"}, "maxItems": 1}
+    )
+    assert compiled.unenforced == ()
+    assert compiled.accepts("[[[]]]")
+    assert not compiled.accepts("[[], []]")
+
+
+def test_resolve_references_rewrites_a_copy():
+    plain = {"$defs": {"a": {"type": "string"}}, "items": {"$ref": "#/$defs/a"}}
+    assert resolve_references(plain).document is plain  # nothing to do
+    schema = {
+        "$id": "https://example.com/r",
+        "$defs": {"a": {"$id": "a", "$anchor": "x", "type": "string"}},
+        "properties": {"p": {"$ref": "a"}, "q": {"$ref": "a#x"}, "s": {"$dynamicRef": "a#x"}},
+    }
+    before = json.dumps(schema)
+    resolved = resolve_references(schema)
+    assert json.dumps(schema) == before
+    props = resolved.document["properties"]
+    assert props == {
+        "p": {"$ref": "#/$defs/a"},
+        "q": {"$ref": "#/$defs/a"},
+        "s": {"$ref": "#/$defs/a"},  # an $anchor, not a $dynamicAnchor: static
+    }
+    assert resolved.names == ()

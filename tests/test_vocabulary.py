@@ -19,7 +19,7 @@ import pytest
 import tokenizers
 from transformers import AutoTokenizer
 
-from jsonmode.decoding.vocabulary import Vocabulary
+from jsonmode.decoding.vocabulary import Vocabulary, is_control_token
 from jsonmode.errors import UsageError
 
 TOKENIZERS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tokenizers"
@@ -284,19 +284,22 @@ def test_added_tokens(name: str) -> None:
     vocab = _vocab(name)
     for added in _config(name)["added_tokens"]:
         token_id = added["id"]
-        if added["special"] or token_id in vocab.eos_ids:
+        if is_control_token(added["content"], special=added["special"]):
             assert token_id in vocab.special_ids
             assert not vocab.allowed_base[token_id]
             assert vocab.token_bytes(token_id) == b""
-        else:  # plain text, not byte-mapped
+        else:  # plain text, not byte-mapped (none in these five tokenizers)
             assert token_id not in vocab.special_ids
             assert vocab.allowed_base[token_id]
             assert vocab.token_bytes(token_id) == added["content"].encode("utf-8")
+        assert token_id not in vocab.eos_ids or token_id in vocab.special_ids
 
 
-def test_qwen_non_special_added_tokens_are_ordinary_text() -> None:
+def test_qwen_non_special_added_tokens_are_control_tokens() -> None:
     vocab = _vocab("qwen2.5")
-    assert vocab.token_bytes(_id("qwen2.5", "<tool_call>")) == b"<tool_call>"
+    for name in ("<tool_call>", "</tool_call>", "<|fim_pad|>", "<|file_sep|>", "<|repo_name|>"):
+        assert _id("qwen2.5", name) in vocab.special_ids - vocab.eos_ids
+        assert vocab.token_bytes(_id("qwen2.5", name)) == b""
     assert _id("qwen2.5", "<|im_start|>") in vocab.special_ids
 
 
@@ -485,8 +488,10 @@ def test_unigram_sentencepiece_with_metaspace_decoder(tmp_path: Path) -> None:
     tok.add_special_tokens(["</s>"])
     vocab = Vocabulary.from_tokenizer(tok)
     assert vocab.scheme == "sentencepiece"
-    assert [vocab.token_bytes(i) for i in range(6)] == [b"<unk>", b" ", b" ab", b"c", b"\n", b""]
+    # The model's unknown piece is a control token, like the added "</s>".
+    assert [vocab.token_bytes(i) for i in range(6)] == [b"", b" ", b" ab", b"c", b"\n", b""]
     assert vocab.eos_ids == {5}
+    assert vocab.special_ids == {0, 5}
 
 
 def test_unsupported_decoder_is_a_usage_error(tmp_path: Path) -> None:

@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
 
 from jsonmode.decoding.budget import checkpoint
+from jsonmode.decoding.families import RuleTable, number_families
+from jsonmode.decoding.families import expand as expand_families
 from jsonmode.decoding.grammar import Alt, Call, Expr, Grammar, Lex, Lit, Members, Rep, Seq
 from jsonmode.decoding.lru import Lru
 from jsonmode.decoding.objects import Fragment, Interval, Raw, extend_row, object_rule
@@ -213,7 +215,9 @@ def _runs(trans: npt.NDArray[np.int32]) -> Iterable[tuple[int, int, int, int]]:
 @dataclass(frozen=True, eq=False)
 class RuleDFA:
     """One rule's automaton. ``trans[s, b]`` is the next state on byte ``b`` (-1: none);
-    ``calls[s]`` lists ``(callee index, return state)``."""
+    ``calls[s]`` lists ``(callee index, return state)``; a return state of
+    :data:`~jsonmode.decoding.families.TAIL` makes it a tail call (the callee replaces
+    the caller's frame; only the rules of any-order objects have them)."""
 
     name: str
     trans: npt.NDArray[np.int32]
@@ -233,14 +237,17 @@ class RuleDFA:
 
 @dataclass(frozen=True, eq=False)
 class Network:
-    """Every rule's automaton; ``rules[root]`` starts the document. Immutable."""
+    """Every rule's automaton; ``rules[root]`` starts the document. Immutable but for
+    the rules of any-order objects, made when a matcher first reaches them (see
+    :mod:`~jsonmode.decoding.families`); thread-safe."""
 
-    rules: tuple[RuleDFA, ...]
+    rules: Sequence[RuleDFA]
     root: int
     names: dict[str, int]
 
     @property
     def n_states(self) -> int:
+        """States of the rules built with the network."""
         return sum(rule.n_states for rule in self.rules)
 
 
@@ -409,11 +416,14 @@ def build_network(grammar: Grammar, *, max_states: int = 20_000) -> Network:
         UnsupportedSchemaError: the root rule accepts nothing (an unsatisfiable schema).
         BudgetExceededError: a rule needs more than ``max_states`` states.
     """
+    grammar, families = expand_families(grammar)
     raw: dict[str, Raw] = {}
     done: dict[str, RuleDFA | None] = {}  # lexemes, finished once per process
     for index, (name, expr) in enumerate(grammar.rules.items()):
         if not index & 7:
             checkpoint()
+        if name in families:
+            continue  # (its expression is for the acceptance analysis only)
         if _calls_nothing(expr):
             done[name] = _terminal(name, expr, max_states)
         elif name in grammar.shared:
@@ -427,8 +437,11 @@ def build_network(grammar: Grammar, *, max_states: int = 20_000) -> Network:
         raise UnsupportedSchemaError("the schema accepts no value at all")
     names = [name for name in grammar.rules if accepts[name]]
     number = {name: index for index, name in enumerate(names)}
-    rules = []
+    rules: list[RuleDFA | None] = []
     for name in names:
+        if name in families:
+            rules.append(None)  # (made by the rule table)
+            continue
         finished = done.get(name)
         if finished is not None:
             rules.append(finished if finished.name == name else replace(finished, name=name))
@@ -438,7 +451,8 @@ def build_network(grammar: Grammar, *, max_states: int = 20_000) -> Network:
         # automaton (each state is some set of positions inside those parts).
         live = None if _every_part_accepts(grammar.rules[name], accepts) else _live(parts, accepts)
         rules.append(_finish(name, parts, live, accepts, number))
-    return Network(tuple(rules), number[grammar.root], number)
+    roots, numbered = number_families(families, number, accepts)
+    return Network(RuleTable(rules, roots, numbered), number[grammar.root], number)
 
 
 def _shared(name: str, expr: Expr, max_states: int) -> Raw:

@@ -24,7 +24,7 @@ from jsonmode.decoding.compiler import CompileOptions, build_grammar
 from jsonmode.decoding.grammar import Grammar
 from jsonmode.decoding.matcher import MaskEngine, Matcher
 from jsonmode.decoding.reference import ReferenceMatcher
-from jsonmode.errors import BudgetExceededError, UsageError
+from jsonmode.errors import BudgetExceededError, JsonModeError, UsageError
 from jsonmode.schema.core import Schema
 
 if TYPE_CHECKING:
@@ -61,9 +61,9 @@ class Compiled:
     unenforced: tuple[str, ...] = dataclasses.field(default=(), kw_only=True)
 
     def accepts(self, text: str | bytes) -> bool:
-        """Whether decoding could produce exactly ``text`` (no vocabulary needed).
+        """Whether ``text`` is in the constraint's language (no vocabulary needed).
 
-        Cost: one byte-at-a-time walk through the reference matcher — for tests and
+        Cost: one byte-at-a-time walk through a reference matcher — for tests and
         diagnostics, not for the generation hot path. A ``str`` that is not Unicode
         text (a lone surrogate: no UTF-8 bytes spell it) is not accepted.
         """
@@ -72,7 +72,11 @@ class Compiled:
                 text = text.encode("utf-8")
             except UnicodeEncodeError:
                 return False
-        return self.reference().accepts(text)
+        return self._acceptor().accepts(text)
+
+    def _acceptor(self) -> ReferenceMatcher:
+        """The reference matcher :meth:`accepts` walks (the decoder's own here)."""
+        return self.reference()
 
     def reference(self) -> ReferenceMatcher:
         """The slow, obviously correct byte-level matcher for this constraint."""
@@ -107,6 +111,38 @@ class CompiledSchema(Compiled):
     """
 
     schema: Schema = dataclasses.field(kw_only=True)
+
+    def accepts(self, text: str | bytes) -> bool:
+        """Whether ``text`` is a document of the schema's language *in any JSON
+        spelling* (``3.0`` for an integer, ``"\\u00e9"``, ``"\\/"``), as far as decoding
+        enforces the schema (``unenforced`` lists the rest). Decoding itself writes
+        only canonical spellings (``CompileOptions.spelling``), so a text ``accepts``
+        takes is not always one the matcher would let a model write.
+
+        Cost: the first call builds the all-spellings automata (about the compile's
+        cost again; cached on the object), then one byte-at-a-time walk. Thread-safe.
+        """
+        return super().accepts(text)
+
+    def _acceptor(self) -> ReferenceMatcher:
+        network = self._all_spellings if self.options.spelling == "canonical" else self.network
+        return ReferenceMatcher(network, max_depth=self.options.max_nesting_depth)
+
+    @functools.cached_property
+    def _all_spellings(self) -> Network:
+        """The automata of the same schema with ``spelling="complete"`` (built on first
+        use; the decoder's own where that build exceeds a budget)."""
+        settings = dataclasses.replace(self.options, spelling="complete")
+        try:
+            with collector_paused(), deadline(settings.max_compile_seconds):
+                grammar, _ = build_grammar(
+                    self.schema.json_schema,
+                    settings,
+                    lambda sub: self.schema.validator.evolve(schema=sub),
+                )
+                return build_network(grammar, max_states=settings.max_rule_states)
+        except (JsonModeError, RecursionError):
+            return self.network
 
 
 def compile_schema(

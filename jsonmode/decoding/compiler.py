@@ -13,8 +13,14 @@ Keyword policy (see ARCHITECTURE.md): enforced at decode time: ``type``, ``enum`
 ``prefixItems``, ``minItems``/``maxItems``, ``minLength``/``maxLength``,
 ``pattern``, ``format`` (where exact), integer bounds, number bounds (see
 :mod:`~jsonmode.decoding.numbers`), ``anyOf``, ``oneOf``
-(disjoint branches), ``allOf`` (merged), ``$ref``/``$defs``. Everything else is
-listed in ``unenforced``.
+(disjoint branches), ``allOf`` (merged, see :mod:`~jsonmode.decoding.merging`),
+``$ref``/``$defs``/``$anchor``/``$id``-relative references and ``$dynamicRef`` (all
+resolved inside the document: :func:`~jsonmode.schema.refs.resolve_references`,
+:mod:`~jsonmode.decoding.scope`), ``propertyNames``, ``contains`` (see
+:mod:`~jsonmode.decoding.containers`), and where the rewrite is exact ``not``,
+``if``/``then``/``else``, ``dependentRequired``/``dependentSchemas``,
+``unevaluatedProperties``/``unevaluatedItems`` (see
+:mod:`~jsonmode.decoding.lowering`). Everything else is listed in ``unenforced``.
 """
 
 from __future__ import annotations
@@ -28,8 +34,12 @@ from typing import Any, Literal
 
 import jsonschema
 
+from jsonmode.decoding import containers, inlining
 from jsonmode.decoding import regex as rx
 from jsonmode.decoding.budget import checkpoint
+from jsonmode.decoding.containers import any_exprs as _any_exprs
+from jsonmode.decoding.containers import count as _count
+from jsonmode.decoding.families import LATTICE_MEMBERS
 from jsonmode.decoding.formats import FORMAT_EXACTNESS, format_dfa
 from jsonmode.decoding.grammar import (
     EMPTY,
@@ -45,15 +55,17 @@ from jsonmode.decoding.grammar import (
     alt,
     seq,
 )
-from jsonmode.decoding.keys import extra_key_body
+from jsonmode.decoding.lowering import Lowering, detach, dialect_of
 from jsonmode.decoding.lru import Lru
+from jsonmode.decoding.merging import ANNOTATION_KEYWORDS as _ANNOTATIONS
+from jsonmode.decoding.merging import disjoint as _disjoint
+from jsonmode.decoding.merging import merge as _merge
 from jsonmode.decoding.numbers import Bounds, integer_range, number_dfa
+from jsonmode.decoding.scope import MARKER, DynamicScope
 from jsonmode.errors import BudgetExceededError, InvalidSchemaError, UnsupportedSchemaError
 from jsonmode.schema.core import UNDECIDED
-from jsonmode.schema.keywords import ANNOTATIONS
-from jsonmode.schema.patterns import PatternUndecidedError
-from jsonmode.schema.patterns import search as search_pattern
 from jsonmode.schema.pointer import MISSING, resolve_local_ref
+from jsonmode.schema.refs import Resolved, resolve_references
 
 __all__ = ["CompileOptions", "build_grammar"]
 
@@ -65,17 +77,10 @@ _LEXEMES: Lru[str, tuple[Expr, tuple[tuple[str, str], ...]]] = Lru(64 << 20)
 _KNOWN_METASCHEMA = re.compile(
     r"^https?://json-schema\.org/(?:draft-0[3-7]/schema|draft/20(?:19-09|20-12)/schema)#?$"
 )
-_MAX_ANY_ORDER = 8  # 2**8 member sets: beyond this the automaton grows too fast
-# Optional prefixItems positions written out exactly (each nests the rest a level
-# deeper in the expression, and the automaton builder recurses on that depth).
-_MAX_OPTIONAL_PREFIX = 128
+_ANY_SPELLING = "any spelling: "  # (label prefix, see _spelled)
 # Formats jsonschema's checker asserts (what post-validation enforces).
 _CHECKED_FORMATS = frozenset(jsonschema.Draft202012Validator.FORMAT_CHECKER.checkers)
 JSON_TYPES = ("null", "boolean", "object", "array", "number", "string")
-# Keywords that never constrain a value.
-# $id and $anchor only name locations here (references are resolved by pointer);
-# "nullable" is OpenAPI's, ignored by jsonschema too.
-_ANNOTATIONS = ANNOTATIONS | {"$id", "$anchor", "nullable"}
 _HANDLED = frozenset(
     {
         "type",
@@ -101,6 +106,13 @@ _HANDLED = frozenset(
         "oneOf",
         "allOf",
         "$ref",
+        "$dynamicRef",
+        "propertyNames",
+        "minProperties",
+        "maxProperties",
+        "contains",
+        "minContains",
+        "maxContains",
     }
 )
 _NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
@@ -142,7 +154,14 @@ class CompileOptions:
             tokens (accepts ``json.dumps(x, indent=2)``).
         max_whitespace: the bound for flexible whitespace runs (default 40).
         property_order: ``"schema"`` (declared order: the order is the reasoning
-            order) or ``"any"``.
+            order) or ``"any"`` (any order, each member once, ``required`` enforced;
+            any number of members, see :mod:`~jsonmode.decoding.families`).
+        spelling: ``"canonical"`` (default): the decoder lets a model write each value
+            only as ``json.dumps(value, ensure_ascii=False)`` would — integers without
+            a fraction or exponent (``84``, never ``84.0``), strings without needless
+            escapes (no ``\\/``, no ``\\u`` for a character that may be written as it
+            is), constants and keys in their one spelling. ``"complete"``: any JSON
+            spelling of a valid value. ``accepts()`` always takes every spelling.
         strict: raise :class:`UnsupportedSchemaError` instead of listing a keyword in
             ``unenforced``.
         max_rule_states: automaton states per rule (default 20 000; each costs
@@ -164,6 +183,7 @@ class CompileOptions:
     whitespace: Literal["standard", "flexible"] = "standard"
     max_whitespace: int = 40
     property_order: Literal["schema", "any"] = "schema"
+    spelling: Literal["canonical", "complete"] = "canonical"
     strict: bool = False
     max_rule_states: int = 20_000
     max_repeat: int = 256
@@ -175,16 +195,32 @@ class CompileOptions:
             raise UnsupportedSchemaError(f"unknown whitespace option {self.whitespace!r}")
         if self.property_order not in ("schema", "any"):
             raise UnsupportedSchemaError(f"unknown property_order {self.property_order!r}")
+        if self.spelling not in ("canonical", "complete"):
+            raise UnsupportedSchemaError(f"unknown spelling {self.spelling!r}")
 
 
 def _lex(label: str, dfa: rx.CharDFA) -> Lex:
     return Lex(label, rx.utf8_byte_dfa(dfa))
 
 
-def _string_lex(label: str, dfa: rx.CharDFA, lengths: tuple[int, int | None] | None = None) -> Expr:
-    """A quoted JSON string whose decoded value ``dfa`` accepts (``lengths``: ``dfa``
-    is exactly :func:`~jsonmode.decoding.regex.any_char_dfa` of those bounds)."""
-    return seq(Lit(b'"'), Lex(label, rx.json_string_body_dfa(dfa), lengths), Lit(b'"'))
+def _string_lex(
+    label: str,
+    dfa: rx.CharDFA,
+    lengths: tuple[int, int | None] | None = None,
+    *,
+    complete: bool = False,
+) -> Expr:
+    """A quoted JSON string whose decoded value ``dfa`` accepts, spelled canonically or
+    (``complete``) in any way (``lengths``: ``dfa`` is exactly
+    :func:`~jsonmode.decoding.regex.any_char_dfa` of those bounds)."""
+    body = rx.json_string_body_dfa(dfa, complete=complete)
+    return seq(Lit(b'"'), Lex(_spelled(label, complete), body, lengths), Lit(b'"'))
+
+
+def _spelled(label: str, complete: bool) -> str:
+    """A lexeme's label in the given spelling: lexemes compare (and are cached) by
+    label, so a language that differs with the spelling needs a label that does."""
+    return f"{_ANY_SPELLING}{label}" if complete else label
 
 
 @dataclass
@@ -203,8 +239,16 @@ class _Builder:
     inlining: set[str] = field(default_factory=set)
     merged_rules: dict[str, str] = field(default_factory=dict)
     depth: int = 0  # value() calls under way
+    # The dynamic scope ($dynamicRef) and the keyword rewrites (not, if, ...).
+    scope: DynamicScope = field(default_factory=lambda: DynamicScope(Resolved(None)))
+    lowering: Lowering = field(default_factory=lambda: Lowering(None, "modern"))
     visits: int = 0  # value() calls made (every 8th checks the deadline)
     _lexes: dict[str, Expr] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        """Whether every JSON spelling is allowed (``CompileOptions.spelling``)."""
+        return self.options.spelling == "complete"
 
     # -- bookkeeping -----------------------------------------------------------------
 
@@ -294,7 +338,9 @@ class _Builder:
             checkpoint()
         self.depth += 1
         try:
-            return self._value(schema, path)
+            node = schema if isinstance(schema, dict) else {}
+            with self.scope.using(node.get(MARKER)), self.scope.entering(node.get("$id")):
+                return self._value(schema, path)
         finally:
             self.depth -= 1
 
@@ -305,7 +351,10 @@ class _Builder:
             return NEVER
         if not isinstance(schema, dict):
             raise InvalidSchemaError(f"not a schema: {schema!r}", schema_path=path)
-        if "$ref" in schema:
+        schema = self.lowering.lower(schema)
+        if schema is False:
+            return NEVER
+        if "$ref" in schema or "$dynamicRef" in schema:
             return self.reference(schema, path)
         handled = _HANDLED | {"additionalItems"} if self.draft7 else _HANDLED
         for keyword in sorted(set(schema) - handled - _ANNOTATIONS):
@@ -323,21 +372,28 @@ class _Builder:
         return self.typed(schema, path)
 
     def reference(self, schema: dict[str, Any], path: str) -> Expr:
-        ref = schema["$ref"]
-        siblings = {k: v for k, v in schema.items() if k != "$ref" and k not in _ANNOTATIONS}
+        keyword, ref = self.scope.target(schema)
+        siblings = {k: v for k, v in schema.items() if k != keyword and k not in _ANNOTATIONS}
         target = resolve_local_ref(self.root, ref) if isinstance(ref, str) else MISSING
         if target is MISSING:
             raise UnsupportedSchemaError(
                 f"reference {ref!r} is not a local pointer", schema_path=path
             )
         if siblings and not self.draft7:
-            return self.value({"allOf": [{"$ref": ref}, siblings]}, path)
-        return self.rule_once(
-            self.ref_rules,
-            ref,
-            "ref_" + ref.rsplit("/", 1)[-1],
-            lambda: self.value(target, ref[1:] or "/"),
-        )
+            siblings = detach(siblings, functools.partial(self.skip, path))
+            parts = [{keyword: schema[keyword]}, siblings]
+            if keyword == "$dynamicRef":
+                parts.reverse()  # (its target's properties are not declared ones)
+            return self.value({"allOf": parts}, path)
+        uri = self.scope.resource(ref)
+
+        def build() -> Expr:
+            with self.scope.entering(uri):
+                return self.value(target, ref[1:] or "/")
+
+        # One rule per target and dynamic scope (see jsonmode.decoding.scope).
+        key = f"{ref} {self.scope.signature(uri)}" if self.scope.active else ref
+        return self.rule_once(self.ref_rules, key, "ref_" + ref.rsplit("/", 1)[-1], build)
 
     def rule_once(
         self, rules: dict[str, str], key: str, hint: str, build: Callable[[], Expr]
@@ -377,7 +433,7 @@ class _Builder:
         """An allOf that inlines a reference already being inlined further up, as a
         rule of its own, one per distinct schema text: inlining it again would go on
         without end, where a rule is called again (as for ``$ref`` itself)."""
-        key = json.dumps(schema, sort_keys=True, default=repr)
+        key = json.dumps(schema, sort_keys=True, default=repr) + self.scope.signature()
         build = functools.partial(self.all_of, schema, path)
         return self.rule_once(self.merged_rules, key, f"all{path}", build)
 
@@ -400,41 +456,15 @@ class _Builder:
     # -- combinators ---------------------------------------------------------------------
 
     def merge_all(self, schema: dict[str, Any], path: str) -> dict[str, Any]:
-        merged: dict[str, Any] = {k: v for k, v in schema.items() if k != "allOf"}
-        for index, part in enumerate(schema.get("allOf", [])):
-            checkpoint()
-            part = self.resolve(part, f"{path}/allOf/{index}")
-            if part is False:
-                return {"not": {}}
-            if part is True:
-                continue
-            if "allOf" in part:
-                part = self.merge_all(part, f"{path}/allOf/{index}")
-            merged = _merge(merged, part, lambda keyword: self.skip(path, f"allOf/{keyword}"))
-        return merged
+        return inlining.merge_all(self, schema, path)
 
     def resolve(self, schema: Any, path: str) -> Any:
-        seen = 0
-        while isinstance(schema, dict) and "$ref" in schema:
-            target = resolve_local_ref(self.root, schema["$ref"])
-            if target is MISSING:
-                raise UnsupportedSchemaError(
-                    f"reference {schema['$ref']!r} is not local", schema_path=path
-                )
-            siblings = {k: v for k, v in schema.items() if k != "$ref"}
-            schema = (
-                _merge(target, siblings, lambda k: self.skip(path, k))
-                if siblings and isinstance(target, dict)
-                else target
-            )
-            seen += 1
-            if seen > 32:
-                raise UnsupportedSchemaError("reference cycle without structure", schema_path=path)
-        return schema
+        return inlining.resolve(self, schema, path)
 
     def branches(self, schema: dict[str, Any], keyword: str, path: str) -> Expr:
         # (The other of anyOf/oneOf, if any, stays in ``rest``: each branch takes it in.)
         rest = {k: v for k, v in schema.items() if k != keyword}
+        rest = detach(rest, functools.partial(self.skip, path))
         options = schema[keyword]
         exprs: list[Expr] = []
         for index, option in enumerate(options):
@@ -482,20 +512,27 @@ class _Builder:
         if isinstance(value, str):
             if len(value) > self.options.max_rule_states:
                 raise BudgetExceededError("states per rule", self.options.max_rule_states)
-            if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
+            if not self.complete:
                 # The one spelling json.dumps writes: keys and constants are then forced.
+                try:
+                    return Lit(json.dumps(value, ensure_ascii=False).encode())
+                except UnicodeEncodeError:  # a lone surrogate: no UTF-8 spells it
+                    return NEVER
+            if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
+                # (Read in this one spelling, even when complete: keys stay literals.)
                 return Lit(json.dumps(value).encode())
             return _const_string(value)
         if isinstance(value, bool) or value is None:
             return Lit(json.dumps(value).encode())
         if isinstance(value, (int, float)) and float(value).is_integer():
-            # 3, 3.0 and 3.00 are the same JSON Schema value.
+            # 3, 3.0 and 3.00 are the same JSON Schema value (written 3 canonically).
             digits = str(int(value))
+            if not self.complete:
+                return Lit(digits.encode())
+            label = _spelled(f"const:{digits}", True)
             return self.cached_lex(
-                f"const:{digits}",
-                lambda: _lex(
-                    f"const:{digits}", rx.compile_pattern(f"^{re.escape(digits)}(?:\\.0+)?$")
-                ),
+                label,
+                lambda: _lex(label, rx.compile_pattern(f"^{re.escape(digits)}(?:\\.0+)?$")),
             )
         if isinstance(value, float):
             return Lit(json.dumps(value).encode())
@@ -511,12 +548,13 @@ class _Builder:
             return seq(*parts, self.ws, Lit(b"]"))
         if not value:
             return seq(Lit(b"{"), self.ws, Lit(b"}"))
-        # An object constant equals the same members in any order.
+        # An object constant equals the same members in any order (past a few
+        # members, any order costs a rule per set written: see decoding.families).
         pairs = tuple(
             (seq(self.literal(key), self.sep(b":"), self.literal(item)), True)
             for key, item in value.items()
         )
-        body = Members(pairs, None, self.sep(b","), any_order=len(pairs) <= _MAX_ANY_ORDER)
+        body = Members(pairs, None, self.sep(b","), any_order=len(pairs) <= LATTICE_MEMBERS)
         return seq(Lit(b"{"), self.ws, body, self.ws, Lit(b"}"))
 
     # -- types ---------------------------------------------------------------------------
@@ -573,7 +611,9 @@ class _Builder:
             parts.append(("pattern", f" pattern:{pattern}", lambda: rx.compile_pattern(pattern)))
         if known is not None:
             parts.append(("format", f" format:{fmt}", lambda: known))
+        complete = self.options.spelling == "complete"
         label = f"string{_bounds(low or None, high)}" + "".join(text for _, text, _ in parts)
+        label = _spelled(label, complete)
 
         def make() -> tuple[Expr, tuple[tuple[str, str], ...]]:
             # The shape (pattern, format) first, then the length bounds: when both
@@ -592,12 +632,13 @@ class _Builder:
                     dropped.append((keyword, str(exc)))
             if low == 0 and high is None:
                 dfa = shape if shape is not None else rx.any_char_dfa(0, None)
-                return _string_lex(f"string{name}", dfa), tuple(dropped)
+                return _string_lex(f"string{name}", dfa, complete=complete), tuple(dropped)
             try:
                 lengths = rx.any_char_dfa(low, high)
                 if shape is None:
                     name = f"string{_bounds(low or None, high)}"
-                    return _string_lex(name, lengths, (low, high)), tuple(dropped)
+                    expr = _string_lex(name, lengths, (low, high), complete=complete)
+                    return expr, tuple(dropped)
                 dfa = rx.intersect(lengths, shape)
                 name = f"string{_bounds(low or None, high)}{name}"
             except BudgetExceededError:
@@ -609,7 +650,7 @@ class _Builder:
                     dropped.append(("minLength", str(exc)))
                 if high is not None:
                     dropped.append(("maxLength", str(exc)))
-            return _string_lex(name, dfa), tuple(dropped)
+            return _string_lex(name, dfa, complete=complete), tuple(dropped)
 
         return self.lexeme(label, make, path)
 
@@ -638,11 +679,13 @@ class _Builder:
         if low is not None and high is not None and low > high:
             return NEVER
         label = f"integer{_bounds(low, high)}"
-        # An integral float ("3.0") is an integer for JSON Schema since draft 6;
-        # drafts 3 and 4 say it is not.
-        fraction = "" if self.legacy_integers else "(?:\\.0+)?"
+        # An integral float ("3.0") is an integer for JSON Schema since draft 6
+        # (drafts 3 and 4 say it is not); only the complete spelling writes one.
+        fraction = "(?:\\.0+)?" if self.complete and not self.legacy_integers else ""
         if self.legacy_integers:
             label += " draft4"
+        elif self.complete:
+            label = _spelled(label, True)
 
         def make() -> tuple[Expr, tuple[tuple[str, str], ...]]:
             digits = rx.integer_range_pattern(low, high)
@@ -650,132 +693,18 @@ class _Builder:
 
         return self.lexeme(label, make, path)
 
-    # -- objects -----------------------------------------------------------------------
+    # -- objects and arrays (jsonmode.decoding.containers) ----------------------------
+
+    @property
+    def spelling(self) -> containers.Spelling:
+        # How keys are spelled, with this module's lexeme writers.
+        return containers.Spelling(self.complete, _string_lex, _spelled)
 
     def object_body(self, schema: dict[str, Any], path: str) -> Expr:
-        for keyword in (
-            "minProperties",
-            "maxProperties",
-            "propertyNames",
-            "dependentRequired",
-            "dependentSchemas",
-            "unevaluatedProperties",
-            "dependencies",
-        ):
-            if keyword in schema:
-                self.skip(path, keyword)
-        properties: dict[str, Any] = dict(schema.get("properties") or {})
-        required = [name for name in schema.get("required", []) if isinstance(name, str)]
-        for name in required:
-            properties.setdefault(name, True)
-        patterns: dict[str, Any] = dict(schema.get("patternProperties") or {})
-        extra = schema.get("additionalProperties", True)
-        members: list[tuple[Expr, bool]] = []  # (member expr, required)
-        for name, sub in properties.items():
-            sub_path = f"{path}/properties/{_escape(name)}"
-            value = self.value(sub, sub_path)
-            if value == NEVER:
-                if name in required:
-                    return NEVER
-                continue
-            matching = [p for p in patterns if _search(p, name)]
-            if matching:
-                self.skip(path, "patternProperties")
-            key = self.literal(name)
-            members.append((seq(key, self.sep(b":"), value), name in required))
-        extras: list[Expr] = []
-        pattern_keys: tuple[tuple[str, Expr | None], ...] = ()
-        other_key: Expr | None = None
-        inexact = False
-        if patterns or extra is not False:  # keys beyond the declared names may appear
-            pattern_keys, other_key, inexact = _key_lexemes(
-                tuple(properties), tuple(patterns), self.options.max_rule_states
-            )
-        if inexact:
-            self.skip(path, "patternProperties")
-        for pattern, pattern_key in pattern_keys:
-            value = self.value(patterns[pattern], f"{path}/patternProperties/{_escape(pattern)}")
-            if value != NEVER and pattern_key is not None:
-                extras.append(seq(pattern_key, self.sep(b":"), value))
-        if extra is not False:
-            value = self.value(extra, f"{path}/additionalProperties")
-            if value != NEVER and other_key is not None:
-                key = self.lexeme(f"{other_key}", lambda: (other_key, ()), path)
-                extras.append(seq(key, self.sep(b":"), value))
-        any_order = self.options.property_order == "any"
-        if any_order and len(members) > _MAX_ANY_ORDER:
-            raise UnsupportedSchemaError(
-                f"property_order='any' handles at most {_MAX_ANY_ORDER} declared properties",
-                schema_path=path,
-            )
-        extra_call = self.rule(f"extra{path}", lambda name: alt(*extras)) if extras else None
-        body = Members(tuple(members), extra_call, self.sep(b","), any_order)
-        return seq(Lit(b"{"), self.ws, body, self.ws, Lit(b"}"))
-
-    # -- arrays ------------------------------------------------------------------------
+        return containers.object_body(self, schema, path)
 
     def array_body(self, schema: dict[str, Any], path: str) -> Expr:
-        for keyword in (
-            "contains",
-            "uniqueItems",
-            "unevaluatedItems",
-            "minContains",
-            "maxContains",
-        ):
-            if keyword in schema and not (keyword == "uniqueItems" and schema[keyword] is False):
-                self.skip(path, keyword)
-        prefix = list(schema.get("prefixItems") or [])
-        items = schema.get("items", True)
-        if self.draft7 and isinstance(items, list):
-            prefix, items = items, schema.get("additionalItems", True)
-        low = _count(schema.get("minItems", 0))
-        high = _count(schema.get("maxItems"))
-        if high is not None and high > self.options.max_repeat:
-            self.skip(path, "maxItems")
-            high = None
-        if low > self.options.max_repeat:
-            self.skip(path, "minItems")
-            low = 0
-        if min(len(prefix), len(prefix) if high is None else high) - low > _MAX_OPTIONAL_PREFIX:
-            # Each optional prefix position nests its successors one level deeper
-            # ("(, p1 (, p2 ...)?)?"): beyond this many, the later positions take any
-            # value and post-validation checks them (no Python recursion limit reached).
-            kind = (
-                "items" if self.draft7 and isinstance(schema.get("items"), list) else "prefixItems"
-            )
-            self.skip(path, kind)
-            if items is not True and items != {}:
-                self.skip(path, "additionalItems" if kind == "items" else "items")
-            prefix, items = prefix[: low + _MAX_OPTIONAL_PREFIX], True
-        prefix_exprs = [self.value(sub, f"{path}/prefixItems/{i}") for i, sub in enumerate(prefix)]
-        item_expr = self.value(items, f"{path}/items")
-        comma = self.sep(b",")
-
-        def element(index: int) -> Expr:
-            return prefix_exprs[index] if index < len(prefix_exprs) else item_expr
-
-        def tail(count: int) -> Expr:
-            """What may follow once ``count`` elements are written."""
-            if count >= len(prefix_exprs):
-                more = None if high is None else high - count
-                need = max(0, low - count)
-                if more is not None and more < need:
-                    return NEVER
-                if more == 0:
-                    return EMPTY
-                return Rep(seq(comma, item_expr), need, more)
-            options: list[Expr] = [EMPTY] if count >= low else []
-            if high is None or count < high:
-                options.append(seq(comma, element(count), tail(count + 1)))
-            return alt(*options) if options else NEVER
-
-        if high == 0:
-            body: Expr = EMPTY if low == 0 else NEVER
-        else:
-            first = seq(element(0), tail(1))
-            body = alt(EMPTY, first) if low == 0 else first
-        # NEVER inside a sequence kills that path: impossible lengths trim themselves.
-        return seq(Lit(b"["), self.ws, body, self.ws, Lit(b"]"))
+        return containers.array_body(self, schema, path)
 
 
 @functools.lru_cache(maxsize=16)
@@ -784,85 +713,10 @@ def _standard_sep(char: bytes) -> Expr:
     return seq(Lit(char), Rep(Lit(b" "), 0, 1))
 
 
-@functools.lru_cache(maxsize=16)
-def _any_exprs(
-    ws: Expr, colon: Expr, comma: Expr, string: Expr, number: Expr
-) -> tuple[Expr, Expr, Expr]:
-    """The unconstrained JSON value's rules: ``any_object``, ``any_array`` and ``any``
-    (calling those two by name), given the whitespace, separators and the string and
-    number lexemes (cached: every schema with a free-form value needs them)."""
-    member = seq(string, colon, Call("any"))
-    obj = seq(
-        Lit(b"{"),
-        ws,
-        Rep(seq(member, Rep(seq(comma, member), 0, None)), 0, 1),
-        ws,
-        Lit(b"}"),
-    )
-    items = seq(Call("any"), Rep(seq(comma, Call("any")), 0, None))
-    arr = seq(Lit(b"["), ws, Rep(items, 0, 1), ws, Lit(b"]"))
-    body = alt(
-        Call("any_object"),
-        Call("any_array"),
-        string,
-        number,
-        Lit(b"true"),
-        Lit(b"false"),
-        Lit(b"null"),
-    )
-    return obj, arr, body
-
-
 @functools.lru_cache(maxsize=1024)
 def _const_string(value: str) -> Expr:
     """A string constant written any way JSON may escape it (cached per process)."""
-    return _string_lex(f"const:{json.dumps(value)}", rx.literal_dfa([value]))
-
-
-@functools.lru_cache(maxsize=256)
-def _key_lexemes(
-    names: tuple[str, ...], patterns: tuple[str, ...], max_states: int
-) -> tuple[tuple[tuple[str, Expr | None], ...], Expr | None, bool]:
-    """Key lexemes of an object: per pattern, the keys it matches that are not
-    declared names (None: none); the keys no name or pattern claims (None: none);
-    and whether patternProperties is enforced only approximately (two patterns'
-    keys overlap, or a pattern the regex engine cannot compile: its keys then count
-    as the others'), so post-validation must check it.
-
-    Cached per process: equal name and pattern lists give equal automata.
-
-    Raises:
-        BudgetExceededError: the keys' automaton would exceed ``max_states`` states.
-    """
-    label = "key" + "".join(f" not:{json.dumps(n)}" for n in names)
-    quick = None if patterns else extra_key_body(names, max_states)
-    if quick is not None:  # the common case: no patterns, plain names
-        return (), seq(Lit(b'"'), Lex(label, quick, keys=names), Lit(b'"')), False
-    names_dfa = rx.literal_dfa(list(names))
-    used = names_dfa
-    keys: list[tuple[str, Expr | None]] = []
-    dfas: list[rx.CharDFA] = []
-    inexact = False
-    for pattern in patterns:
-        try:
-            dfa = rx.intersect(rx.compile_pattern(pattern), rx.complement(names_dfa))
-        except BudgetExceededError:
-            raise  # the compile's deadline
-        except UnsupportedSchemaError:
-            inexact = True
-            continue
-        inexact = inexact or any(not rx.intersect(dfa, other).is_empty() for other in dfas)
-        dfas.append(dfa)
-        used = rx.union(used, dfa)
-        keys.append(
-            (pattern, None if dfa.is_empty() else _string_lex(f"key pattern:{pattern}", dfa))
-        )
-    label += "".join(f" not:/{p}/" for p, _ in keys)
-    quick = None if keys else extra_key_body(names, max_states)  # every pattern was dropped
-    if quick is not None:
-        return (), seq(Lit(b'"'), Lex(label, quick, keys=names), Lit(b'"')), inexact
-    other = rx.complement(used)
-    return tuple(keys), None if other.is_empty() else _string_lex(label, other), inexact
+    return _string_lex(f"const:{json.dumps(value)}", rx.literal_dfa([value]), complete=True)
 
 
 def _expr_bytes(expr: Expr) -> int:
@@ -882,11 +736,6 @@ def _generic_number() -> tuple[Expr, tuple[tuple[str, str], ...]]:
     return _lex("number", rx.compile_pattern(f"^{_NUMBER}$")), ()
 
 
-def _count(value: Any) -> Any:
-    """A length/count keyword as an int (JSON Schema allows 2.0 for 2); None stays None."""
-    return None if value is None else int(value)
-
-
 def _ws_byte_dfa() -> rx.ByteDFA:
     return rx.utf8_byte_dfa(rx.compile_pattern("^[ \\t\\n\\r]$"))
 
@@ -899,133 +748,15 @@ def _bounds(low: int | None, high: int | None) -> str:
     return f"[{'' if low is None else low},{'' if high is None else high}]"
 
 
-def _escape(name: str) -> str:
-    return name.replace("~", "~0").replace("/", "~1")
-
-
-def _search(pattern: str, text: str) -> bool:
-    """Whether ``pattern`` may match ``text`` (ECMA-262, linear time: see
-    :mod:`jsonmode.schema.patterns`). No verdict in the budget counts as a match, which
-    leaves ``patternProperties`` to post-validation."""
-    try:
-        return isinstance(pattern, str) and search_pattern(pattern, text)
-    except PatternUndecidedError:
-        return True
-
-
-def _items_into_prefix(one: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
-    """``one`` with ``other``'s ``items`` applied to each of its ``prefixItems`` (when
-    ``other`` has a schema ``items`` and no ``prefixItems`` of its own)."""
-    items = other.get("items")
-    prefix = one.get("prefixItems")
-    if "prefixItems" in other or not isinstance(prefix, list) or items in (None, True):
-        return one
-    if not isinstance(items, (dict, bool)):
-        return one  # draft 7's array form: positional, not "the rest"
-    return {**one, "prefixItems": [{"allOf": [p, items]} for p in prefix]}
-
-
-def _merge(a: dict[str, Any], b: dict[str, Any], unmerged: Callable[[str], None]) -> dict[str, Any]:
-    """allOf of two schemas as one, for the keywords whose conjunction is expressible."""
-    for one, two in ((a, b), (b, a)):
-        # additionalProperties only sees its own siblings' properties: merging in
-        # another schema's properties would exempt them, so that is not exact.
-        closed = "additionalProperties" in one and one["additionalProperties"] is not True
-        names = set(two.get("properties", {})) - set(one.get("properties", {}))
-        if closed and (names or two.get("patternProperties")):
-            unmerged("additionalProperties")
-    # items applies past its own siblings' prefixItems only: when the other schema
-    # brings a prefixItems, its positions must also satisfy these items.
-    a, b = _items_into_prefix(a, b), _items_into_prefix(b, a)
-    out = dict(a)
-    for key, value in b.items():
-        if key not in out or key in _ANNOTATIONS:
-            out.setdefault(key, value)
-            continue
-        mine = out[key]
-        if mine == value:
-            continue
-        if key == "type":
-            left = {mine} if isinstance(mine, str) else set(mine)
-            right = {value} if isinstance(value, str) else set(value)
-            both = (left & right) | (
-                {"integer"}
-                if ("integer" in left and "number" in right)
-                or ("number" in left and "integer" in right)
-                else set()
-            )
-            out[key] = sorted(both)
-        elif key == "required":
-            out[key] = list(dict.fromkeys([*mine, *value]))
-        elif key in ("properties", "patternProperties"):
-            merged = dict(mine)
-            for name, sub in value.items():
-                merged[name] = {"allOf": [merged[name], sub]} if name in merged else sub
-            out[key] = merged
-        elif key in ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties"):
-            out[key] = max(mine, value)
-        elif key in ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties"):
-            out[key] = min(mine, value)
-        elif key == "enum":
-            out[key] = [v for v in mine if v in value]
-        elif key in ("anyOf", "oneOf", "allOf"):
-            out.setdefault("allOf", [])
-            out["allOf"] = [*out.get("allOf", []), {key: value}]
-        else:
-            unmerged(key)
-    return out
-
-
-def _disjoint(branches: Sequence[Any]) -> bool:
-    """Provably no value satisfies two branches: distinct types, or distinct constants."""
-    kinds: list[set[str]] = []
-    for branch in branches:
-        if not isinstance(branch, dict):
-            return False
-        declared = branch.get("type")
-        if declared is None:
-            return _distinct_constants(branches)
-        kind = {declared} if isinstance(declared, str) else set(declared)
-        if "number" in kind:
-            kind.add("integer")
-        kinds.append(kind)
-    return all(
-        not (x & y) for i, x in enumerate(kinds) for y in kinds[i + 1 :]
-    ) or _distinct_constants(branches)
-
-
-def _distinct_constants(branches: Sequence[Any]) -> bool:
-    """A shared required property whose const/enum values never overlap (a discriminator)."""
-    shared: set[str] | None = None
-    for branch in branches:
-        props = branch.get("properties", {}) if isinstance(branch, dict) else {}
-        names = {
-            n
-            for n, s in props.items()
-            if isinstance(s, dict)
-            and ("const" in s or "enum" in s)
-            and n in branch.get("required", [])
-        }
-        shared = names if shared is None else shared & names
-    for name in shared or ():
-        seen: list[Any] = []
-        ok = True
-        for branch in branches:
-            checkpoint()  # (quadratic in the branches: each value against those seen)
-            sub = branch["properties"][name]
-            values = [sub["const"]] if "const" in sub else list(sub["enum"])
-            if any(v in seen for v in values):
-                ok = False
-                break
-            seen.extend(values)
-        if ok:
-            return True
-    return False
-
-
 def _references(parts: Sequence[Any]) -> set[str]:
     """The references that ``parts`` (allOf's or anyOf's subschemas) are."""
-    return {p["$ref"] for p in parts if isinstance(p, dict) and isinstance(p.get("$ref"), str)}
+    return {
+        p[k]
+        for p in parts
+        if isinstance(p, dict)
+        for k in ("$ref", "$dynamicRef")
+        if isinstance(p.get(k), str)
+    }
 
 
 # Subschemas nested deeper than this (allOf/anyOf and references count) are refused:
@@ -1043,9 +774,12 @@ def build_grammar(
     references) used to filter ``enum`` values by the node's other keywords.
     """
     declared = str(schema.get("$schema", "")) if isinstance(schema, dict) else ""
-    draft7 = "draft-07" in declared
+    draft7 = "draft-07" in declared or "draft-06" in declared
     legacy = "draft-04" in declared or "draft-03" in declared
-    builder = _Builder(schema, options, draft7 or legacy, legacy, validator_for)
+    resolved = resolve_references(schema)
+    builder = _Builder(resolved.document, options, draft7 or legacy, legacy, validator_for)
+    builder.scope = DynamicScope(resolved)
+    builder.lowering = Lowering(resolved.document, dialect_of(declared))
     if declared and not _KNOWN_METASCHEMA.match(declared):
         # A custom metaschema may switch vocabularies off: decoding applies the
         # standard ones, so whether they hold is left to post-validation.
@@ -1053,6 +787,6 @@ def build_grammar(
     # One leading space is allowed: SentencePiece tokenizers spell the first token
     # of a reply with it ("▁{"), and refusing it would force a less likely token.
     lead = Rep(Lit(b" "), 0, 1) if options.whitespace == "standard" else builder.ws
-    builder.rule("root", lambda name: seq(lead, builder.value(schema, "")))
+    builder.rule("root", lambda name: seq(lead, builder.value(builder.root, "")))
     grammar = Grammar("root", dict(builder.rules), frozenset(builder.shared))
     return grammar, tuple(builder.unenforced)

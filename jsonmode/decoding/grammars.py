@@ -193,9 +193,10 @@ def compile_grammar(
             ``max_nesting_depth`` defaults to :data:`GRAMMAR_NESTING_DEPTH` (256): how
             deep calls of recursive rules may nest (a rule that calls itself only last
             is a loop and costs no depth). Deeper text cannot be produced: where only a
-            deeper call could continue, the matcher's mask is empty (a known limit:
-            the byte before it was still allowed); the logits processors then let the
-            row end, and the text is judged incomplete (truncated).
+            deeper call could continue, the matcher's mask allows end-of-sequence
+            alone (the token before it was still allowed: liveness is not checked
+            against the depth), the row ends there, and the text is judged incomplete
+            (truncated).
 
     Raises:
         InvalidGrammarError: malformed GBNF (with the line and column), an undefined

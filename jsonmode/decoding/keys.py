@@ -8,12 +8,13 @@ of states. For the common case — names of printable ASCII without ``"`` or ``\
 :func:`extra_key_body` builds a small equivalent directly: a trie of the names
 over the plain JSON string body.
 
-The one difference from the exact automaton, on purpose: while a key is still a
-prefix of a declared name, ``\\/`` and ``\\uXXXX`` escapes of printable ASCII are
-refused (``json.dumps`` never writes them; allowing them would need an escape
-sub-automaton per trie node). Everything ``json.dumps`` writes, with
-``ensure_ascii`` on or off, is accepted exactly when the key is not a declared
-name; nothing that decodes to a declared name is ever accepted.
+Spelled canonically (the default, what generation writes) it is exactly the exact
+automaton. With ``complete=True`` (every JSON spelling, for ``accepts``) there is one
+difference, on purpose: while a key is still a prefix of a declared name, ``\\/``
+and ``\\uXXXX`` escapes of printable ASCII are refused (``json.dumps`` never writes
+them; allowing them would need an escape sub-automaton per trie node). Everything
+``json.dumps`` writes, with ``ensure_ascii`` on or off, is accepted exactly when the
+key is not a declared name; nothing that decodes to a declared name is ever accepted.
 """
 
 from __future__ import annotations
@@ -36,10 +37,11 @@ def _plain(name: str) -> bool:
     return all(" " <= c <= "~" for c in name) and '"' not in name and "\\" not in name
 
 
-@functools.lru_cache(maxsize=1)
-def _body() -> rx.ByteDFA:
-    """The body of any JSON string (between the quotes)."""
-    return rx.json_string_body_dfa(rx.any_char_dfa(0, None))
+@functools.lru_cache(maxsize=2)
+def _body(complete: bool) -> rx.ByteDFA:
+    """The body of any JSON string (between the quotes), spelled canonically or in any
+    way (see :func:`~jsonmode.decoding.regex.json_string_body_dfa`)."""
+    return rx.json_string_body_dfa(rx.any_char_dfa(0, None), complete=complete)
 
 
 def key_prefixes(names: tuple[str, ...]) -> list[str]:
@@ -49,7 +51,9 @@ def key_prefixes(names: tuple[str, ...]) -> list[str]:
 
 
 @functools.lru_cache(maxsize=256)
-def extra_key_body(names: tuple[str, ...], max_states: int | None = None) -> rx.ByteDFA | None:
+def extra_key_body(
+    names: tuple[str, ...], max_states: int | None = None, *, complete: bool = False
+) -> rx.ByteDFA | None:
     """The bodies of JSON strings that do not decode to one of ``names``.
 
     None when a name is not plain printable ASCII (the caller then builds the exact
@@ -71,7 +75,7 @@ def extra_key_body(names: tuple[str, ...], max_states: int | None = None) -> rx.
     """
     if not all(map(_plain, names)):
         return None
-    body = _body()
+    body = _body(complete)
     g0 = body.start
     backslash = int(body.trans[g0, ord("\\")])
     after_u = int(body.trans[backslash, ord("u")])

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from jsonmode.decoding.automaton import Network
+from jsonmode.decoding.families import TAIL
 
 __all__ = ["END", "ReferenceMatcher", "State"]
 
@@ -30,6 +32,8 @@ END: Stack = ()
 _Flags = Mapping[int, bool] | bytes  # per state of a rule, truthy where the flag holds
 # Rules with more states than this have their "reads" flags worked out per state.
 _EAGER_STATES = 512
+_T = TypeVar("_T")
+_RULES_KEPT = 1 << 16  # values per rule kept (see _PerRule)
 
 
 class ReferenceMatcher:
@@ -49,19 +53,23 @@ class ReferenceMatcher:
         # few of its states, and scanning every row of a big lexeme (a string with
         # maxLength 128 has ~2,500 states) cost more than the rest of the engine's
         # set-up.
-        self._trans = [
-            memoryview(np.ascontiguousarray(rule.trans, dtype=np.int32).reshape(-1))  # type: ignore[arg-type]
-            for rule in network.rules
-        ]
-        self._accepting = [rule.accepting.tobytes() for rule in network.rules]
-        self._calls = [rule.calls for rule in network.rules]
-        self._reads = [_state_reads(rule.trans) for rule in network.rules]
-        self._settled = [
-            _PerState(functools.partial(_settled, reads, calls, accepting))
-            for reads, calls, accepting in zip(
-                self._reads, self._calls, self._accepting, strict=True
+        # (Per rule number, filled for the network's rules now and for the rules of
+        # any-order objects when first looked up: see jsonmode.decoding.families.)
+        rules = network.rules
+        self._trans: _PerRule[memoryview] = _PerRule(lambda n: _flat(rules[n].trans))
+        self._accepting: _PerRule[bytes] = _PerRule(lambda n: rules[n].accepting.tobytes())
+        self._calls: _PerRule[tuple[tuple[tuple[int, int], ...], ...]] = _PerRule(
+            lambda n: rules[n].calls
+        )
+        self._reads: _PerRule[_Flags] = _PerRule(lambda n: _state_reads(rules[n].trans))
+        self._settled: _PerRule[_PerState] = _PerRule(
+            lambda n: _PerState(
+                functools.partial(_settled, self._reads[n], self._calls[n], self._accepting[n])
             )
-        ]
+        )
+        for number in range(len(rules)):  # (filled now: lookups stay plain dict hits)
+            self._trans[number] = self._trans.compute(number)
+            self._settled[number] = self._settled.compute(number)
 
     def table(self, rule: int) -> memoryview:
         """A rule's transitions, flat (``state * 256 + byte``; -1: none), as a
@@ -70,9 +78,14 @@ class ReferenceMatcher:
 
     def rule_lists(
         self,
-    ) -> tuple[list[_Flags], list[tuple[tuple[tuple[int, int], ...], ...]], list[bytes]]:
+    ) -> tuple[
+        Mapping[int, _Flags],
+        Mapping[int, tuple[tuple[tuple[int, int], ...], ...]],
+        Mapping[int, bytes],
+    ]:
         """Per rule, indexed by state: whether it reads a byte, its calls (``(callee,
-        return state)``), whether it accepts (0/1)."""
+        return state)``; a return state of ``TAIL``: a tail call), whether it accepts
+        (0/1)."""
         return self._reads, self._calls, self._accepting
 
     def initial(self) -> State:
@@ -98,8 +111,10 @@ class ReferenceMatcher:
             rule, state = stack[-1]
             if reads[rule][state]:
                 done.add(stack)
-            if len(stack) < self.max_depth:
-                for callee, back in calls[rule][state]:
+            for callee, back in calls[rule][state]:
+                if back == TAIL:  # (the callee replaces the frame: no deeper)
+                    work.append((*stack[:-1], (callee, 0)))
+                elif len(stack) < self.max_depth:
                     work.append((*stack[:-1], (rule, back), (callee, 0)))
             if accepting[rule][state]:
                 work.append(stack[:-1])
@@ -141,6 +156,28 @@ class ReferenceMatcher:
                 rule, at = stack[-1]
                 allowed |= rules[rule].trans[at] >= 0
         return allowed
+
+
+class _PerRule(dict[int, _T]):
+    """A value per rule number, computed by ``compute`` on first lookup (the rules of
+    any-order objects are numbered while matching)."""
+
+    def __init__(self, compute: Callable[[int], _T]) -> None:
+        super().__init__()
+        self.compute = compute
+
+    def __missing__(self, number: int) -> _T:
+        value = self.compute(number)
+        if len(self) >= _RULES_KEPT:
+            self.clear()  # (recomputed on demand: any-order objects' rules are many)
+        self[number] = value
+        return value
+
+
+def _flat(trans: npt.NDArray[np.int32]) -> memoryview:
+    """A transition table as a flat memoryview of ints (shared, not copied, when the
+    table is contiguous int32 already)."""
+    return memoryview(np.ascontiguousarray(trans, dtype=np.int32).reshape(-1))  # type: ignore[arg-type]
 
 
 class _PerState(dict[int, bool]):

@@ -848,8 +848,8 @@ class ByteDFA:
 
 
 # Slot kinds of a pending multi-byte sequence: each reads one byte worth a digit.
-_CONT, _HEX, _LOWSUR, _FIX_BS, _FIX_U, _FIX_D = range(6)
-_RADIX = {_CONT: 64, _HEX: 16, _LOWSUR: 4, _FIX_BS: 1, _FIX_U: 1, _FIX_D: 1}
+_CONT, _HEX, _LOWSUR, _FIX_BS, _FIX_U, _FIX_D, _FIX_0, _BIT = range(8)
+_RADIX = {_CONT: 64, _HEX: 16, _LOWSUR: 4, _FIX_BS: 1, _FIX_U: 1, _FIX_D: 1, _FIX_0: 1, _BIT: 2}
 
 ByteRanges = list[tuple[int, int]]
 
@@ -872,7 +872,15 @@ def _slot_bytes(kind: int, v1: int, v2: int) -> ByteRanges:
         return [(0x5C, 0x5C)]
     if kind == _FIX_U:
         return [(0x75, 0x75)]
+    if kind == _FIX_0:
+        return [(0x30, 0x30)]
+    if kind == _BIT:
+        return [(0x30 + v1, 0x30 + v2)]
     return [(0x44, 0x44), (0x64, 0x64)]  # D, d
+
+
+def _u_byte(v1: int, v2: int) -> ByteRanges:
+    return [(0x75, 0x75)]  # the u of \u00XX (one digit of value 0: U+0000..U+001F)
 
 
 def _high_surrogate_bytes(v1: int, v2: int) -> ByteRanges:
@@ -884,6 +892,7 @@ def _lead_bytes(first: int) -> Callable[[int, int], ByteRanges]:
 
 
 _SURROGATE_TAIL = (_HEX, _HEX, _FIX_BS, _FIX_U, _FIX_D, _LOWSUR, _HEX, _HEX)
+_CONTROL_TAIL = (_FIX_0, _FIX_0, _BIT, _HEX)  # the 00XX of \u00XX
 # JSON's short escapes: byte after the backslash -> code point.
 _SHORT_ESCAPES = {
     0x22: 0x22,
@@ -1024,15 +1033,20 @@ class _ByteBuilder:
             if sub:
                 self.add(s, [(lead, lead)], self.pend((_CONT,) * n_cont, _shift(sub, cp_lo - base)))
 
-    def escapes(self, s: int) -> None:
-        """Transitions of char state ``s`` on a JSON escape sequence."""
+    def escapes(self, s: int, *, complete: bool) -> None:
+        """Transitions of char state ``s`` on a JSON escape sequence: every escape JSON
+        allows (``complete``), or only those ``json.dumps(..., ensure_ascii=False)``
+        writes (see :func:`json_string_body_dfa`)."""
         dfa = self.dfa
         esc = self.new_state()
         self.add(s, [(0x5C, 0x5C)], esc)
         for byte, cp in _SHORT_ESCAPES.items():
             d = dfa.step(s, cp)
-            if d >= 0:
+            if d >= 0 and (complete or byte != 0x2F):
                 self.add(esc, [(byte, byte)], d)
+        if not complete:
+            self.control_escapes(s, esc)
+            return
         row, lows = dfa.edges[s], self.lows[s]
         u = self.new_state()  # after \u
         self.add(esc, [(0x75, 0x75)], u)
@@ -1045,6 +1059,15 @@ class _ByteBuilder:
         self.emit(ud, low_bmp, 1 << 8, (_HEX, _HEX), functools.partial(_slot_bytes, _HEX))
         astral = _clip(row, 0x10000, MAX_CODE_POINT, lows)
         self.emit(ud, astral, 1 << 18, _SURROGATE_TAIL, _high_surrogate_bytes)
+
+    def control_escapes(self, s: int, esc: int) -> None:
+        """``\\u0000`` .. ``\\u001f`` (hex digits in either case) from char state ``s``,
+        whose backslash leads to ``esc``: the characters JSON requires escaped. The
+        states after ``\\u`` are pending ones, shared by every char state whose control
+        characters lead to the same places."""
+        controls = _clip(self.dfa.edges[s], 0, 0x1F, self.lows[s])
+        if controls:
+            self.emit(esc, controls, 0x20, _CONTROL_TAIL, _u_byte)
 
     def finish(self) -> ByteDFA:
         import numpy as np
@@ -1134,16 +1157,24 @@ def utf8_byte_dfa(dfa: CharDFA) -> ByteDFA:
     return builder.finish()
 
 
-def json_string_body_dfa(dfa: CharDFA) -> ByteDFA:
-    """The byte strings ``B`` such that ``'"' + B + '"'`` is a valid JSON string literal
-    whose decoded value ``dfa`` accepts.
+def json_string_body_dfa(dfa: CharDFA, *, complete: bool = False) -> ByteDFA:
+    """The byte strings ``B`` such that ``'"' + B + '"'`` is a JSON string literal whose
+    decoded value ``dfa`` accepts, spelled canonically or (``complete``) in any way.
 
-    ``B`` may contain raw UTF-8 characters except ``"``, ``\\`` and U+0000..U+001F; the
-    escapes ``\\" \\\\ \\/ \\b \\f \\n \\r \\t``; ``\\uXXXX`` with hex digits in either case;
-    and UTF-16 surrogate pairs ``\\uD8xx\\uDCxx`` for code points above U+FFFF (a lone
-    surrogate escape is rejected). So ``json.dumps(s)[1:-1]`` is accepted whenever
-    ``dfa`` accepts ``s``, with ``ensure_ascii`` true or false. Requires NumPy; costs
-    about three extra states per character state (after ``\\``, ``\\u``, ``\\uD``).
+    Canonical (what generation writes): raw UTF-8 characters except ``"``, ``\\`` and
+    U+0000..U+001F; the short escapes ``\\" \\\\ \\b \\f \\n \\r \\t``; and
+    ``\\u0000``..``\\u001f`` (hex digits in either case) for the control characters.
+    That is every spelling ``json.dumps(s, ensure_ascii=False)`` writes, and no
+    needless escape: no ``\\/``, no ``\\u`` for a character that may be written as
+    it is.
+
+    Complete (what JSON allows, for ``accepts``): also ``\\/``, ``\\uXXXX`` of any
+    code point with hex digits in either case, and UTF-16 surrogate pairs
+    ``\\uD8xx\\uDCxx`` for code points above U+FFFF (a lone surrogate escape is
+    rejected). So ``json.dumps(s)[1:-1]`` is accepted whenever ``dfa`` accepts ``s``,
+    with ``ensure_ascii`` true or false.
+
+    Requires NumPy; costs about three extra states per character state.
     """
     dfa = minimize(dfa)
     builder = _ByteBuilder(dfa)
@@ -1151,6 +1182,6 @@ def json_string_body_dfa(dfa: CharDFA) -> ByteDFA:
         if not s & 63:
             checkpoint()
         builder.raw_utf8(s, json=True)
-        builder.escapes(s)
+        builder.escapes(s, complete=complete)
     builder.run_pending()
     return builder.finish()

@@ -21,11 +21,38 @@ decoding scheme, detected from its ``decoder`` / ``pre_tokenizer`` configuration
   fresh text shows a leading space (``"▁{"`` is ``b" {"``) — exactly right for a
   continuation of a prompt, which is how generation works.
 
-Added tokens (``added_tokens`` in tokenizer.json) marked ``special`` are control
-tokens and never allowed except as end-of-sequence; non-special added tokens are
-ordinary tokens whose bytes are the UTF-8 of their content. Ids without a token
-and ids padded on by a wider model head (``vocab_size``) have no bytes and are
-never allowed.
+Control tokens. Only ordinary vocabulary tokens may be written into a document;
+end-of-sequence ids only where it may end. An *added* token (``added_tokens`` in
+tokenizer.json) is a **control token** when
+
+* it is marked ``special``, or
+* its content is a *marker*: ``<…>`` or ``[…]`` around at least one character,
+  with no whitespace anywhere (``<tool_call>``, ``</tool_call>``, ``<|fim_pad|>``,
+  ``<|file_sep|>`` and ``<|repo_name|>`` in Qwen2.5, ``</s>`` in Phi-3, ``[INST]``,
+  ``<｜end▁of▁sentence｜>``). Tokenizers add such tokens as *non-special* so that
+  they survive decoding, not because they are text: a model emits them to leave
+  the document (a tool call, a fill-in-the-middle sentinel), never inside a value.
+
+Control tokens have no bytes, are listed in ``special_ids`` and are never allowed
+except as end-of-sequence (the turn and document enders among them, plus the
+configured eos ids). Every other added token is text: its bytes are the UTF-8 of
+its content (the runs of spaces or tabs some code tokenizers add; anything with
+whitespace in it). The consequence of the marker rule: an added token that really
+is text and looks like a tag (``<br>`` added as one token) is not written either;
+its text still is, by ordinary tokens. Of the base vocabulary only the model's
+unknown token (``unk_token`` / ``unk_id``) is a control token; every other base
+token is text (``<div>`` pieces of a BPE vocabulary are real text).
+
+The rule reads only tokenizer.json, so every path that has one applies it alike:
+a folder or file, a ``tokenizers.Tokenizer`` and a transformers tokenizer (whose
+backend serialises its tokenizer.json, tokens added at run time included: a token
+added with ``add_tokens(["<think>"])`` is a control token, one added with
+``add_tokens(["    "])`` is text). :meth:`Vocabulary.from_token_bytes` has no
+added-token list: there the caller declares its control tokens in ``special_ids``
+and every other id with bytes is text.
+
+Ids without a token and ids padded on by a wider model head (``vocab_size``) have
+no bytes and are never allowed.
 """
 
 from __future__ import annotations
@@ -33,6 +60,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import threading
 import weakref
 from collections import OrderedDict
@@ -46,7 +74,7 @@ import numpy.typing as npt
 from jsonmode.decoding.collector import collector_paused
 from jsonmode.errors import UsageError
 
-__all__ = ["Vocabulary"]
+__all__ = ["Vocabulary", "is_control_token"]
 
 # Added tokens that end a turn or a document. One of them is an eos only when the
 # tokenizer has it as an added token; configs add the ids they name on top.
@@ -67,9 +95,24 @@ _TURN_ENDERS = frozenset(
     }
 )
 
+# An added token whose content is one of these is a control token, special or not
+# (see the module docstring): a tag in angle or square brackets, no whitespace.
+_MARKER = re.compile(r"<\S+>|\[\S+\]")
+
 _SPACE_MARK = "\u2581"  # SentencePiece's "▁"
 _CACHE_SIZE = 8  # vocabularies kept alive by the fingerprint cache (a big one is ~25 MB)
 _FORMAT = b"jsonmode.Vocabulary/1\0"
+
+
+def is_control_token(content: str, *, special: bool) -> bool:
+    """Whether an added token with this ``content`` is a control token, never text.
+
+    True when the tokenizer marks it ``special``, or when its content is a marker:
+    ``<…>`` or ``[…]`` around at least one character, with no whitespace (see the
+    module docstring). ``"<tool_call>"``, ``"<|fim_pad|>"``, ``"</s>"``, ``"[INST]"``
+    are; ``"    "``, ``"<a b>"``, ``"<>"``, ``"plain text"`` are not. O(len(content)).
+    """
+    return special or _MARKER.fullmatch(content) is not None
 
 
 def _gpt2_unicode_to_byte() -> npt.NDArray[np.int16]:
@@ -114,8 +157,9 @@ class Vocabulary:
             and document enders present among the added tokens (``<|im_end|>``,
             ``<|eot_id|>``, ``<|endoftext|>``, ``</s>``, ...). A subset of
             ``special_ids``; never in ``allowed_base``.
-        special_ids: control tokens (special added tokens and the eos ids): no bytes,
-            never allowed except eos where the document may end.
+        special_ids: control tokens (the eos ids, and every added token that is
+            special or a marker such as ``<tool_call>``; see the module docstring):
+            no bytes, never allowed except eos where the document may end.
         allowed_base: bool array of length ``size``: True exactly for ordinary tokens
             with non-empty bytes (never special, unused or padded).
         matrix: uint8 array ``(n_normal, max_len)``: the bytes of every ordinary token,
@@ -182,9 +226,11 @@ class Vocabulary:
         last few built. Mutating a tokenizer object after building from it (other
         than adding tokens or changing its eos) is not noticed: pass a fresh one.
 
-        Thread-safe. Raises :class:`~jsonmode.errors.UsageError` for an input that is
-        not a tokenizer, a missing file, or a decoding scheme it cannot recover bytes
-        from (WordPiece, ...), naming the decoder.
+        Added tokens are text or control tokens by the rule of the module docstring,
+        the same for every kind of input. Thread-safe. Raises
+        :class:`~jsonmode.errors.UsageError` for an input that is not a tokenizer, a
+        missing file, or a decoding scheme it cannot recover bytes from (WordPiece,
+        ...), naming the decoder.
         """
         _check_vocab_size(vocab_size)
         if isinstance(tok, str | os.PathLike):
@@ -218,9 +264,12 @@ class Vocabulary:
     ) -> Vocabulary:
         """A vocabulary given directly: ``tokens[i]`` is the bytes of id ``i``.
 
-        ``None`` or ``b""`` marks an unused id. Eos and special ids are never ordinary
-        tokens, whatever bytes they are given. Meant for small synthetic vocabularies
-        (one Python step per token); cached by fingerprint like ``from_tokenizer``.
+        ``None`` or ``b""`` marks an unused id. No control-token rule is applied here
+        (there is no added-token list to apply it to): the caller declares its control
+        tokens in ``special_ids`` (and ``eos_ids``), which are never ordinary tokens
+        whatever bytes they are given; every other id with bytes is text, even
+        ``b"<tool_call>"``. Meant for small synthetic vocabularies (one Python step
+        per token); cached by fingerprint like ``from_tokenizer``.
         """
         _check_vocab_size(vocab_size)
         blobs = [b"" if t is None else bytes(t) for t in tokens]
@@ -229,6 +278,9 @@ class Vocabulary:
         special = frozenset(int(i) for i in special_ids) | eos
         if any(not 0 <= i < size for i in special):
             raise UsageError(f"eos/special ids must lie in [0, {size})")
+        for token_id in special:  # control tokens have no bytes, whatever they were given
+            if token_id < len(blobs):
+                blobs[token_id] = b""
         lengths = np.zeros(size, dtype=np.int64)
         lengths[: len(blobs)] = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs))
         flat = np.frombuffer(b"".join(blobs), dtype=np.uint8)
@@ -383,10 +435,13 @@ def _from_json(
 
     by_content: dict[str, int] = {}
     special: set[int] = set()
+    unknown = _unknown_id(model, pieces)
+    if unknown is not None:
+        special.add(unknown)
     for added in data.get("added_tokens") or ():
         token_id, content = int(added["id"]), str(added["content"])
         by_content.setdefault(content, token_id)
-        if added.get("special"):
+        if is_control_token(content, special=bool(added.get("special"))):
             special.add(token_id)
         else:
             overrides[token_id] = content.encode("utf-8", "surrogatepass")
@@ -572,6 +627,18 @@ def _flatten(component: Any, key: str) -> list[dict[str, Any]]:
     if component.get("type") == "Sequence":
         return [c for part in component.get(key) or () for c in _flatten(part, key)]
     return [component]
+
+
+def _unknown_id(model: Mapping[str, Any], pieces: Mapping[str, int]) -> int | None:
+    """The model's unknown token (BPE ``unk_token``, Unigram ``unk_id``): a control token."""
+    if model.get("type") == "Unigram":
+        unk_id = model.get("unk_id")
+        if isinstance(unk_id, bool) or not isinstance(unk_id, int):
+            return None
+        return unk_id if 0 <= unk_id < len(pieces) else None
+    name = model.get("unk_token")
+    token_id = pieces.get(name) if isinstance(name, str) else None
+    return int(token_id) if token_id is not None else None
 
 
 def _check_vocab_size(vocab_size: object) -> None:

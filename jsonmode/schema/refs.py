@@ -49,8 +49,8 @@ from __future__ import annotations
 
 import json
 import urllib.parse
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import referencing
@@ -62,7 +62,7 @@ from jsonschema_specifications import REGISTRY as _METASCHEMAS
 from jsonmode.errors import InvalidSchemaError
 from jsonmode.schema.pointer import resolve_local_ref
 
-__all__ = ["REFUSING_REGISTRY", "References", "analyse"]
+__all__ = ["REFUSING_REGISTRY", "References", "Resolved", "analyse", "resolve_references"]
 
 
 def _refuse(uri: str) -> referencing.Resource[Any]:
@@ -266,6 +266,7 @@ class _Analysis:
         self.dynamic_anchors: dict[str, list[int]] = {}
         self.recursive_anchors: list[int] = []
         self.dynamic_refs: list[tuple[int, str, str]] = []
+        self.targets: list[tuple[Parts, str, Parts]] = []  # (node, keyword, target)
 
     # -- the walk ------------------------------------------------------------------------
 
@@ -350,6 +351,7 @@ class _Analysis:
         if isinstance(target, dict):
             self.edges.setdefault(id(node), []).append(id(target))
             self.dynamic_refs.append((id(node), keyword, ref))
+        self.targets.append((parts, keyword, located))
         if keyword == "$ref" and resolve_local_ref(self.root, ref) is not target:
             # (Not already the root pointer to it: anchors, $id-relative, nested bases.)
             self.rewrites.append((parts, keyword, pointer_of(located)))
@@ -478,3 +480,166 @@ def analyse(schema: Any, dialect: str | None) -> References:
         raise InvalidSchemaError(f"the schema's references cannot be read: {exc!r}") from None
     analysis.check_cycles()
     return References(analysis.document(), as_written=analysis.dynamic)
+
+
+# -- the document as the decoder reads it ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A schema document with every in-document reference a JSON pointer from the root.
+
+    What the decoder compiles (:func:`resolve_references`). Pointers survive the
+    compiler's merging of subschemas (``allOf``), where a reference relative to a
+    nested ``$id`` would lose its base.
+
+    Attributes:
+        document: the document (the input itself when nothing had to change; a copy
+            otherwise). Every ``$ref`` is a root pointer (``#/$defs/a``). A
+            ``$dynamicRef`` whose static target carries a ``$dynamicAnchor`` of the
+            name its fragment gives stays a ``$dynamicRef`` holding that target's
+            pointer (the dynamic scope picks the schema it applies); every other
+            ``$dynamicRef`` behaves as a ``$ref`` and becomes one. Where references
+            stay dynamic, ``$id`` values are absolute URIs.
+        root_uri: the root resource's URI ("" without one).
+        resources: per reference target's pointer, the URI of the resource it lies in.
+        dynamic_anchors: per resource URI, its ``$dynamicAnchor`` names and where
+            they sit (pointers).
+    """
+
+    document: Any
+    root_uri: str = ""
+    resources: Mapping[str, str] = field(default_factory=dict)
+    dynamic_anchors: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The dynamic anchor names the document's dynamic references may look up."""
+        return tuple(sorted({n for anchors in self.dynamic_anchors.values() for n in anchors}))
+
+
+_VALUE_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
+
+
+def _plain_pointers(root: Any) -> bool:
+    """Whether every reference is already a pointer from the root: no dynamic
+    reference, every ``$ref`` ``#`` or ``#/…``, and no base URI below the root."""
+    stack: list[tuple[Any, bool]] = [(root, True)]
+    while stack:
+        node, top = stack.pop()
+        if isinstance(node, dict):
+            if "$dynamicRef" in node or "$recursiveRef" in node:
+                return False
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref != "#" and not ref.startswith("#/"):
+                return False
+            if not top and isinstance(node.get("$id"), str) and not node["$id"].startswith("#"):
+                return False
+            # (values, not schemas: an "$ref" member of a constant is data)
+            stack.extend((v, False) for k, v in node.items() if k not in _VALUE_KEYWORDS)
+        elif isinstance(node, list):
+            stack.extend((child, False) for child in node)
+    return True
+
+
+def _bases(root: dict[str, Any], spec: _Spec) -> dict[Parts, str]:
+    """The base URI of every subschema in a known position, by location."""
+    out: dict[Parts, str] = {}
+    stack: list[tuple[Any, Parts, str, _Spec]] = [(root, (), "", spec)]
+    while stack:
+        node, parts, base, spec = stack.pop()
+        if isinstance(node, dict):
+            if parts and isinstance(node.get("$schema"), str):
+                spec = referencing.jsonschema.specification_with(node["$schema"], default=spec)
+            identifier = spec.create_resource(node).id()
+            if isinstance(identifier, str):
+                base = urllib.parse.urljoin(base, identifier)
+            keywords = _KEYWORDS.get(spec.name, _KEYWORDS["draft2020-12"])
+            for relative, child, _ in _subschemas(node, keywords):
+                stack.append((child, (*parts, *relative), base, spec))
+        out[parts] = base
+    return out
+
+
+def _base_of(bases: dict[Parts, str], parts: Parts) -> str:
+    """The base URI at ``parts`` (a location inside an unknown keyword: its closest
+    known ancestor's)."""
+    for end in range(len(parts), -1, -1):
+        if parts[:end] in bases:
+            return bases[parts[:end]]
+    return ""
+
+
+def resolve_references(schema: Any, dialect: str | None = None) -> Resolved:
+    """``schema`` with every in-document reference a root JSON pointer (see
+    :class:`Resolved`), for the decoder.
+
+    ``dialect``: the metaschema URI (``None``: the document's ``$schema``, else Draft
+    2020-12). Cost: nothing for a document whose references are all root pointers
+    already (what :func:`analyse` leaves of every document without dynamic
+    references); otherwise one walk and a lookup per reference, and one copy.
+
+    Raises:
+        InvalidSchemaError: as :func:`analyse` (a reference that leaves the document,
+            or one that cannot be read). A reference into a bundled metaschema is
+            left as written (the decoder refuses it).
+    """
+    if not isinstance(schema, dict) or _plain_pointers(schema):
+        return Resolved(schema)
+    declared = dialect if dialect is not None else schema.get("$schema")
+    specification = referencing.jsonschema.specification_with(
+        declared if isinstance(declared, str) else "", default=referencing.jsonschema.DRAFT202012
+    )
+    try:
+        analysis = _Analysis(schema, specification)
+        analysis.run()
+        bases = _bases(schema, specification)
+    except (AttributeError, TypeError, ValueError, LookupError) as exc:
+        raise InvalidSchemaError(f"the schema's references cannot be read: {exc!r}") from None
+    copy = json.loads(json.dumps(schema))
+    # Plain-name anchors by resource (referencing resolves a dynamic anchor through
+    # the scope of the walk that reached it; the static target is this one).
+    named: dict[tuple[str, str], Parts] = {}
+    for parts, base in bases.items():
+        node = _at(schema, parts)
+        for keyword in ("$anchor", "$dynamicAnchor"):
+            if isinstance(node, dict) and isinstance(node.get(keyword), str):
+                named.setdefault((base, node[keyword]), parts)
+    resources: dict[str, str] = {}
+    dynamic = False
+    for parts, keyword, located in analysis.targets:
+        node = _at(copy, parts)
+        ref = _at(schema, parts)[keyword]
+        if keyword == "$dynamicRef":
+            uri, name = urllib.parse.urldefrag(urllib.parse.urljoin(_base_of(bases, parts), ref))
+            located = named.get((uri, name), located)
+        pointer = pointer_of(located)
+        resources[pointer] = _base_of(bases, located)
+        if keyword == "$ref":
+            node["$ref"] = pointer
+            continue
+        if keyword != "$dynamicRef":
+            continue  # $recursiveRef (2019-09): left as written
+        target = _at(schema, located)
+        if name and isinstance(target, dict) and target.get("$dynamicAnchor") == name:
+            node["$dynamicRef"] = pointer  # the dynamic scope decides (bookended)
+            dynamic = True
+            continue
+        del node["$dynamicRef"]  # resolves like a $ref
+        if "$ref" in node:
+            node["allOf"] = [*node.get("allOf", []), {"$ref": pointer}]
+        else:
+            node["$ref"] = pointer
+    if not dynamic:
+        return Resolved(copy)
+    anchors: dict[str, dict[str, str]] = {}
+    for parts, base in bases.items():
+        node = _at(copy, parts)
+        if not isinstance(node, dict):
+            continue
+        if isinstance(node.get("$id"), str) and not node["$id"].startswith("#"):
+            node["$id"] = base
+        name = node.get("$dynamicAnchor")
+        if isinstance(name, str):
+            anchors.setdefault(base, {}).setdefault(name, pointer_of(parts))
+    return Resolved(copy, bases.get((), ""), resources, anchors)

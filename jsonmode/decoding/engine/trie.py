@@ -10,6 +10,10 @@ once per token, and a dead prefix is never expanded. :meth:`TokenTrie.walk_stack
 does the same in plain Python for parse stacks that read few bytes, across the
 points where they call or return.
 
+In the mask engine, missing segments (:mod:`~jsonmode.decoding.engine.segments`) and
+patched walks (:mod:`~jsonmode.decoding.engine.walk`) walk it vectorised, narrow stacks
+(:mod:`~jsonmode.decoding.engine.boundary`) in plain Python.
+
 Built once per vocabulary (a few hundred milliseconds for 150k tokens); immutable
 and thread-safe afterwards.
 """

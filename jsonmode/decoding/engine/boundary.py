@@ -1,0 +1,337 @@
+"""Stage 4: boundary tokens finished from the real parse stack, one stack at a time.
+
+A walk (:mod:`~jsonmode.decoding.engine.walk`) leaves the tokens that pass a call or
+return point as boundary groups. Which of them are allowed depends on the whole
+stack: the stacks a boundary leads to (the caller's continuation after a return, the
+callee after a call) are numbered ``(context, rule state)`` pairs (:class:`_Stacks`),
+stepped by the rules' byte tables. The tokens of a group whose rest starts with a
+byte those stacks can read are kept as a small trie of their *rests*
+(:class:`_Rests`; the same few dozen rests, such as ``",`` and ``"}`` after a string,
+recur in every schema: memoised by content, ``_group_rests``), and the stacks walk
+that trie (:meth:`_Stacks.finish`): one step per distinct rest prefix.
+
+A stack whose top state reads few bytes (a literal's next bytes, a number's digits,
+the ``:`` after a key) skips walks, hashes and caches altogether: the stack itself
+follows the token trie in plain Python (:func:`_direct`); NumPy's per-call overhead
+would cost several times such a walk.
+
+Cost: plain Python, per distinct rest prefix or live trie node visited, not per
+token. Thread-safe: numbers are handed out under a lock, memos are
+idempotent writes of equal values, the rests memo is a thread-safe cache.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from jsonmode.decoding.engine.facts import _Facts, _facts, _ReadLists, _TokenIndex
+from jsonmode.decoding.engine.trie import Following, TokenTrie
+from jsonmode.decoding.families import TAIL
+from jsonmode.decoding.lru import Lru
+from jsonmode.decoding.reference import ReferenceMatcher, Stack
+
+Pair = tuple[int, int]  # (context, rule state): one parse stack, see _Stacks
+
+# A stack whose top state reads at most _SMALL_BYTES first bytes is walked through
+# the token trie in plain Python with the whole stack (see _direct), while
+# at most _DIRECT_NODES (trie node, stack) pairs are live in all; past that, the
+# vectorised walk takes over.
+_SMALL_BYTES = 8
+_DIRECT_NODES = 256
+
+
+class _Stacks:
+    """Parse stacks numbered for walking tokens one stack at a time.
+
+    A stack is a pair ``(context, state)``: the state is its top rule's state, the
+    context numbers everything else, as a parent context (-1: none), the state in
+    the parent's rule to return to, and the top rule (so the stack's frames are its
+    parent's, ending in that return state, then ``(rule, state)``). A step reads a
+    byte in the top rule's table (``tables[context]``, flat ``state * 256 + byte``;
+    -1: not readable); only where it lands in a *crossing* state
+    (``crossings[context]``: accepting or calling) does the stack become the stacks
+    of its closure (:meth:`expand`, memoised; the reference matcher's ``close``
+    computed on pairs: a call pushes a child context, a return goes to the parent's
+    pair; the end of the document is the pair ``(-1, 0)``, which reads nothing). So
+    a walk steps by table and by ints, and builds no stack tuples.
+
+    A numbering grows with the stacks met; the engine replaces it past ``_STACKS``
+    entries (see ``MaskEngine._current_stacks``). Thread-safe: numbers are handed out
+    under a lock, the memos are idempotent writes of equal values.
+    """
+
+    def __init__(self, reference: ReferenceMatcher) -> None:
+        self.reference = reference
+        self.tables: list[memoryview] = []
+        self.crossings: list[bytes] = []
+        self._rule: list[int] = []
+        self._parent: list[int] = []
+        self._back: list[int] = []
+        self._depth: list[int] = []
+        self._children: dict[tuple[int, int, int], int] = {}
+        self._numbers: dict[tuple[Stack, int], int] = {}
+        self._expanded: dict[Pair, tuple[Pair, ...]] = {}
+        self._returns: dict[int, tuple[Pair, ...]] = {}
+        self._reads: list[_ReadLists] = []  # per context, its rule's
+        self._readable: dict[tuple[Pair, ...], npt.NDArray[np.bool_]] = {}
+        self._facts: dict[int, _Facts] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def size(self) -> int:
+        """Contexts numbered and closures memoised so far."""
+        return len(self._rule) + len(self._expanded)
+
+    def context(self, lower: Stack, rule: int) -> int:
+        """The number of the context of a stack ``(*lower, (rule, state))``."""
+        key = (lower, rule)
+        known = self._numbers.get(key)
+        if known is None:
+            if lower:
+                parent = self.context(lower[:-1], lower[-1][0])
+                known = self._child(parent, lower[-1][1], rule)
+            else:
+                known = self._child(-1, -1, rule)
+            self._numbers[key] = known
+        return known
+
+    def _child(self, parent: int, back: int, rule: int) -> int:
+        """The context of ``rule`` called from ``parent``, to return to ``back``."""
+        key = (parent, back, rule)
+        known = self._children.get(key)
+        if known is None:
+            facts = self._rule_facts(rule)
+            with self._lock:
+                known = self._children.get(key)
+                if known is None:
+                    known = len(self._rule)
+                    self.tables.append(self.reference.table(rule))
+                    self.crossings.append(facts.flags)
+                    self._reads.append(facts.reads)
+                    self._parent.append(parent)
+                    self._back.append(back)
+                    self._depth.append(self._depth[parent] + 1 if parent >= 0 else 1)
+                    self._rule.append(rule)
+                    self._children[key] = known
+        return known
+
+    def stack(self, context: int, state: int) -> Stack:
+        """The stack a pair stands for (``()``: the end of the document)."""
+        frames: list[tuple[int, int]] = []
+        while context >= 0:
+            frames.append((self._rule[context], state))
+            context, state = self._parent[context], self._back[context]
+        return tuple(reversed(frames))
+
+    def _rule_facts(self, rule: int) -> _Facts:
+        known = self._facts.get(rule)
+        if known is None:
+            known = self._facts[rule] = _facts(self.reference.network.rules[rule])
+        return known
+
+    def reads(self, context: int, state: int) -> list[int]:
+        """The bytes the stack can read, ascending."""
+        return self._reads[context][state]
+
+    def readable(self, pairs: tuple[Pair, ...]) -> npt.NDArray[np.bool_]:
+        """Which bytes any of the stacks can read."""
+        known = self._readable.get(pairs)
+        if known is None:
+            known = np.zeros(256, dtype=np.bool_)
+            for context, state in pairs:
+                known[self.reads(context, state)] = True
+            self._readable[pairs] = known
+        return known
+
+    def expand(self, context: int, state: int) -> tuple[Pair, ...]:
+        """The closure of the stack: itself if it reads, the callee's first state on
+        top of it for each call (within the reference's ``max_depth``), its caller's
+        continuation if it accepts, and so on (the reference matcher's ``close``)."""
+        key = (context, state)
+        known = self._expanded.get(key)
+        if known is None:
+            reads, calls, accepting = self.reference.rule_lists()
+            limit = self.reference.max_depth
+            closed: dict[Pair, None] = {}
+            seen: set[Pair] = set()
+            work = [key]
+            while work:
+                pair = work.pop()
+                if pair in seen:
+                    continue
+                seen.add(pair)
+                here, at = pair
+                if here < 0:
+                    closed[pair] = None
+                    continue
+                rule = self._rule[here]
+                if reads[rule][at]:
+                    closed[pair] = None
+                for callee, back in calls[rule][at]:
+                    if back == TAIL:  # (the callee replaces the frame: no deeper)
+                        sibling = self._child(self._parent[here], self._back[here], callee)
+                        work.append((sibling, 0))
+                    elif self._depth[here] < limit:
+                        work.append((self._child(here, back, callee), 0))
+                if accepting[rule][at]:
+                    parent = self._parent[here]
+                    work.append((parent, self._back[here]) if parent >= 0 else (-1, 0))
+            known = self._expanded[key] = tuple(closed)
+        return known
+
+    def readers(self, context: int, state: int) -> tuple[Pair, ...]:
+        """The stacks a boundary token passing crossing state ``state`` goes on in,
+        but the stack itself (its own continuation is in the walk already) and the end
+        of the document (which reads nothing)."""
+        own = (context, state)
+        return tuple(pair for pair in self.expand(context, state) if pair[0] >= 0 and pair != own)
+
+    def returns(self, context: int) -> tuple[Pair, ...]:
+        """The stacks that read on after the top rule of the context returns: the
+        parent's stack, closed (the end of the document left out)."""
+        known = self._returns.get(context)
+        if known is None:
+            parent = self._parent[context]
+            closed = self.expand(parent, self._back[context]) if parent >= 0 else ()
+            known = self._returns[context] = tuple(pair for pair in closed if pair[0] >= 0)
+        return known
+
+    def step(self, context: int, state: int, byte: int) -> tuple[Pair, ...]:
+        """The stacks after the stack reads ``byte`` (none: it cannot)."""
+        target = self.tables[context][state * 256 + byte]
+        if target < 0:
+            return ()
+        if self.crossings[context][target]:
+            return self.expand(context, target)
+        return ((context, target),)
+
+    def finish(self, rests: _Rests, pairs: tuple[Pair, ...]) -> list[int]:
+        """The positions of the tokens whose rest one of ``pairs`` reads to its end:
+        the stacks walk the rests' trie, one step per node for all the tokens below."""
+        tables, crossings, expand = self.tables, self.crossings, self.expand
+        byte_of, kids, ends = rests.byte, rests.kids, rests.ends
+        found: list[int] = []
+        work = [(child, pairs) for child in kids[0]]
+        while work:
+            node, here = work.pop()
+            byte = byte_of[node]
+            # (self.step, inlined: this loop runs per rest node of every group.)
+            after: tuple[Pair, ...]
+            readers: tuple[Pair, ...] | None = None  # (None: filtered from after)
+            if len(here) == 1:
+                context, state = here[0]
+                target = tables[context][state * 256 + byte]
+                if target < 0:
+                    continue
+                if crossings[context][target]:
+                    after = expand(context, target)
+                else:  # (the common case: one stack, still reading, nothing to filter)
+                    after = readers = ((context, target),)
+            else:
+                merged: dict[Pair, None] = {}
+                for context, state in here:
+                    target = tables[context][state * 256 + byte]
+                    if target < 0:
+                        continue
+                    if crossings[context][target]:
+                        merged.update(dict.fromkeys(expand(context, target)))
+                    else:
+                        merged[(context, target)] = None
+                if not merged:
+                    continue
+                after = tuple(merged)
+            found.extend(ends[node])
+            if kids[node]:
+                if readers is None:
+                    readers = tuple([pair for pair in after if pair[0] >= 0])
+                if readers:
+                    work.extend([(child, readers) for child in kids[node]])
+        return found
+
+
+@dataclass(frozen=True, slots=True)
+class _Rests:
+    """The rests of a boundary group's tokens (their bytes from the boundary on), as a
+    trie: node ``n`` (0: the root) has the byte ``byte[n]`` that leads to it, its
+    children ``kids[n]`` and the positions of the tokens whose rest ends there
+    (``ends[n]``)."""
+
+    byte: list[int]
+    kids: list[list[int]]
+    ends: list[list[int]]
+
+    @staticmethod
+    def of(tokens: list[bytes], positions: list[int]) -> _Rests:
+        """The trie of ``tokens`` (rests), each ending in its position."""
+        byte: list[int] = [-1]
+        kids: list[list[int]] = [[]]
+        ends: list[list[int]] = [[]]
+        index: dict[tuple[int, int], int] = {}
+        for rest, position in zip(tokens, positions, strict=True):
+            node = 0
+            for value in rest:
+                child = index.get((node, value))
+                if child is None:
+                    child = index[(node, value)] = len(byte)
+                    byte.append(value)
+                    kids.append([])
+                    ends.append([])
+                    kids[node].append(child)
+                node = child
+            ends[node].append(position)
+        return _Rests(byte, kids, ends)
+
+
+# Rests by group content and readable bytes (see _group_rests): ~90 distinct ones
+# serve the benchmark's 7,000 boundary groups.
+_rests: Lru[tuple[bytes, bytes, bytes], _Rests] = Lru(8 << 20)
+
+
+def _group_rests(index: _TokenIndex, split: Following, readable: npt.NDArray[np.bool_]) -> _Rests:
+    """The rests of the tokens of ``split`` whose rest starts with a ``readable``
+    byte, memoised by content (the same groups recur across rules and schemas)."""
+    key = (split.lo.tobytes(), split.col.tobytes(), readable.tobytes())
+    known = _rests.get(key)
+    if known is None:
+        kept = readable[split.byte].nonzero()[0]
+        data, width, lengths = index.flat_bytes, index.width, index.lengths_view
+        tokens: list[bytes] = []
+        positions: list[int] = []
+        for lo, hi, col in zip(
+            split.lo[kept].tolist(),
+            split.hi[kept].tolist(),
+            split.col[kept].tolist(),
+            strict=True,
+        ):
+            for position in range(lo, hi):
+                base = position * width
+                tokens.append(bytes(data[base + col : base + lengths[position]]))
+                positions.append(position)
+        known = _Rests.of(tokens, positions)
+        size = sum(len(part) for part in key) + 64 * len(known.byte) + 8 * len(positions)
+        _rests.put(key, known, size + 64)
+    return known
+
+
+def _direct(trie: TokenTrie, stacks: _Stacks, context: int, state: int) -> list[int] | None:
+    """The positions of the tokens the stack ``(context, state)`` reads, when its
+    top state reads few bytes: the stack follows the token trie itself (see
+    :meth:`TokenTrie.walk_stacks`). None for a wider stack, or when more than
+    ``_DIRECT_NODES`` trie nodes and stacks would be live."""
+    reads = stacks.reads(context, state)
+    if len(reads) > _SMALL_BYTES:
+        return None
+    first = trie.first_node_list
+    seeds = [
+        (first[byte], *pair)
+        for byte in reads
+        if first[byte] >= 0
+        for pair in stacks.step(context, state, byte)
+    ]
+    return trie.walk_stacks(
+        stacks.tables, stacks.crossings, stacks.reads, stacks.expand, seeds, _DIRECT_NODES
+    )

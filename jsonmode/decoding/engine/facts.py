@@ -1,0 +1,232 @@
+"""Facts every stage of the mask engine reads, built once and shared.
+
+Of the vocabulary: :class:`_TokenIndex`, its tokens in lexicographic byte order with
+the token trie over them (built once per vocabulary and process: ~20 MB and ~0.3 s
+for Qwen2.5). Of one automaton: :class:`_Facts`, its crossing states and the bytes
+each state reads (:class:`_ReadLists`), worked out once per automaton and process.
+Of one rule as the walks see it: :class:`_RuleInfo` (its content signature, flat
+table and state hashes; :mod:`~jsonmode.decoding.engine.rules` fills it in) and,
+for a string with length bounds only, :class:`_Counted`.
+
+Records only: computing them is left to the stages. Everything here is immutable once
+built or memoised by idempotent writes of equal values: thread-safe.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from jsonmode.decoding.automaton import RuleDFA
+from jsonmode.decoding.engine.trie import TokenTrie, lexicographic_order
+from jsonmode.decoding.vocabulary import Vocabulary
+
+Rows = npt.NDArray[np.int64]
+
+_QUOTE = ord('"')
+
+# -- of the vocabulary ---------------------------------------------------------------------
+
+
+class _TokenIndex:
+    """The vocabulary's tokens in lexicographic byte order ("positions").
+
+    ``matrix``/``lengths``/``ids`` are the vocabulary's, in position order; the
+    tokens starting with byte ``b`` are positions ``offsets[b]:offsets[b + 1]``.
+    Empty tokens are left out. Built once per vocabulary, with the token trie over the
+    same positions (~20 MB and ~0.3 s for Qwen2.5), by the first engine for that
+    vocabulary: per-vocabulary set-up, not left to the first mask.
+    """
+
+    def __init__(self, vocabulary: Vocabulary) -> None:
+        self.fingerprint = vocabulary.fingerprint
+        lengths = vocabulary.lengths.astype(np.int64)
+        nonempty = np.flatnonzero(lengths > 0)
+        order = nonempty[lexicographic_order(vocabulary.matrix[nonempty], lengths[nonempty])]
+        self.matrix = np.ascontiguousarray(vocabulary.matrix[order])
+        self.lengths = lengths[order]
+        self.ids = vocabulary.ids[order].astype(np.int64)
+        self.offsets = np.searchsorted(self.matrix[:, 0], np.arange(257)).astype(np.int64)
+        self.trie = TokenTrie(self.matrix, self.lengths)
+        self.longest = int(self.lengths.max(initial=1))
+        # The same, for plain-Python reads (an int per index, no NumPy scalar).
+        self.flat_bytes = memoryview(self.matrix).cast("B")  # type: ignore[arg-type]
+        self.width = int(self.matrix.shape[1])
+        self.lengths_view = memoryview(self.lengths)  # type: ignore[arg-type]
+
+
+_indexes: dict[str, _TokenIndex] = {}
+_indexes_lock = threading.Lock()
+
+
+def _token_index(vocabulary: Vocabulary) -> _TokenIndex:
+    """The vocabulary's token index (the last 8 vocabularies' are kept)."""
+    with _indexes_lock:
+        index = _indexes.get(vocabulary.fingerprint)
+        if index is None:
+            if len(_indexes) >= 8:
+                _indexes.pop(next(iter(_indexes)))
+            index = _indexes[vocabulary.fingerprint] = _TokenIndex(vocabulary)
+        return index
+
+
+# -- of one automaton ----------------------------------------------------------------------
+
+
+class _ReadLists(dict[int, list[int]]):
+    """The bytes each state of one automaton reads, ascending (lists shared: never
+    to be changed), worked out on first lookup from the state's row as 256 bits.
+    A small automaton's rows are bit-packed at once, a big one's row by row (a walk
+    visits few of its states). Rows recur (a string body's, a digit's), so the
+    lists are memoised by row, process-wide; a new row with few bytes (a structural
+    state reads one or two) is read off the bits of one int, others by a NumPy scan
+    (~10 us, where the rest takes ~1 us)."""
+
+    def __init__(self, trans: npt.NDArray[np.int32]) -> None:
+        super().__init__()
+        self.trans = trans
+        self.bits: bytes | None = None  # (packed on the first lookup)
+
+    def __missing__(self, state: int) -> list[int]:
+        trans = self.trans
+        if trans.shape[0] > _PACKED_STATES:
+            row = np.packbits(trans[state] >= 0, bitorder="little").tobytes()
+        else:
+            if self.bits is None:
+                self.bits = np.packbits(trans >= 0, axis=1, bitorder="little").tobytes()
+            row = self.bits[state * 32 : state * 32 + 32]
+        found = self[state] = _byte_list(row, trans[state])
+        return found
+
+
+def _byte_list(bits: bytes, row: npt.NDArray[np.int32]) -> list[int]:
+    """The bytes a state reads, ascending, from its row (``row``) packed as 256 bits
+    (``bits``, little-endian): memoised by ``bits`` process-wide (shared lists, never
+    to be changed); few bytes are read off the bits of one int, more by a NumPy scan."""
+    found = _row_reads.get(bits)
+    if found is None:
+        word = int.from_bytes(bits, "little")
+        if word.bit_count() <= _FEW_READS:
+            found = []
+            while word:
+                low = word & -word
+                found.append(low.bit_length() - 1)
+                word ^= low
+        else:
+            found = (row >= 0).nonzero()[0].tolist()
+        if len(_row_reads) >= _ROWS_KEPT:
+            _row_reads.clear()
+        _row_reads[bits] = found
+    return found
+
+
+_PACKED_STATES = 512  # automata up to this size have all their rows packed at once
+_FEW_READS = 24  # bytes read off a packed row one bit at a time; more: a NumPy scan
+_ROWS_KEPT = 1 << 14  # distinct rows memoised (_row_reads; cleared when full)
+_row_reads: dict[bytes, list[int]] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class _Facts:
+    """What the walks read of one automaton: its crossing states (as flags and as
+    0/1 bytes, see :func:`_crossing_states`) and its read lists."""
+
+    crossing: npt.NDArray[np.bool_]
+    flags: bytes
+    reads: _ReadLists
+
+
+# Per automaton (lexemes are shared by the networks that use them), its facts.
+_facts_of: weakref.WeakKeyDictionary[RuleDFA, _Facts] = weakref.WeakKeyDictionary()
+_facts_lock = threading.Lock()
+
+
+def _facts(rule: RuleDFA) -> _Facts:
+    """The automaton's :class:`_Facts`, worked out once per process."""
+    with _facts_lock:
+        known = _facts_of.get(rule)
+    if known is None:
+        crossing = _crossing_states(rule)
+        crossing.flags.writeable = False  # (shared)
+        known = _Facts(crossing, crossing.astype(np.uint8).tobytes(), _ReadLists(rule.trans))
+        with _facts_lock:
+            known = _facts_of.setdefault(rule, known)
+    return known
+
+
+def _crossing_states(automaton: RuleDFA) -> npt.NDArray[np.bool_]:
+    """Per state, whether it accepts or calls: where a token passing it may go on in
+    another rule."""
+    calling = np.fromiter(map(bool, automaton.calls), dtype=np.bool_, count=automaton.n_states)
+    crossing: npt.NDArray[np.bool_] = automaton.accepting | calling
+    return crossing
+
+
+# -- of one rule, as the walks see it ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _RuleInfo:
+    """What the walks need of one rule automaton: its content signature, its
+    crossing states (accepting or calling), its flat transition table (-1: no
+    transition), and per state bounded-depth behaviour hashes (None for automata too
+    big to hash): row 0 looks as far as the longest token after its first byte, row 1
+    as far as the longest token (each with a byte to spare). ``counted``: for a
+    string with length bounds only, its states as the plain string's plus a count.
+    What only some walks need is computed on first use (:meth:`reads`,
+    :meth:`dead`)."""
+
+    signature: bytes
+    crossing: npt.NDArray[np.bool_]
+    flat: npt.NDArray[np.int32]
+    hashes: npt.NDArray[np.uint64] | None
+    counted: _Counted | None = None
+    readable: dict[int, list[int]] = field(default_factory=dict)  # memo of reads()
+    dead_memo: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_]]] = field(
+        default_factory=list
+    )
+
+    def reads(self, state: int) -> list[int]:
+        """The bytes ``state`` can read, ascending."""
+        known = self.readable.get(state)
+        if known is None:
+            row = self.flat[state * 256 : state * 256 + 256]
+            bits = np.packbits(row >= 0, bitorder="little").tobytes()
+            known = self.readable[state] = _byte_list(bits, row)
+        return known
+
+    def dead(self) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_]]:
+        """The flat table with an absorbing dead state (dead = ``crossing.size``, for
+        every missing transition), and the crossing flags with it (False): what the
+        vectorised walks gather from, dead prefixes included."""
+        if not self.dead_memo:
+            flat, dead = self.flat, self.crossing.size
+            table = np.full(flat.size + 256, dead, dtype=np.int32)
+            table[: flat.size] = np.where(flat >= 0, flat, dead)
+            self.dead_memo.append((table, np.append(self.crossing, False)))
+        return self.dead_memo[0]
+
+
+@dataclass(frozen=True, slots=True)
+class _Counted:
+    """A string with length bounds only (``RuleDFA.lengths``) as the plain string
+    (``plain``) plus a count: per state, the plain string's state it acts as
+    (``plain_of``) and the characters begun so far (``chars``; capped at ``low``
+    when there is no upper bound). From a state, a token fares as from its plain
+    state, except that it dies once it begins more than ``high - chars`` characters,
+    or closes the string after fewer than ``low - chars``."""
+
+    plain: _RuleInfo
+    plain_of: npt.NDArray[np.int64]
+    chars: npt.NDArray[np.int64]
+    low: int
+    high: int | None
+
+    @property
+    def between(self) -> int:
+        """The plain string's state between characters."""
+        return int(self.plain.flat[_QUOTE])

@@ -1,0 +1,369 @@
+"""Stage 1, per rule: the :class:`_RuleInfo` the walks read of each rule of a network.
+
+:class:`_Rules` (one per mask engine) gives each rule index its content signature,
+crossing states, flat table and state hashes (:mod:`~jsonmode.decoding.engine.state`),
+and recognises a string with length bounds only as the plain string plus a count
+(:func:`_count_states`). Lexemes (call-free rules) recur across properties and
+schemas: their signatures, hashes and information are shared process-wide by content;
+a structural rule is its engine's own.
+
+Cost: a rule's information is worked out on the first mask that walks it; hashing a
+lexeme is the expensive part (a pass per depth step, shared by a network's small
+lexemes; grafted in one plain-Python pass for keys). Thread-safe: the per-engine maps
+and the process-wide caches are written with equal values whoever computes them.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import weakref
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from jsonmode.decoding.automaton import Network, RuleDFA, plain_string_rule
+from jsonmode.decoding.engine.facts import _QUOTE, _Counted, _facts, _RuleInfo
+from jsonmode.decoding.engine.state import (
+    _HASH_BUDGET,
+    _byte_classes,
+    _column_folds,
+    _grafted_hashes,
+    _key_hashes,
+    _plain_loops,
+    _state_hashes,
+)
+from jsonmode.decoding.lru import Lru
+
+# A lexeme joins another's hashing pass (see _Rules.hash_lexemes) only when it
+# has at most this many states: a small lexeme's pass costs mostly per depth step,
+# which the batch shares, while a big one's costs per state, which batching does not
+# save, only moves into the mask call that hashes the batch (a 130 ms first mask
+# where an 8-state integer lexeme brought 6,000 states of strings along), and spends
+# on lexemes that may never be walked.
+_BATCH_STATES = 256
+
+# Process-wide, by content: state hashes and count states of lexemes (by signature and
+# hash depth), their content signatures by table identity (the automata are built once
+# per process and shared by the networks that use them) and their rule information.
+_hash_cache: Lru[tuple[bytes, int], npt.NDArray[np.uint64]] = Lru(16 << 20)
+_count_cache: Lru[bytes, tuple[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None]] = Lru(
+    8 << 20
+)
+_lexeme_contents: dict[
+    int, tuple[weakref.ref[Any], tuple[bytes, npt.NDArray[np.bool_], npt.NDArray[np.int32]]]
+] = {}
+_lexeme_infos: Lru[tuple[bytes, int], _RuleInfo] = Lru(32 << 20)
+_plain_infos: dict[int, _RuleInfo] = {}  # by hash depth (see _Rules.plain)
+
+
+class _Rules:
+    """The rule information of one network's rules, for one hash depth (the longest
+    token's length). Thread-safe."""
+
+    def __init__(self, network: Network, token: int, depth: int) -> None:
+        self.network = network
+        self._token = token  # (the engine's number: structural rules are keyed by it)
+        # Hash depths: a token after its first byte, and a whole token (a byte to spare).
+        self.depth = depth
+        self._infos: dict[int, _RuleInfo] = {}
+        self._signatures: dict[int, tuple[bytes, npt.NDArray[np.bool_], npt.NDArray[np.int32]]] = {}
+        self.lexemes = [k for k, rule in enumerate(network.rules) if not any(rule.calls)]
+        self.lexeme_set = set(self.lexemes)
+        self.hashed: set[int] = set()  # lexemes whose hashes were computed (or refused)
+
+    def info(self, rule: int) -> _RuleInfo:
+        """Content signature, crossing states, transitions and state hashes of a rule."""
+        known = self._infos.get(rule)
+        if known is not None:
+            return known
+        signature, crossing, trans = self.signature(rule)
+        automaton = self.network.rules[rule]
+        lexeme = not any(automaton.calls)
+        if lexeme:
+            shared = _lexeme_infos.get((signature, self.depth))
+            if shared is not None:
+                self._infos[rule] = shared
+                return shared
+        # Lexemes (call-free rules) recur across properties and schemas: their
+        # information is shared by content; a structural rule is its engine's own.
+        counted = None
+        if automaton.lengths is not None:
+            known_states = _count_cache.get(signature)
+            if known_states is None:
+                known_states = (_count_states(automaton, self.plain().flat.reshape(-1, 256)),)
+                size = 64 + 16 * trans.shape[0]
+                _count_cache.put(signature, known_states, size)
+            if known_states[0] is not None:
+                plain_of, chars = known_states[0]
+                low, high = automaton.lengths
+                counted = _Counted(self.plain(), plain_of, chars, low, high)
+        hashes = None
+        if counted is None and lexeme:
+            # A counted string's states need no hashes: those between characters are
+            # keyed by their budget, the others read few bytes.
+            hashes = _hash_cache.get((signature, self.depth))
+            if hashes is None and rule not in self.hashed:
+                hashes = self.hash_lexemes(rule)
+        known = _RuleInfo(signature, crossing, trans.reshape(-1), hashes, counted)
+        self._infos[rule] = known
+        if lexeme and (hashes is not None or counted is not None):
+            # (Not without hashes: they may just have been evicted, or be another
+            # engine's to compute.)
+            _lexeme_infos.put((signature, self.depth), known, 3 * known.flat.nbytes)
+        return known
+
+    def plain(self) -> _RuleInfo:
+        """The plain string's rule information (what ``lengths`` rules count over, and
+        key lexemes graft onto): one per process and hash depth."""
+        known = _plain_infos.get(self.depth)
+        if known is None:
+            signature, crossing, trans = _content(plain_string_rule())
+            hashes = _state_hashes(trans, crossing, (self.depth, self.depth + 1))
+            known = _plain_infos[self.depth] = _RuleInfo(
+                signature, crossing, trans.reshape(-1), hashes
+            )
+        return known
+
+    def signature(self, rule: int) -> tuple[bytes, npt.NDArray[np.bool_], npt.NDArray[np.int32]]:
+        """A rule's content signature, crossing states and transitions (memoised)."""
+        known = self._signatures.get(rule)
+        if known is None:
+            automaton = self.network.rules[rule]
+            if any(automaton.calls):
+                # A structural rule is this schema's own (its calls name this network's
+                # rules): it is keyed by engine and rule, not by hashing its table.
+                known = _content(automaton, b"rule %d %d" % (self._token, rule))
+            else:  # a lexeme's table is shared by every network that uses it
+                table = automaton.trans
+                memo = _lexeme_contents.get(id(table))
+                if memo is not None and memo[0]() is table:
+                    known = memo[1]
+                else:
+                    known = _content(automaton)
+                    key = id(table)
+                    gone = functools.partial(_forget_table, _lexeme_contents, key)
+                    _lexeme_contents[key] = (weakref.ref(table, gone), known)
+            self._signatures[rule] = known
+        return known
+
+    def grafted_hashes(
+        self, crossing: npt.NDArray[np.bool_], trans: npt.NDArray[np.int32]
+    ) -> npt.NDArray[np.uint64] | None:
+        """:func:`_grafted_hashes` onto this depth's plain string."""
+        return _grafted_hashes(self.plain(), crossing, trans)
+
+    def key_hashes(
+        self, names: tuple[str, ...], crossing: npt.NDArray[np.bool_], trans: npt.NDArray[np.int32]
+    ) -> npt.NDArray[np.uint64] | None:
+        """:func:`_key_hashes` onto this depth's plain string."""
+        return _key_hashes(self.plain(), self.depth, names, crossing, trans)
+
+    def hash_lexemes(self, rule: int) -> npt.NDArray[np.uint64] | None:
+        """The state hashes of lexeme ``rule``, computed in one pass with those of the
+        network's other lexemes not hashed yet (within ``_HASH_BUDGET``): a pass costs
+        mostly per depth step, so one for all of a schema's lexemes beats one each
+        (~20 % less hashing time over the benchmark). Each lexeme's hashes are cached
+        by its signature; None when ``rule`` is too big to hash. A lexeme that acts
+        as the plain string but for an acyclic part is hashed alone, without a pass
+        per depth: from its names when the compiler marked it as a key lexeme
+        (:meth:`key_hashes`), else by a graft (:meth:`grafted_hashes`)."""
+        depths = (self.depth, self.depth + 1)
+        signature, crossing, trans = self.signature(rule)
+        names = self.network.rules[rule].keys
+        grafted = None if names is None else self.key_hashes(names, crossing, trans)
+        if grafted is None:
+            grafted = self.grafted_hashes(crossing, trans)
+        if grafted is not None:
+            self.hashed.add(rule)
+            _hash_cache.put((signature, self.depth), grafted, grafted.nbytes + 64)
+            return grafted
+        batch, total = [rule], trans.shape[0]
+        for other in self.lexemes:
+            automaton = self.network.rules[other]
+            if other == rule or other in self.hashed or automaton.lengths:
+                continue  # (counted strings are not hashed, see info)
+            if automaton.n_states > _BATCH_STATES:
+                continue  # (hashed when it needs them: see _BATCH_STATES)
+            signature, crossing, trans = self.signature(other)
+            if _plain_loops(trans, crossing).size:
+                continue  # (its hashes are grafted when it needs them)
+            fits = (total + trans.shape[0]) * depths[-1] <= _HASH_BUDGET
+            if fits and _hash_cache.get((signature, self.depth)) is None:
+                batch.append(other)
+                total += trans.shape[0]
+        parts = [self.signature(member) for member in batch]
+        starts = np.cumsum([0, *(trans.shape[0] for _, _, trans in parts)])
+        # (int32 throughout: the tables are copied once each, not widened and narrowed.)
+        joined = [
+            np.where(t >= 0, t + np.int32(start), np.int32(-1))
+            for (_, _, t), start in zip(parts, starts[:-1].tolist(), strict=True)
+        ]
+        crossing = np.concatenate([c for _, c, _ in parts])
+        hashes = _state_hashes(np.concatenate(joined), crossing, depths)
+        if hashes is None:  # the batch is too big for another bound: this lexeme alone
+            batch, parts = [rule], parts[:1]
+            hashes = _state_hashes(parts[0][2], parts[0][1], depths)
+        self.hashed.update(batch)
+        if hashes is None:
+            return None
+        own = [
+            np.ascontiguousarray(hashes[:, starts[k] : starts[k + 1]]) for k in range(len(parts))
+        ]
+        for (signature, _, _), values in zip(parts, own, strict=True):
+            _hash_cache.put((signature, self.depth), values, values.nbytes + 64)
+        return own[0]
+
+
+def _forget_table(contents: dict[int, Any], key: int, _: object) -> None:
+    """A lexeme table was freed: drop its memoised content (``contents`` is bound, not
+    looked up: the callback may run while the interpreter tears the module down)."""
+    contents.pop(key, None)
+
+
+def _content(
+    automaton: RuleDFA, signature: bytes | None = None
+) -> tuple[bytes, npt.NDArray[np.bool_], npt.NDArray[np.int32]]:
+    """A rule's content signature (``signature`` instead when given), crossing states
+    (accepting or calling) and transitions."""
+    crossing = _facts(automaton).crossing
+    trans = np.ascontiguousarray(automaton.trans, dtype=np.int32)
+    if signature is not None:
+        return signature, crossing, trans
+    digest = hashlib.blake2b(digest_size=16)
+    big = trans.shape[0] > _BIG_TABLE
+    digest.update(b"%d %d;" % (trans.shape[0], big))  # (which layout follows)
+    if big:
+        # The distinct columns and which byte has which (most bytes' columns repeat:
+        # hashing those costs a fraction of hashing every byte's).
+        first, inverse = _byte_classes(trans)
+        digest.update(np.ascontiguousarray(trans[:, first]).tobytes())
+        digest.update(inverse.astype(np.uint8).tobytes())
+    else:  # (as 16-bit ints, half the bytes to hash: a table this small fits them)
+        digest.update(trans.astype(np.int16).tobytes())
+    digest.update(crossing.tobytes())
+    return digest.digest(), crossing, trans
+
+
+_BIG_TABLE = 256  # states: a table this big is hashed by its byte classes
+
+
+# -- strings with length bounds only, as the plain string plus a count ---------------------
+
+
+def _begins(plain: npt.NDArray[np.int32]) -> npt.NDArray[np.bool_]:
+    """Per plain-string state and byte: whether the byte begins a character (any
+    byte the body's between-characters state reads, but the closing quote)."""
+    between = int(plain[0, _QUOTE])
+    begins = np.zeros(plain.shape, dtype=np.bool_)
+    begins[between] = plain[between] >= 0
+    begins[between, _QUOTE] = False
+    return begins
+
+
+def _count_states(
+    rule: RuleDFA, plain: npt.NDArray[np.int32]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
+    """Each state of a ``lengths`` rule as ``(plain string state, characters begun)``;
+    None unless the rule is exactly the plain string with those bounds on the count.
+
+    The states between characters are found first, one per count (from the opening
+    quote, an ``a`` at a time); the others are paired with the plain string's in its
+    order (the states inside a character form an acyclic graph between its
+    between-characters states), all the states of one plain state at once. Every
+    state and byte class is checked against the plain string and the bounds, so a
+    rule built otherwise is refused, not mistaken.
+    """
+    assert rule.lengths is not None
+    low, high = rule.lengths
+    trans, size = rule.trans, rule.trans.shape[0]
+    top = high if high is not None else low
+    between, closing = int(plain[0, _QUOTE]), plain.shape[0] - 1
+    chain = [int(trans[0, _QUOTE])]
+    for _ in range(top):
+        chain.append(int(trans[chain[-1], ord("a")]) if chain[-1] >= 0 else -1)
+    if min(chain) < 0 or len(set(chain)) != top + 1:
+        return None
+    if high is None and trans[chain[-1], ord("a")] != chain[-1]:
+        return None
+    begins = _begins(plain)
+    # Bytes that the plain string treats alike, as one class each: the rule must too.
+    first, inverse = _byte_classes(np.concatenate([plain, begins.astype(np.int32)]))
+    folds = _column_folds(trans)
+    if (folds != folds[first[inverse]]).any():
+        return None
+    ours, theirs, weight = trans[:, first], plain[:, first], begins[:, first].astype(np.int64)
+    quote = first == _QUOTE
+    chains = np.array(chain, dtype=np.int64)
+    plain_of = np.full(size, -1, dtype=np.int64)
+    chars = np.full(size, -1, dtype=np.int64)
+    plain_of[size - 1], chars[size - 1] = closing, 0
+    arrivals: dict[int, list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]] = {
+        0: [(np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64))],
+        between: [(chains, np.arange(top + 1, dtype=np.int64))],
+    }
+    order = _plain_order(plain)
+    rank = {state: index for index, state in enumerate(order)}
+    for here in order:
+        parts = arrivals.pop(here, [])
+        if not parts:
+            continue
+        states = np.concatenate([s for s, _ in parts])
+        counts = np.concatenate([c for _, c in parts])
+        states, index = np.unique(states, return_index=True)
+        counts = counts[index]
+        if (plain_of[states] >= 0).any():  # met before as another plain state
+            return None
+        plain_of[states], chars[states] = here, counts
+        if (chars[states] != counts).any():
+            return None
+        targets, theirs_here = ours[states], theirs[here]
+        if (targets[:, theirs_here < 0] >= 0).any():
+            return None
+        after = counts[:, None] + weight[here][None, :]
+        if high is None:
+            np.minimum(after, low, out=after)
+        early = (counts[:, None] < low) & quote[None, :] & (here == between)
+        full = (counts[:, None] >= top) & (weight[here][None, :] > 0) & (high is not None)
+        missing = (targets < 0) & (theirs_here >= 0)[None, :]
+        if (missing & ~(early | full)).any() or ((targets >= 0) & (early | full)).any():
+            return None
+        for target in np.unique(theirs_here[theirs_here >= 0]).tolist():
+            columns = theirs_here == target
+            reached, begun = targets[:, columns], after[:, columns]
+            live = reached >= 0
+            reached, begun = reached[live], begun[live]
+            if target == closing:
+                if (reached != size - 1).any():
+                    return None
+            elif target == between:
+                if (begun > top).any() or (reached != chains[np.minimum(begun, top)]).any():
+                    return None
+            elif rank.get(target, -1) <= rank[here]:
+                return None  # not in the plain string's order (never: see _plain_order)
+            else:
+                arrivals.setdefault(target, []).append((reached, begun))
+    if arrivals or (plain_of < 0).any():
+        return None
+    return plain_of, chars
+
+
+def _plain_order(plain: npt.NDArray[np.int32]) -> list[int]:
+    """The plain string's states in an order where the states inside a character
+    come after those that lead to them: 0, the between-characters state, then the
+    rest topologically (Kahn's algorithm; states on a cycle inside a character, which
+    the plain string has none of, are left out)."""
+    between, closing = int(plain[0, _QUOTE]), plain.shape[0] - 1
+    inner = [s for s in range(1, closing) if s != between]
+    leads = {s: {int(t) for t in plain[s][plain[s] >= 0]} & set(inner) for s in inner}
+    waiting = {s: sum(s in targets for targets in leads.values()) for s in inner}
+    order, ready = [0, between], [s for s in inner if not waiting[s]]
+    while ready:
+        state = ready.pop()
+        order.append(state)
+        for target in sorted(leads[state]):
+            waiting[target] -= 1
+            if not waiting[target]:
+                ready.append(target)
+    return order

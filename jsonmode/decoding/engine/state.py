@@ -1,0 +1,451 @@
+"""Stage 1 of a mask: what a state of a rule automaton will do, as a hash.
+
+Walks and segments are shared between states that act alike on the next bytes, of
+any rule and any schema (see :mod:`~jsonmode.decoding.engine`): this module says
+which states those are.
+
+- :func:`_state_hashes`: per state, a bounded-depth behaviour hash (a depth-bounded
+  bisimulation class, up to 64-bit collisions), one vectorised pass per depth step
+  (~130 steps for Qwen2.5's longest token) over the automaton folded into weighted
+  edges; within ``_HASH_BUDGET`` (states x depth), else no hashes (no sharing).
+- :func:`_plain_states` and :func:`_grafted_hashes`: a lexeme that acts as the plain
+  JSON string but for an acyclic part in front (a key that is not a declared name)
+  takes the plain string's hashes and hashes the rest in one pass in plain Python;
+  :func:`_key_hashes` does the same from a key lexeme's names, without the search.
+- :func:`_byte_classes` / :func:`_column_folds`: the bytes every state treats alike
+  (also the signature of a big table, see :mod:`~jsonmode.decoding.engine.rules`).
+
+Pure functions of their arguments but for process-wide memos of equal values
+(``_PLAIN_SUMS``, ``_KEY_ESCAPES``): thread-safe. Hash values never leave the process.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import numpy.typing as npt
+
+from jsonmode.decoding.automaton import plain_string_rule, quoted_rule
+from jsonmode.decoding.engine.facts import _QUOTE, _facts, _RuleInfo
+from jsonmode.decoding.keys import extra_key_body, key_prefixes
+
+_PLAIN_CHAR = ord("a")
+
+# Random weights per byte for the state hashes (fixed seed: hashes must agree
+# across engines in one process; they never leave it).
+_BYTE_WEIGHTS = np.random.default_rng(0x6A736F6E).integers(1, 2**63, size=256, dtype=np.uint64) | 1
+_BYTE_WEIGHT_LIST: list[int] = _BYTE_WEIGHTS.tolist()
+_DEAD = np.uint64(0x9E3779B97F4A7C15)
+_HASH_BUDGET = 4_000_000  # states x depth (see _state_hashes); beyond it, no sharing
+_FOLD_WEIGHTS = (
+    np.random.default_rng(0x636C6173).integers(1, 2**31, size=(2, _HASH_BUDGET // 64)) | 1
+).astype(np.int32)
+_SHIFT_1, _SHIFT_2, _MULTIPLIER = np.uint64(31), np.uint64(29), np.uint64(0xBF58476D1CE4E5B9)
+# The two values a state's own hash starts from in _grafted_hashes (not the depth
+# hashes' own: its values must not meet theirs).
+_TREE_CROSSING, _TREE_INNER = 0xD6E8FEB86659FD93, 0xA0761D6478BD642F
+_WORD = (1 << 64) - 1
+_INT_SHIFT_1, _INT_SHIFT_2, _INT_MULTIPLIER = int(_SHIFT_1), int(_SHIFT_2), int(_MULTIPLIER)
+
+
+def _mix_int(value: int) -> int:
+    """:func:`_mix` for one Python int (taken modulo 2**64 first)."""
+    value &= _WORD
+    value ^= value >> _INT_SHIFT_1
+    value = (value * _INT_MULTIPLIER) & _WORD
+    return value ^ (value >> _INT_SHIFT_2)
+
+
+_PLAIN_SUMS: dict[bytes, tuple[list[int], list[int]]] = {}  # see _plain_sums (one per depth)
+
+
+def _plain_sums(hashes: npt.NDArray[np.uint64]) -> tuple[list[int], list[int]]:
+    """Per plain string state, for each of its two hash rows, the sum over bytes of
+    the byte's weight times its target's hash (dead: ``_DEAD``), modulo 2**64: what
+    :func:`_grafted_hashes` corrects for a state that reads like it."""
+    key = hashes.tobytes()
+    known = _PLAIN_SUMS.get(key)
+    if known is None:
+        rows = plain_string_rule().trans
+        extended = np.append(hashes, np.full((2, 1), _DEAD, dtype=np.uint64), axis=1)
+        with np.errstate(over="ignore"):
+            first = (extended[0][rows] * _BYTE_WEIGHTS).sum(axis=1, dtype=np.uint64)
+            second = (extended[1][rows] * _BYTE_WEIGHTS).sum(axis=1, dtype=np.uint64)
+        known = _PLAIN_SUMS[key] = (first.tolist(), second.tolist())
+    return known
+
+
+# A key lexeme's tree state differing from the plain between-characters state in more
+# bytes than this is compared with every plain state (see _grafted_hashes).
+_FEW_FIXES = 16
+_BACKSLASH = ord("\\")
+# The sum over bytes of each byte's weight times the dead state's hash (modulo 2**64:
+# what _mix_int takes), and the escape states' hashes of key lexemes by hash depth (see
+# _key_escapes).
+_DEAD_SUM = (sum(_BYTE_WEIGHT_LIST) * int(_DEAD)) & _WORD
+_KEY_ESCAPES: dict[int, tuple[list[int], list[int]]] = {}
+
+
+def _mix(values: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """Scramble hash values (a 64-bit finaliser; wraps around, in place: NumPy
+    integer arrays wrap silently, no error state to set)."""
+    values ^= values >> _SHIFT_1
+    values *= _MULTIPLIER
+    values ^= values >> _SHIFT_2
+    return values
+
+
+def _byte_classes(
+    trans: npt.NDArray[np.int32],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The bytes that every state treats alike, as classes: each class's first byte,
+    and each byte's class. Columns are compared by a 64-bit fold (two 32-bit ones),
+    so equal up to 64-bit collisions, like the state hashes themselves."""
+    _, first, inverse = np.unique(_column_folds(trans), return_index=True, return_inverse=True)
+    return first.astype(np.int64), inverse.reshape(-1).astype(np.int64)
+
+
+def _column_folds(trans: npt.NDArray[np.int32]) -> npt.NDArray[np.int64]:
+    """Per byte, a 64-bit fold of its column (two 32-bit weighted sums, wrapping)."""
+    states = trans.shape[0]
+    weights = _FOLD_WEIGHTS[:, np.arange(states) % _FOLD_WEIGHTS.shape[1]]
+    high = np.einsum("i,ij->j", weights[0], trans).astype(np.int64)
+    low = np.einsum("i,ij->j", weights[1], trans).astype(np.int64) & 0xFFFFFFFF
+    folds: npt.NDArray[np.int64] = (high << 32) | low
+    return folds
+
+
+def _weighted_edges(
+    trans: npt.NDArray[np.int32],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.intp], npt.NDArray[np.uint64]] | None:
+    """An automaton as weighted edges for hashing: per state (``source``, ascending),
+    its distinct targets (``target``; dead: the extra slot ``states``) with the
+    summed byte weights of the bytes that lead there
+    (``summed``): a few per state, where bytes are 256. Bytes every state treats alike
+    are folded into one class first. None when states x byte classes exceed
+    ``_HASH_BUDGET // 2``."""
+    states = trans.shape[0]
+    first, inverse = _byte_classes(trans)
+    if states * first.size > _HASH_BUDGET // 2:
+        return None
+    weights = np.zeros(first.size, dtype=np.uint64)
+    np.add.at(weights, inverse.reshape(-1), _BYTE_WEIGHTS)
+    targets = trans[:, first].astype(np.int64)
+    targets[targets < 0] = states
+    sources = np.arange(states, dtype=np.int64)
+    pairs = (sources[:, None] * (states + 1) + targets).reshape(-1)
+    order = np.argsort(pairs, kind="stable")
+    pairs = pairs[order]
+    fresh = np.ones(pairs.size, dtype=np.bool_)
+    fresh[1:] = pairs[1:] != pairs[:-1]
+    starts = np.flatnonzero(fresh)
+    summed = np.add.reduceat(np.tile(weights, states)[order], starts)
+    kept = pairs[starts]
+    return kept // (states + 1), (kept % (states + 1)).astype(np.intp), summed
+
+
+def _state_hashes(
+    trans: npt.NDArray[np.int32], crossing: npt.NDArray[np.bool_], depths: tuple[int, ...]
+) -> npt.NDArray[np.uint64] | None:
+    """Per state, for each ``d`` of ``depths`` (ascending; one row each), a hash of
+    everything the automaton does in the next ``d`` bytes.
+
+    Two states (of any automata) with equal hashes at depth ``d`` behave alike on
+    every byte string of at most ``d`` bytes: the same strings are read, crossing
+    states are met at the same offsets (the hash is a depth-bounded bisimulation
+    class, up to 64-bit collisions). Bytes that every state treats alike are folded
+    into one class first, and the classes leading one state to one target into one
+    weighted edge, so a step costs the distinct (state, target) pairs; None when states
+    x depth, states x byte classes or pairs x depth exceed ``_HASH_BUDGET`` (or twice
+    it; big structural rules, which rarely recur anyway).
+    """
+    states, deepest = trans.shape[0], depths[-1]
+    if states * deepest > _HASH_BUDGET:
+        return None
+    edges = _weighted_edges(trans)
+    if edges is None or edges[0].size * deepest > 2 * _HASH_BUDGET:
+        return None
+    source, target, summed = edges
+    bounds = np.searchsorted(source, np.arange(states))
+    base = np.where(crossing, np.uint64(0x5851F42D4C957F2D), np.uint64(0x14057B7EF767814F))
+    hashes = base.copy()  # depth 0: is the state crossing
+    extended = np.full(states + 1, _DEAD, dtype=np.uint64)
+    rows: list[npt.NDArray[np.uint64]] = []
+    with np.errstate(over="ignore"):
+        for depth in range(1, deepest + 1):
+            extended[:states] = hashes
+            hashes = _mix(np.add.reduceat(extended[target] * summed, bounds) + base)
+            if depth in depths:
+                rows.append(hashes)
+    result: npt.NDArray[np.uint64] = np.stack(rows)
+    return result
+
+
+# -- the plain string, and states that act as its states --------------------------------
+
+
+def _plain_loops(
+    trans: npt.NDArray[np.int32], crossing: npt.NDArray[np.bool_]
+) -> npt.NDArray[np.int64]:
+    """The states that read like the plain string between characters: a loop on a
+    plain character, the same bytes readable, the same crossing flag."""
+    plain = plain_string_rule()
+    between = int(plain.trans[0, _QUOTE])
+    looping = trans[:, _PLAIN_CHAR] == np.arange(trans.shape[0])
+    looping &= crossing == plain.accepting[between]
+    candidates = np.flatnonzero(looping)
+    if candidates.size:
+        pattern = plain.trans[between] >= 0
+        candidates = candidates[((trans[candidates] >= 0) == pattern).all(axis=1)]
+    return candidates
+
+
+@functools.cache
+def _plain_paths() -> tuple[tuple[int, bytes], ...]:
+    """Each plain string state reachable from the between-characters state, with a
+    shortest byte string that leads there from it (the between state first)."""
+    plain = plain_string_rule().trans
+    between = int(plain[0, _QUOTE])
+    paths = {between: b""}
+    queue = [between]
+    for state in queue:
+        for byte in np.flatnonzero(plain[state] >= 0).tolist():
+            target = int(plain[state, byte])
+            if target not in paths:
+                paths[target] = paths[state] + bytes([byte])
+                queue.append(target)
+    return tuple(paths.items())
+
+
+def _plain_states(
+    trans: npt.NDArray[np.int32], crossing: npt.NDArray[np.bool_]
+) -> npt.NDArray[np.int64] | None:
+    """Per state, the plain string's state it acts exactly as (-1: none); None when
+    there are none.
+
+    From each state of :func:`_plain_loops`, the plain string's states are paired
+    with the states their paths (:func:`_plain_paths`) lead to here; the pairing
+    stands if it is a bisimulation: paired states read the same bytes into paired
+    states and have the same crossing flag (one vectorised check per candidate)."""
+    plain = plain_string_rule()
+    plain_trans, plain_crossing = plain.trans, plain.accepting
+    paths = _plain_paths()
+    theirs = np.array([state for state, _ in paths], dtype=np.int64)
+    expected_rows = plain_trans[theirs]
+    live = expected_rows >= 0
+    plain_of = np.full(trans.shape[0], -1, dtype=np.int64)
+    table = memoryview(np.ascontiguousarray(trans).reshape(-1))  # type: ignore[arg-type]
+    found = False
+    for candidate in _plain_loops(trans, crossing).tolist():
+        ours = []
+        for _, path in paths:
+            here = candidate
+            for byte in path:
+                here = table[here * 256 + byte] if here >= 0 else -1
+            ours.append(here)
+        if min(ours) < 0:
+            continue
+        pairing = np.full(plain_trans.shape[0], -1, dtype=np.int64)
+        pairing[theirs] = ours
+        if len(set(ours)) != len(ours) or (plain_of[ours] >= 0).any():
+            continue  # (not one to one, or met from another candidate)
+        rows = trans[ours]
+        if not np.array_equal(np.where(live, pairing[np.maximum(expected_rows, 0)], -1), rows):
+            continue
+        if not np.array_equal(crossing[ours], plain_crossing[theirs]):
+            continue
+        plain_of[ours] = theirs
+        found = True
+    return plain_of if found else None
+
+
+# -- hashes grafted onto the plain string's --------------------------------------------
+
+
+def _grafted_hashes(
+    plain: _RuleInfo, crossing: npt.NDArray[np.bool_], trans: npt.NDArray[np.int32]
+) -> npt.NDArray[np.uint64] | None:
+    """State hashes for a lexeme whose states act exactly as the plain string's
+    (:func:`_plain_states`) but for an acyclic part in front of them: a key that
+    is not one of the declared names spells a prefix of them (a tree) until it
+    falls into the plain string body. The plain part takes the plain string's
+    hashes; each other state, from the leaves up, a hash of whether it is
+    crossing and of its targets' hashes by byte. That hash says "acts exactly
+    alike" (not only for a bounded depth): equal values still mean equal walks,
+    shared with the plain string and with equal states of other key lexemes
+    ("nam" where only "name" goes on, in any schema). None when no state acts as
+    the plain string's, or the rest has a cycle.
+
+    A state's hash sums, over the bytes, the byte's weight times its target's
+    hash. A tree state reads like some plain string state (its *model*: the one
+    its row agrees with most) but for a few bytes (the next letters of the names,
+    the closing quote), so its sum is the model's, taken from a table, corrected
+    on those bytes only: the work grows with the tree, not with tree states times
+    256 bytes. One pass in plain Python, where hashing takes a pass per depth
+    (~130 for Qwen2.5) and was the slowest part of the slowest masks: over the
+    benchmark, three networks in four had a key lexeme as the only lexeme left
+    to hash.
+    """
+    if plain.hashes is None:
+        return None
+    plain_of = _plain_states(trans, crossing)
+    if plain_of is None:
+        return None
+    sums = _plain_sums(plain.hashes)
+    plain_rows = plain.flat.reshape(-1, 256)
+    states, count = trans.shape[0], plain_rows.shape[0]
+    rest = np.flatnonzero(plain_of < 0)
+    # Each target as the plain state it acts as; a tree state as count + itself
+    # (never equal to a plain row's entry); dead stays -1.
+    as_plain = np.where(plain_of >= 0, plain_of, count + np.arange(states))
+    rows = trans[rest]
+    mapped = np.where(rows >= 0, as_plain[np.maximum(rows, 0)], -1)
+    # The model: the between-characters state, unless the row differs from it in
+    # many bytes (the opening quote's state, or inside a multibyte character):
+    # then the plain state it agrees with most.
+    models = np.full(rest.size, int(plain.flat[_QUOTE]), dtype=np.int64)
+    differ = mapped != plain_rows[models]
+    far = np.flatnonzero(differ.sum(axis=1) > _FEW_FIXES)
+    if far.size:
+        agree = (mapped[far, None, :] == plain_rows[None, :, :]).sum(axis=2)
+        models[far] = agree.argmax(axis=1)
+        differ[far] = mapped[far] != plain_rows[models[far]]
+    which, where = np.nonzero(differ)
+    # Per state, its two hashes (the plain part's and the dead slot's known).
+    extended = np.full((2, states + 1), _DEAD, dtype=np.uint64)
+    known = np.flatnonzero(plain_of >= 0)
+    extended[:, known] = plain.hashes[:, plain_of[known]]
+    low, high = extended.tolist()
+    plain_low, plain_high = np.append(plain.hashes, extended[:, -1:], axis=1).tolist()
+    # Per tree state: (target, byte weight, the model's target) where they differ.
+    fixes: dict[int, list[tuple[int, int, int]]] = {state: [] for state in rest.tolist()}
+    rest_list, weights = rest.tolist(), _BYTE_WEIGHT_LIST
+    targets, theirs = rows[which, where].tolist(), plain_rows[models[which], where].tolist()
+    for index, byte, target, their in zip(
+        which.tolist(), where.tolist(), targets, theirs, strict=True
+    ):
+        fixes[rest_list[index]].append((target, weights[byte], their))
+    model_of = dict(zip(rest_list, models.tolist(), strict=True))
+    done = bytearray(states + 1)
+    done[states] = 1
+    for state in known.tolist():
+        done[state] = 1
+    flags = crossing.tolist()
+    for root in rest_list:
+        work, busy = [root], set()
+        while work:
+            state = work[-1]
+            if done[state]:
+                work.pop()
+                continue
+            waiting = [target for target, _, _ in fixes[state] if not done[target]]
+            if waiting:
+                if state in busy:
+                    return None  # a cycle outside the part that acts as the plain string
+                busy.add(state)
+                work.extend(waiting)
+                continue
+            start = _TREE_CROSSING if flags[state] else _TREE_INNER
+            model = model_of[state]
+            first, second = sums[0][model] + start, sums[1][model] + start
+            for target, weight, their in fixes[state]:
+                first += weight * (low[target] - plain_low[their])
+                second += weight * (high[target] - plain_high[their])
+            low[state], high[state] = _mix_int(first), _mix_int(second)
+            done[state] = 1
+            work.pop()
+    return np.array([low[:states], high[:states]], dtype=np.uint64)
+
+
+def _key_hashes(
+    plain: _RuleInfo,
+    depth: int,
+    names: tuple[str, ...],
+    crossing: npt.NDArray[np.bool_],
+    trans: npt.NDArray[np.int32],
+) -> npt.NDArray[np.uint64] | None:
+    """:func:`_grafted_hashes` of a key lexeme (``RuleDFA.keys``), the same values
+    worked out from its names: none of that function's search for the part acting as
+    the plain string, nor its comparison of every row with a plain one. The layout
+    is :func:`extra_key_body`'s (checked by the size, the plain body's
+    between-characters row and each name's letters; None where it is not there):
+    the plain part takes the plain string's hashes, the escape states the
+    values they have in every key lexeme (:func:`_key_escapes`), and each prefix's
+    state, from the longest prefixes up, the between-characters state's sum
+    corrected on the bytes where a prefix reads otherwise (a state's hash does not
+    depend on the plain state its sum is corrected from, see
+    :func:`_grafted_hashes`): the next letters of the names, the backslash, and the
+    closing quote after a declared name.
+    """
+    escapes = _key_escapes(plain, depth)
+    if plain.hashes is None or escapes is None:
+        return None
+    rows = plain.flat.reshape(-1, 256)
+    prefixes = key_prefixes(names)
+    shift = len(prefixes) + 4  # (a rule state k of the plain body is k + shift here)
+    states, closing = trans.shape[0], rows.shape[0] - 1
+    if states != closing + shift + 1:
+        return None
+    between = int(rows[0, _QUOTE])
+    ours = trans[between + shift]
+    if not np.array_equal(ours, np.where(rows[between] >= 0, rows[between] + shift, -1)):
+        return None
+    backslash, after = int(rows[between, _BACKSLASH]), int(rows[between, _QUOTE])
+    plain_low, plain_high = plain.hashes.tolist()
+    sums = _plain_sums(plain.hashes)
+    low = [0] * (shift + 1) + plain_low[1:]
+    high = [0] * (shift + 1) + plain_high[1:]
+    low[shift - 3 : shift + 1], high[shift - 3 : shift + 1] = escapes
+    node = {prefix: index + 1 for index, prefix in enumerate(prefixes)}
+    declared = set(names)
+    letters: dict[str, set[str]] = {}  # per prefix, the letters that go on in a name
+    table = memoryview(trans.reshape(-1))  # type: ignore[arg-type]
+    for name in names:
+        for length in range(len(name)):
+            prefix, letter = name[:length], name[length]
+            if table[node[prefix] * 256 + ord(letter)] != node[prefix + letter]:
+                return None
+            letters.setdefault(prefix, set()).add(letter)
+    weights, flags = _BYTE_WEIGHT_LIST, crossing.tolist()
+    fixed_low = weights[_BACKSLASH] * (low[shift - 3] - plain_low[backslash])
+    fixed_high = weights[_BACKSLASH] * (high[shift - 3] - plain_high[backslash])
+    ended_low = weights[_QUOTE] * (int(_DEAD) - plain_low[after])
+    ended_high = weights[_QUOTE] * (int(_DEAD) - plain_high[after])
+    # (Longest first: a prefix's next states are hashed before it.)
+    for prefix in sorted(prefixes, key=len, reverse=True):
+        state = node[prefix]
+        start = _TREE_CROSSING if flags[state] else _TREE_INNER
+        first = sums[0][between] + start + fixed_low
+        second = sums[1][between] + start + fixed_high
+        if prefix in declared:
+            first += ended_low
+            second += ended_high
+        for letter in letters.get(prefix, ()):
+            child, weight = node[prefix + letter], weights[ord(letter)]
+            first += weight * (low[child] - plain_low[between])
+            second += weight * (high[child] - plain_high[between])
+        low[state], high[state] = _mix_int(first), _mix_int(second)
+    # State 0 reads the opening quote only, into the empty prefix's state.
+    start = _TREE_CROSSING if flags[0] else _TREE_INNER
+    low[0] = _mix_int(start + _DEAD_SUM + weights[_QUOTE] * (low[1] - int(_DEAD)))
+    high[0] = _mix_int(start + _DEAD_SUM + weights[_QUOTE] * (high[1] - int(_DEAD)))
+    return np.array([low, high], dtype=np.uint64)
+
+
+def _key_escapes(plain: _RuleInfo, depth: int) -> tuple[list[int], list[int]] | None:
+    """The hashes of the four escape states of a key lexeme (after ``\\``,
+    ``\\u``, ``\\u0``, ``\\u00``): alike in every key lexeme, they are those of the
+    key lexeme of no names, grafted once per process and hash depth."""
+    known = _KEY_ESCAPES.get(depth)
+    if known is None:
+        body = extra_key_body(())
+        if body is None:  # pragma: no cover - no names are always plain
+            return None
+        lexeme = quoted_rule("key", body)
+        hashes = _grafted_hashes(plain, _facts(lexeme).crossing, lexeme.trans)
+        if hashes is None:
+            return None
+        low, high = hashes[:, 2:6].tolist()
+        known = _KEY_ESCAPES[depth] = (low, high)
+    return known

@@ -1,0 +1,397 @@
+"""Stage 2: what one ``(rule, state)`` decides for the whole vocabulary: its walk.
+
+A :class:`_Walk` says which tokens are read entirely inside the rule (allowed
+whatever the stack) and which *boundary* tokens pass a point where the rule could
+call another rule or return (left to :mod:`~jsonmode.decoding.engine.boundary`,
+grouped by that point). Its rule-independent part, a :class:`_SharedWalk`, is shared
+process-wide by every state that acts alike (keyed by the state's hash, see
+:mod:`~jsonmode.decoding.engine.state`), and found in one of three ways:
+
+- assembled from per-first-byte segments (:mod:`~jsonmode.decoding.engine.segments`);
+- as a *patch* of its twin's walk, for a wide state that differs from the state most
+  of its bytes lead to in few places (a key still spelling a declared name): only the
+  trie subtrees where the two part are walked again (:meth:`_Walks._patched_walk`);
+- for a string with length bounds only, between characters: the plain string's walk
+  less the tokens beyond its character budget, from per-token character counts
+  (:class:`_CharCounts`, one trie replay per vocabulary), keyed by that budget.
+
+Cost: a cached walk costs a lookup and an unpack; a new one a trie walk (up to ~10 ms
+for a state that reads most bytes, with Qwen2.5's vocabulary) or, for a patch or a
+counted string, a few vector operations over the vocabulary. Walks live in process-wide
+byte-bounded caches (``_walk_cache``: shared parts, ``_local_walk_cache``: walks with
+their groups; 64 MiB together by default, see ``configure_caches``). Thread-safe:
+one :class:`_Walks` per engine, read-only but for thread-safe caches.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from jsonmode.decoding.engine.facts import _QUOTE, Rows, _Counted, _RuleInfo, _TokenIndex
+from jsonmode.decoding.engine.rules import _begins, _Rules
+from jsonmode.decoding.engine.segments import _assemble
+from jsonmode.decoding.engine.trie import Boundaries, Following
+from jsonmode.decoding.lru import Lru
+from jsonmode.decoding.vocabulary import Vocabulary
+
+# Replaying at most this many bytes in all is done in plain Python (see _replay).
+_FEW_BYTES = 512
+# A lexeme walk's one boundary group stops here (see _Walk): its boundary tokens all
+# return from the lexeme, whichever of its states they pass.
+_RETURN = -1
+# A state is walked as a patch of its twin's walk (see _Walks._patched_walk) when
+# it reads at least _PATCH_MIN_BYTES bytes, at most _PATCH_MAX_BYTES of them lead
+# elsewhere than the twin's, and at most _PATCH_MAX_PAIRS trie nodes must be followed
+# at once to find where the two walks part.
+_PATCH_MIN_BYTES = 64
+_PATCH_MAX_BYTES = 16
+_PATCH_MAX_PAIRS = 64
+
+
+@dataclass(frozen=True, slots=True)
+class _Walk:
+    """What one ``(rule automaton, state)`` decides for the whole vocabulary.
+
+    ``inside``: tokens read entirely within the rule (allowed whatever the stack),
+    bit-packed over ids when there are many (``dense``), else as ids. ``groups``: per state
+    where boundary tokens pass a call or return point, those tokens split by the
+    byte their rest starts with. A lexeme's walk has one group, stopping at
+    ``_RETURN``: a lexeme calls nothing, so its boundary tokens return from it, and
+    what reads their rest is the caller's continuation whichever state they pass (the
+    lexeme's own continuation from that state is in the walk already: the inside
+    tokens and the later boundary tokens). So a lexeme's walk is shared by every
+    state that acts alike, of any lexeme.
+    """
+
+    inside: npt.NDArray[np.uint8] | npt.NDArray[np.int32]
+    dense: bool
+    groups: tuple[tuple[int, Following], ...]
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.inside.nbytes) + sum(split.nbytes + 64 for _, split in self.groups)
+
+    def pack(self) -> tuple[object, ...]:
+        """A plain tuple of arrays and numbers: the form the caches hold (see
+        ``_walk_cache``)."""
+        groups = tuple((stop, *split.pack()) for stop, split in self.groups)
+        return self.inside, self.dense, groups
+
+    @staticmethod
+    def unpack(packed: tuple[Any, ...]) -> _Walk:
+        inside, dense, groups = packed
+        return _Walk(inside, dense, tuple((g[0], Following(*g[1:])) for g in groups))
+
+
+@dataclass(frozen=True, slots=True)
+class _SharedWalk:
+    """The rule-independent part of a walk: tokens inside (as in :class:`_Walk`), and
+    the boundary tokens (as trie subtrees, sorted by position)."""
+
+    inside: npt.NDArray[np.uint8] | npt.NDArray[np.int32]
+    dense: bool
+    bounds: Boundaries
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.inside.nbytes) + self.bounds.nbytes
+
+    def pack(self) -> tuple[object, ...]:
+        return self.inside, self.dense, *self.bounds.pack()
+
+    @staticmethod
+    def unpack(packed: tuple[Any, ...]) -> _SharedWalk:
+        return _SharedWalk(packed[0], packed[1], Boundaries(*packed[2:]))
+
+
+@dataclass(frozen=True, slots=True)
+class _CharCounts:
+    """The tokens read from the plain string's between-characters state: per
+    position, the characters a token begins if it is read to its end (``chars``;
+    -1: it is not) and whether it ends just after the closing quote (``closed``);
+    per trie node, the characters begun along its prefix (``at_nodes``; where a
+    boundary entry read the closing quote, those before it)."""
+
+    chars: npt.NDArray[np.int16]
+    closed: npt.NDArray[np.bool_]
+    at_nodes: npt.NDArray[np.int16]
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.chars.nbytes + self.closed.nbytes + self.at_nodes.nbytes)
+
+
+# Walks are keyed by vocabulary and by a state's behaviour hash, a lexeme's content and
+# state (equal lexemes of different schemas share them), a structural rule's engine and
+# state, or a counted string's budget (see _Walks._shared_walk). Walks and segments are
+# held as plain tuples of arrays and numbers (their ``pack``): the garbage collector
+# stops tracking those, where tens of thousands of dataclass instances would be
+# traversed by every full collection (~1 us each, inside mask calls).
+_walk_cache: Lru[tuple[str, bytes, int], tuple[Any, ...]] = Lru(16 << 20)
+_local_walk_cache: Lru[tuple[str, bytes, int], tuple[Any, ...]] = Lru(48 << 20)
+_char_counts: Lru[str, _CharCounts] = Lru(16 << 20)  # by vocabulary
+
+
+class _Walks:
+    """The walks of one network's ``(rule, state)`` pairs over one vocabulary."""
+
+    def __init__(self, rules: _Rules, vocabulary: Vocabulary, index: _TokenIndex) -> None:
+        self._rules = rules
+        self.vocabulary = vocabulary
+        self._index = index
+        self._offsets = index.offsets
+        self._matrix = index.matrix
+        self._ids = index.ids
+
+    def walk(self, rule: int, state: int) -> _Walk:
+        """The vocabulary walk of ``(rule, state)``.
+
+        The rule-independent part (which tokens stay inside, which pass a call or
+        return point and where) is cached process-wide by the state's behaviour hash
+        (or the rule's content). A lexeme's walk is that part with all its boundary
+        tokens in one group (see :class:`_Walk`), cached by the same key: shared by
+        every state of any lexeme that acts alike. A structural rule's boundary tokens
+        are grouped by the state where each passed its call or return point, replayed
+        in this rule, and its walk is this engine's own.
+        """
+        info = self._rules.info(rule)
+        lexeme = rule in self._rules.lexeme_set
+        if lexeme:
+            shared_key, _ = self._shared_key(info, state)
+            local_key = (shared_key[0], b"return " + shared_key[1], shared_key[2])
+        else:
+            local_key = (self.vocabulary.fingerprint, info.signature, state)
+        local = _local_walk_cache.get(local_key)
+        if local is not None:
+            return _Walk.unpack(local)
+        shared = self._shared_walk(info, state, patch=True)
+        bounds, trie = shared.bounds, self._index.trie
+        groups: list[tuple[int, Following]] = []
+        if bounds.size and lexeme:
+            groups.append((_RETURN, trie.following(bounds)))
+        elif bounds.size:
+            stops = self._replay(info.flat, state, bounds.lo, bounds.col)
+            order = np.argsort(stops, kind="stable")
+            stops = stops[order]
+            edges = [0, *(np.diff(stops).nonzero()[0] + 1).tolist(), stops.size]
+            for begin, end in itertools.pairwise(edges):
+                part = bounds.take(order[begin:end])
+                groups.append((int(stops[begin]), trie.following(part)))
+        walk = _Walk(shared.inside, shared.dense, tuple(groups))
+        _local_walk_cache.put(local_key, walk.pack(), walk.nbytes)
+        return walk
+
+    def _shared_walk(self, info: _RuleInfo, state: int, *, patch: bool) -> _SharedWalk:
+        """The rule-independent part of a walk, from the cache or computed (``patch``:
+        from a neighbour state's walk when the two differ on few tokens)."""
+        key, budget = self._shared_key(info, state)
+        packed = _walk_cache.get(key)
+        if packed is not None:
+            return _SharedWalk.unpack(packed)
+        if budget is not None:
+            assert info.counted is not None
+            shared = self._counted_walk(info.counted.plain, *budget)
+        else:
+            shared = (self._patched_walk(info, state) if patch else None) or self._compute_walk(
+                info, state
+            )
+        _walk_cache.put(key, shared.pack(), shared.nbytes)
+        return shared
+
+    def _shared_key(
+        self, info: _RuleInfo, state: int
+    ) -> tuple[tuple[str, bytes, int], tuple[int, int] | None]:
+        """The key of a state's shared walk, and its character budget (see
+        :meth:`_budget`) for a state of a counted string."""
+        fingerprint = self.vocabulary.fingerprint
+        budget = None if info.counted is None else self._budget(info.counted, state)
+        if budget is not None:
+            return (fingerprint, b"chars", budget[0] * 1024 + budget[1]), budget
+        if info.hashes is None:
+            return (fingerprint, info.signature, state), None
+        return (fingerprint, b"", int(info.hashes[1, state])), None
+
+    def _budget(self, counted: _Counted, state: int) -> tuple[int, int] | None:
+        """For a state of a string with length bounds that is between characters: the
+        most characters a token may still begin, and the fewest it must begin before
+        closing the string (clipped to what a token can hold: states far from their
+        bounds share one walk, whatever their lexeme). None for the other states."""
+        if counted.plain_of[state] != counted.between:
+            return None
+        begun, cap = int(counted.chars[state]), self._rules.depth
+        most = cap if counted.high is None else min(counted.high - begun, cap)
+        return most, min(max(counted.low - begun, 0), cap + 1)
+
+    def _counted_walk(self, plain: _RuleInfo, most: int, least: int) -> _SharedWalk:
+        """The walk of a between-characters state of a string with length bounds (see
+        :meth:`_budget`): the plain string's walk less the tokens that begin more than
+        ``most`` characters or close the string after fewer than ``least``. A few
+        vector operations over the vocabulary: a trie walk costs ~10x more, and every
+        state within a token's length of a bound needs its own."""
+        between = int(plain.flat[_QUOTE])
+        base = self._shared_walk(plain, between, patch=True)
+        counts = self._char_counts(plain)
+        keep = (counts.chars >= 0) & (counts.chars <= most)
+        if least > 0:
+            keep &= ~counts.closed | (counts.chars >= least)
+        at_close = counts.at_nodes[self._index.trie.nodes(base.bounds)]
+        bounds = (at_close >= least) & (at_close <= most)
+        return self._shared(self._ids[keep.nonzero()[0]], base.bounds.take(bounds))
+
+    def _char_counts(self, plain: _RuleInfo) -> _CharCounts:
+        """What every token does from the plain string's between-characters state (see
+        :class:`_CharCounts`): one replay of the token trie, cached per vocabulary."""
+        key = self.vocabulary.fingerprint
+        known = _char_counts.get(key)
+        if known is not None:
+            return known
+        dead = plain.crossing.size
+        closing = dead - 1  # the plain string's last state: after the closing quote
+        table, _ = plain.dead()
+        begins = np.zeros(table.size, dtype=np.int16)
+        begins[: plain.flat.size] = _begins(plain.flat.reshape(-1, 256)).reshape(-1)
+        trie = self._index.trie
+        states, chars = trie.replay(table, int(plain.flat[_QUOTE]), begins)
+        ends = trie.end_nodes
+        at_end = states[ends]
+        inside = np.where(at_end != dead, chars[ends], -1).astype(np.int16)
+        known = _CharCounts(inside, at_end == closing, chars)
+        _char_counts.put(key, known, known.nbytes)
+        return known
+
+    def _patched_walk(self, info: _RuleInfo, state: int) -> _SharedWalk | None:
+        """The walk of a wide state as its *twin*'s walk with a few subtrees redone.
+
+        The twin is the state most of this state's bytes lead to (a key still
+        spelling a declared name, say, goes where the plain key body goes on every
+        byte but the name's next one and the closing quote). Tokens whose first byte
+        leads both to one state fare alike; the token trie is followed from the
+        others, two states in step, down to where the two walks part
+        (:meth:`TokenTrie.diverging`), and only the tokens below those nodes are
+        walked again. None where that does not pay (a narrow state, no twin, many
+        differing bytes or a wide parting).
+        """
+        flat, offsets = info.flat, self._offsets
+        row = flat[state * 256 : state * 256 + 256]
+        live = row[row >= 0]
+        if live.size < _PATCH_MIN_BYTES:
+            return None
+        twin = int(np.bincount(live).argmax())  # (the smallest of the most frequent)
+        if twin == state:
+            return None
+        twin_row = flat[twin * 256 : twin * 256 + 256]
+        differ = ((row != twin_row) & (offsets[1:] > offsets[:-1])).nonzero()[0]
+        if differ.size > _PATCH_MAX_BYTES:
+            return None
+        trie, dead = self._index.trie, info.crossing.size
+        table, crossing = info.dead()
+        parted = trie.diverging(
+            table,
+            dead,
+            crossing,
+            trie.first_nodes[differ].tolist(),
+            np.where(row[differ] >= 0, row[differ], dead).tolist(),
+            np.where(twin_row[differ] >= 0, twin_row[differ], dead).tolist(),
+            _PATCH_MAX_PAIRS,
+        )
+        if parted is None:
+            return None
+        base = self._shared_walk(info, twin, patch=False)
+        return self._patch(base, info, parted) if parted else base
+
+    def _patch(
+        self, base: _SharedWalk, info: _RuleInfo, parted: list[tuple[int, int, int]]
+    ) -> _SharedWalk:
+        """``base`` with the tokens below each parting node walked again from our state
+        there: their inside bits and their boundary entries from the node's depth on
+        are replaced (entries above it are on the shared path, hence equal)."""
+        trie, dead = self._index.trie, info.crossing.size
+        removed: list[Rows] = []
+        added: list[Rows] = []
+        bounds = base.bounds
+        keep = np.ones(bounds.size, dtype=np.bool_)
+        found_bounds: list[Boundaries] = []
+        by_depth: dict[int, tuple[list[int], list[int]]] = {}
+        for depth, node, ours in parted:
+            level = trie.levels[depth - 1]
+            lo, hi = int(level.lo[node]), int(level.hi[node])
+            removed.append(self._ids[lo:hi])
+            keep &= ~((bounds.lo >= lo) & (bounds.lo < hi) & (bounds.col >= depth))
+            if ours != dead:
+                nodes, states = by_depth.setdefault(depth, ([], []))
+                nodes.append(node)
+                states.append(ours)
+        table, crossing = info.dead()
+        for depth, (nodes, states) in by_depth.items():
+            found = trie.walk(
+                table,
+                dead,
+                crossing,
+                np.array(nodes, dtype=np.int64),
+                np.array(states, dtype=np.int64),
+                info.reads,
+                depth=depth,
+            )
+            added.append(self._ids[found.inside])
+            found_bounds.append(found.bounds)
+        size = self.vocabulary.size
+        gone = np.concatenate(removed)
+        new = np.concatenate(added) if added else np.zeros(0, dtype=np.int64)
+        inside: npt.NDArray[np.uint8] | npt.NDArray[np.int32]
+        if base.dense:
+            packed: npt.NDArray[np.uint8] = base.inside  # type: ignore[assignment]
+            bits = np.unpackbits(packed, count=size).view(np.bool_)
+            bits[gone] = False
+            bits[new] = True
+            inside = np.packbits(bits)
+        else:
+            kept = np.setdiff1d(base.inside, gone.astype(np.int32), assume_unique=True)
+            inside = np.union1d(kept, new.astype(np.int32)).astype(np.int32)
+        joined = Boundaries.join([bounds.take(keep), *found_bounds])
+        if found_bounds:
+            joined = joined.take(np.argsort(joined.lo, kind="stable"))
+        return _SharedWalk(inside, base.dense, joined)
+
+    def _compute_walk(self, info: _RuleInfo, state: int) -> _SharedWalk:
+        """A walk assembled from per-first-byte segments (:func:`_assemble`)."""
+        return self._shared(*_assemble(self._index, info, state))
+
+    def _shared(self, ids: Rows, bounds: Boundaries) -> _SharedWalk:
+        """A walk from the ids of the tokens inside and the boundary entries (sorted)."""
+        size = self.vocabulary.size
+        dense = ids.size * 32 > size  # a bit per id beats 4 bytes per listed id
+        packed: npt.NDArray[np.uint8] | npt.NDArray[np.int32]
+        if dense:
+            bits = np.zeros(size, dtype=np.bool_)
+            bits[ids] = True
+            packed = np.packbits(bits)
+        else:
+            packed = np.sort(ids).astype(np.int32)
+        return _SharedWalk(packed, dense, bounds)
+
+    def _replay(self, flat: npt.NDArray[np.int32], state: int, positions: Rows, cols: Rows) -> Rows:
+        """The states reached from ``state`` reading columns ``0 .. cols - 1`` of each
+        token (few bytes in all: stepped in plain Python, cheaper than a vectorised
+        step per column)."""
+        if int(cols.sum()) <= _FEW_BYTES:
+            table = memoryview(flat)  # type: ignore[arg-type]
+            data, width = self._index.flat_bytes, self._index.width
+            reached = []
+            for position, col in zip(positions.tolist(), cols.tolist(), strict=True):
+                here = state
+                for byte in data[position * width : position * width + col]:
+                    here = table[here * 256 + byte]
+                reached.append(here)
+            return np.array(reached, dtype=np.int64)
+        states = np.full(positions.size, state, dtype=np.int64)
+        for column in range(int(cols.max(initial=1))):
+            going = (cols > column).nonzero()[0]
+            if not going.size:
+                break
+            states[going] = flat[states[going] * 256 + self._matrix[positions[going], column]]
+        return states
