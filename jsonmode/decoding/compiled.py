@@ -135,12 +135,7 @@ class CompiledSchema(Compiled):
         settings = dataclasses.replace(self.options, spelling="complete")
         try:
             with collector_paused(), deadline(settings.max_compile_seconds):
-                grammar, _ = build_grammar(
-                    self.schema.json_schema,
-                    settings,
-                    lambda sub: self.schema.validator.evolve(schema=sub),
-                )
-                return build_network(grammar, max_states=settings.max_rule_states)
+                return _automata(self.schema, settings)[1]
         except (JsonModeError, RecursionError):
             return self.network
 
@@ -196,10 +191,7 @@ def _compile(
         if hit is not None:
             return hit
         started = time.perf_counter()
-        grammar, unenforced = build_grammar(
-            spec.json_schema, settings, lambda sub: spec.validator.evolve(schema=sub)
-        )
-        network = build_network(grammar, max_states=settings.max_rule_states)
+        grammar, network, unenforced = _automata(spec, settings)
         elapsed = time.perf_counter() - started
         if events.listeners:
             events.emit(events.CompileFinished(elapsed))
@@ -212,3 +204,12 @@ def _compile(
             _cache.pop(next(iter(_cache)))
         _cache[key] = compiled
     return compiled
+
+
+def _automata(spec: Schema, settings: CompileOptions) -> tuple[Grammar, Network, tuple[str, ...]]:
+    """The schema's grammar, its automata and its unenforced locations (under the
+    caller's deadline)."""
+    grammar, unenforced = build_grammar(
+        spec.json_schema, settings, lambda sub: spec.validator.evolve(schema=sub)
+    )
+    return grammar, build_network(grammar, max_states=settings.max_rule_states), unenforced

@@ -83,8 +83,8 @@ def expand(grammar: Grammar) -> tuple[Grammar, dict[str, Family]]:
         if isinstance(expr, Members):
             if not expr.any_order or len(expr.members) <= LATTICE_MEMBERS:
                 return expr
-            root = f"{owner}#any{len(families)}" if families else f"{owner}#any"
-            while root in grammar.rules or root in families:
+            root = f"{owner}#any{len(families)}"
+            while root in grammar.rules:  # (a rule named so by the grammar's author)
                 root += "'"
             first = tuple(f"{root}/{i}" for i in range(len(expr.members)))
             later = tuple(f"{root}/,{i}" for i in range(len(expr.members)))
@@ -152,7 +152,6 @@ class RuleTable(Sequence["RuleDFA"]):
         number: a family's root (by family index), made here."""
         self._static = static
         self._families = families
-        self._roots = {family: number for number, family in roots.items()}
         self._keys = {number: (family, 0, 0) for number, family in roots.items()}
         self._built: dict[int, RuleDFA] = {}
 

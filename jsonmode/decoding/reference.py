@@ -4,8 +4,9 @@ A matcher state is a set of stacks, as a sorted tuple (canonical and hashable; a
 tuple of tuples of ints, which the garbage collector stops tracking, where a
 frozenset would be traversed by every full collection for as long as a cache holds
 it); a stack is a tuple of ``(rule, state)`` frames, bottom first. The set is kept
-*closed*: calls are entered and finished rules returned from eagerly, so every stack
-in it can read a byte next, and the empty stack ``()`` in the set means "the
+*closed*: calls are entered and finished rules returned from eagerly (a tail call,
+return state ``TAIL``, replaces the caller's frame instead of pushing on it), so every
+stack in it can read a byte next, and the empty stack ``()`` in the set means "the
 document may end here". The empty state ``()`` is the dead one.
 
 No vectorisation and no caching (but of per-state flags, each a pure function of one
