@@ -52,10 +52,11 @@ def _load(root: Path) -> dict[str, ModuleType]:
 
 
 def _walk(
-    modules: dict[str, ModuleType], vocabulary: Any, case: Any
+    modules: dict[str, ModuleType], vocabulary: Any, case: Any, bitmask: bool = False
 ) -> tuple[float | None, list[float]]:
     """Compile ``case`` with one version and walk its valid instances: the compile time
-    (None: refused) and the mask call times."""
+    (None: refused) and the mask call times (``bitmask``: of ``fill_bitmask`` into one
+    reused buffer, where the version has it, as ``bench/decoder.py`` times it)."""
     sys.modules.update(modules)
     jsonmode, compiled_module = modules["jsonmode"], modules["jsonmode.decoding.compiled"]
     compiled_module._cache.clear()
@@ -67,13 +68,18 @@ def _walk(
         return None, []
     compile_time = time.perf_counter() - started
     times = []
+    words = np.zeros((vocabulary.size + 31) // 32, dtype=np.int32)
     for test in case.tests:
         if not test.valid:
             continue
         matcher = compiled.matcher()
+        fill = getattr(matcher, "fill_bitmask", None) if bitmask else None
         for token in [*test.ids, None]:
             started = time.perf_counter()
-            matcher.mask()
+            if fill is not None:
+                fill(words)
+            else:
+                matcher.mask()
             times.append(time.perf_counter() - started)
             if token is None or not matcher.advance(token):
                 break
@@ -87,6 +93,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=20250301, help="sampling seed")
     parser.add_argument(
         "--rounds", type=int, default=1, help="passes over the sample (each swaps who goes first)"
+    )
+    parser.add_argument(
+        "--bitmask",
+        action="store_true",
+        help="time Matcher.fill_bitmask (as bench/decoder.py does) where a version has it, "
+        "else mask()",
     )
     args = parser.parse_args(argv)
 
@@ -115,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             order = (0, 1) if (index + round_) % 2 == 0 else (1, 0)
             took: list[float | None] = [None, None]
             for which in order:
-                took[which], found = _walk(*loaded[which], case)
+                took[which], found = _walk(*loaded[which], case, args.bitmask)
                 times[which].extend(found)
             if took[0] is not None and took[1] is not None:
                 compiles[0].append(took[0])

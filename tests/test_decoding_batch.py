@@ -139,6 +139,24 @@ def test_fill_equals_the_reference_masks_and_grows(vocab):
     assert masker.fill(matchers[:2]).shape == (2, width)
 
 
+def test_the_bool_buffer_is_made_by_fill_alone_and_rows_are_written_whole(vocab):
+    """apply() on the CPU needs no [max_rows, width] buffer (the vLLM adapter sizes a
+    masker for 256 rows); fill() makes it uninitialised, so each row it returns must be
+    written whole: rows filled before are overwritten, never read through."""
+    rng = random.Random(4)
+    matchers = [*walked(compile_schema(OBJECT, vocab), rng, 4), None]
+    matchers += walked(compile_schema(ARRAY, vocab), rng, 3)
+    width = vocab.size + PAD
+    masker = BatchMasker(width, vocab.eos_ids, max_rows=256)
+    assert masker._allowed is None
+    masker.apply(torch.randn(len(matchers), width), range(len(matchers)), matchers)
+    assert masker._allowed is None, "the CPU apply allocates no bool buffer"
+    for order in (matchers, matchers[::-1], matchers[2:] + matchers[:2]):
+        filled = masker.fill(order)
+        for k, matcher in enumerate(order):
+            assert np.array_equal(filled[k].numpy(), allowed_row(matcher, width, vocab.eos_ids))
+
+
 def test_states_equal_across_schemas_never_share_a_row(vocab, path, monkeypatch):
     # Different schemas, one vocabulary: equal initial states, different masks. A
     # cache keyed by the state alone would hand the second row the first one's mask.

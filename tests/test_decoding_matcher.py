@@ -310,7 +310,8 @@ def test_patched_walks_equal_computed_walks(name):
     for rule in range(len(engine.network.rules)):
         info = engine._rules.info(rule)
         for state in range(engine.network.rules[rule].n_states):
-            walk = engine._walks._patched_walk(info, state)
+            lexeme = rule in engine._rules.lexeme_set
+            walk = engine._walks._patched_walk(info, state, lexeme)
             if walk is None:
                 continue
             expected = engine._walks._compute_walk(info, state)
@@ -633,7 +634,8 @@ def test_replay_in_plain_python_equals_the_vectorised_replay(monkeypatch):
     for rule, automaton in enumerate(engine.network.rules):
         info = engine._rules.info(rule)
         for state in range(min(automaton.n_states, 12)):
-            bounds = engine._walks._shared_walk(info, state, patch=True).bounds
+            lexeme = rule in engine._rules.lexeme_set
+            bounds = engine._walks._shared_walk(info, state, patch=True, lexeme=lexeme).bounds
             if not bounds.size:
                 continue
             args = (info.flat, state, bounds.lo, bounds.col)
@@ -703,13 +705,26 @@ def test_direct_walks_equal_vectorised_walks(name, monkeypatch):
             boundary_module._direct(engine._index.trie, numbering, context, stack[-1][1])
             is not None
         ):
-            direct[stack] = engine._add_stack(None, stack).copy()
+            direct[stack] = _stack_mask(engine, stack)
     assert len(direct) > 40
     crossed = engine._current_stacks()._expanded
     assert len(crossed) > 20  # (direct walks passed calls and returns)
     monkeypatch.setattr(boundary_module, "_SMALL_BYTES", -1)  # the vectorised walk only
     for stack, mask in direct.items():
-        assert np.array_equal(engine._add_stack(None, stack), mask), stack
+        assert np.array_equal(_stack_mask(engine, stack), mask), stack
+
+
+def _stack_mask(engine, stack):
+    """The tokens one stack reads, assembled as bools and as bits (which must agree)."""
+    from jsonmode.decoding.engine.cache import _Bits, _Flags
+    from jsonmode.decoding.engine.facts import pack_flags
+
+    flags, bits = _Flags(engine.vocabulary.size), _Bits(len(engine.bits(())))
+    engine._add_stack(flags, stack)
+    engine._add_stack(bits, stack)
+    mask = flags.done()
+    assert np.array_equal(bits.done(), pack_flags(mask)), stack
+    return mask
 
 
 def _key_lexeme(engine):

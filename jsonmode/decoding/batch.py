@@ -58,7 +58,11 @@ of a state: the engine's mask (tens of µs to milliseconds, the engine's own cos
 plus ~0.1 ms to build the id list. A cached row holds 8 bytes per id of its shorter
 list (~40 KB for an in-string Qwen2.5 state, at most ``4 * width`` bytes); the
 packed form, built on first use off the CPU, ``width / 8`` more. ``max_cached``
-bounds the rows held (least recently used goes first).
+bounds the rows held (least recently used goes first). The ``[max_rows, width]``
+buffers (bool for :meth:`BatchMasker.fill`, packed for the accelerator path) are made
+on their first use, so a CPU masker holds none: a new masker costs ~0.1 ms, not the
+~20 ms it took here to zero 256 Qwen2.5-wide bool rows (``bench/batchcost.py`` sets
+the per-step cost beside a forward pass: warm 1-4 %, cold 6-10 % at batch 32).
 
 Semantics. Columns ``>= vocabulary.size`` (a model head wider than its tokenizer)
 are always banned. A ``None`` matcher (a row whose sampled token was refused) may
@@ -137,8 +141,9 @@ class BatchMasker:
 
     ``width`` is the logits width (the model head: may exceed the vocabulary, whose
     extra columns stay banned); ``eos_ids`` are what a ``None`` row, or a state with
-    an empty mask, may emit. ``max_rows`` sizes the preallocated buffers (they grow
-    when a call brings more rows); ``max_cached`` bounds the cached state rows.
+    an empty mask, may emit. ``max_rows`` sizes the buffers that :meth:`fill` and the
+    accelerator path allocate on first use (they grow when a call brings more rows;
+    the CPU :meth:`apply` needs none); ``max_cached`` bounds the cached state rows.
 
     Rows are cached by the engine's serial number (unique in the process, never
     reused, unlike ``id()``) and the state, so matchers of different compiled
@@ -168,8 +173,9 @@ class BatchMasker:
         self._eos_row = _Row(np.array(below, dtype=np.int64), keep=True)
         self._rows: OrderedDict[tuple[int, State], _Row] = OrderedDict()
         self._capacity = int(max_rows)
-        self._allowed = torch.zeros((self._capacity, self.width), dtype=torch.bool)
-        self._allowed_host: npt.NDArray[np.bool_] = self._allowed.numpy()
+        # Made on first use: [capacity, width] bools that only fill() writes (39 MB at
+        # 256 Qwen2.5 rows, ~20 ms to zero here, for a masker the vLLM adapter sizes so).
+        self._allowed: torch.Tensor | None = None
         self._packed: npt.NDArray[np.uint8] | None = None  # made on first off-CPU apply
         self._bits: dict[torch.device, torch.Tensor] = {}
 
@@ -179,7 +185,7 @@ class BatchMasker:
         return len(self._rows)
 
     def fill(self, matchers: Sequence[Matcher | None]) -> torch.Tensor:
-        """Masks of ``matchers`` into the preallocated buffer; a view
+        """Masks of ``matchers`` into the masker's buffer (made on first use); a view
         ``[len(matchers), width]``, bool, True = allowed, on the CPU.
 
         ``None`` = end-of-sequence only (a row whose sampled token was refused). The
@@ -190,7 +196,9 @@ class BatchMasker:
         """
         count = len(matchers)
         self._reserve(count)
-        host = self._allowed_host
+        if self._allowed is None:  # every row handed out is written whole: no zeroing
+            self._allowed = torch.empty((self._capacity, self.width), dtype=torch.bool)
+        host = self._allowed.numpy()
         for k, matcher in enumerate(matchers):
             self._row(matcher).dense(host[k])
         return self._allowed[:count]
@@ -277,8 +285,7 @@ class BatchMasker:
         if count <= self._capacity:
             return
         self._capacity = max(count, 2 * self._capacity)
-        self._allowed = torch.zeros((self._capacity, self.width), dtype=torch.bool)
-        self._allowed_host = self._allowed.numpy()
+        self._allowed = None  # both made again on their next use
         self._packed = None
 
     def _apply_bits(self, logits: torch.Tensor, rows: list[int], entries: list[_Row]) -> None:

@@ -9,24 +9,33 @@ inside, and finishes the boundary groups from the stack
 process-wide (JSON generation revisits the same states constantly, across steps,
 sequences and requests).
 
+Masks are built and kept as bits (:func:`~jsonmode.decoding.engine.facts.pack_flags`:
+a bit per token, 19 KB for Qwen2.5's vocabulary, where a bool array takes 152 KB):
+a dense walk's tokens join by a bitwise or, a few ids are set one by one.
+:meth:`MaskEngine.bits` hands them out as they are (what ``Matcher.fill_bitmask``
+copies into a caller's token bitmask); :meth:`MaskEngine.mask` unpacks them into the
+bool array ``Matcher.mask()`` returns, keeping the most recent.
+
 Cost: a cached mask is a lookup (~1 us); over the decoder benchmark's sample, first
-visits included, a mask call takes ~50 us on average and ~0.5 ms at the 99th
-percentile (Qwen2.5, this 2-core machine). Memory is bounded by the process-wide
-budgets of :func:`configure_caches`. Thread-safe: one engine serves any number of
-matchers on any threads.
+visits included, a bitmask takes ~50 us on average and ~0.5 ms at the 99th
+percentile (Qwen2.5, this 2-core machine); a bool mask not kept as such costs an
+unpack on top (~10-30 us). Memory is bounded by the process-wide budgets of
+:func:`configure_caches`. Thread-safe: one engine serves any number of matchers on
+any threads.
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from jsonmode.decoding.automaton import Network
 from jsonmode.decoding.engine.boundary import _direct, _group_rests, _Stacks
-from jsonmode.decoding.engine.facts import _token_index
+from jsonmode.decoding.engine.facts import Bits, _token_index, bits_size, set_ids, unpack_bits
 from jsonmode.decoding.engine.rules import _Rules
 from jsonmode.decoding.engine.segments import _segment_cache
 from jsonmode.decoding.engine.walk import _RETURN, _local_walk_cache, _Walk, _walk_cache, _Walks
@@ -38,7 +47,9 @@ __all__ = ["Mask", "MaskEngine", "configure_caches"]
 
 Mask = npt.NDArray[np.bool_]
 
-# Masks by engine and state (a mask costs vocabulary.size bytes).
+# Masks by engine and state, as bits (see facts.pack_flags: vocabulary.size / 8 bytes
+# each); and the most recently asked of them as bool arrays, for ``mask()`` (8x more).
+_bits_cache: Lru[tuple[int, State], Bits] = Lru(32 << 20)
 _mask_cache: Lru[tuple[int, State], Mask] = Lru(64 << 20)
 _engine_ids = itertools.count()
 # A stack numbering holding more contexts and closures than this is replaced.
@@ -51,17 +62,19 @@ def configure_caches(
     segment_bytes: int | None = None,
     mask_bytes: int | None = None,
 ) -> None:
-    """Set the process-wide cache budgets (bytes). Defaults: 64 MiB of walks (a
-    quarter shared across rules and schemas, the rest per rule state), 64 MiB of
-    segments and 64 MiB of masks. With the compiler's lexeme caches (64 MiB each for
-    expressions and finished lexeme automata), the fixed smaller ones here (lexeme
-    tables and hashes, counted strings) and the per-engine maps, the decoder's memory
-    stays bounded however many schemas a process serves (~400 MB peak over the
-    300-schema benchmark with Qwen2.5's vocabulary).
+    """Set the process-wide cache budgets (bytes). Defaults: 64 MiB of walks (a quarter
+    shared across rules and schemas, the rest per rule state), 64 MiB of segments and 96
+    MiB of masks (a third as bits, the rest as the bool arrays of the masks most
+    recently asked for by :meth:`MaskEngine.mask`). With the compiler's lexeme caches
+    (64 MiB each for expressions and finished lexeme automata), the fixed smaller ones
+    here (lexeme tables and hashes, counted strings) and the per-engine maps, the
+    decoder's memory stays bounded however many schemas a process serves (~400 MB peak
+    over the 300-schema benchmark with Qwen2.5's vocabulary).
 
-    A cached mask costs ``vocabulary.size`` bytes (152 KB for Qwen2.5); a cached walk
-    an eighth of that (bit-packed) plus its boundary tokens; a segment about a byte per
-    token that starts with its byte. Lowering a budget evicts at the next insert.
+    A cached mask costs ``vocabulary.size / 8`` bytes as bits (19 KB for Qwen2.5),
+    ``vocabulary.size`` as a bool array; a cached walk as much as a mask as bits plus its
+    boundary tokens; a segment about a byte per token that starts with its byte.
+    Lowering a budget evicts at the next insert.
     """
     if walk_bytes is not None:
         _walk_cache.budget = int(walk_bytes) // 4
@@ -69,7 +82,8 @@ def configure_caches(
     if segment_bytes is not None:
         _segment_cache.budget = int(segment_bytes)
     if mask_bytes is not None:
-        _mask_cache.budget = int(mask_bytes)
+        _bits_cache.budget = int(mask_bytes) // 3
+        _mask_cache.budget = int(mask_bytes) - int(mask_bytes) // 3
 
 
 class MaskEngine:
@@ -93,6 +107,7 @@ class MaskEngine:
         index = _token_index(vocabulary)
         self._index = index
         self._ids = index.ids
+        self._size = bits_size(vocabulary.size)
         # (State hashes look as far as the longest token: see _Rules.)
         self._rules = _Rules(network, self._token, index.longest)
         self._walks = _Walks(self._rules, vocabulary, index)
@@ -108,65 +123,77 @@ class MaskEngine:
 
     # -- per matcher state ----------------------------------------------------------------
 
+    def bits(self, state: State) -> Bits:
+        """Allowed token ids for ``state`` as read-only bits (see
+        :func:`~jsonmode.decoding.engine.facts.pack_flags`: token ``t`` is bit ``t % 32``
+        of little-endian 32-bit word ``t // 32``). Cached per state: a hit is a lookup."""
+        key = (self._token, state)
+        cached = _bits_cache.get(key)
+        if cached is not None:
+            self.hits += 1
+            return cached
+        self.misses += 1
+        allowed: Bits = self._assemble(state, _Bits(self._size))
+        _bits_cache.put(key, allowed, allowed.nbytes)
+        return allowed
+
     def mask(self, state: State) -> Mask:
-        """Allowed token ids for ``state`` as a read-only bool array of ``vocabulary.size``."""
+        """Allowed token ids for ``state`` as a read-only bool array of
+        ``vocabulary.size``: kept for the most recent states; else :meth:`bits` unpacked
+        when cached; else assembled as bools (a bool array is 8x the memory of bits:
+        assembling it directly beats assembling bits and unpacking them)."""
         key = (self._token, state)
         cached = _mask_cache.get(key)
         if cached is not None:
             self.hits += 1
             return cached
-        self.misses += 1
+        bits = _bits_cache.get((self._token, state))
+        if bits is not None:
+            self.hits += 1
+            allowed = unpack_bits(bits, self.vocabulary.size)
+            allowed.setflags(write=False)
+        else:
+            self.misses += 1
+            allowed = self._assemble(state, _Flags(self.vocabulary.size))
+        _mask_cache.put(key, allowed, allowed.nbytes)
+        return allowed
+
+    def _assemble(self, state: State, into: _Flags | _Bits) -> Any:
+        """The union over ``state``'s stacks, in ``into``'s form, read-only."""
         # (Walks list non-empty tokens only, exactly the vocabulary's allowed_base:
         # special and padded ids are never set, but for eos below.)
-        allowed: Mask | None = None
         for stack in state:
             if stack:
-                allowed = self._add_stack(allowed, stack)
-        if allowed is None:
-            allowed = np.zeros(self.vocabulary.size, dtype=np.bool_)
-        if (END in state or (state and not allowed.any())) and self.eos.size:
+                self._add_stack(into, stack)
+        if (END in state or (state and not into.set)) and self.eos.size:
             # (A live state no token continues: only where a grammar's recursion
             # must nest past max_nesting_depth. End-of-sequence lets the row end
             # there, the text judged incomplete, rather than leaving nothing to
             # sample from; see Matcher.advance.)
-            allowed[self.eos] = True
-        allowed.setflags(write=False)
-        _mask_cache.put(key, allowed, allowed.nbytes)
-        return allowed
+            into.ids(self.eos)
+        return into.done()
 
-    def _add_stack(self, allowed: Mask | None, stack: Stack) -> Mask:
-        """Allow the tokens ``stack`` can read (into ``allowed``; a new mask when
-        None, for the first stack of a state), and return the mask."""
+    def _add_stack(self, into: _Flags | _Bits, stack: Stack) -> None:
+        """Allow the tokens ``stack`` can read."""
         rule, at = stack[-1]
         stacks = self._current_stacks()
         context = stacks.context(stack[:-1], rule)
         found = _direct(self._index.trie, stacks, context, at)
         if found is not None:
-            if allowed is None:
-                allowed = np.zeros(self.vocabulary.size, dtype=np.bool_)
-            if found:
-                allowed[self._ids[found]] = True
-            return allowed
+            into.ids(self._ids[found])
+            return
         walk = self._walks.walk(rule, at)
         if walk.dense:
-            bits: npt.NDArray[np.uint8] = walk.inside  # type: ignore[assignment]
-            inside = np.unpackbits(bits, count=self.vocabulary.size).view(np.bool_)
-            if allowed is None:
-                allowed = inside  # (a fresh array: unpackbits copies)
-            else:
-                np.logical_or(allowed, inside, out=allowed)
+            into.dense(walk.inside)  # type: ignore[arg-type]
         else:
-            if allowed is None:
-                allowed = np.zeros(self.vocabulary.size, dtype=np.bool_)
-            allowed[walk.inside] = True
+            into.ids(walk.inside)
         for stop, split in walk.groups:
             pairs = stacks.returns(context) if stop == _RETURN else stacks.readers(context, stop)
             if pairs:
                 rests = _group_rests(self._index, split, stacks.readable(pairs))
                 found = stacks.finish(rests, pairs)
                 if found:
-                    allowed[self._ids[found]] = True
-        return allowed
+                    into.ids(self._ids[found])
 
     def _current_stacks(self) -> _Stacks:
         """The engine's stack numbering, replaced by a fresh one once it holds more
@@ -193,3 +220,60 @@ class MaskEngine:
                 self._next.clear()
             self._next[key] = nxt
         return nxt
+
+
+class _Flags:
+    """A mask assembled as a bool array (``set``: whether anything is allowed yet)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.array: Mask | None = None
+        self.set = False
+
+    def ids(self, ids: npt.NDArray[np.integer[Any]]) -> None:
+        if self.array is None:
+            self.array = np.zeros(self.size, dtype=np.bool_)
+        if ids.size:
+            self.array[ids] = True
+            self.set = True
+
+    def dense(self, bits: Bits) -> None:
+        flags = unpack_bits(bits, self.size)
+        if self.array is None:
+            self.array = flags  # (a fresh array: unpacking copies)
+        else:
+            np.logical_or(self.array, flags, out=self.array)
+        self.set = True  # (a dense walk has many tokens)
+
+    def done(self) -> Mask:
+        array = self.array if self.array is not None else np.zeros(self.size, dtype=np.bool_)
+        array.setflags(write=False)
+        return array
+
+
+class _Bits:
+    """A mask assembled as bits (see :func:`~jsonmode.decoding.engine.facts.pack_flags`)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.array: Bits | None = None
+        self.set = False
+
+    def ids(self, ids: npt.NDArray[np.integer[Any]]) -> None:
+        if self.array is None:
+            self.array = np.zeros(self.size, dtype=np.uint8)
+        if ids.size:
+            set_ids(self.array, ids)
+            self.set = True
+
+    def dense(self, bits: Bits) -> None:
+        if self.array is None:
+            self.array = bits.copy()
+        else:
+            np.bitwise_or(self.array, bits, out=self.array)
+        self.set = True  # (a dense walk has many tokens)
+
+    def done(self) -> Bits:
+        array = self.array if self.array is not None else np.zeros(self.size, dtype=np.uint8)
+        array.setflags(write=False)
+        return array

@@ -17,6 +17,7 @@ from __future__ import annotations
 import threading
 import weakref
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -28,6 +29,55 @@ from jsonmode.decoding.vocabulary import Vocabulary
 Rows = npt.NDArray[np.int64]
 
 _QUOTE = ord('"')
+
+# -- token sets as bits ----------------------------------------------------------------------
+#
+# A set of token ids as bits, the form masks are kept and handed out in: token ``t`` is
+# bit ``t % 8`` (least significant first) of byte ``t // 8``, and the bytes are padded to
+# whole 32-bit words; so on a little-endian machine, read as 32-bit words, token ``t``
+# is bit ``t % 32`` of word ``t // 32`` (the layout of vLLM's, xgrammar's and
+# llguidance's token bitmasks). Eight times smaller than a bool per token: a mask
+# is built, kept and copied with that much less memory traffic.
+
+Bits = npt.NDArray[np.uint8]
+_BIT = np.array([1 << shift for shift in range(8)], dtype=np.uint8)
+# Ids set one by one up to this many (``np.bitwise_or.at``); more through flags.
+_FEW_IDS = 1024
+
+
+def bits_size(size: int) -> int:
+    """Bytes in the bits of ``size`` token ids (whole 32-bit words)."""
+    return 4 * ((size + 31) // 32)
+
+
+def pack_flags(flags: npt.NDArray[np.bool_]) -> Bits:
+    """Bool flags per token id as bits (a fresh array)."""
+    out = np.zeros(bits_size(flags.size), dtype=np.uint8)
+    packed = np.packbits(flags, bitorder="little")
+    out[: packed.size] = packed
+    return out
+
+
+def unpack_bits(bits: Bits, size: int) -> npt.NDArray[np.bool_]:
+    """Bits as bool flags per token id, ``size`` of them (a fresh array)."""
+    flags: npt.NDArray[np.bool_] = np.unpackbits(bits, count=size, bitorder="little").view(np.bool_)
+    return flags
+
+
+def set_ids(bits: Bits, ids: npt.NDArray[np.integer[Any]]) -> None:
+    """Set the bits of ``ids`` in place (a few ids one by one, many through flags)."""
+    if ids.size <= _FEW_IDS:
+        np.bitwise_or.at(bits, ids >> 3, _BIT[ids & 7])
+    else:
+        flags = np.zeros(bits.size * 8, dtype=np.bool_)
+        flags[ids] = True
+        np.bitwise_or(bits, np.packbits(flags, bitorder="little"), out=bits)
+
+
+def has_id(bits: Bits, token: int) -> bool:
+    """Whether the bit of ``token`` is set."""
+    return bool(bits[token >> 3] >> (token & 7) & 1)
+
 
 # -- of the vocabulary ---------------------------------------------------------------------
 
@@ -189,6 +239,7 @@ class _RuleInfo:
     dead_memo: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_]]] = field(
         default_factory=list
     )
+    safe_memo: list[npt.NDArray[np.bool_] | None] = field(default_factory=list)  # see slices
 
     def reads(self, state: int) -> list[int]:
         """The bytes ``state`` can read, ascending."""

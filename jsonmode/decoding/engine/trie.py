@@ -267,16 +267,16 @@ class TokenTrie:
             alive = states != dead
             frontier = (nodes[alive], states[alive])
         while len(frontier[0]):
-            last = depth == len(self.levels)
             if len(frontier[0]) <= _SMALL:
                 small = (_as_list(frontier[0]), _as_list(frontier[1]))
-                frontier = self._small_level(
-                    depth, small, table, dead, crossing, reads, found, last
+                frontier, depth = self._small_levels(
+                    depth, small, table, dead, crossing, reads, found
                 )
             else:
+                last = depth == len(self.levels)
                 big = (np.asarray(frontier[0]), np.asarray(frontier[1]))
                 frontier = self._big_level(depth, big, table, dead, crossing, found, last)
-            depth += 1
+                depth += 1
         return found.result()
 
     def walk_stacks(
@@ -374,6 +374,10 @@ class TokenTrie:
         is_crossing = memoryview(crossing)  # type: ignore[arg-type]
         parted: list[tuple[int, int, int]] = []
         frontier = [(n, a, b) for n, a, b in zip(nodes, ours, theirs, strict=True) if a != b]
+        # The bytes on which two states step apart (two states that differ on the
+        # next bytes mostly go alike: a key's prefix and the plain key body part on
+        # the name's next byte and the quote), by pair.
+        apart: dict[tuple[int, int], list[int]] = {}
         depth = 1
         while frontier:
             if len(frontier) > limit:
@@ -387,7 +391,21 @@ class TokenTrie:
                     continue
                 if below is None:
                     continue
-                for child in range(child_lo[node], child_hi[node]):
+                first, end = child_lo[node], child_hi[node]
+                if end - first > 16:
+                    differ = apart.get((a, b))
+                    if differ is None:
+                        rows = table[a * 256 : a * 256 + 256] != table[b * 256 : b * 256 + 256]
+                        differ = apart[a, b] = np.flatnonzero(rows).tolist()
+                    if len(differ) < end - first:
+                        for byte in differ:
+                            child = bisect_left(below, byte, first, end)
+                            if child < end and below[child] == byte:
+                                following.append(
+                                    (child, steps[a * 256 + byte], steps[b * 256 + byte])
+                                )
+                        continue
+                for child in range(first, end):
                     byte = below[child]
                     a2, b2 = steps[a * 256 + byte], steps[b * 256 + byte]
                     if a2 != b2:
@@ -395,6 +413,11 @@ class TokenTrie:
             frontier = following
             depth += 1
         return parted
+
+    def node_ranges(self) -> tuple[Ints, Ints]:
+        """Per node (in the one numbering, see :meth:`replay`), the first position
+        below it and one past the last."""
+        return self._lo, self._hi
 
     def nodes(self, bounds: Boundaries) -> Ints:
         """The entries' nodes in the one numbering (see :meth:`replay`)."""
@@ -492,7 +515,7 @@ class TokenTrie:
         alive = states != dead
         return children[alive], states[alive]
 
-    def _small_level(
+    def _small_levels(
         self,
         depth: int,
         frontier: tuple[list[int], list[int]],
@@ -501,39 +524,47 @@ class TokenTrie:
         crossing: npt.NDArray[np.bool_],
         reads: Callable[[int], list[int]],
         found: _Found,
-        last: bool,
-    ) -> tuple[list[int], list[int]]:
-        """One level in plain Python: the same as :meth:`_big_level`, node by node."""
-        lo_of, hi_of, term_of, child_lo, child_hi = self._views[depth - 1]
-        below = None if last else self._bytes[depth]
+    ) -> tuple[tuple[list[int], list[int]], int]:
+        """Levels in plain Python from ``depth`` on, as long as the frontier stays
+        small: the same as :meth:`_big_level`, node by node (deep levels hold a few
+        long tokens each: one loop for all of them, not a call per level). Returns the
+        frontier (empty, or too big for this) and its depth."""
         steps = memoryview(table)  # type: ignore[arg-type]
         is_crossing = memoryview(crossing)  # type: ignore[arg-type]
-        nodes: list[int] = []
-        states: list[int] = []
-        for node, state in zip(*frontier, strict=True):
-            lo, term = lo_of[node], term_of[node]
-            if term:
-                found.small_in.append((lo, lo + term))
-            if is_crossing[state] and lo + term < hi_of[node]:
-                found.small_b.append((lo + term, hi_of[node], depth, node, state))
-            if below is None:
-                continue
-            first, end = child_lo[node], child_hi[node]
-            base = state * 256
-            readable = reads(state) if end - first > 16 else None
-            if readable is not None and len(readable) < end - first:
-                for byte in readable:
-                    child = bisect_left(below, byte, first, end)
-                    if child < end and below[child] == byte:
-                        nodes.append(child)
-                        states.append(steps[base + byte])
-            else:
-                for child in range(first, end):
-                    target = steps[base + below[child]]
-                    if target != dead:
-                        nodes.append(child)
-                        states.append(target)
-        return nodes, states
+        levels = len(self.levels)
+        small_in, small_b = found.small_in, found.small_b
+        nodes, states = frontier
+        while nodes and len(nodes) <= _SMALL:
+            lo_of, hi_of, term_of, child_lo, child_hi = self._views[depth - 1]
+            below = self._bytes[depth] if depth < levels else None
+            next_nodes: list[int] = []
+            next_states: list[int] = []
+            for node, state in zip(nodes, states, strict=True):
+                lo, term = lo_of[node], term_of[node]
+                if term:
+                    small_in.append((lo, lo + term))
+                if is_crossing[state] and lo + term < hi_of[node]:
+                    small_b.append((lo + term, hi_of[node], depth, node, state))
+                if below is None:
+                    continue
+                first, end = child_lo[node], child_hi[node]
+                base = state * 256
+                readable = reads(state) if end - first > 16 else None
+                if readable is not None and len(readable) < end - first:
+                    for byte in readable:
+                        child = bisect_left(below, byte, first, end)
+                        if child < end and below[child] == byte:
+                            next_nodes.append(child)
+                            next_states.append(steps[base + byte])
+                else:
+                    for child in range(first, end):
+                        target = steps[base + below[child]]
+                        if target != dead:
+                            next_nodes.append(child)
+                            next_states.append(target)
+            nodes, states = next_nodes, next_states
+            depth += 1
+        return (nodes, states), depth
 
 
 def _joined(arrays: list[Ints]) -> Ints:

@@ -1,0 +1,162 @@
+"""The clean slice (``engine/slices.py``): a string-like state's walk as the clean tokens
+plus a walk of the quoted ones must equal its full walk, token for token.
+
+Checked on real tokenizers from ``../shared/data/tokenizers``: the slice's token classes
+against Python's own UTF-8 decoder; every safe state of the lexemes of schemas that
+have them (plain strings, unanchored patterns, extra keys) walked both ways; safe
+states against random clean texts; and a grammar lexeme that reads raw control
+characters (not safe: walked in full) against the reference matcher.
+"""
+
+from __future__ import annotations
+
+import codecs
+import functools
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import tokenizers
+from support.reference_masks import reference_mask
+
+import jsonmode
+from jsonmode.decoding.engine import slices
+from jsonmode.decoding.engine.facts import _token_index
+from jsonmode.decoding.vocabulary import Vocabulary
+
+TOKENIZERS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tokenizers"
+
+
+@functools.cache
+def _vocabulary(name: str) -> Vocabulary:
+    path = TOKENIZERS / name / "tokenizer.json"
+    return Vocabulary.from_tokenizer(tokenizers.Tokenizer.from_file(str(path)))
+
+
+def _fate(data: bytes) -> int:
+    """0: a prefix of clean text; 2: leaves it first at a quote or a backslash between
+    characters; 1: at a control character or a byte no UTF-8 text has there."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    for byte in data:
+        between = decoder.getstate()[0] == b""
+        if between and byte in b'"\\':
+            return 2
+        try:
+            text = decoder.decode(bytes((byte,)))
+        except UnicodeDecodeError:
+            return 1
+        if text and ord(text) < 0x20:
+            return 1
+    return 0
+
+
+@pytest.mark.parametrize("name", ["qwen2.5", "gpt2", "mistral-7b-v0.1"])
+def test_the_slice_sorts_every_token_as_utf8_does(name: str) -> None:
+    vocabulary = _vocabulary(name)
+    index = _token_index(vocabulary)
+    piece = slices.clean_slice(index, vocabulary.size)
+    fates = np.array(
+        [_fate(bytes(index.matrix[p, : index.lengths[p]])) for p in range(index.lengths.size)]
+    )
+    clean = np.zeros(vocabulary.size, dtype=bool)
+    clean[index.ids[fates == 0]] = True
+    assert np.array_equal(piece.ids, clean)
+    assert np.array_equal(piece.positions, np.flatnonzero(fates == 2))
+    assert 0 < piece.positions.size < index.lengths.size // 10
+
+
+SCHEMAS: list[Any] = [
+    {"type": "string"},
+    {"type": "string", "pattern": "\\d{4}-\\d{4}-\\d{3}[0-9Xx]"},
+    {"type": "string", "pattern": "(\\w+\\.)+\\d+"},
+    {"type": "string", "pattern": 'é|"|\\\\'},
+    {"type": "string", "pattern": "^[a-z]+$"},
+    {"type": "string", "format": "email"},
+    {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "nested": {"type": "object"}},
+        "required": ["name"],
+    },
+    {"type": "object", "patternProperties": {"^x-": {"type": "integer"}}},
+]
+
+
+def _flags(walk: Any, size: int) -> np.ndarray:
+    if walk.dense:
+        return np.unpackbits(walk.inside, count=size).astype(bool)
+    flags = np.zeros(size, dtype=bool)
+    flags[walk.inside] = True
+    return flags
+
+
+@pytest.mark.parametrize("name", ["qwen2.5", "gpt2"])
+def test_sliced_walks_equal_full_walks(name: str) -> None:
+    vocabulary = _vocabulary(name)
+    checked = 0
+    for schema in SCHEMAS:
+        compiled = jsonmode.compile_schema(schema, vocabulary)
+        engine = compiled.engine
+        walks = engine._walks
+        for rule in engine._rules.lexemes:
+            info = engine._rules.info(rule)
+            safe = slices.safe_states(info, engine._index.longest)
+            if safe is None:
+                continue
+            for state in np.flatnonzero(safe).tolist():
+                sliced = walks._sliced_walk(info, state)
+                full = walks._compute_walk(info, state)
+                assert sliced is not None
+                assert np.array_equal(
+                    _flags(sliced, vocabulary.size), _flags(full, vocabulary.size)
+                ), (schema, state)
+                for ours, theirs in zip(sliced.bounds.pack(), full.bounds.pack(), strict=True):
+                    assert np.array_equal(ours, theirs), (schema, state)
+                checked += 1
+    assert checked >= 30  # (the slice applies: strings, searches, extra keys)
+
+
+def _clean_text(rng: random.Random, size: int) -> bytes:
+    alphabet = [chr(c) for c in range(0x20, 0x7F) if chr(c) not in '"\\'] + list("éß中文😀ǅ")
+    return "".join(rng.choice(alphabet) for _ in range(size)).encode()
+
+
+def test_safe_states_keep_alive_on_clean_text_and_die_on_controls() -> None:
+    vocabulary = _vocabulary("gpt2")
+    rng = random.Random(7)
+    tried = 0
+    for schema in SCHEMAS[:4]:
+        compiled = jsonmode.compile_schema(schema, vocabulary)
+        engine = compiled.engine
+        for rule in engine._rules.lexemes:
+            info = engine._rules.info(rule)
+            safe = slices.safe_states(info, engine._index.longest)
+            table = info.flat
+            for state in np.flatnonzero(safe if safe is not None else []).tolist():
+                for _ in range(20):
+                    here = state
+                    for byte in _clean_text(rng, rng.randrange(1, 12)):
+                        here = int(table[here * 256 + byte])
+                        assert here >= 0, (schema, state)
+                        assert not info.crossing[here], (schema, state)
+                    assert all(table[here * 256 + byte] < 0 for byte in range(0x20))
+                    tried += 1
+    assert tried > 100
+
+
+def test_a_lexeme_reading_raw_controls_is_walked_in_full() -> None:
+    # [^"]* reads a raw newline: its states are not safe, and the masks stay exact.
+    vocabulary = _vocabulary("gpt2")
+    compiled = jsonmode.compile_grammar('root ::= "\\"" [^"]* "\\""', vocabulary)
+    engine = compiled.engine
+    for rule in engine._rules.lexemes:
+        info = engine._rules.info(rule)
+        safe = slices.safe_states(info, engine._index.longest)
+        assert safe is None or not safe.any()
+    by_bytes = {vocabulary.token_bytes(t): t for t in range(vocabulary.size)}
+    matcher = compiled.matcher()
+    for step, byte in enumerate(b'"a\n b'):
+        if step in (1, 3, 5):
+            assert np.array_equal(matcher.mask(), reference_mask(compiled, matcher.state))
+        assert matcher.advance(by_bytes[bytes((byte,))])
