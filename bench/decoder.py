@@ -57,7 +57,7 @@ from decoder_engines import (
 )
 from decoder_render import render, render_findings
 from decoder_sample import MASKBENCH, ROOT, TOKENIZER_DIR, Case, Test, load_sample
-from decoder_summary import common_subset, jsonmode_findings, per_schema, summarize
+from decoder_summary import common_subset, jsonmode_findings, per_category, per_schema, summarize
 from decoder_workers import EngineRun, drive, probe
 
 __all__ = [
@@ -236,6 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         },
         "wall_s": time.perf_counter() - begun,
         "common": common_subset(runs, cases),
+        "categories_common": per_category(runs, cases),
     }
     findings = (
         jsonmode_findings(runs, cases, tokenizer)

@@ -312,6 +312,68 @@ def common_subset(runs: dict[str, EngineRun], cases: list[Case]) -> dict[str, An
     return {"instances": len(chosen), "tokens": tokens, "stats": stats}
 
 
+def per_category(runs: dict[str, EngineRun], cases: list[Case]) -> dict[str, Any] | None:
+    """Per MaskBench category, on common ground (as :func:`common_subset`): each
+    engine's compile median over the category's schemas every engine compiled, and its
+    mask mean and p99 over the tokens of the category's valid instances every engine
+    accepted (first pass)."""
+    present = [runs[n] for n in (*ENGINES, *OPTIONAL_ENGINES) if n in runs and runs[n].available]
+    if len(present) < 2:
+        return None
+    compiles = {
+        run.name: {
+            index: result.compile_s * 1000
+            for index, result in run.schemas.items()
+            if result.status == "ok" and result.compile_s is not None
+        }
+        for run in present
+    }
+    walks = {
+        run.name: {key[:2]: walk for key, walk in run.walks.items() if key[2] == 1}
+        for run in present
+    }
+    return category_table([run.name for run in present], cases, compiles, walks)
+
+
+def category_table(
+    names: list[str],
+    cases: list[Case],
+    compiles: dict[str, dict[int, float]],
+    walks: dict[str, dict[tuple[int, int], dict[str, Any]]],
+) -> dict[str, Any]:
+    """Per category and engine: ``compile_ms_median`` (the category's schemas every
+    engine compiled), ``mean_us``/``p99_us`` (the tokens of its valid instances every
+    engine accepted) and how many of each; also shared by ``bench/paired.py``."""
+    by_category: dict[str, list[Case]] = defaultdict(list)
+    for case in cases:
+        by_category[case.category].append(case)
+    table: dict[str, Any] = {}
+    for category, members in sorted(by_category.items()):
+        schemas = [c.index for c in members if all(c.index in compiles[n] for n in names)]
+        accepted = [
+            (c.index, t.index)
+            for c in members
+            for t in c.tests
+            if t.valid
+            and all(
+                walks[name].get((c.index, t.index), {}).get("outcome") == "accepted"
+                for name in names
+            )
+        ]
+        row: dict[str, Any] = {"schemas": len(schemas), "instances": len(accepted)}
+        for name in names:
+            times = [x for key in accepted for x in walks[name][key]["times"]]
+            stats = _mask_stats(times)
+            row[name] = {
+                "compile_ms_median": _percentile([compiles[name][i] for i in schemas], 50),
+                "mean_us": stats["mean_us"],
+                "p99_us": stats["p99_us"],
+                "tokens": stats["tokens"],
+            }
+        table[category] = row
+    return table
+
+
 def per_schema(run: EngineRun, cases: list[Case]) -> dict[str, Any]:
     """Every schema's and instance's outcome for one engine (for ``--json``)."""
     out: dict[str, Any] = {}

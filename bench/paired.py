@@ -39,6 +39,8 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
 import decoder  # noqa: E402  (the benchmark's sample, engines and walks)
+import decoder_render  # noqa: E402
+from decoder_summary import category_table  # noqa: E402
 
 
 def one_run(names: list[str], schemas: int, seed: int) -> dict[str, Any]:
@@ -125,6 +127,28 @@ def ratios(result: dict[str, Any], names: list[str]) -> dict[str, Any]:
     }
 
 
+def _category_ratios(tables: list[dict[str, Any]], names: list[str]) -> str:
+    """Per category, the median over runs of the first engine's ratios to the second."""
+    first, second = names
+    rows = []
+    for category in tables[0]:
+        ratios = []
+        for key in ("compile_ms_median", "mean_us", "p99_us"):
+            values = [
+                t[category][first][key] / t[category][second][key]
+                for t in tables
+                if t[category][first][key] and t[category][second][key]
+            ]
+            ratios.append(f"{statistics.median(values):.2f}×" if values else "-")
+        row = tables[0][category]
+        rows.append([category, f"{row['schemas']}/{row['instances']}", *ratios])
+    header = ["category", "schemas/inst.", "compile median", "mask mean", "mask p99"]
+    return (
+        f"per category, median of {len(tables)} runs, {first} / {second} (common ground):\n"
+        + decoder_render._table(header, rows)
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--engines", default="jsonmode,llguidance", help="two, first / second")
@@ -152,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
         args.single.write_text(json.dumps(result))
         return 0
     runs = []
+    tables = []  # per run, the per-category table
+    cases = decoder.load_sample(args.schemas, args.seed)
     for run in range(args.runs):
         with tempfile.TemporaryDirectory() as folder:
             out = Path(folder) / "run.json"
@@ -180,8 +206,17 @@ def main(argv: list[str] | None = None) -> int:
             f"p99 {r['mask_p99_us']:.2f}×",
             flush=True,
         )
+        tables.append(
+            category_table(
+                names,
+                cases,
+                {n: {int(k): 1e3 * v for k, v in c.items()} for n, c in result["compiles"].items()},
+                result["walks"],
+            )
+        )
     keys = ("compile_median_ms", "mask_mean_us", "mask_p99_us")
     median = {key: statistics.median(run["ratios"][key] for run in runs) for key in keys}
+    print(_category_ratios(tables, names))
     print(
         f"median of {len(runs)} runs, {names[0]} / {names[1]}: compile median "
         f"{median['compile_median_ms']:.2f}×, mask mean {median['mask_mean_us']:.2f}×, "

@@ -90,3 +90,44 @@ def test_the_harness_is_frozen_out_of_the_collector_before_the_engines_are_set_u
     result = paired.one_run(["a", "b"], 1, 20250301)
     assert events == ["sample", "freeze", "setup", "setup"]
     assert result["compiles"] == {"a": {}, "b": {}}
+
+
+def test_the_category_table_keeps_each_category_on_its_common_ground():
+    from types import SimpleNamespace as Case
+
+    from decoder_summary import category_table
+
+    def test(index, valid=True):
+        return Case(index=index, valid=valid)
+
+    cases = [
+        Case(index=0, category="K", tests=[test(0), test(1)]),
+        Case(index=1, category="K", tests=[test(0)]),
+        Case(index=2, category="G", tests=[test(0)]),  # only a compiled it
+    ]
+    compiles = {"a": {0: 4.0, 1: 6.0, 2: 1.0}, "b": {0: 2.0, 1: 2.0}}
+    walks = {
+        "a": {
+            (0, 0): {"outcome": "accepted", "times": [3000, 5000]},
+            (0, 1): {"outcome": "accepted", "times": [10**9]},  # b rejected it
+            (1, 0): {"outcome": "accepted", "times": [4000]},
+            (2, 0): {"outcome": "accepted", "times": [1000]},
+        },
+        "b": {
+            (0, 0): {"outcome": "accepted", "times": [1000, 1000]},
+            (0, 1): {"outcome": "rejected", "times": [1]},
+            (1, 0): {"outcome": "accepted", "times": [4000]},
+        },
+    }
+    table = category_table(["a", "b"], cases, compiles, walks)
+    assert list(table) == ["G", "K"]
+    assert table["K"]["schemas"] == 2
+    assert table["K"]["instances"] == 2
+    assert table["K"]["a"]["compile_ms_median"] == pytest.approx(5.0)
+    assert table["K"]["a"]["mean_us"] == pytest.approx(4.0)
+    assert table["K"]["b"]["mean_us"] == pytest.approx(2.0)
+    assert table["G"]["schemas"] == 0
+    assert table["G"]["a"]["mean_us"] is None
+    rendered = paired._category_ratios([table], ["a", "b"])
+    assert "| K" in rendered
+    assert "2.50×" in rendered  # compile median 5 / 2

@@ -38,6 +38,9 @@ class Matcher:
         self._engine = engine
         self._history: list[State] = [engine.reference.initial()]
         self._finished: list[bool] = [False]
+        # The last bitmask filled, as given and as bytes (see fill_bitmask).
+        self._out: npt.NDArray[Any] | None = None
+        self._view: npt.NDArray[np.uint8] = np.zeros(0, dtype=np.uint8)
 
     @property
     def state(self) -> State:
@@ -67,19 +70,27 @@ class Matcher:
         Raises:
             ValueError: ``out`` is too small, not contiguous, or not 4-byte items.
         """
+        # (The same buffer as last time was checked then.)
+        view = self._view if out is self._out else self._checked(out)
+        if self._finished[-1]:
+            view[:] = 0
+            return
+        bits = self._engine.bits(self.state)
+        view[: bits.size] = bits
+        if view.size > bits.size:
+            view[bits.size :] = 0
+
+    def _checked(self, out: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
+        """``out`` as bytes, once it is known to hold a bitmask (kept for next time)."""
         size = bits_size(self._engine.vocabulary.size)
         if out.itemsize != 4 or not out.flags.c_contiguous or out.nbytes < size:
             raise ValueError(
                 f"a token bitmask needs a C-contiguous array of at least {size // 4} "
                 f"32-bit words; got {out.dtype} {out.shape}"
             )
-        view = out.reshape(-1).view(np.uint8)
-        if self._finished[-1]:
-            view[:] = 0
-            return
-        view[:size] = self._engine.bits(self.state)
-        if view.size > size:
-            view[size:] = 0
+        self._view = out.reshape(-1).view(np.uint8)
+        self._out = out
+        return self._view
 
     def advance(self, token: int) -> bool:
         if self._finished[-1]:

@@ -12,13 +12,16 @@ One module per stage of a mask (see ARCHITECTURE.md, "How the engine gets fast")
               rule, boundary tokens passing a call or return point; shared by hash
       ▼
     segments  a walk assembled from per-first-byte segments, shared by hash
+    slices    (or: a string-like state's walk as the clean tokens, whole, plus a
+              walk of the ~1 700 tokens with a quote or backslash)
       ▼
     trie      the vocabulary as a trie: missing segments walk live prefixes only
       ▼
     boundary  boundary tokens finished from the real stack; narrow stacks walk the
               token trie themselves
       ▼
-    cache     MaskEngine: the union over the state's stacks, cached per state
+    cache     MaskEngine: the union over the state's stacks, as bits (a token
+              bitmask) or bools, cached per state
 
 (``facts`` holds the records every stage reads: the token index, each automaton's
 read lists and crossing states, each rule's information.)
@@ -26,28 +29,30 @@ read lists and crossing states, each rule's information.)
 1. A matcher state is the reference matcher's closed set of parse stacks. Masks
    are cached per state, across steps, sequences and requests (JSON generation
    revisits the same states constantly): :mod:`.cache`.
-2. For a stack whose top frame is ``(rule, state)``, most tokens are decided by
-   that rule's byte automaton alone. One vectorised NumPy walk per ``(rule,
-   state)`` finds the tokens read entirely inside the rule and the few *boundary*
-   tokens that pass a point where the rule could call another rule or return
-   (:mod:`.walk`). A walk is assembled from per-first-byte *segments*
-   (:mod:`.segments`; only the bytes the state can read), each keyed by a
-   bounded-depth behaviour hash of the state after that byte (:mod:`.state`):
-   states of any rule or schema that act alike on the next bytes share segments and
-   walks, process-wide. Missing segments are walked through the token trie
+2. For a stack whose top frame is ``(rule, state)``, most tokens are decided by that
+   rule's byte automaton alone. One vectorised NumPy walk per ``(rule, state)`` finds
+   the tokens read entirely inside the rule and the few *boundary* tokens that pass a
+   point where the rule could call another rule or return (:mod:`.walk`). A walk is
+   assembled from per-first-byte *segments* (:mod:`.segments`; only the bytes the
+   state can read), each keyed by a bounded-depth behaviour hash of the state after
+   that byte (:mod:`.state`): states of any rule or schema that act alike on the next
+   bytes share segments and walks, process-wide. A state of a string-like lexeme that
+   reads every clean text (complete UTF-8 characters but quotes, backslashes and
+   controls) takes every clean token whole and walks only the others
+   (:mod:`.slices`). Missing segments are walked through the token trie
    (:mod:`.trie`) along live prefixes only, so a state that reads few bytes costs
    little; wide ones take one gather per level for the first levels. A state unlike
-   any seen is walked whole, not split into segments. A wide state that differs
-   from its *twin* (the state most of its bytes lead to) in few places, such as a
-   key still spelling a declared name, takes the twin's walk and redoes only the
-   trie subtrees where the two part. Boundary tokens are kept as trie subtrees (one
-   entry per node where the walk passed a call or return point), so the work on
-   them grows with the entries, not with the tokens: the tokens after a space that
-   opens a value are one entry. A string with length bounds only is the plain
-   string plus a count of its characters (:mod:`.rules`): a state between
-   characters takes the plain string's walk less the tokens beyond its character
-   budget (per-token counts from one trie replay per vocabulary), keyed by that
-   budget, so the states far from their bounds share one walk whatever their lexeme.
+   any seen is walked whole, not split into segments. A wide state that differs from
+   its *twin* (the state most of its bytes lead to) in few places, such as a key
+   still spelling a declared name, takes the twin's walk and redoes only the trie
+   subtrees where the two part. Boundary tokens are kept as trie subtrees (one entry
+   per node where the walk passed a call or return point), so the work on them grows
+   with the entries, not with the tokens: the tokens after a space that opens a value
+   are one entry. A string with length bounds only is the plain string plus a count
+   of its characters (:mod:`.rules`): a state between characters takes the plain
+   string's walk less the tokens beyond its character budget (per-token counts from
+   one trie replay per vocabulary), keyed by that budget, so the states far from
+   their bounds share one walk whatever their lexeme.
 3. Boundary tokens are finished from the real stack, one stack at a time
    (:mod:`.boundary`): the stacks a boundary leads to (the caller's continuation
    after a return, the callee after a call) are numbered ``(context, rule state)``

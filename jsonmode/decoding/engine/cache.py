@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import weakref
 from typing import Any
 
 import numpy as np
@@ -35,7 +36,14 @@ import numpy.typing as npt
 
 from jsonmode.decoding.automaton import Network
 from jsonmode.decoding.engine.boundary import _direct, _group_rests, _Stacks
-from jsonmode.decoding.engine.facts import Bits, _token_index, bits_size, set_ids, unpack_bits
+from jsonmode.decoding.engine.facts import (
+    Bits,
+    _token_index,
+    _TokenIndex,
+    bits_size,
+    set_ids,
+    unpack_bits,
+)
 from jsonmode.decoding.engine.rules import _Rules
 from jsonmode.decoding.engine.segments import _segment_cache
 from jsonmode.decoding.engine.walk import _RETURN, _local_walk_cache, _Walk, _walk_cache, _Walks
@@ -52,6 +60,7 @@ Mask = npt.NDArray[np.bool_]
 _bits_cache: Lru[tuple[int, State], Bits] = Lru(32 << 20)
 _mask_cache: Lru[tuple[int, State], Mask] = Lru(64 << 20)
 _engine_ids = itertools.count()
+_primed: weakref.WeakSet[_TokenIndex] = weakref.WeakSet()  # indexes of primed vocabularies
 # A stack numbering holding more contexts and closures than this is replaced.
 _STACKS = 1 << 15
 
@@ -111,6 +120,12 @@ class MaskEngine:
         # (State hashes look as far as the longest token: see _Rules.)
         self._rules = _Rules(network, self._token, index.longest)
         self._walks = _Walks(self._rules, vocabulary, index)
+        if index not in _primed:
+            # Per-vocabulary set-up, with the token index, not left to a first mask:
+            # the plain string's walk (what every string and key shares) and what it
+            # needs (the clean slice, the per-token character counts).
+            self._walks.prime()
+            _primed.add(index)
         self._next: dict[tuple[State, int], State] = {}
         self._stacks = _Stacks(self.reference)
         self._lock = threading.Lock()
@@ -158,7 +173,7 @@ class MaskEngine:
         _mask_cache.put(key, allowed, allowed.nbytes)
         return allowed
 
-    def _assemble(self, state: State, into: _Flags | _Bits) -> Any:
+    def _assemble(self, state: State, into: _Union) -> Any:
         """The union over ``state``'s stacks, in ``into``'s form, read-only."""
         # (Walks list non-empty tokens only, exactly the vocabulary's allowed_base:
         # special and padded ids are never set, but for eos below.)
@@ -173,7 +188,7 @@ class MaskEngine:
             into.ids(self.eos)
         return into.done()
 
-    def _add_stack(self, into: _Flags | _Bits, stack: Stack) -> None:
+    def _add_stack(self, into: _Union, stack: Stack) -> None:
         """Allow the tokens ``stack`` can read."""
         rule, at = stack[-1]
         stacks = self._current_stacks()
@@ -222,19 +237,41 @@ class MaskEngine:
         return nxt
 
 
-class _Flags:
-    """A mask assembled as a bool array (``set``: whether anything is allowed yet)."""
+class _Union:
+    """A mask assembled stack by stack (``set``: whether anything is allowed yet), as
+    a bool per token (:class:`_Flags`) or as bits (:class:`_Bits`)."""
+
+    dtype: type[np.generic] = np.bool_
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self.array: Mask | None = None
+        self.array: npt.NDArray[Any] | None = None
         self.set = False
 
-    def ids(self, ids: npt.NDArray[np.integer[Any]]) -> None:
+    def empty(self) -> npt.NDArray[Any]:
         if self.array is None:
-            self.array = np.zeros(self.size, dtype=np.bool_)
+            self.array = np.zeros(self.size, dtype=self.dtype)
+        return self.array
+
+    def ids(self, ids: npt.NDArray[np.integer[Any]]) -> None:
+        """Allow ``ids``."""
+        raise NotImplementedError
+
+    def dense(self, bits: Bits) -> None:
+        """Allow the tokens of a dense walk (its bits)."""
+        raise NotImplementedError
+
+    def done(self) -> npt.NDArray[Any]:
+        array = self.empty()
+        array.setflags(write=False)
+        return array
+
+
+class _Flags(_Union):
+    def ids(self, ids: npt.NDArray[np.integer[Any]]) -> None:
+        array = self.empty()
         if ids.size:
-            self.array[ids] = True
+            array[ids] = True
             self.set = True
 
     def dense(self, bits: Bits) -> None:
@@ -245,25 +282,14 @@ class _Flags:
             np.logical_or(self.array, flags, out=self.array)
         self.set = True  # (a dense walk has many tokens)
 
-    def done(self) -> Mask:
-        array = self.array if self.array is not None else np.zeros(self.size, dtype=np.bool_)
-        array.setflags(write=False)
-        return array
 
-
-class _Bits:
-    """A mask assembled as bits (see :func:`~jsonmode.decoding.engine.facts.pack_flags`)."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.array: Bits | None = None
-        self.set = False
+class _Bits(_Union):
+    dtype = np.uint8
 
     def ids(self, ids: npt.NDArray[np.integer[Any]]) -> None:
-        if self.array is None:
-            self.array = np.zeros(self.size, dtype=np.uint8)
+        array = self.empty()
         if ids.size:
-            set_ids(self.array, ids)
+            set_ids(array, ids)
             self.set = True
 
     def dense(self, bits: Bits) -> None:
@@ -272,8 +298,3 @@ class _Bits:
         else:
             np.bitwise_or(self.array, bits, out=self.array)
         self.set = True  # (a dense walk has many tokens)
-
-    def done(self) -> Bits:
-        array = self.array if self.array is not None else np.zeros(self.size, dtype=np.uint8)
-        array.setflags(write=False)
-        return array
