@@ -196,6 +196,7 @@ def one_round(
     def cold(deep: bool) -> dict[str, float]:
         name = "cold+" if deep else "cold"
         cache_module._mask_cache.clear()
+        cache_module._bits_cache.clear()
         if deep:
             for lru in _engine_caches():
                 lru.clear()
