@@ -199,24 +199,38 @@ def test_rule_level_acceptance_agrees_with_the_state_search():
 
 
 def test_rules_alike_in_every_schema_are_determinised_once_per_process():
-    """The unconstrained JSON value's rules (``Grammar.shared``) come from a process
-    cache keyed by their expression; the tables are the ones built afresh."""
+    """Structural rules come from a process cache keyed by their shape (the rule up to
+    its callees' names): the unconstrained JSON value's rules, and rules of two
+    schemas that differ in the names they call only, share their tables; the tables
+    are the ones built afresh."""
     from jsonmode.decoding import automaton
     from jsonmode.decoding.compiled import compile_schema
+    from jsonmode.decoding.shapes import shape_of
 
     first = compile_schema({"type": "object", "properties": {"a": {}}})
     second = compile_schema({"type": "array", "items": {"type": "object"}})
-    assert first.grammar.shared == second.grammar.shared == {"any", "any_object", "any_array"}
-    for name in second.grammar.shared:
+    for name in ("any", "any_object", "any_array"):
         expr = second.grammar.rules[name]
-        assert automaton._shared(name, expr, 20_000) is automaton._shared(name, expr, 20_000)
-    automaton._SHARED.clear()
-    fresh = build_network(second.grammar)
-    for name, index in second.network.names.items():
-        cached, rebuilt = second.network.rules[index], fresh.rules[fresh.names[name]]
-        assert (cached.trans == rebuilt.trans).all()
-        assert cached.calls == rebuilt.calls
-    assert compile_schema({"type": "string"}).grammar.shared == frozenset()
+        assert automaton._structure(shape_of(expr), 20_000) is automaton._structure(
+            shape_of(expr), 20_000
+        )
+        ours, theirs = first.network.names[name], second.network.names[name]
+        assert first.network.rules[ours].trans is second.network.rules[theirs].trans
+    # Arrays of different items: one shape, one table, each calling its own items.
+    strings = compile_schema(
+        {"type": "array", "items": {"type": "array", "items": {"type": "string"}}}
+    )
+    numbers = compile_schema(
+        {"type": "array", "items": {"type": "array", "items": {"type": "number"}}}
+    )
+    assert shape_of(strings.grammar.rules["root"]) == shape_of(numbers.grammar.rules["root"])
+    automaton._STRUCTURES.clear()
+    for compiled in (second, strings, numbers):
+        fresh = build_network(compiled.grammar)
+        for name, index in compiled.network.names.items():
+            cached, rebuilt = compiled.network.rules[index], fresh.rules[fresh.names[name]]
+            assert (cached.trans == rebuilt.trans).all()
+            assert cached.calls == rebuilt.calls
 
 
 def test_runs_of_a_table_are_its_rows_intervals():

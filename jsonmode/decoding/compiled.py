@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import sys
 import threading
 import time
@@ -182,7 +181,7 @@ def _compile(
     with deadline(settings.max_compile_seconds):
         spec = Schema.of(schema)
         key = (
-            json.dumps(spec.json_schema),  # not sorted: property order is decoding order
+            spec.json_text(),  # not sorted: property order is decoding order
             vocabulary.fingerprint if vocabulary is not None else "",
             settings,
         )

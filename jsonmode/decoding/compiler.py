@@ -77,70 +77,24 @@ _LEXEMES: Lru[str, tuple[Expr, tuple[tuple[str, str], ...]]] = Lru(64 << 20)
 _KNOWN_METASCHEMA = re.compile(
     r"^https?://json-schema\.org/(?:draft-0[3-7]/schema|draft/20(?:19-09|20-12)/schema)#?$"
 )
+_NOT_NAME = re.compile(r"[^A-Za-z0-9_]+")
 _ANY_SPELLING = "any spelling: "  # (label prefix, see _spelled)
 # Formats jsonschema's checker asserts (what post-validation enforces).
 _CHECKED_FORMATS = frozenset(jsonschema.Draft202012Validator.FORMAT_CHECKER.checkers)
 JSON_TYPES = ("null", "boolean", "object", "array", "number", "string")
-_HANDLED = frozenset(
-    {
-        "type",
-        "enum",
-        "const",
-        "properties",
-        "required",
-        "additionalProperties",
-        "patternProperties",
-        "items",
-        "prefixItems",
-        "minItems",
-        "maxItems",
-        "minLength",
-        "maxLength",
-        "pattern",
-        "format",
-        "minimum",
-        "maximum",
-        "exclusiveMinimum",
-        "exclusiveMaximum",
-        "anyOf",
-        "oneOf",
-        "allOf",
-        "$ref",
-        "$dynamicRef",
-        "propertyNames",
-        "minProperties",
-        "maxProperties",
-        "contains",
-        "minContains",
-        "maxContains",
-    }
-)
+# The keywords the compiler reads (the others, annotations aside, are listed in
+# ``unenforced``); drafts 4 to 7 also have ``additionalItems``.
+# fmt: off
+_HANDLED = frozenset({
+    "type", "enum", "const", "properties", "required", "additionalProperties",
+    "patternProperties", "items", "prefixItems", "minItems", "maxItems", "minLength",
+    "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
+    "exclusiveMaximum", "anyOf", "oneOf", "allOf", "$ref", "$dynamicRef", "propertyNames",
+    "minProperties", "maxProperties", "contains", "minContains", "maxContains",
+})
+# fmt: on
+_HANDLED_DRAFT7 = _HANDLED | {"additionalItems"}
 _NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
-_TYPE_KEYWORDS = {
-    "string": ("minLength", "maxLength", "pattern", "format"),
-    "number": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"),
-    "object": (
-        "properties",
-        "required",
-        "additionalProperties",
-        "patternProperties",
-        "minProperties",
-        "maxProperties",
-        "propertyNames",
-        "dependentRequired",
-        "dependentSchemas",
-        "unevaluatedProperties",
-    ),
-    "array": (
-        "items",
-        "prefixItems",
-        "minItems",
-        "maxItems",
-        "contains",
-        "uniqueItems",
-        "unevaluatedItems",
-    ),
-}
 
 
 @dataclass(frozen=True)
@@ -199,6 +153,12 @@ class CompileOptions:
             raise UnsupportedSchemaError(f"unknown spelling {self.spelling!r}")
 
 
+@functools.lru_cache(maxsize=4096)
+def _rule_name(hint: str) -> str:
+    """A rule name made of ``hint`` (letters, digits and ``_`` only)."""
+    return _NOT_NAME.sub("_", hint).strip("_") or "rule"
+
+
 def _lex(label: str, dfa: rx.CharDFA) -> Lex:
     return Lex(label, rx.utf8_byte_dfa(dfa))
 
@@ -233,7 +193,6 @@ class _Builder:
     rules: dict[str, Expr] = field(default_factory=dict)
     unenforced: list[str] = field(default_factory=list)
     ref_rules: dict[str, str] = field(default_factory=dict)
-    shared: set[str] = field(default_factory=set)  # see Grammar.shared
     # References whose targets are being inlined (by allOf, anyOf, oneOf), and the
     # rules made where one of them comes back (recursion), by their schema's text.
     inlining: set[str] = field(default_factory=set)
@@ -262,7 +221,7 @@ class _Builder:
             self.unenforced.append(location)
 
     def rule(self, hint: str, build: Callable[[str], Expr]) -> Call:
-        name = re.sub(r"[^A-Za-z0-9_]+", "_", hint).strip("_") or "rule"
+        name = _rule_name(hint)
         base, counter = name, 1
         while name in self.rules:
             counter += 1
@@ -338,6 +297,8 @@ class _Builder:
             checkpoint()
         self.depth += 1
         try:
+            if not self.scope.names:  # (no dynamic references: the scope never changes)
+                return self._value(schema, path)
             node = schema if isinstance(schema, dict) else {}
             with self.scope.using(node.get(MARKER)), self.scope.entering(node.get("$id")):
                 return self._value(schema, path)
@@ -356,7 +317,7 @@ class _Builder:
             return NEVER
         if "$ref" in schema or "$dynamicRef" in schema:
             return self.reference(schema, path)
-        handled = _HANDLED | {"additionalItems"} if self.draft7 else _HANDLED
+        handled = _HANDLED_DRAFT7 if self.draft7 else _HANDLED
         for keyword in sorted(set(schema) - handled - _ANNOTATIONS):
             self.skip(path, keyword)
         if "allOf" in schema:
@@ -450,7 +411,6 @@ class _Builder:
         obj, arr, body = _any_exprs(self.ws, self.sep(b":"), self.sep(b","), string, number)
         self.rules["any_object"] = obj
         self.rules["any_array"] = arr
-        self.shared.update(("any", "any_object", "any_array"))
         return body
 
     # -- combinators ---------------------------------------------------------------------
@@ -512,15 +472,16 @@ class _Builder:
         if isinstance(value, str):
             if len(value) > self.options.max_rule_states:
                 raise BudgetExceededError("states per rule", self.options.max_rule_states)
+            if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
+                # (What json.dumps writes of printable ASCII without a quote or a
+                # backslash, in either spelling: keys stay literals even when complete.)
+                return Lit(b'"' + value.encode() + b'"')
             if not self.complete:
                 # The one spelling json.dumps writes: keys and constants are then forced.
                 try:
                     return Lit(json.dumps(value, ensure_ascii=False).encode())
                 except UnicodeEncodeError:  # a lone surrogate: no UTF-8 spells it
                     return NEVER
-            if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
-                # (Read in this one spelling, even when complete: keys stay literals.)
-                return Lit(json.dumps(value).encode())
             return _const_string(value)
         if isinstance(value, bool) or value is None:
             return Lit(json.dumps(value).encode())
@@ -788,5 +749,5 @@ def build_grammar(
     # of a reply with it ("▁{"), and refusing it would force a less likely token.
     lead = Rep(Lit(b" "), 0, 1) if options.whitespace == "standard" else builder.ws
     builder.rule("root", lambda name: seq(lead, builder.value(builder.root, "")))
-    grammar = Grammar("root", dict(builder.rules), frozenset(builder.shared))
+    grammar = Grammar("root", dict(builder.rules))
     return grammar, tuple(builder.unenforced)

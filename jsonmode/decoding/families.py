@@ -116,7 +116,7 @@ def expand(grammar: Grammar) -> tuple[Grammar, dict[str, Family]]:
     if not families:
         return grammar, families
     rules.update(added)
-    return Grammar(grammar.root, rules, grammar.shared), families
+    return Grammar(grammar.root, rules), families
 
 
 @dataclass(frozen=True)

@@ -191,15 +191,10 @@ def alt(*options: Expr) -> Expr:
 
 @dataclass(frozen=True)
 class Grammar:
-    """Rules by name; ``root`` names the start rule. Printable; immutable.
-
-    ``shared``: rules the compiler writes alike for every schema (the unconstrained
-    JSON value, under given options): their automata may be built once per process.
-    """
+    """Rules by name; ``root`` names the start rule. Printable; immutable."""
 
     root: str
     rules: Mapping[str, Expr]
-    shared: frozenset[str] = frozenset()
 
     def __str__(self) -> str:
         return "\n".join(f"{name} ::= {expr}" for name, expr in self.rules.items())

@@ -340,15 +340,13 @@ def _bind(
         return grammar, ()
     rules = dict(grammar.rules)
     unenforced: list[str] = []
-    shared: set[str] = set()
     for name, spec in bound.items():
         sub, holes = build_grammar(spec.json_schema, settings, _validator_for(spec))
         names = {rule: name if rule == sub.root else f"{name}/{rule}" for rule in sub.rules}
         for rule, expr in sub.rules.items():
             rules[names[rule]] = _renamed(expr, names)
-        shared.update(names[rule] for rule in sub.shared)
         unenforced.extend(f"{name}:{pointer}" for pointer in holes)
-    return Grammar(grammar.root, rules, frozenset(shared)), tuple(unenforced)
+    return Grammar(grammar.root, rules), tuple(unenforced)
 
 
 #: A rule whose body (after inlining its own callees) has more expression nodes than
@@ -401,7 +399,7 @@ def _inlined(grammar: Grammar) -> Grammar:
             if callee in rules and callee not in kept:
                 kept[callee] = body(callee)
                 todo.append(callee)
-    return Grammar(grammar.root, kept, grammar.shared & kept.keys())
+    return Grammar(grammar.root, kept)
 
 
 def _size(expr: Expr) -> int:

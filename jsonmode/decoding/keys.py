@@ -20,8 +20,10 @@ key is not a declared name; nothing that decodes to a declared name is ever acce
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from jsonmode.decoding import regex as rx
 from jsonmode.decoding.budget import checkpoint
@@ -34,7 +36,8 @@ _HEX = b"0123456789abcdefABCDEF"
 
 
 def _plain(name: str) -> bool:
-    return all(" " <= c <= "~" for c in name) and '"' not in name and "\\" not in name
+    # (Printable ASCII is exactly " " .. "~".)
+    return name.isascii() and name.isprintable() and '"' not in name and "\\" not in name
 
 
 @functools.lru_cache(maxsize=2)
@@ -42,6 +45,49 @@ def _body(complete: bool) -> rx.ByteDFA:
     """The body of any JSON string (between the quotes), spelled canonically or in any
     way (see :func:`~jsonmode.decoding.regex.json_string_body_dfa`)."""
     return rx.json_string_body_dfa(rx.any_char_dfa(0, None), complete=complete)
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """What :func:`extra_key_body` writes alike for any names, with targets relative to
+    the first state after the prefixes' (``shift``) and dead entries flagged: the
+    first prefix's row (``prefix``), and the rows of the states after ``\\``,
+    ``\\u``, ``\\u0``, ``\\u00`` and of the plain body (``tail``)."""
+
+    prefix: npt.NDArray[np.int32]
+    prefix_dead: npt.NDArray[np.bool_]
+    tail: npt.NDArray[np.int32]
+    tail_dead: npt.NDArray[np.bool_]
+
+
+@functools.lru_cache(maxsize=2)
+def _layout(complete: bool) -> _Layout:
+    body = _body(complete)
+    g0 = body.start
+    backslash = int(body.trans[g0, ord("\\")])
+    after_u = int(body.trans[backslash, ord("u")])
+    after_u0 = int(body.trans[after_u, ord("0")])
+    after_u00 = int(body.trans[after_u0, ord("0")])
+    if int(body.trans[g0, ord("a")]) != g0:  # pragma: no cover - the body's shape changed
+        raise AssertionError("the JSON string body automaton must loop on plain characters")
+    dead = -(1 << 20)  # (a target no shift brings back to a state)
+    escape, u, u0, u00 = -4, -3, -2, -1  # relative to the shift
+    plain = np.where(body.trans >= 0, body.trans, dead).astype(np.int32)
+    tail = np.full((4 + body.n_states, 256), dead, dtype=np.int32)
+    tail[4:] = plain
+    tail[0, list(_SHORT_ESCAPES)] = g0  # decodes to '"', '\\' or a control character
+    tail[0, ord("u")] = u
+    # \uXXXX: only escapes of characters outside printable ASCII leave a name prefix.
+    hexes = list(_HEX)
+    tail[1, hexes] = plain[after_u, hexes]
+    tail[1, ord("0")] = u0
+    tail[2, hexes] = plain[after_u0, hexes]
+    tail[2, ord("0")] = u00
+    leaving = list(b"0189abcdefABCDEF")  # \u000X, \u001X (control), \u008X..\u00fX
+    tail[3, leaving] = plain[after_u00, leaving]
+    prefix = plain[g0].copy()
+    prefix[ord("\\")] = escape
+    return _Layout(prefix, prefix == dead, tail, tail == dead)
 
 
 def key_prefixes(names: tuple[str, ...]) -> list[str]:
@@ -76,47 +122,35 @@ def extra_key_body(
     if not all(map(_plain, names)):
         return None
     body = _body(complete)
-    g0 = body.start
-    backslash = int(body.trans[g0, ord("\\")])
-    after_u = int(body.trans[backslash, ord("u")])
-    after_u0 = int(body.trans[after_u, ord("0")])
-    after_u00 = int(body.trans[after_u0, ord("0")])
-    if int(body.trans[g0, ord("a")]) != g0:  # pragma: no cover - the body's shape changed
-        raise AssertionError("the JSON string body automaton must loop on plain characters")
     prefixes = key_prefixes(names)
     if max_states is not None and len(prefixes) + 4 + body.n_states > max_states:
         raise BudgetExceededError("states per rule", max_states)
     node = {prefix: index for index, prefix in enumerate(prefixes)}
-    escape, u, u0, u00 = range(len(prefixes), len(prefixes) + 4)
-    shift = len(prefixes) + 4  # the plain body's states come last
+    shift = len(prefixes) + 4  # the escapes' states, then the plain body's, come last
     total = shift + body.n_states
-    trans = np.full((total, 256), -1, dtype=np.int32)
-    plain = np.where(body.trans >= 0, body.trans + shift, -1).astype(np.int32)
-    trans[shift:] = plain
-
-    def via_body(state: int, digits: bytes) -> list[int]:
-        return [int(plain[state, d]) for d in digits]
-
-    # From a prefix, any byte takes the key off the names (plain body after one
-    # character)...
-    trans[: len(prefixes)] = plain[g0]
-    trans[: len(prefixes), ord("\\")] = escape
-    # ...except the characters that continue a name.
-    for count, name in enumerate(names):
+    layout = _layout(complete)
+    trans = np.empty((total, 256), dtype=np.int32)
+    # The escapes' and the body's rows, and every prefix's row as the body's start
+    # state reads (any byte takes the key off the names, "\\" to the escape state)...
+    np.add(layout.tail, shift, out=trans[shift - 4 :])
+    trans[shift - 4 :][layout.tail_dead] = -1
+    row = trans[: len(prefixes)]
+    np.add(layout.prefix, shift, out=row[0])
+    row[0][layout.prefix_dead] = -1
+    row[1:] = row[0]
+    # ...but for the characters that continue a name (written in one store: each
+    # prefix's state to the state of the prefix one character longer).
+    rows: list[int] = []
+    columns: list[int] = []
+    targets: list[int] = []
+    for count, prefix in enumerate(prefixes):
         if not count & 255:
             checkpoint()
-        for length in range(len(name)):
-            trans[node[name[:length]], ord(name[length])] = node[name[: length + 1]]
-    for byte in _SHORT_ESCAPES:
-        trans[escape, byte] = g0 + shift  # decodes to '"', '\\' or a control character
-    trans[escape, ord("u")] = u
-    # \uXXXX: only escapes of characters outside printable ASCII leave a name prefix.
-    trans[u, list(_HEX)] = via_body(after_u, _HEX)
-    trans[u, ord("0")] = u0
-    trans[u0, list(_HEX)] = via_body(after_u0, _HEX)
-    trans[u0, ord("0")] = u00
-    allowed = b"0189abcdefABCDEF"  # \u000X, \u001X (control), \u008X..\u00fX (non-ASCII)
-    trans[u00, list(allowed)] = via_body(after_u00, allowed)
+        if prefix:
+            rows.append(node[prefix[:-1]])
+            columns.append(ord(prefix[-1]))
+            targets.append(count)
+    trans[rows, columns] = targets
     accepting = np.zeros(total, dtype=np.bool_)
     named = set(names)  # (a tuple would make this quadratic in the names)
     accepting[[node[p] for p in prefixes if p not in named]] = True

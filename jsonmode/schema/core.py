@@ -32,17 +32,18 @@ from jsonschema.protocols import Validator as _JsonschemaValidator
 
 from jsonmode.errors import InvalidSchemaError, UnsupportedSchemaError, UsageError
 from jsonmode.schema.fastcheck import compile_check
-from jsonmode.schema.formats import FormatUndecided
+from jsonmode.schema.formats import FormatUndecided, bounded
 from jsonmode.schema.formats import budget as format_budget
 from jsonmode.schema.patterns import PatternUndecidedError
 from jsonmode.schema.refs import analyse
 from jsonmode.schema.validation import (
     MAX_ISSUES,
     Issue,
+    checked_class,
     explain_schema_error,
     format_path,
-    make_validator,
     validation_issues,
+    validator_of,
 )
 
 __all__ = ["Checked", "Schema"]
@@ -88,31 +89,38 @@ class Schema:
     json_schema: dict[str, Any] | bool
     name: str
     adapter: pydantic.TypeAdapter[Any] | None = field(default=None, repr=False)
-    _validator: _JsonschemaValidator = field(init=False, repr=False, compare=False)
+    _validator_class: type[_JsonschemaValidator] = field(init=False, repr=False, compare=False)
+    # The validator, made on first use (compiling a schema for decoding seldom needs it).
+    _validator: _JsonschemaValidator | None = field(
+        init=False, default=None, repr=False, compare=False
+    )
     _fast: Callable[[Any], bool] | None = field(init=False, repr=False, compare=False)
+    # json_schema as JSON text (json.dumps, keys in their order), once known.
+    _text: str | None = field(init=False, default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        validator = self._checked_validator(self.json_schema)
+        cls = self._checked_class(self.json_schema)
         if self.json_schema is False:
             raise UnsupportedSchemaError("the schema `false` accepts no value at all")
         try:
             # Every reference resolved inside the document, before any validation.
-            meta = type(validator).META_SCHEMA
-            references = analyse(self.json_schema, type(validator).ID_OF(meta))
+            references = analyse(self.json_schema, cls.ID_OF(cls.META_SCHEMA))
         except RecursionError:  # pragma: no cover - the metaschema check recurses first
             raise UnsupportedSchemaError("the schema nests too deeply") from None
         if references.document is not self.json_schema:
             object.__setattr__(self, "json_schema", references.document)
-            validator = self._checked_validator(references.document)
-        object.__setattr__(self, "_validator", validator)
-        object.__setattr__(self, "_fast", compile_check(self.json_schema, validator.format_checker))
+            cls = self._checked_class(references.document)
+        object.__setattr__(self, "_validator_class", cls)
+        object.__setattr__(
+            self, "_fast", compile_check(self.json_schema, bounded(cls.FORMAT_CHECKER))
+        )
 
     @staticmethod
-    def _checked_validator(schema: dict[str, Any] | bool) -> _JsonschemaValidator:
-        """The validator for ``schema`` (checked against its metaschema), with a
-        registry that holds nothing beyond the document: no lookup can do I/O."""
+    def _checked_class(schema: dict[str, Any] | bool) -> type[_JsonschemaValidator]:
+        """The validator class for ``schema``, once ``schema`` is checked against its
+        metaschema (see :func:`~jsonmode.schema.validation.checked_class`)."""
         try:
-            return make_validator(schema)
+            return checked_class(schema)
         except jsonschema.exceptions.SchemaError as exc:
             problem = explain_schema_error(exc)
             where = "the root" if problem.location == "/" else problem.location
@@ -219,7 +227,11 @@ class Schema:
             owned = json.loads(text)
             title = owned.get("title") if isinstance(owned, dict) else None
             try:
-                return cls(owned, _safe_name(name or (title if isinstance(title, str) else "")))
+                built = cls(owned, _safe_name(name or (title if isinstance(title, str) else "")))
+                if built.json_schema is owned:
+                    # (json.dumps wrote ``text``: it is its own reading's text.)
+                    object.__setattr__(built, "_text", text)
+                return built
             except (InvalidSchemaError, UnsupportedSchemaError) as exc:
                 if file is None or type(exc) not in (InvalidSchemaError, UnsupportedSchemaError):
                     raise
@@ -249,10 +261,26 @@ class Schema:
         """The same schema under another name (the name is sent to native APIs)."""
         return Schema(self.json_schema, _safe_name(name), self.adapter)
 
+    def json_text(self) -> str:
+        """``json_schema`` as ``json.dumps`` writes it (keys in their order: property
+        order is decoding order). Cost: one ``json.dumps`` on first use, nothing when
+        the schema was given as a dict and reading it changed nothing."""
+        text = self._text
+        if text is None:
+            text = json.dumps(self.json_schema)
+            object.__setattr__(self, "_text", text)
+        return text
+
     @property
     def validator(self) -> _JsonschemaValidator:
         """The jsonschema validator (draft per ``$schema``, format checking on)."""
-        return self._validator
+        validator = self._validator
+        if validator is None:
+            # (Thread-safe: two threads may each make one; either is the same.) A
+            # registry that holds nothing beyond the document: no lookup does I/O.
+            validator = validator_of(self._validator_class, self.json_schema)
+            object.__setattr__(self, "_validator", validator)
+        return validator
 
     @property
     def is_typed(self) -> bool:
@@ -276,7 +304,7 @@ class Schema:
             except RecursionError:
                 pass  # (jsonschema may still manage: it is asked next)
         try:
-            return bool(self._validator.is_valid(value))
+            return bool(self.validator.is_valid(value))
         except referencing.exceptions.Unresolvable as exc:
             raise InvalidSchemaError(f"schema reference cannot be resolved: {exc}") from None
         except RecursionError:
@@ -310,7 +338,7 @@ class Schema:
             except (RecursionError, *UNDECIDED):
                 pass  # jsonschema answers (naming the undecided keyword), or: too deep
         try:
-            return validation_issues(self._validator, value)
+            return validation_issues(self.validator, value)
         except referencing.exceptions.Unresolvable as exc:
             raise InvalidSchemaError(f"schema reference cannot be resolved: {exc}") from None
         except RecursionError:

@@ -173,9 +173,7 @@ class _Compiler:
         checks: list[Check] = [check for check in compiled if check is not None]
         if not checks:
             return lambda value: True
-        if len(checks) == 1:
-            return checks[0]
-        return lambda value: all(check(value) for check in checks)
+        return _all(checks)
 
     def keyword(self, key: str, arg: Any, schema: dict[str, Any]) -> Check | None:
         method = getattr(self, "kw_" + key.lstrip("$"), None)
@@ -193,7 +191,13 @@ class _Compiler:
         tests = [self.types[name] for name in names]
         if len(tests) == 1:
             return tests[0]
-        return lambda value: any(test(value) for test in tests)
+        if all(name in _CLASSES for name in names):
+            # (One isinstance where each name is exactly a class test, null aside.)
+            classes = tuple(_CLASSES[name] for name in names if name != "null")
+            if "null" in names:
+                return lambda value: value is None or isinstance(value, classes)
+            return lambda value: isinstance(value, classes)
+        return _any(tests)
 
     def kw_enum(self, arg: Any, schema: dict[str, Any]) -> Check:
         if not isinstance(arg, list):
@@ -325,12 +329,10 @@ class _Compiler:
         return lambda value: not _is_number(value) or value < arg
 
     def kw_anyOf(self, arg: Any, schema: dict[str, Any]) -> Check:
-        tests = [self.compile(sub) for sub in arg]
-        return lambda value: any(test(value) for test in tests)
+        return _any([self.compile(sub) for sub in arg])
 
     def kw_allOf(self, arg: Any, schema: dict[str, Any]) -> Check:
-        tests = [self.compile(sub) for sub in arg]
-        return lambda value: all(test(value) for test in tests)
+        return _all([self.compile(sub) for sub in arg])
 
     def kw_oneOf(self, arg: Any, schema: dict[str, Any]) -> Check:
         tests = [self.compile(sub) for sub in arg]
@@ -414,6 +416,60 @@ class _Compiler:
         if not isinstance(arg, str):
             raise _Unsupported("$ref")
         return self.ref(arg)
+
+
+# The type names whose _TYPES test is exactly an isinstance test ("null": ``is None``);
+# "number" and "integer" are not (a bool is an int to isinstance).
+_CLASSES: dict[str, type] = {
+    "null": type(None),
+    "boolean": bool,
+    "string": str,
+    "array": list,
+    "object": dict,
+}
+
+
+def _all(checks: list[Check]) -> Check:
+    """A check that every one of ``checks`` passes (truthy), in order, stopping at the
+    first that fails: written out for few checks (no generator per value)."""
+    if not checks:
+        return lambda value: True
+    if len(checks) == 1:
+        return checks[0]
+    if len(checks) == 2:
+        first, second = checks
+        return lambda value: first(value) and second(value)
+    if len(checks) == 3:
+        first, second, third = checks
+        return lambda value: first(value) and second(value) and third(value)
+
+    def check(value: Any) -> bool:
+        for test in checks:  # noqa: SIM110  (all() would make a generator per value)
+            if not test(value):
+                return False
+        return True
+
+    return check
+
+
+def _any(checks: list[Check]) -> Check:
+    """A check that some one of ``checks`` passes (truthy), in order, stopping at the
+    first that does (none: fails)."""
+    if not checks:
+        return lambda value: False
+    if len(checks) == 1:
+        return checks[0]
+    if len(checks) == 2:
+        first, second = checks
+        return lambda value: first(value) or second(value)
+
+    def check(value: Any) -> bool:
+        for test in checks:  # noqa: SIM110  (any() would make a generator per value)
+            if test(value):
+                return True
+        return False
+
+    return check
 
 
 def _regex(pattern: Any) -> patterns.CompiledPattern:

@@ -226,6 +226,26 @@ def _node_index(root: Any, out: dict[int, Parts]) -> tuple[bool, bool]:
     return identified, referenced
 
 
+_MENTIONS = _IDENTIFIERS | _REFERENCES
+
+
+def _mentions_references(root: Any) -> bool:
+    """Whether any dict of the document (values of ``enum``, ``const``, ... included)
+    holds an identifier or a reference keyword: :func:`_node_index`'s two answers
+    together, without its index (one walk, no allocation per node)."""
+    stack = [root]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, dict):
+            if not _MENTIONS.isdisjoint(current):
+                return True
+            children: Any = current.values()
+        else:
+            children = current
+        stack.extend(child for child in children if isinstance(child, (dict, list)))
+    return False
+
+
 def _subschemas(node: dict[str, Any], keywords: _Keywords) -> Iterator[tuple[Parts, Any, bool]]:
     """(relative location, subschema, applies in place) for each subschema of ``node``."""
     for key, child in node.items():
@@ -466,7 +486,9 @@ def analyse(schema: Any, dialect: str | None) -> References:
             descends into the value. The message names the reference; ``schema_path``
             says where it is.
     """
-    if not isinstance(schema, dict):
+    if not isinstance(schema, dict) or not _mentions_references(schema):
+        # (No identifier and no reference anywhere: nothing to resolve, nothing to
+        # crawl, no cycle; what the analysis below finds of such a document.)
         return References(schema, as_written=False)
     specification = referencing.jsonschema.specification_with(
         dialect or "", default=referencing.jsonschema.DRAFT202012

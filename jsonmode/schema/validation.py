@@ -33,10 +33,12 @@ __all__ = [
     "MAX_MESSAGE_CHARS",
     "Issue",
     "SchemaProblem",
+    "checked_class",
     "explain_schema_error",
     "format_path",
     "make_validator",
     "validation_issues",
+    "validator_of",
 ]
 
 # Sub-errors of anyOf/oneOf explain *why* no branch matched; more than this many is noise.
@@ -95,6 +97,13 @@ def make_validator(schema: dict[str, Any] | bool) -> _JsonschemaValidator:
     (:mod:`jsonmode.schema.formats`). Raises :class:`jsonschema.exceptions.SchemaError`
     when the schema itself is invalid.
     """
+    return validator_of(checked_class(schema), schema)
+
+
+def checked_class(schema: dict[str, Any] | bool) -> type[_JsonschemaValidator]:
+    """The validator class :func:`make_validator` uses for ``schema``, once ``schema``
+    is checked against its metaschema (the part of :func:`make_validator` that may
+    raise :class:`jsonschema.exceptions.SchemaError`)."""
     declared = schema.get("$schema") if isinstance(schema, dict) else None
     if declared is not None and not isinstance(declared, str):
         # jsonschema's own lookup fails on these with an AttributeError.
@@ -103,7 +112,13 @@ def make_validator(schema: dict[str, Any] | bool) -> _JsonschemaValidator:
         )
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     check_schema(cls, schema)
-    cls = linear_validator_class(cls)
+    return linear_validator_class(cls)
+
+
+def validator_of(
+    cls: type[_JsonschemaValidator], schema: dict[str, Any] | bool
+) -> _JsonschemaValidator:
+    """The validator of class ``cls`` (from :func:`checked_class`) for ``schema``."""
     return cls(schema, format_checker=bounded(cls.FORMAT_CHECKER), registry=REFUSING_REGISTRY)
 
 
