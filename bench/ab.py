@@ -3,6 +3,7 @@
     git worktree add --detach /tmp/base HEAD~1       # the version to compare against
     python bench/ab.py /tmp/base                     # this checkout (A) against it (B)
     python bench/ab.py /tmp/base --schemas 100 --rounds 3
+    python bench/ab.py /tmp/base --parity 0          # one of the two processes only
 
 Separate benchmark runs on a shared machine drift by ±15% (CPU frequency, neighbours),
 more than most single changes to the mask. Here both versions are loaded into one
@@ -11,10 +12,16 @@ schema of the decoder benchmark's MaskBench sample is compiled and walked by bot
 alternating order, so that drift falls on both alike. Timed: the mask call alone, as in
 ``bench/decoder.py``, over every valid instance of each schema, first visits included
 (each version's compile cache is cleared before each schema, its other caches are left
-to warm up across schemas as in that benchmark). Prints each version's mask total, mean
-and p99, and B's time over A's; then each version's compile median (as in
-``bench/decoder.py``: the schema's mask engine included), over the schemas both
-compiled, and B's over A's.
+to warm up across schemas as in that benchmark).
+
+Whichever version walks a schema first pays more for it (what the two share: memory
+the first one's temporaries leave mapped, CPU caches): a version against itself read
+B/A 0.93 with A first on the even schemas and 1.065 with A first on the odd ones, the
+costly schemas falling unevenly between the two. So every comparison is two fresh
+processes, one per parity (``--parity``), and the ratios are their geometric mean.
+Prints each parity's ratios, then each version's mask total, mean and p99 over both,
+and B's time over A's; then each version's compile median (as in ``bench/decoder.py``:
+the schema's mask engine included) over the schemas both compiled, and B's over A's.
 """
 
 from __future__ import annotations
@@ -22,7 +29,11 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
+import json
+import math
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from types import ModuleType
@@ -100,8 +111,45 @@ def main(argv: list[str] | None = None) -> int:
         help="time Matcher.fill_bitmask (as bench/decoder.py does) where a version has it, "
         "else mask()",
     )
+    parser.add_argument(
+        "--parity",
+        type=int,
+        choices=(0, 1),
+        default=None,
+        help="one process only: A walks first the schemas of this index parity",
+    )
+    parser.add_argument("--json", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.parity is not None:
+        result = _one_process(args)
+        if args.json is not None:
+            args.json.write_text(json.dumps(result))
+        _report([result])
+        return 0
+    results = []
+    forwarded = [str(args.base), "--schemas", str(args.schemas), "--seed", str(args.seed)]
+    forwarded += ["--rounds", str(args.rounds), *(["--bitmask"] if args.bitmask else [])]
+    with tempfile.TemporaryDirectory() as folder:
+        for parity in (0, 1):
+            out = Path(folder) / f"parity{parity}.json"
+            command = [sys.executable, __file__, *forwarded, "--parity", str(parity)]
+            done = subprocess.run([*command, "--json", str(out)], capture_output=True, text=True)
+            if done.returncode != 0:
+                sys.stderr.write(done.stderr)
+                return done.returncode
+            results.append(json.loads(out.read_text()))
+    for parity, result in enumerate(results):
+        ratio, compile_ratio = _ratios(result)
+        compiled = "-" if compile_ratio is None else f"{compile_ratio:.3f}"
+        print(f"parity {parity}: B / A {ratio:.3f}, compile B / A {compiled}")
+    _report(results)
+    return 0
 
+
+def _one_process(args: argparse.Namespace) -> dict[str, Any]:
+    """Both versions over the sample in this process, A first on the schemas of
+    ``args.parity``: every mask time and the compile times of the schemas both
+    compiled, per version, and the versions' package files."""
     sys.path.insert(0, str(BENCH))
     import decoder  # (the benchmark's sample and tokenizer)
     from tokenizers import Tokenizer
@@ -114,17 +162,18 @@ def main(argv: list[str] | None = None) -> int:
     gc.freeze()
     tokenizer = Tokenizer.from_file(str(decoder.TOKENIZER_DIR / "tokenizer.json"))
     loaded = []
-    for (label, _), modules in zip(versions, packages, strict=True):
+    files = []
+    for modules in packages:
         sys.modules.update(modules)
         vocabulary = modules["jsonmode"].Vocabulary.from_tokenizer(tokenizer)
         modules["jsonmode"].compile_schema({}, vocabulary).engine  # noqa: B018  (index, trie)
         loaded.append((modules, vocabulary))
-        print(f"{label}: {modules['jsonmode'].__file__}")
+        files.append(str(modules["jsonmode"].__file__))
     times: list[list[float]] = [[], []]
     compiles: list[list[float]] = [[], []]  # per schema both compiled, in one order
     for round_ in range(args.rounds):
         for index, case in enumerate(cases):
-            order = (0, 1) if (index + round_) % 2 == 0 else (1, 0)
+            order = (0, 1) if (index + round_ + args.parity) % 2 == 0 else (1, 0)
             took: list[float | None] = [None, None]
             for which in order:
                 took[which], found = _walk(*loaded[which], case, args.bitmask)
@@ -132,21 +181,46 @@ def main(argv: list[str] | None = None) -> int:
             if took[0] is not None and took[1] is not None:
                 compiles[0].append(took[0])
                 compiles[1].append(took[1])
-    for (label, _), found in zip(versions, times, strict=True):
-        values = np.array(found)
+    return {"files": files, "times": times, "compiles": compiles}
+
+
+def _ratios(result: dict[str, Any]) -> tuple[float, float | None]:
+    """One process's B / A: mask total, compile median (None: nothing compiled)."""
+    times, compiles = result["times"], result["compiles"]
+    masks = sum(times[1]) / sum(times[0])
+    if not compiles[0]:
+        return masks, None
+    medians = [float(np.median(found)) for found in compiles]
+    return masks, medians[1] / medians[0]
+
+
+def _geometric_mean(values: list[float]) -> float:
+    return math.exp(sum(math.log(value) for value in values) / len(values))
+
+
+def _report(results: list[dict[str, Any]]) -> None:
+    """Each version's mask and compile statistics over ``results`` (processes), and
+    B / A as the geometric mean of the processes' ratios."""
+    for label, file in zip("AB", results[0]["files"], strict=True):
+        print(f"{label}: {file}")
+    for which, label in enumerate("AB"):
+        values = np.concatenate([np.array(result["times"][which]) for result in results])
         print(
             f"{label}: {values.size} mask calls, total {values.sum():.3f} s, "
             f"mean {values.mean() * 1e6:.1f} µs, p99 {np.percentile(values, 99) * 1e6:.0f} µs"
         )
-    if len(times[0]) != len(times[1]):
+    if any(len(r["times"][0]) != len(r["times"][1]) for r in results):
         print("note: the versions walked different numbers of tokens (a schema or token refused)")
-    print(f"B / A: {sum(times[1]) / sum(times[0]):.3f}")
-    if compiles[0]:
-        medians = [float(np.median(found)) for found in compiles]
-        for (label, _), median in zip(versions, medians, strict=True):
-            print(f"{label}: compile median {median * 1e3:.2f} ms over {len(compiles[0])} schemas")
-        print(f"compile B / A: {medians[1] / medians[0]:.3f}")
-    return 0
+    ratios = [_ratios(result) for result in results]
+    print(f"B / A: {_geometric_mean([masks for masks, _ in ratios]):.3f}")
+    compiled = [ratio for _, ratio in ratios if ratio is not None]
+    if not compiled:
+        return
+    for which, label in enumerate("AB"):
+        median = float(np.median(np.concatenate([r["compiles"][which] for r in results])))
+        count = len(results[0]["compiles"][which])
+        print(f"{label}: compile median {median * 1e3:.2f} ms over {count} schemas")
+    print(f"compile B / A: {_geometric_mean(compiled):.3f}")
 
 
 if __name__ == "__main__":

@@ -29,6 +29,19 @@ def test_a_version_against_itself_walks_the_same_tokens():
     compiled = re.findall(pattern, done.stdout, re.M)
     assert compiled == [("A", "2"), ("B", "2")]
     assert re.search(r"^compile B / A: \d+\.\d{3}$", done.stdout, re.M)
+    # One fresh process per parity (which version walks a schema first), each reported.
+    parities = re.findall(
+        r"^parity (\d): B / A \d+\.\d{3}, compile B / A \d+\.\d{3}$", done.stdout, re.M
+    )
+    assert parities == ["0", "1"]
+
+
+def test_one_parity_is_one_process():
+    done = _run(str(ROOT), "--schemas", "2", "--parity", "1")
+    assert done.returncode == 0, done.stderr
+    assert not re.search(r"^parity", done.stdout, re.M)
+    assert re.search(r"^B / A: \d+\.\d{3}$", done.stdout, re.M)
+    assert re.search(r"^compile B / A: \d+\.\d{3}$", done.stdout, re.M)
 
 
 def test_a_root_without_jsonmode_is_refused(tmp_path):
