@@ -604,10 +604,13 @@ def test_no_dead_end_where_a_member_accepts_nothing():
     assert finished >= 20
 
 
-def test_lexeme_rule_information_is_shared_between_schemas():
+def test_rule_information_and_walks_are_shared_between_schemas(monkeypatch):
     """One lexeme in two schemas: the second engine reuses the first's rule
-    information (tables, hashes), found by content; structural rules are the
-    engine's own."""
+    information (tables, hashes), found by content. Structural rules are signed by
+    their table (networks share the table of a rule shape) and crossing states: the
+    two roots (one shape) share their walks, the object and the array rule do not."""
+    from jsonmode.decoding.engine import walk as walk_module
+
     vocabulary = synthetic_vocabulary()
     pattern = {"type": "string", "pattern": "^[a-c]+x?$"}
     first = compile_schema({"type": "object", "properties": {"p": pattern}}, vocabulary).engine
@@ -620,8 +623,45 @@ def test_lexeme_rule_information_is_shared_between_schemas():
     shared = lexeme(first)
     assert shared.hashes is not None
     assert lexeme(second) is shared
-    structural = [engine._rules.info(engine.network.root).signature for engine in (first, second)]
-    assert structural[0] != structural[1]
+    roots = [engine.network.rules[engine.network.root] for engine in (first, second)]
+    assert roots[0].trans is roots[1].trans
+    signatures = [engine._rules.info(engine.network.root).signature for engine in (first, second)]
+    assert signatures[0] == signatures[1]
+    obj, arr = first.network.names["obj"], second.network.names["arr"]
+    assert first._rules.info(obj).signature != second._rules.info(arr).signature
+    # The second root's walks come from the first's: nothing is walked again.
+    walked = [first.walk(first.network.root, state) for state in range(roots[0].n_states)]
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("walked again")
+
+    for name in ("_compute_walk", "_patched_walk", "_sliced_walk"):
+        monkeypatch.setattr(walk_module._Walks, name, refuse)
+    for state, walk in enumerate(walked):
+        again = second.walk(second.network.root, state)
+        assert np.array_equal(again.inside, walk.inside)
+        assert [stop for stop, _ in again.groups] == [stop for stop, _ in walk.groups]
+
+
+def test_rules_sharing_a_table_differ_in_signature_where_their_crossing_states_do():
+    """Rules that share one table (any-order families) but accept or call in other
+    states are signed apart; rules alike in both are signed alike, whom they call
+    aside; another table object, even an equal one, is numbered apart."""
+    from jsonmode.decoding.automaton import RuleDFA
+    from jsonmode.decoding.engine.rules import _structural_content
+
+    trans = np.full((2, 256), -1, dtype=np.int32)
+    trans[0, ord("a")] = 1
+    calls = (((5, 1),), ())
+    accepting = np.array([False, True])
+    one = RuleDFA("one", trans, calls, accepting)
+    two = RuleDFA("two", trans, calls, np.array([False, False]))
+    three = RuleDFA("three", trans, (((7, 1),), ()), accepting)
+    copy = RuleDFA("copy", trans.copy(), calls, accepting)
+    signed = [_structural_content(rule)[0] for rule in (one, two, three, copy)]
+    assert signed[0] != signed[1]
+    assert signed[0] == signed[2]
+    assert signed[0] != signed[3]
 
 
 def test_replay_in_plain_python_equals_the_vectorised_replay(monkeypatch):

@@ -4,8 +4,11 @@
 crossing states, flat table and state hashes (:mod:`~jsonmode.decoding.engine.state`),
 and recognises a string with length bounds only as the plain string plus a count
 (:func:`_count_states`). Lexemes (call-free rules) recur across properties and
-schemas: their signatures, hashes and information are shared process-wide by content;
-a structural rule is its engine's own.
+schemas: their signatures, hashes and information are shared process-wide by content.
+A structural rule's walks depend on its table and crossing states alone, not on the
+rules it calls: it is signed by its table object (networks share the table of a rule
+shape: see :func:`~jsonmode.decoding.automaton.build_network`) and its crossing states,
+so the walks of an array, a root or a recurring object are shared across schemas too.
 
 Cost: a rule's information is worked out on the first mask that walks it; hashing a
 lexeme is the expensive part (a pass per depth step, shared by a network's small
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import weakref
 from typing import Any
 
@@ -55,6 +59,9 @@ _lexeme_contents: dict[
     int, tuple[weakref.ref[Any], tuple[bytes, npt.NDArray[np.bool_], npt.NDArray[np.int32]]]
 ] = {}
 _lexeme_infos: Lru[tuple[bytes, int], _RuleInfo] = Lru(32 << 20)
+# Structural rules' tables, numbered by identity (see _structural_content).
+_table_numbers: dict[int, tuple[weakref.ref[Any], int]] = {}
+_table_serial = itertools.count()
 _plain_infos: dict[int, _RuleInfo] = {}  # by hash depth (see _Rules.plain)
 
 
@@ -64,7 +71,7 @@ class _Rules:
 
     def __init__(self, network: Network, token: int, depth: int) -> None:
         self.network = network
-        self._token = token  # (the engine's number: structural rules are keyed by it)
+        self._token = token  # (the engine's number)
         # Hash depths: a token after its first byte, and a whole token (a byte to spare).
         self.depth = depth
         self._infos: dict[int, _RuleInfo] = {}
@@ -87,7 +94,8 @@ class _Rules:
                 self._infos[rule] = shared
                 return shared
         # Lexemes (call-free rules) recur across properties and schemas: their
-        # information is shared by content; a structural rule is its engine's own.
+        # information is shared by content; a structural rule's is kept per engine (its
+        # walks are shared by signature).
         counted = None
         if automaton.lengths is not None:
             known_states = _count_cache.get(signature)
@@ -132,9 +140,7 @@ class _Rules:
         if known is None:
             automaton = self.network.rules[rule]
             if any(automaton.calls):
-                # A structural rule is this schema's own (its calls name this network's
-                # rules): it is keyed by engine and rule, not by hashing its table.
-                known = _content(automaton, b"rule %d %d" % (self._token, rule))
+                known = _structural_content(automaton)
             else:  # a lexeme's table is shared by every network that uses it
                 table = automaton.trans
                 memo = _lexeme_contents.get(id(table))
@@ -222,15 +228,33 @@ def _forget_table(contents: dict[int, Any], key: int, _: object) -> None:
     contents.pop(key, None)
 
 
-def _content(
-    automaton: RuleDFA, signature: bytes | None = None
+def _structural_content(
+    automaton: RuleDFA,
 ) -> tuple[bytes, npt.NDArray[np.bool_], npt.NDArray[np.int32]]:
-    """A rule's content signature (``signature`` instead when given), crossing states
-    (accepting or calling) and transitions."""
+    """A structural rule's signature, crossing states and transitions: its walks read
+    its table and crossing states, never whom it calls, so it is signed by the table
+    object's number and the crossing states (networks with a rule of one shape share
+    its table, and rules that share a table may differ in their crossing states: any-
+    order families). Cost: a lookup and a hash of one flag per state, no pass over
+    the table (most structural tables are shared, not equal copies)."""
+    table = automaton.trans
+    key = id(table)
+    memo = _table_numbers.get(key)
+    if memo is None or memo[0]() is not table:
+        gone = functools.partial(_forget_table, _table_numbers, key)
+        memo = (weakref.ref(table, gone), next(_table_serial))
+        _table_numbers[key] = memo
+    crossing = _facts(automaton).crossing
+    digest = hashlib.blake2b(b"table %d;" % memo[1], digest_size=16)
+    digest.update(crossing.tobytes())
+    return digest.digest(), crossing, np.ascontiguousarray(table, dtype=np.int32)
+
+
+def _content(automaton: RuleDFA) -> tuple[bytes, npt.NDArray[np.bool_], npt.NDArray[np.int32]]:
+    """A lexeme's content signature, crossing states (accepting or calling) and
+    transitions."""
     crossing = _facts(automaton).crossing
     trans = np.ascontiguousarray(automaton.trans, dtype=np.int32)
-    if signature is not None:
-        return signature, crossing, trans
     digest = hashlib.blake2b(digest_size=16)
     big = trans.shape[0] > _BIG_TABLE
     digest.update(b"%d %d;" % (trans.shape[0], big))  # (which layout follows)

@@ -136,11 +136,12 @@ class _CharCounts:
 
 
 # Walks are keyed by vocabulary and by a state's behaviour hash, a lexeme's content and
-# state (equal lexemes of different schemas share them), a structural rule's engine and
-# state, or a counted string's budget (see _Walks._shared_walk). Walks and segments are
-# held as plain tuples of arrays and numbers (their ``pack``): the garbage collector
-# stops tracking those, where tens of thousands of dataclass instances would be
-# traversed by every full collection (~1 us each, inside mask calls).
+# state (equal lexemes of different schemas share them), a structural rule's signature
+# (its table and crossing states: see _Rules.signature) and state, or a counted string's
+# budget (see _Walks._shared_walk). Walks and segments are held as plain tuples of
+# arrays and numbers (their ``pack``): the garbage collector stops tracking those, where
+# tens of thousands of dataclass instances would be traversed by every full collection
+# (~1 us each, inside mask calls).
 _walk_cache: Lru[tuple[str, bytes, int], tuple[Any, ...]] = Lru(16 << 20)
 _local_walk_cache: Lru[tuple[str, bytes, int], tuple[Any, ...]] = Lru(48 << 20)
 _char_counts: Lru[str, _CharCounts] = Lru(16 << 20)  # by vocabulary
@@ -170,11 +171,12 @@ class _Walks:
 
         The rule-independent part (which tokens stay inside, which pass a call or
         return point and where) is cached process-wide by the state's behaviour hash
-        (or the rule's content). A lexeme's walk is that part with all its boundary
+        (or the rule's signature). A lexeme's walk is that part with all its boundary
         tokens in one group (see :class:`_Walk`), cached by the same key: shared by
         every state of any lexeme that acts alike. A structural rule's boundary tokens
         are grouped by the state where each passed its call or return point, replayed
-        in this rule, and its walk is this engine's own.
+        in this rule; its walk is cached by its signature and state, shared by every
+        network with a rule of its table (the stack it finishes on is the engine's).
         """
         info = self._rules.info(rule)
         lexeme = rule in self._rules.lexeme_set
