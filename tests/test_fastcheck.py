@@ -122,3 +122,32 @@ def test_agrees_with_jsonschema_on_generated_values(name, value):
     check = compile_check(schema, reference.format_checker)
     assert check is not None, f"corpus schema {name} should compile"
     assert check(value) is reference.is_valid(value)
+
+
+@pytest.mark.parametrize("count", range(6))
+def test_all_and_any_of_checks_agree_with_the_builtins_and_stop_early(count: int) -> None:
+    """The combinators behind allOf/anyOf and a schema's keywords: every subset of
+    verdicts, each length written out or looped; no check after the deciding one."""
+    import itertools
+
+    from jsonmode.schema import fastcheck
+
+    called: list[int] = []
+
+    def make(index: int, verdict: bool):
+        def check(value: object) -> bool:
+            called.append(index)
+            return verdict
+
+        return check
+
+    for verdicts in itertools.product((False, True), repeat=count):
+        called.clear()
+        checks = [make(index, verdict) for index, verdict in enumerate(verdicts)]
+        assert bool(fastcheck._all(checks)(None)) is all(verdicts)
+        stop = verdicts.index(False) + 1 if False in verdicts else count
+        assert called == list(range(stop))
+        called.clear()
+        assert bool(fastcheck._any(checks)(None)) is any(verdicts)
+        stop = verdicts.index(True) + 1 if True in verdicts else count
+        assert called == list(range(stop))

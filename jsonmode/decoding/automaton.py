@@ -35,7 +35,7 @@ import numpy.typing as npt
 from jsonmode.decoding.budget import checkpoint
 from jsonmode.decoding.families import Family, RuleTable, number_families
 from jsonmode.decoding.families import expand as expand_families
-from jsonmode.decoding.grammar import Alt, Call, Expr, Grammar, Lex, Lit, Members, Rep, Seq, called
+from jsonmode.decoding.grammar import Alt, Call, Expr, Grammar, Lex, Lit, Members, Rep, Seq
 from jsonmode.decoding.lru import Lru
 from jsonmode.decoding.objects import Fragment, Interval, Raw, extend_row, object_rule
 from jsonmode.decoding.regex import ByteDFA, any_char_dfa, json_string_body_dfa
@@ -496,8 +496,10 @@ class _Structure:
         rules ``accepts`` and their ``number``."""
         callees = shape.callees
         if self.trans is not None and all(accepts.get(callee, False) for callee in callees):
-            # Every part accepts something, so every state of the automaton can
-            # complete (each state is some set of positions inside those parts).
+            # No part dead (the table is cached only then) and every callee accepts:
+            # every part accepts something, so every state of the automaton can
+            # complete (each state is some set of positions inside those parts;
+            # checked on random grammars by the tests).
             assert self.accepting is not None
             numbers = [number[callee] for callee in callees]
             calls: list[tuple[tuple[int, int], ...]] = [()] * len(self.accepting)
@@ -689,12 +691,6 @@ def _accepts(expr: Expr, rules: dict[str, bool]) -> bool:
             len(needed) < 2 or _accepts(expr.sep, rules)
         )
     raise TypeError(expr)  # pragma: no cover - Expr is closed
-
-
-def _every_part_accepts(expr: Expr, rules: dict[str, bool]) -> bool:
-    """Whether ``expr`` and every expression inside it accept some byte string: no
-    part accepts nothing by itself, and every rule it calls accepts something."""
-    return not dead_parts(expr) and all(rules.get(callee, False) for callee in called(expr))
 
 
 def _live(parts: Raw, accepts: dict[str, bool]) -> list[bool]:

@@ -50,11 +50,6 @@ class Shape:
     def __hash__(self) -> int:
         return hash(self.key)
 
-    def expr(self) -> Expr:
-        """The expression with callee ``i`` renamed ``str(i)`` (a new walk)."""
-        number = {name: index for index, name in enumerate(self.callees)}
-        return _rename(self.source, number)
-
 
 def shape_of(expr: Expr) -> Shape:
     """``expr``'s shape (see module)."""
@@ -121,28 +116,6 @@ class _Walk:
             parts.append("+")
             self.spell(node.extra)
         parts.append(">")
-
-
-def _rename(expr: Expr, number: dict[str, int]) -> Expr:
-    """``expr`` with each callee renamed ``str(number[callee])``."""
-    kind = type(expr)
-    if kind is Call:
-        return Call(str(number[expr.rule]))  # type: ignore[union-attr]
-    if kind is Seq:
-        return Seq(tuple(_rename(item, number) for item in expr.items))  # type: ignore[union-attr]
-    if kind is Alt:
-        return Alt(tuple(_rename(option, number) for option in expr.options))  # type: ignore[union-attr]
-    if kind is Rep:
-        return Rep(_rename(expr.item, number), expr.low, expr.high)  # type: ignore[union-attr]
-    if kind is Members:
-        node: Members = expr  # type: ignore[assignment]
-        return Members(
-            tuple((_rename(member, number), needed) for member, needed in node.members),
-            None if node.extra is None else _rename(node.extra, number),
-            _rename(node.sep, number),
-            node.any_order,
-        )
-    return expr  # Lit, Lex
 
 
 def dead_parts(expr: Expr) -> bool:

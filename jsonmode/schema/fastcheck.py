@@ -431,43 +431,35 @@ _CLASSES: dict[str, type] = {
 
 def _all(checks: list[Check]) -> Check:
     """A check that every one of ``checks`` passes (truthy), in order, stopping at the
-    first that fails: written out for few checks (no generator per value)."""
-    if not checks:
-        return lambda value: True
-    if len(checks) == 1:
-        return checks[0]
-    if len(checks) == 2:
-        first, second = checks
-        return lambda value: first(value) and second(value)
-    if len(checks) == 3:
-        first, second, third = checks
-        return lambda value: first(value) and second(value) and third(value)
-
-    def check(value: Any) -> bool:
-        for test in checks:  # noqa: SIM110  (all() would make a generator per value)
-            if not test(value):
-                return False
-        return True
-
-    return check
+    first that fails."""
+    return _joined(checks, stop=False)
 
 
 def _any(checks: list[Check]) -> Check:
     """A check that some one of ``checks`` passes (truthy), in order, stopping at the
     first that does (none: fails)."""
+    return _joined(checks, stop=True)
+
+
+def _joined(checks: list[Check], *, stop: bool) -> Check:
+    """A check that runs ``checks`` in order until one's verdict is ``stop`` and
+    answers ``stop`` then, ``not stop`` when none is. Written out for up to two
+    checks; a loop beyond (``all()``/``any()`` would make a generator per value)."""
     if not checks:
-        return lambda value: False
+        return lambda value: not stop
     if len(checks) == 1:
         return checks[0]
     if len(checks) == 2:
         first, second = checks
-        return lambda value: first(value) or second(value)
+        if stop:
+            return lambda value: first(value) or second(value)
+        return lambda value: first(value) and second(value)
 
     def check(value: Any) -> bool:
-        for test in checks:  # noqa: SIM110  (any() would make a generator per value)
-            if test(value):
-                return True
-        return False
+        for test in checks:
+            if bool(test(value)) is stop:
+                return stop
+        return not stop
 
     return check
 

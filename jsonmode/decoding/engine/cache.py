@@ -118,7 +118,7 @@ class MaskEngine:
         self._ids = index.ids
         self._size = bits_size(vocabulary.size)
         # (State hashes look as far as the longest token: see _Rules.)
-        self._rules = _Rules(network, self._token, index.longest)
+        self._rules = _Rules(network, index.longest)
         self._walks = _Walks(self._rules, vocabulary, index)
         if index not in _primed:
             # Per-vocabulary set-up, with the token index, not left to a first mask:

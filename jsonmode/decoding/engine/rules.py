@@ -69,9 +69,8 @@ class _Rules:
     """The rule information of one network's rules, for one hash depth (the longest
     token's length). Thread-safe."""
 
-    def __init__(self, network: Network, token: int, depth: int) -> None:
+    def __init__(self, network: Network, depth: int) -> None:
         self.network = network
-        self._token = token  # (the engine's number)
         # Hash depths: a token after its first byte, and a whole token (a byte to spare).
         self.depth = depth
         self._infos: dict[int, _RuleInfo] = {}
