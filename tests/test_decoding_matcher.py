@@ -10,7 +10,7 @@ from support.reference_masks import reference_mask
 
 from jsonmode.decoding.compiled import compile_schema
 from jsonmode.decoding.vocabulary import Vocabulary
-from jsonmode.errors import UsageError
+from jsonmode.errors import BudgetExceededError, UsageError
 
 TOKENIZERS = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tokenizers"
 
@@ -791,23 +791,22 @@ def test_key_lexemes_take_the_plain_strings_hashes_and_share_equal_states():
         engine = compile_schema(schema, vocabulary).engine
         rule, automaton = _key_lexeme(engine)
         info = engine._rules.info(rule)
-        _, crossing, trans = engine._rules.signature(rule)
-        assert np.array_equal(info.hashes, engine._rules.grafted_hashes(crossing, trans))
+        assert isinstance(info.hashes, state_module.KeyHashes)
         plain_of = state_module._plain_states(automaton.trans, automaton.accepting)
         known = np.flatnonzero(plain_of >= 0)
         assert known.size == engine._rules.plain().crossing.size - 1  # all but before the quote
-        assert np.array_equal(
-            info.hashes[:, known], engine._rules.plain().hashes[:, plain_of[known]]
-        )
+        plain = engine._rules.plain().hashes
+        for state, theirs in zip(known.tolist(), plain_of[known].tolist(), strict=True):
+            assert [info.hashes[row, state] for row in (0, 1)] == plain[:, theirs].tolist()
         state = automaton.trans[0, ord('"')]
         for byte in b"nam":
             state = automaton.trans[state, byte]
-        return info.hashes[:, state]
+        return info.hashes[0, state], info.hashes[1, state]
 
     name_id = prefix_hashes(["name", "id"])
-    assert np.array_equal(name_id, prefix_hashes(["kind", "name"]))
-    assert not np.array_equal(name_id, prefix_hashes(["name", "names"]))
-    assert not np.array_equal(name_id, prefix_hashes(["nam", "id"]))
+    assert name_id == prefix_hashes(["kind", "name"])
+    assert name_id != prefix_hashes(["name", "names"])
+    assert name_id != prefix_hashes(["nam", "id"])
 
 
 def test_plain_states_refuse_a_lookalike():
@@ -879,12 +878,13 @@ def test_grafted_hashes_equal_the_sum_over_every_byte():
         assert (int(got[0, state]), int(got[1, state])) == expected(state)
 
 
-def test_key_hashes_from_the_names_equal_grafted_hashes():
+def test_key_hashes_from_the_names_part_states_as_grafted_hashes_do():
     """A key lexeme of plain names (``RuleDFA.keys``, set by the compiler) is hashed
-    from its names: the values the generic graft gives, for names that are prefixes
-    of others, the empty name, a prefix with more next letters than a graft corrects
-    (``_FEW_FIXES``); names that are not the rule's own are refused (None), never
-    hashed as if they were."""
+    from its names, a state at a time: over many name sets (names that are prefixes
+    of others, the empty name, a prefix with many next letters), two states, of one
+    lexeme or of two, hash alike exactly when the generic graft (exact behaviour
+    hashes) says so. A table that is not the names' own is refused (None), never
+    hashed as if it were."""
     from jsonmode.decoding.engine import state as state_module
 
     vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / "qwen2.5")
@@ -892,8 +892,10 @@ def test_key_hashes_from_the_names_equal_grafted_hashes():
     letters = "abcdefghijklmnopqrstuvwxyz_ 0~{"
     name_sets = [
         ["name", "names", "id", ""],
+        ["name", "kind", "id"],  # ("nam", "na", "n" as in the first set but "names")
         [chr(ord("a") + k) + "x" for k in range(26)],  # 26 next letters after ""
         ["a", "ab", "abc", "abcd"],
+        ["xa", "xab", "ab"],  # ("ab" and "xab": one state each, with equal suffixes)
     ]
     name_sets += [
         [
@@ -902,7 +904,9 @@ def test_key_hashes_from_the_names_equal_grafted_hashes():
         ]
         for _ in range(40)
     ]
-    checked = 0
+    # (Per row: the rows are hashes of two depths, compared only with their own.)
+    ours_to_graft: list[dict[int, int]] = [{}, {}]
+    graft_to_ours: list[dict[int, int]] = [{}, {}]
     for names in name_sets:
         schema = {"type": "object", "properties": {name: {} for name in names}}
         engine = compile_schema(schema, vocabulary).engine
@@ -911,18 +915,53 @@ def test_key_hashes_from_the_names_equal_grafted_hashes():
         assert set(automaton.keys) == set(names)
         _, crossing, trans = engine._rules.signature(rule)
         got = engine._rules.key_hashes(automaton.keys, crossing, trans)
-        assert got is not None
-        assert np.array_equal(got, engine._rules.grafted_hashes(crossing, trans)), names
-        assert np.array_equal(engine._rules.info(rule).hashes, got)
-        checked += 1
+        assert isinstance(got, state_module.KeyHashes)
+        assert isinstance(engine._rules.info(rule).hashes, state_module.KeyHashes)
+        graft = engine._rules.grafted_hashes(crossing, trans)
+        assert graft is not None
+        for row in (0, 1):
+            for state in range(trans.shape[0]):
+                ours, theirs = got[row, state], int(graft[row, state])
+                assert ours_to_graft[row].setdefault(ours, theirs) == theirs, (names, state)
+                assert graft_to_ours[row].setdefault(theirs, ours) == ours, (names, state)
         others = tuple(sorted({name[::-1] + "q" for name in automaton.keys}))
         assert engine._rules.key_hashes(others, crossing, trans) is None
-    assert checked == len(name_sets)
+    assert len(ours_to_graft[1]) > 300  # (prefix states of many kinds, not a few)
     name_id = compile_schema({"properties": {"id": {}, "name": {}}}, vocabulary).engine
     rule, automaton = _key_lexeme(name_id)
     _, crossing, trans = name_id._rules.signature(rule)
-    assert name_id._rules.key_hashes(("ie", "name"), crossing, trans) is None  # (same layout)
+    assert name_id._rules.key_hashes(("id", "name"), crossing, trans) is not None
+    # Same layout and size, one letter apart; one state more; a name that is not plain.
+    for names in [("ie", "name"), ("id", "nam"), ("id", "namf"), ("id", "na\\m")]:
+        assert name_id._rules.key_hashes(names, crossing, trans) is None, names
     assert state_module._KEY_ESCAPES  # (the escape states' hashes, worked out once)
+
+
+def test_key_trie_lays_out_the_sorted_prefixes_without_spelling_them():
+    """``key_trie`` numbers the names' prefixes in sorted order (what
+    ``extra_key_body`` lays out) from the sorted names alone, keeps no prefix strings
+    (a 20 000-character name is refused by the state budget before any is built), and
+    ``key_trie_size`` counts them without building it."""
+    from jsonmode.decoding.keys import key_trie, key_trie_size
+
+    rng = random.Random(5)
+    for _ in range(200):
+        names = tuple(
+            "".join(rng.choice("abc") for _ in range(rng.randint(0, 5)))
+            for _ in range(rng.randint(0, 8))
+        )
+        prefixes = sorted({name[:i] for name in names for i in range(len(name) + 1)} | {""})
+        trie = key_trie(names)
+        assert trie.size == key_trie_size(names) == len(prefixes)
+        assert [trie.prefix(state) for state in range(trie.size)] == prefixes
+        index = {prefix: state for state, prefix in enumerate(prefixes)}
+        for state in range(1, trie.size):
+            prefix = prefixes[state]
+            assert trie.parents[state - 1] == index[prefix[:-1]]
+            assert trie.letters[state - 1] == ord(prefix[-1])
+        assert sorted(trie.named.tolist()) == sorted({index[name] for name in names})
+    with pytest.raises(BudgetExceededError):
+        compile_schema({"properties": {"a" * 20_000: {}}})
 
 
 def _as_stacks(numbering, pairs) -> set:

@@ -29,13 +29,15 @@ from jsonmode.decoding import regex as rx
 from jsonmode.decoding.budget import checkpoint
 from jsonmode.errors import BudgetExceededError
 
-__all__ = ["extra_key_body", "key_prefixes"]
+__all__ = ["KeyTrie", "extra_key_body", "is_plain_name", "key_trie", "key_trie_size"]
 
 _SHORT_ESCAPES = b'"\\bfnrt'
 _HEX = b"0123456789abcdefABCDEF"
 
 
-def _plain(name: str) -> bool:
+def is_plain_name(name: str) -> bool:
+    """Whether a name is printable ASCII without ``"`` or ``\\`` (what
+    :func:`extra_key_body` and :func:`key_trie` take)."""
     # (Printable ASCII is exactly " " .. "~".)
     return name.isascii() and name.isprintable() and '"' not in name and "\\" not in name
 
@@ -90,10 +92,96 @@ def _layout(complete: bool) -> _Layout:
     return _Layout(prefix, prefix == dead, tail, tail == dead)
 
 
-def key_prefixes(names: tuple[str, ...]) -> list[str]:
-    """Every prefix of ``names`` (the empty one included), sorted: the order of the
-    first states of :func:`extra_key_body`."""
-    return sorted({name[:i] for name in names for i in range(len(name) + 1)} | {""})
+@dataclass(frozen=True)
+class KeyTrie:
+    """The trie of a set of names as :func:`extra_key_body` lays it out: state 0 is the
+    empty prefix, state ``i`` the ``i``-th of the names' other prefixes in sorted order.
+
+    ``names``: the names, sorted, without repeats. Per state but 0: the state of the
+    prefix one character shorter (``parents``), its last character (``letters``) and,
+    to spell it, a name it begins (``owners``, an index into ``names``) and its length
+    (``lengths``). ``named``: the states of the names themselves. The prefixes are
+    not kept as strings (a long name's would take memory quadratic in its length):
+    :meth:`prefix` spells one.
+    """
+
+    names: tuple[str, ...]
+    parents: npt.NDArray[np.int32]
+    letters: npt.NDArray[np.int32]
+    owners: npt.NDArray[np.int32]
+    lengths: npt.NDArray[np.int32]
+    named: npt.NDArray[np.int32]
+
+    @property
+    def size(self) -> int:
+        """The number of states (prefixes, the empty one included)."""
+        return int(self.parents.size) + 1
+
+    def prefix(self, state: int) -> str:
+        """The prefix of ``state``."""
+        if not state:
+            return ""
+        return self.names[int(self.owners[state - 1])][: int(self.lengths[state - 1])]
+
+
+def _common(first: str, second: str) -> int:
+    """The length of the longest common prefix of two strings."""
+    shortest = min(len(first), len(second))
+    length = 0
+    while length < shortest and first[length] == second[length]:
+        length += 1
+    return length
+
+
+def key_trie_size(names: tuple[str, ...]) -> int:
+    """The number of states of :func:`key_trie` (the distinct prefixes of ``names``,
+    the empty one included), counted without building it. Cost: linear in the total
+    length of the names."""
+    ordered = sorted(set(names))
+    return 1 + sum(
+        len(name) - _common(before, name)
+        for before, name in zip(["", *ordered], ordered, strict=False)
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def key_trie(names: tuple[str, ...]) -> KeyTrie:
+    """The :class:`KeyTrie` of ``names``. Cached per process: the mask engine asks
+    again for the names of each key lexeme it hashes. Cost: linear in the total
+    length of the names, its memory in their number of prefixes (see
+    :func:`key_trie_size`)."""
+    ordered = tuple(sorted(set(names)))
+    parents: list[int] = []
+    letters: list[int] = []
+    owners: list[int] = []
+    lengths: list[int] = []
+    named: list[int] = []
+    # Sorted names add their new prefixes in sorted order: those past the part a name
+    # shares with the one before (a prefix sorts before what extends it). ``path``:
+    # the states of the current name's prefixes.
+    path = [0]
+    before = ""
+    for index, name in enumerate(ordered):
+        if not index & 255:
+            checkpoint()
+        common = _common(before, name)
+        del path[common + 1 :]
+        for length in range(common, len(name)):
+            parents.append(path[-1])
+            letters.append(ord(name[length]))
+            owners.append(index)
+            lengths.append(length + 1)
+            path.append(len(parents))
+        named.append(path[-1])
+        before = name
+    return KeyTrie(
+        ordered,
+        np.array(parents, dtype=np.int32),
+        np.array(letters, dtype=np.int32),
+        np.array(owners, dtype=np.int32),
+        np.array(lengths, dtype=np.int32),
+        np.array(named, dtype=np.int32),
+    )
 
 
 @functools.lru_cache(maxsize=256)
@@ -107,7 +195,7 @@ def extra_key_body(
     cached per process.
 
     Layout (the mask engine hashes key states from it, see ``RuleDFA.keys``): one
-    state per prefix of the names in :func:`key_prefixes` order (the empty prefix is
+    state per prefix of the names in :func:`key_trie` order (the empty prefix is
     the start), then the states after ``\\``, ``\\u``, ``\\u0`` and ``\\u00``
     (the same for any names), then the plain string body's states in their order. A
     prefix's state reads as the body's start state but for the next letters of the
@@ -119,14 +207,14 @@ def extra_key_body(
             prefix of the names, and the string body's): refused before its table
             is allocated, as the automaton builder would refuse it after.
     """
-    if not all(map(_plain, names)):
+    if not all(map(is_plain_name, names)):
         return None
     body = _body(complete)
-    prefixes = key_prefixes(names)
-    if max_states is not None and len(prefixes) + 4 + body.n_states > max_states:
+    count = key_trie_size(names)
+    if max_states is not None and count + 4 + body.n_states > max_states:
         raise BudgetExceededError("states per rule", max_states)
-    node = {prefix: index for index, prefix in enumerate(prefixes)}
-    shift = len(prefixes) + 4  # the escapes' states, then the plain body's, come last
+    trie = key_trie(names)
+    shift = count + 4  # the escapes' states, then the plain body's, come last
     total = shift + body.n_states
     layout = _layout(complete)
     trans = np.empty((total, 256), dtype=np.int32)
@@ -134,27 +222,17 @@ def extra_key_body(
     # state reads (any byte takes the key off the names, "\\" to the escape state)...
     np.add(layout.tail, shift, out=trans[shift - 4 :])
     trans[shift - 4 :][layout.tail_dead] = -1
-    row = trans[: len(prefixes)]
+    row = trans[:count]
     np.add(layout.prefix, shift, out=row[0])
     row[0][layout.prefix_dead] = -1
     row[1:] = row[0]
     # ...but for the characters that continue a name (written in one store: each
     # prefix's state to the state of the prefix one character longer).
-    rows: list[int] = []
-    columns: list[int] = []
-    targets: list[int] = []
-    for count, prefix in enumerate(prefixes):
-        if not count & 255:
-            checkpoint()
-        if prefix:
-            rows.append(node[prefix[:-1]])
-            columns.append(ord(prefix[-1]))
-            targets.append(count)
-    trans[rows, columns] = targets
+    trans[trie.parents, trie.letters] = np.arange(1, count, dtype=np.int32)
     accepting = np.zeros(total, dtype=np.bool_)
-    named = set(names)  # (a tuple would make this quadratic in the names)
-    accepting[[node[p] for p in prefixes if p not in named]] = True
+    accepting[:count] = True
+    accepting[trie.named] = False
     accepting[shift:] = body.accepting
     trans.flags.writeable = False
     accepting.flags.writeable = False
-    return rx.ByteDFA(node[""], accepting, trans)
+    return rx.ByteDFA(0, accepting, trans)  # (the empty prefix sorts first)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import weakref
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -26,7 +26,13 @@ from jsonmode.decoding.automaton import RuleDFA
 from jsonmode.decoding.engine.trie import TokenTrie, lexicographic_order
 from jsonmode.decoding.vocabulary import Vocabulary
 
+if TYPE_CHECKING:
+    from jsonmode.decoding.engine.state import KeyHashes
+
 Rows = npt.NDArray[np.int64]
+# A rule's state hashes, ``hashes[row, state]`` (see _RuleInfo): an array of all, or a
+# key lexeme's, worked out per state (state.KeyHashes).
+StateHashes: TypeAlias = "npt.NDArray[np.uint64] | KeyHashes"
 
 _QUOTE = ord('"')
 
@@ -233,7 +239,7 @@ class _RuleInfo:
     signature: bytes
     crossing: npt.NDArray[np.bool_]
     flat: npt.NDArray[np.int32]
-    hashes: npt.NDArray[np.uint64] | None
+    hashes: StateHashes | None
     counted: _Counted | None = None
     readable: dict[int, list[int]] = field(default_factory=dict)  # memo of reads()
     dead_memo: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_]]] = field(

@@ -28,9 +28,10 @@ import numpy as np
 import numpy.typing as npt
 
 from jsonmode.decoding.automaton import Network, RuleDFA, plain_string_rule
-from jsonmode.decoding.engine.facts import _QUOTE, _Counted, _facts, _RuleInfo
+from jsonmode.decoding.engine.facts import _QUOTE, StateHashes, _Counted, _facts, _RuleInfo
 from jsonmode.decoding.engine.state import (
     _HASH_BUDGET,
+    KeyHashes,
     _byte_classes,
     _column_folds,
     _grafted_hashes,
@@ -51,7 +52,7 @@ _BATCH_STATES = 256
 # Process-wide, by content: state hashes and count states of lexemes (by signature and
 # hash depth), their content signatures by table identity (the automata are built once
 # per process and shared by the networks that use them) and their rule information.
-_hash_cache: Lru[tuple[bytes, int], npt.NDArray[np.uint64]] = Lru(16 << 20)
+_hash_cache: Lru[tuple[bytes, int], StateHashes] = Lru(16 << 20)
 _count_cache: Lru[bytes, tuple[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None]] = Lru(
     8 << 20
 )
@@ -161,11 +162,11 @@ class _Rules:
 
     def key_hashes(
         self, names: tuple[str, ...], crossing: npt.NDArray[np.bool_], trans: npt.NDArray[np.int32]
-    ) -> npt.NDArray[np.uint64] | None:
+    ) -> KeyHashes | None:
         """:func:`_key_hashes` onto this depth's plain string."""
         return _key_hashes(self.plain(), self.depth, names, crossing, trans)
 
-    def hash_lexemes(self, rule: int) -> npt.NDArray[np.uint64] | None:
+    def hash_lexemes(self, rule: int) -> StateHashes | None:
         """The state hashes of lexeme ``rule``, computed in one pass with those of the
         network's other lexemes not hashed yet (within ``_HASH_BUDGET``): a pass costs
         mostly per depth step, so one for all of a schema's lexemes beats one each
@@ -177,7 +178,9 @@ class _Rules:
         depths = (self.depth, self.depth + 1)
         signature, crossing, trans = self.signature(rule)
         names = self.network.rules[rule].keys
-        grafted = None if names is None else self.key_hashes(names, crossing, trans)
+        grafted: StateHashes | None = None
+        if names is not None:
+            grafted = self.key_hashes(names, crossing, trans)
         if grafted is None:
             grafted = self.grafted_hashes(crossing, trans)
         if grafted is not None:
@@ -251,20 +254,23 @@ def _structural_content(
 
 def _content(automaton: RuleDFA) -> tuple[bytes, npt.NDArray[np.bool_], npt.NDArray[np.int32]]:
     """A lexeme's content signature, crossing states (accepting or calling) and
-    transitions."""
+    transitions. Equal tables and flags sign alike, unequal ones apart up to 64-bit
+    collisions of a per-process keyed hash (as state hashes are up to theirs)."""
     crossing = _facts(automaton).crossing
     trans = np.ascontiguousarray(automaton.trans, dtype=np.int32)
-    digest = hashlib.blake2b(digest_size=16)
     big = trans.shape[0] > _BIG_TABLE
-    digest.update(b"%d %d;" % (trans.shape[0], big))  # (which layout follows)
     if big:
         # The distinct columns and which byte has which (most bytes' columns repeat:
         # hashing those costs a fraction of hashing every byte's).
         first, inverse = _byte_classes(trans)
-        digest.update(np.ascontiguousarray(trans[:, first]).tobytes())
-        digest.update(inverse.astype(np.uint8).tobytes())
+        data = trans[:, first].tobytes() + inverse.astype(np.uint8).tobytes()
     else:  # (as 16-bit ints, half the bytes to hash: a table this small fits them)
-        digest.update(trans.astype(np.int16).tobytes())
+        data = trans.astype(np.int16).tobytes()
+    # The table's bytes are read by the interpreter's own 64-bit hash (keyed per
+    # process; a fifth of blake2b's time over them, most of a first mask's signing);
+    # the signature, like every hash here, never leaves the process.
+    digest = hashlib.blake2b(b"%d %d;" % (trans.shape[0], big), digest_size=16)
+    digest.update(hash(data).to_bytes(8, "little", signed=True))
     digest.update(crossing.tobytes())
     return digest.digest(), crossing, trans
 

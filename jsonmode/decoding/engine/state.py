@@ -21,14 +21,16 @@ Pure functions of their arguments but for process-wide memos of equal values
 
 from __future__ import annotations
 
+import bisect
 import functools
+import hashlib
 
 import numpy as np
 import numpy.typing as npt
 
-from jsonmode.decoding.automaton import plain_string_rule, quoted_rule
+from jsonmode.decoding.automaton import RuleDFA, plain_string_rule, quoted_rule
 from jsonmode.decoding.engine.facts import _QUOTE, _facts, _RuleInfo
-from jsonmode.decoding.keys import extra_key_body, key_prefixes
+from jsonmode.decoding.keys import KeyTrie, extra_key_body, is_plain_name, key_trie
 
 _PLAIN_CHAR = ord("a")
 
@@ -80,10 +82,7 @@ def _plain_sums(hashes: npt.NDArray[np.uint64]) -> tuple[list[int], list[int]]:
 # bytes than this is compared with every plain state (see _grafted_hashes).
 _FEW_FIXES = 16
 _BACKSLASH = ord("\\")
-# The sum over bytes of each byte's weight times the dead state's hash (modulo 2**64:
-# what _mix_int takes), and the escape states' hashes of key lexemes by hash depth (see
-# _key_escapes).
-_DEAD_SUM = (sum(_BYTE_WEIGHT_LIST) * int(_DEAD)) & _WORD
+# The escape states' hashes of key lexemes by hash depth (see _key_escapes).
 _KEY_ESCAPES: dict[int, tuple[list[int], list[int]]] = {}
 
 
@@ -287,12 +286,13 @@ def _grafted_hashes(
     benchmark, three networks in four had a key lexeme as the only lexeme left
     to hash.
     """
-    if plain.hashes is None:
+    plain_hashes = plain.hashes
+    if not isinstance(plain_hashes, np.ndarray):  # (None: too big to hash, never here)
         return None
     plain_of = _plain_states(trans, crossing)
     if plain_of is None:
         return None
-    sums = _plain_sums(plain.hashes)
+    sums = _plain_sums(plain_hashes)
     plain_rows = plain.flat.reshape(-1, 256)
     states, count = trans.shape[0], plain_rows.shape[0]
     rest = np.flatnonzero(plain_of < 0)
@@ -315,9 +315,9 @@ def _grafted_hashes(
     # Per state, its two hashes (the plain part's and the dead slot's known).
     extended = np.full((2, states + 1), _DEAD, dtype=np.uint64)
     known = np.flatnonzero(plain_of >= 0)
-    extended[:, known] = plain.hashes[:, plain_of[known]]
+    extended[:, known] = plain_hashes[:, plain_of[known]]
     low, high = extended.tolist()
-    plain_low, plain_high = np.append(plain.hashes, extended[:, -1:], axis=1).tolist()
+    plain_low, plain_high = np.append(plain_hashes, extended[:, -1:], axis=1).tolist()
     # Per tree state: (target, byte weight, the model's target) where they differ.
     fixes: dict[int, list[tuple[int, int, int]]] = {state: [] for state in rest.tolist()}
     rest_list, weights = rest.tolist(), _BYTE_WEIGHT_LIST
@@ -358,79 +358,145 @@ def _grafted_hashes(
     return np.array([low[:states], high[:states]], dtype=np.uint64)
 
 
+class KeyHashes:
+    """The state hashes of a key lexeme (``RuleDFA.keys``), each worked out when first
+    asked for (``hashes[row, state]``, as of an array of :func:`_state_hashes`' rows).
+
+    The layout is :func:`extra_key_body`'s: state 0 before the opening quote, one state
+    per prefix of the names (:class:`KeyTrie` order), the four escape states, then
+    the plain string body's states. The plain part takes the plain string's hashes and
+    the escape states the values they have in every key lexeme (:func:`_key_escapes`).
+    A prefix's state acts exactly as the rest of the names it still spells say (its
+    *suffixes*: the next letters lead to the prefixes one letter longer, the closing
+    quote is refused after a declared name, any other byte leaves the names as in the
+    plain body): its hash, for both rows, is a digest of those suffixes. Equal suffixes
+    in any key lexeme hash alike ("nam" where only "name" goes on, in any schema),
+    unequal ones apart (up to 64-bit collisions, as the depth hashes). A mask walks a
+    handful of a lexeme's prefix states, where hashing them all took a pass over every
+    prefix (~150 us per key lexeme over the benchmark, in the first mask of each new
+    object). Thread-safe: the memo is written with equal values whoever computes them.
+    """
+
+    __slots__ = ("_escapes", "_known", "_plain", "_shift", "_trie")
+
+    def __init__(
+        self, plain: npt.NDArray[np.uint64], escapes: tuple[list[int], list[int]], trie: KeyTrie
+    ) -> None:
+        self._plain = plain
+        self._escapes = escapes
+        self._trie = trie
+        self._shift = trie.size + 4
+        self._known: dict[int, int] = {}
+
+    @property
+    def nbytes(self) -> int:
+        """About what the memo and the trie hold (for cache budgets)."""
+        trie = self._trie
+        return 64 * len(self._known) + 20 * trie.size + sum(map(len, trie.names)) + 256
+
+    def __getitem__(self, item: tuple[int, int]) -> int:
+        row, state = item
+        shift = self._shift
+        if state > shift:
+            return int(self._plain[row, state - shift])
+        if state > shift - 4:
+            return self._escapes[row][state - shift + 3]
+        known = self._known.get(state)
+        if known is None:
+            if state:
+                known = self._prefix(self._trie.prefix(state - 1))
+            else:  # (reads the opening quote only, into the empty prefix's state)
+                known = _digest(b"key opening", b"%d" % self[1, 1])
+            self._known[state] = known
+        return known
+
+    def _prefix(self, prefix: str) -> int:
+        """The hash of a prefix's state: a digest of its suffixes."""
+        names = self._trie.names
+        # (Names are printable ASCII: those that begin with the prefix sort between
+        # it and the prefix followed by DEL.)
+        begin = bisect.bisect_left(names, prefix)
+        end = bisect.bisect_left(names, prefix + "\x7f", begin)
+        width = len(prefix)
+        return _digest(b"key prefix", *(name[width:].encode() for name in names[begin:end]))
+
+
+def _digest(*parts: bytes) -> int:
+    """A 64-bit hash of ``parts`` (kept apart: no part may hold a NUL byte)."""
+    return int.from_bytes(hashlib.blake2b(b"\0".join(parts), digest_size=8).digest(), "little")
+
+
 def _key_hashes(
     plain: _RuleInfo,
     depth: int,
     names: tuple[str, ...],
     crossing: npt.NDArray[np.bool_],
     trans: npt.NDArray[np.int32],
-) -> npt.NDArray[np.uint64] | None:
-    """:func:`_grafted_hashes` of a key lexeme (``RuleDFA.keys``), the same values
-    worked out from its names: none of that function's search for the part acting as
-    the plain string, nor its comparison of every row with a plain one. The layout
-    is :func:`extra_key_body`'s (checked by the size, the plain body's
-    between-characters row and each name's letters; None where it is not there):
-    the plain part takes the plain string's hashes, the escape states the
-    values they have in every key lexeme (:func:`_key_escapes`), and each prefix's
-    state, from the longest prefixes up, the between-characters state's sum
-    corrected on the bytes where a prefix reads otherwise (a state's hash does not
-    depend on the plain state its sum is corrected from, see
-    :func:`_grafted_hashes`): the next letters of the names, the backslash, and the
-    closing quote after a declared name.
-    """
+) -> KeyHashes | None:
+    """The state hashes of a key lexeme of plain ``names`` (see :class:`KeyHashes`),
+    or None where its table is not :func:`extra_key_body`'s of those names, checked
+    whole in a few vector comparisons: the size, state 0, the rows and crossing flags
+    of the escape states and of the plain part; and every prefix's row, the plain body
+    between characters but for the names' next letters and the quote after a name.
+    Cost: ~10-20 us, whatever the names (their trie is cached since compiling)."""
     escapes = _key_escapes(plain, depth)
-    if plain.hashes is None or escapes is None:
+    plain_hashes = plain.hashes
+    if not isinstance(plain_hashes, np.ndarray) or escapes is None:
         return None
-    rows = plain.flat.reshape(-1, 256)
-    prefixes = key_prefixes(names)
-    shift = len(prefixes) + 4  # (a rule state k of the plain body is k + shift here)
-    states, closing = trans.shape[0], rows.shape[0] - 1
-    if states != closing + shift + 1:
+    if not is_plain_name("".join(names)):  # (a property of each character)
         return None
-    between = int(rows[0, _QUOTE])
-    ours = trans[between + shift]
-    if not np.array_equal(ours, np.where(rows[between] >= 0, rows[between] + shift, -1)):
+    trie = key_trie(names)
+    count = trie.size
+    shift = count + 4  # (a rule state k of the plain body is k + shift)
+    tail, tail_crossing = _key_tail()
+    ours = trans[shift - 3 :]
+    if ours.shape != tail.shape or crossing.size != trans.shape[0]:
         return None
-    backslash, after = int(rows[between, _BACKSLASH]), int(rows[between, _QUOTE])
-    plain_low, plain_high = plain.hashes.tolist()
-    sums = _plain_sums(plain.hashes)
-    low = [0] * (shift + 1) + plain_low[1:]
-    high = [0] * (shift + 1) + plain_high[1:]
-    low[shift - 3 : shift + 1], high[shift - 3 : shift + 1] = escapes
-    node = {prefix: index + 1 for index, prefix in enumerate(prefixes)}
-    declared = set(names)
-    letters: dict[str, set[str]] = {}  # per prefix, the letters that go on in a name
-    table = memoryview(trans.reshape(-1))  # type: ignore[arg-type]
-    for name in names:
-        for length in range(len(name)):
-            prefix, letter = name[:length], name[length]
-            if table[node[prefix] * 256 + ord(letter)] != node[prefix + letter]:
-                return None
-            letters.setdefault(prefix, set()).add(letter)
-    weights, flags = _BYTE_WEIGHT_LIST, crossing.tolist()
-    fixed_low = weights[_BACKSLASH] * (low[shift - 3] - plain_low[backslash])
-    fixed_high = weights[_BACKSLASH] * (high[shift - 3] - plain_high[backslash])
-    ended_low = weights[_QUOTE] * (int(_DEAD) - plain_low[after])
-    ended_high = weights[_QUOTE] * (int(_DEAD) - plain_high[after])
-    # (Longest first: a prefix's next states are hashed before it.)
-    for prefix in sorted(prefixes, key=len, reverse=True):
-        state = node[prefix]
-        start = _TREE_CROSSING if flags[state] else _TREE_INNER
-        first = sums[0][between] + start + fixed_low
-        second = sums[1][between] + start + fixed_high
-        if prefix in declared:
-            first += ended_low
-            second += ended_high
-        for letter in letters.get(prefix, ()):
-            child, weight = node[prefix + letter], weights[ord(letter)]
-            first += weight * (low[child] - plain_low[between])
-            second += weight * (high[child] - plain_high[between])
-        low[state], high[state] = _mix_int(first), _mix_int(second)
-    # State 0 reads the opening quote only, into the empty prefix's state.
-    start = _TREE_CROSSING if flags[0] else _TREE_INNER
-    low[0] = _mix_int(start + _DEAD_SUM + weights[_QUOTE] * (low[1] - int(_DEAD)))
-    high[0] = _mix_int(start + _DEAD_SUM + weights[_QUOTE] * (high[1] - int(_DEAD)))
-    return np.array([low, high], dtype=np.uint64)
+    if not np.array_equal(np.where(ours >= 0, ours - shift, -1), tail):
+        return None
+    if crossing[: shift - 3].any() or not np.array_equal(crossing[shift - 3 :], tail_crossing):
+        return None
+    if trans[0, _QUOTE] != 1 or np.count_nonzero(trans[0] >= 0) != 1:
+        return None
+    base = trans[shift + int(plain.flat[_QUOTE])].copy()  # the body between characters
+    base[_BACKSLASH] = shift - 3
+    prefixes = trans[1 : count + 1]  # (body state i is rule state i + 1)
+    # (A next letter's target, a prefix's state, and the quote refused after a name
+    # differ from the base's entries, which lead into the escapes or the plain part.)
+    if not np.array_equal(prefixes[trie.parents, trie.letters], np.arange(2, count + 1)):
+        return None
+    if (prefixes[trie.named, _QUOTE] != -1).any():
+        return None
+    if np.count_nonzero(prefixes != base) != trie.letters.size + trie.named.size:
+        return None
+    return KeyHashes(plain_hashes, escapes, trie)
+
+
+@functools.cache
+def _key_tail() -> tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_]]:
+    """What every key lexeme ends with, its escape states' and plain part's rows
+    (targets less the lexeme's shift, see :func:`_key_hashes`) and crossing flags:
+    those of the key lexeme of no names, checked once per process against the plain
+    string (its plain part must be the plain string's states, as their hashes say)."""
+    lexeme, shift = _no_names_lexeme(), 5  # (state 0, the empty prefix, the escapes)
+    ours = lexeme.trans[shift - 3 :]
+    tail = np.where(ours >= 0, ours - shift, -1).astype(np.int32)
+    plain = plain_string_rule()
+    crossing = _facts(lexeme).crossing
+    body = tail[4:]  # (the plain part: a plain state k here is k + shift there)
+    same = np.array_equal(body, plain.trans[1:]) and not crossing[:2].any()
+    same = same and np.array_equal(crossing[shift + 1 :], _facts(plain).crossing[1:])
+    if not same:  # pragma: no cover - keys.py's layout changed
+        raise AssertionError("key lexemes must end with the plain string's states")
+    return tail, crossing[shift - 3 :]
+
+
+@functools.cache
+def _no_names_lexeme() -> RuleDFA:
+    """The key lexeme of no names (its escape states are every key lexeme's)."""
+    body = extra_key_body(())
+    assert body is not None  # (no names are always plain)
+    return quoted_rule("key", body)
 
 
 def _key_escapes(plain: _RuleInfo, depth: int) -> tuple[list[int], list[int]] | None:
@@ -439,10 +505,7 @@ def _key_escapes(plain: _RuleInfo, depth: int) -> tuple[list[int], list[int]] | 
     key lexeme of no names, grafted once per process and hash depth."""
     known = _KEY_ESCAPES.get(depth)
     if known is None:
-        body = extra_key_body(())
-        if body is None:  # pragma: no cover - no names are always plain
-            return None
-        lexeme = quoted_rule("key", body)
+        lexeme = _no_names_lexeme()
         hashes = _grafted_hashes(plain, _facts(lexeme).crossing, lexeme.trans)
         if hashes is None:
             return None
