@@ -755,6 +755,51 @@ def test_direct_walks_equal_vectorised_walks(name, monkeypatch):
         assert np.array_equal(_stack_mask(engine, stack), mask), stack
 
 
+def test_direct_walks_give_way_at_once_to_a_string_body(monkeypatch):
+    """A narrow stack whose first byte leads into a wide state above many tokens (a
+    string's opening quote: its body reads nearly every byte, and hundreds of tokens
+    begin with a quote) is left to the vectorised walk without a trie step: walking it
+    in plain Python would only pass the node budget. A stack that stays narrow after
+    the quote (a key that must spell "name") is still walked directly."""
+    from jsonmode.decoding.engine import boundary as boundary_module
+
+    vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / "qwen2.5")
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}},
+        "additionalProperties": False,
+    }
+    compiled = compile_schema(schema, vocabulary)
+    engine = compiled.engine
+    trie = engine._index.trie
+    assert trie.first_sizes[trie.first_node_list[ord('"')]] > boundary_module._DIRECT_NODES
+
+    def quoted(text):
+        """The stacks after ``text`` whose top state reads a quote (one each)."""
+        state = engine.reference.feed(engine.reference.initial(), text)
+        found = [stack for stack in state if stack and ord('"') in _reads(engine, stack)]
+        assert len(found) == 1, found
+        numbering = engine._current_stacks()
+        return numbering, numbering.context(found[0][:-1], found[0][-1][0]), found[0][-1][1]
+
+    def no_trie_steps(*args, **kwargs):
+        raise AssertionError("walked the trie")
+
+    key, value = quoted(b"{"), quoted(b'{"name":')
+    with monkeypatch.context() as patched:
+        patched.setattr(type(trie), "walk_stacks", no_trie_steps)
+        assert boundary_module._direct(trie, *value) is None
+    assert boundary_module._direct(trie, *key)  # (the tokens of '"name', '"n', ...)
+    # Without the shortcut the walk is tried, and gives way at the node budget.
+    monkeypatch.setattr(boundary_module, "_WIDE_BYTES", 256)
+    assert boundary_module._direct(trie, *value) is None
+
+
+def _reads(engine, stack):
+    rule, state = stack[-1]
+    return set(np.flatnonzero(engine.network.rules[rule].trans[state] >= 0).tolist())
+
+
 def _stack_mask(engine, stack):
     """The tokens one stack reads, assembled as bools and as bits (which must agree)."""
     from jsonmode.decoding.engine.cache import _Bits, _Flags

@@ -39,9 +39,12 @@ Pair = tuple[int, int]  # (context, rule state): one parse stack, see _Stacks
 # A stack whose top state reads at most _SMALL_BYTES first bytes is walked through
 # the token trie in plain Python with the whole stack (see _direct), while
 # at most _DIRECT_NODES (trie node, stack) pairs are live in all; past that, the
-# vectorised walk takes over.
+# vectorised walk takes over. It does at once where a first byte leads a stack to a
+# state reading more than _WIDE_BYTES bytes (a string's body after its opening quote)
+# with more than _DIRECT_NODES tokens below: such a walk would pass that budget.
 _SMALL_BYTES = 8
 _DIRECT_NODES = 256
+_WIDE_BYTES = 128
 
 
 class _Stacks:
@@ -321,17 +324,21 @@ def _direct(trie: TokenTrie, stacks: _Stacks, context: int, state: int) -> list[
     """The positions of the tokens the stack ``(context, state)`` reads, when its
     top state reads few bytes: the stack follows the token trie itself (see
     :meth:`TokenTrie.walk_stacks`). None for a wider stack, or when more than
-    ``_DIRECT_NODES`` trie nodes and stacks would be live."""
+    ``_DIRECT_NODES`` trie nodes and stacks would be live (or surely will: see
+    ``_WIDE_BYTES``)."""
     reads = stacks.reads(context, state)
     if len(reads) > _SMALL_BYTES:
         return None
-    first = trie.first_node_list
+    first, below = trie.first_node_list, trie.first_sizes
     seeds = [
         (first[byte], *pair)
         for byte in reads
         if first[byte] >= 0
         for pair in stacks.step(context, state, byte)
     ]
+    for node, here, at in seeds:
+        if below[node] > _DIRECT_NODES and here >= 0 and len(stacks.reads(here, at)) > _WIDE_BYTES:
+            return None
     return trie.walk_stacks(
         stacks.tables, stacks.crossings, stacks.reads, stacks.expand, seeds, _DIRECT_NODES
     )

@@ -228,6 +228,8 @@ class TokenTrie:
         if levels:
             self.first_nodes[levels[0].byte] = np.arange(levels[0].byte.size)
         self.first_node_list: list[int] = self.first_nodes.tolist()
+        # Per depth-1 node, the number of tokens below it (itself included).
+        self.first_sizes: list[int] = (levels[0].hi - levels[0].lo).tolist() if levels else []
 
     def walk(
         self,
