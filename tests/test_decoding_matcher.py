@@ -558,7 +558,7 @@ def test_count_states_refuse_automata_other_than_the_counted_plain_string():
     class: a wrong bound, or a body narrower than any string, is refused (the engine
     then walks the rule like any other), never mistaken for a counted string."""
     from jsonmode.decoding import regex as rx
-    from jsonmode.decoding.automaton import plain_string_rule, quoted_rule
+    from jsonmode.decoding.automaton import RuleDFA, plain_string_rule, quoted_rule
     from jsonmode.decoding.engine.rules import _count_states
 
     plain = plain_string_rule().trans
@@ -580,6 +580,31 @@ def test_count_states_refuse_automata_other_than_the_counted_plain_string():
     assert _count_states(rule(letters, (0, 5)), plain) is None
     no_quote = rx.intersect(rx.any_char_dfa(0, 5), rx.compile_pattern('^[^"]*$'))
     assert _count_states(rule(no_quote, (0, 5)), plain) is None
+    # A state repeated (a copy of one inside a character, met from one count) is
+    # still the counted string; a character's byte leading to the count after next,
+    # or a last state that reads on, is not.
+    counted = rule(rx.any_char_dfa(2, 40), (2, 40))
+    trans, size = counted.trans, counted.trans.shape[0]
+    one = trans[trans[0, ord('"')], ord("a")]
+    inside, later = trans[one, 0xC3], trans[trans[one, ord("a")], 0xC3]
+    grown = np.where(trans == size - 1, size, trans)
+    grown = np.vstack([grown[:-1], grown[inside], grown[-1:]]).astype(np.int32)
+    grown[one][trans[one] == inside] = size - 1
+    accepting = np.zeros(size + 1, dtype=np.bool_)
+    accepting[-1] = True
+
+    def changed(table):
+        return RuleDFA("s", table, ((),) * table.shape[0], accepting, (2, 40))
+
+    found = _count_states(changed(grown), plain)
+    assert found is not None
+    assert found[1][size - 1] == found[1][inside] == 2
+    skipping = grown.copy()
+    skipping[one][trans[one] == inside] = later
+    assert _count_states(changed(skipping), plain) is None
+    reading = grown.copy()
+    reading[-1, ord("a")] = 1
+    assert _count_states(changed(reading), plain) is None
 
 
 def test_no_dead_end_where_a_member_accepts_nothing():

@@ -120,11 +120,11 @@ class _SharedWalk:
 
 @dataclass(frozen=True, slots=True)
 class _CharCounts:
-    """The tokens read from the plain string's between-characters state: per
-    position, the characters a token begins if it is read to its end (``chars``;
-    -1: it is not) and whether it ends just after the closing quote (``closed``);
-    per trie node, the characters begun along its prefix (``at_nodes``; where a
-    boundary entry read the closing quote, those before it)."""
+    """The tokens read from the plain string's between-characters state: per token
+    id, the characters a token begins if it is read to its end (``chars``; -1: it is
+    not, or the id is no token of the index) and whether it ends just after the
+    closing quote (``closed``); per trie node, the characters begun along its prefix
+    (``at_nodes``; where a boundary entry read the closing quote, those before it)."""
 
     chars: npt.NDArray[np.int16]
     closed: npt.NDArray[np.bool_]
@@ -261,12 +261,15 @@ class _Walks:
         between = int(plain.flat[_QUOTE])
         base = self._shared_walk(plain, between, patch=True, lexeme=True)
         counts = self._char_counts(plain)
+        # (Flags by token id: no gather of the ~130,000 ids kept, no scatter of them.)
         keep = (counts.chars >= 0) & (counts.chars <= most)
         if least > 0:
             keep &= ~counts.closed | (counts.chars >= least)
         at_close = counts.at_nodes[self._index.trie.nodes(base.bounds)]
         bounds = (at_close >= least) & (at_close <= most)
-        return self._shared(self._ids[keep.nonzero()[0]], base.bounds.take(bounds))
+        if int(np.count_nonzero(keep)) * 32 > keep.size:  # (dense: as _shared decides)
+            return _SharedWalk(pack_flags(keep), True, base.bounds.take(bounds))
+        return self._shared(keep.nonzero()[0], base.bounds.take(bounds))
 
     def _char_counts(self, plain: _RuleInfo) -> _CharCounts:
         """What every token does from the plain string's between-characters state (see
@@ -284,8 +287,11 @@ class _Walks:
         states, chars = trie.replay(table, int(plain.flat[_QUOTE]), begins)
         ends = trie.end_nodes
         at_end = states[ends]
-        inside = np.where(at_end != dead, chars[ends], -1).astype(np.int16)
-        known = _CharCounts(inside, at_end == closing, chars)
+        by_id = np.full(self.vocabulary.size, -1, dtype=np.int16)
+        by_id[self._ids] = np.where(at_end != dead, chars[ends], -1)
+        closed = np.zeros(self.vocabulary.size, dtype=np.bool_)
+        closed[self._ids] = at_end == closing
+        known = _CharCounts(by_id, closed, chars)
         _char_counts.put(key, known, known.nbytes)
         return known
 
