@@ -1,13 +1,16 @@
-"""A byte-bounded least-recently-used map, for the decoder's process-wide caches."""
+"""The decoder's process-wide caches: a byte-bounded least-recently-used map, and a
+memo by object identity."""
 
 from __future__ import annotations
 
+import functools
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Hashable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-__all__ = ["Lru"]
+__all__ = ["IdentityMemo", "Lru"]
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -52,3 +55,37 @@ class Lru(Generic[K, V]):
 
     def __len__(self) -> int:
         return len(self._items)
+
+
+class IdentityMemo(Generic[V]):
+    """Values keyed by an object's identity (a transition table shared by the networks
+    that use it), each dropped when its object is freed: the objects must take weak
+    references (NumPy arrays do). Bounded by the objects alive. Thread-safe: a race
+    computes a value twice and keeps one; the values must be equal whoever computes
+    them."""
+
+    def __init__(self) -> None:
+        self._items: dict[int, tuple[weakref.ref[Any], V]] = {}
+
+    def get(self, owner: object) -> V | None:
+        """The value memoised for ``owner`` (None: none)."""
+        item = self._items.get(id(owner))
+        if item is not None and item[0]() is owner:
+            return item[1]
+        return None
+
+    def put(self, owner: object, value: V) -> V:
+        """Memoise ``value`` for ``owner``; returns it."""
+        key = id(owner)
+        gone = functools.partial(_forget, self._items, key)
+        self._items[key] = (weakref.ref(owner, gone), value)
+        return value
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+def _forget(items: dict[int, Any], key: int, _: object) -> None:
+    """An owner was freed: drop its value (``items`` is bound, not looked up: the
+    callback may run while the interpreter tears the module down)."""
+    items.pop(key, None)

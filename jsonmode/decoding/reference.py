@@ -24,6 +24,7 @@ import numpy.typing as npt
 
 from jsonmode.decoding.automaton import Network
 from jsonmode.decoding.families import TAIL
+from jsonmode.decoding.lru import IdentityMemo
 
 __all__ = ["END", "ReferenceMatcher", "State"]
 
@@ -199,10 +200,19 @@ def _reads(trans: npt.NDArray[np.int32], state: int) -> bool:
 
 def _state_reads(trans: npt.NDArray[np.int32]) -> _Flags:
     """Whether each state of a rule reads a byte: all at once for a small rule, on
-    first lookup for a big one (see ReferenceMatcher.__init__)."""
-    if trans.shape[0] <= _EAGER_STATES:
-        return np.asarray((trans >= 0).any(axis=1)).tobytes()
-    return _PerState(functools.partial(_reads, trans))
+    first lookup for a big one (see ReferenceMatcher.__init__). Memoised by table:
+    the networks that share a rule's automaton (its lexeme, its shape) share them."""
+    known = _reads_of.get(trans)
+    if known is None:
+        if trans.shape[0] <= _EAGER_STATES:
+            known = np.asarray((trans >= 0).any(axis=1)).tobytes()
+        else:
+            known = _PerState(functools.partial(_reads, trans))
+        _reads_of.put(trans, known)
+    return known
+
+
+_reads_of: IdentityMemo[_Flags] = IdentityMemo()  # see _state_reads
 
 
 def _settled(

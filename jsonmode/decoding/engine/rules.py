@@ -18,11 +18,8 @@ and the process-wide caches are written with equal values whoever computes them.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import itertools
-import weakref
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -39,7 +36,7 @@ from jsonmode.decoding.engine.state import (
     _plain_loops,
     _state_hashes,
 )
-from jsonmode.decoding.lru import Lru
+from jsonmode.decoding.lru import IdentityMemo, Lru
 
 # A lexeme joins another's hashing pass (see _Rules.hash_lexemes) only when it
 # has at most this many states: a small lexeme's pass costs mostly per depth step,
@@ -56,12 +53,12 @@ _hash_cache: Lru[tuple[bytes, int], StateHashes] = Lru(16 << 20)
 _count_cache: Lru[bytes, tuple[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None]] = Lru(
     8 << 20
 )
-_lexeme_contents: dict[
-    int, tuple[weakref.ref[Any], tuple[bytes, npt.NDArray[np.bool_], npt.NDArray[np.int32]]]
-] = {}
+_lexeme_contents: IdentityMemo[tuple[bytes, npt.NDArray[np.bool_], npt.NDArray[np.int32]]] = (
+    IdentityMemo()
+)
 _lexeme_infos: Lru[tuple[bytes, int], _RuleInfo] = Lru(32 << 20)
 # Structural rules' tables, numbered by identity (see _structural_content).
-_table_numbers: dict[int, tuple[weakref.ref[Any], int]] = {}
+_table_numbers: IdentityMemo[int] = IdentityMemo()
 _table_serial = itertools.count()
 _plain_infos: dict[int, _RuleInfo] = {}  # by hash depth (see _Rules.plain)
 
@@ -142,15 +139,9 @@ class _Rules:
             if any(automaton.calls):
                 known = _structural_content(automaton)
             else:  # a lexeme's table is shared by every network that uses it
-                table = automaton.trans
-                memo = _lexeme_contents.get(id(table))
-                if memo is not None and memo[0]() is table:
-                    known = memo[1]
-                else:
-                    known = _content(automaton)
-                    key = id(table)
-                    gone = functools.partial(_forget_table, _lexeme_contents, key)
-                    _lexeme_contents[key] = (weakref.ref(table, gone), known)
+                known = _lexeme_contents.get(automaton.trans)
+                if known is None:
+                    known = _lexeme_contents.put(automaton.trans, _content(automaton))
             self._signatures[rule] = known
         return known
 
@@ -224,12 +215,6 @@ class _Rules:
         return own[0]
 
 
-def _forget_table(contents: dict[int, Any], key: int, _: object) -> None:
-    """A lexeme table was freed: drop its memoised content (``contents`` is bound, not
-    looked up: the callback may run while the interpreter tears the module down)."""
-    contents.pop(key, None)
-
-
 def _structural_content(
     automaton: RuleDFA,
 ) -> tuple[bytes, npt.NDArray[np.bool_], npt.NDArray[np.int32]]:
@@ -240,14 +225,11 @@ def _structural_content(
     order families). Cost: a lookup and a hash of one flag per state, no pass over
     the table (most structural tables are shared, not equal copies)."""
     table = automaton.trans
-    key = id(table)
-    memo = _table_numbers.get(key)
-    if memo is None or memo[0]() is not table:
-        gone = functools.partial(_forget_table, _table_numbers, key)
-        memo = (weakref.ref(table, gone), next(_table_serial))
-        _table_numbers[key] = memo
+    number = _table_numbers.get(table)
+    if number is None:
+        number = _table_numbers.put(table, next(_table_serial))
     crossing = _facts(automaton).crossing
-    digest = hashlib.blake2b(b"table %d;" % memo[1], digest_size=16)
+    digest = hashlib.blake2b(b"table %d;" % number, digest_size=16)
     digest.update(crossing.tobytes())
     return digest.digest(), crossing, np.ascontiguousarray(table, dtype=np.int32)
 
