@@ -1244,3 +1244,29 @@ def test_read_lists_equal_a_scan_of_each_row(monkeypatch):
         assert np.array_equal(facts[-1].crossing, expected_crossing)
         assert facts[-1].flags == expected_crossing.astype(np.uint8).tobytes()
     assert facts[0] is facts[1]
+
+
+def test_the_decoders_identity_memos_hold_no_value_that_keeps_its_key_alive():
+    """A memo value that refers to its own key (a lexeme's table) would keep both
+    alive for good: the process-wide memos of the mask engine never hold one."""
+    import numpy as np
+
+    from jsonmode.decoding import reference
+    from jsonmode.decoding.engine import rules
+
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "string", "pattern": "^[a-f]+$"}, "b": {"enum": [1, 2]}},
+    }
+    compiled = compile_schema(schema, synthetic_vocabulary())
+    matcher = compiled.matcher()
+    matcher.mask()
+    memos = [rules._lexeme_contents, rules._table_numbers, reference._reads_of]
+    assert all(len(memo) for memo in memos)
+    for memo in memos:
+        for ref, value in memo._items.values():
+            owner = ref()
+            parts = value if isinstance(value, tuple) else (value,)
+            for part in parts:
+                assert part is not owner
+                assert not (isinstance(part, np.ndarray) and part.base is owner)

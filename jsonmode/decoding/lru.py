@@ -60,7 +60,8 @@ class Lru(Generic[K, V]):
 class IdentityMemo(Generic[V]):
     """Values keyed by an object's identity (a transition table shared by the networks
     that use it), each dropped when its object is freed: the objects must take weak
-    references (NumPy arrays do). Bounded by the objects alive. Thread-safe: a race
+    references (NumPy arrays do), and a value must not refer to its object (it would
+    keep it alive for good). Bounded by the objects alive. Thread-safe: a race
     computes a value twice and keeps one; the values must be equal whoever computes
     them."""
 

@@ -200,19 +200,19 @@ def _reads(trans: npt.NDArray[np.int32], state: int) -> bool:
 
 def _state_reads(trans: npt.NDArray[np.int32]) -> _Flags:
     """Whether each state of a rule reads a byte: all at once for a small rule, on
-    first lookup for a big one (see ReferenceMatcher.__init__). Memoised by table:
-    the networks that share a rule's automaton (its lexeme, its shape) share them."""
+    first lookup for a big one (see ReferenceMatcher.__init__). A small rule's are
+    memoised by table: the networks that share a rule's automaton (its lexeme, its
+    shape) share them. (Not a big rule's: its flags hold the table, which would keep
+    it, and them, alive for good.)"""
+    if trans.shape[0] > _EAGER_STATES:
+        return _PerState(functools.partial(_reads, trans))
     known = _reads_of.get(trans)
     if known is None:
-        if trans.shape[0] <= _EAGER_STATES:
-            known = np.asarray((trans >= 0).any(axis=1)).tobytes()
-        else:
-            known = _PerState(functools.partial(_reads, trans))
-        _reads_of.put(trans, known)
+        known = _reads_of.put(trans, np.asarray((trans >= 0).any(axis=1)).tobytes())
     return known
 
 
-_reads_of: IdentityMemo[_Flags] = IdentityMemo()  # see _state_reads
+_reads_of: IdentityMemo[bytes] = IdentityMemo()  # see _state_reads
 
 
 def _settled(

@@ -53,9 +53,7 @@ _hash_cache: Lru[tuple[bytes, int], StateHashes] = Lru(16 << 20)
 _count_cache: Lru[bytes, tuple[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None]] = Lru(
     8 << 20
 )
-_lexeme_contents: IdentityMemo[tuple[bytes, npt.NDArray[np.bool_], npt.NDArray[np.int32]]] = (
-    IdentityMemo()
-)
+_lexeme_contents: IdentityMemo[tuple[bytes, npt.NDArray[np.bool_]]] = IdentityMemo()
 _lexeme_infos: Lru[tuple[bytes, int], _RuleInfo] = Lru(32 << 20)
 # Structural rules' tables, numbered by identity (see _structural_content).
 _table_numbers: IdentityMemo[int] = IdentityMemo()
@@ -139,9 +137,14 @@ class _Rules:
             if any(automaton.calls):
                 known = _structural_content(automaton)
             else:  # a lexeme's table is shared by every network that uses it
-                known = _lexeme_contents.get(automaton.trans)
-                if known is None:
-                    known = _lexeme_contents.put(automaton.trans, _content(automaton))
+                # (The memo keeps the signature and the flags, not the table: a value
+                # holding its own key would keep both alive for good.)
+                memo = _lexeme_contents.get(automaton.trans)
+                if memo is None:
+                    known = _content(automaton)
+                    _lexeme_contents.put(automaton.trans, known[:2])
+                else:
+                    known = (*memo, np.ascontiguousarray(automaton.trans, dtype=np.int32))
             self._signatures[rule] = known
         return known
 
