@@ -12,8 +12,10 @@ so the walks of an array, a root or a recurring object are shared across schemas
 
 Cost: a rule's information is worked out on the first mask that walks it; hashing a
 lexeme is the expensive part (a pass per depth step, shared by a network's small
-lexemes; grafted in one plain-Python pass for keys). Thread-safe: the per-engine maps
-and the process-wide caches are written with equal values whoever computes them.
+lexemes; grafted in one plain-Python pass for a key-like lexeme; a key lexeme's a
+state at a time, from its names); recognising a counted string takes a few vector
+passes. Thread-safe: the per-engine maps and the process-wide caches are written
+with equal values whoever computes them.
 """
 
 from __future__ import annotations

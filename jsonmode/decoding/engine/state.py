@@ -11,12 +11,14 @@ which states those are.
 - :func:`_plain_states` and :func:`_grafted_hashes`: a lexeme that acts as the plain
   JSON string but for an acyclic part in front (a key that is not a declared name)
   takes the plain string's hashes and hashes the rest in one pass in plain Python;
-  :func:`_key_hashes` does the same from a key lexeme's names, without the search.
+  :class:`KeyHashes` (from :func:`_key_hashes`) hashes a key lexeme's states a state
+  at a time, on first use, from the names they still spell.
 - :func:`_byte_classes` / :func:`_column_folds`: the bytes every state treats alike
   (also the signature of a big table, see :mod:`~jsonmode.decoding.engine.rules`).
 
 Pure functions of their arguments but for process-wide memos of equal values
-(``_PLAIN_SUMS``, ``_KEY_ESCAPES``): thread-safe. Hash values never leave the process.
+(``_PLAIN_SUMS``, ``_KEY_ESCAPES``, a :class:`KeyHashes`' own): thread-safe. Hash values
+never leave the process.
 """
 
 from __future__ import annotations
