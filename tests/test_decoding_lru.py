@@ -50,3 +50,65 @@ def test_identity_memo_keys_by_the_object_and_forgets_it_when_freed():
     assert len(memo) == 0
     for _ in range(50):  # (fresh arrays, some at the freed one's address)
         assert memo.get(np.zeros(4)) is None
+
+
+def test_memoised_bounds_results_by_their_size_not_their_count():
+    """Results count as ``size(result)`` bytes (plus a fixed 64) against the budget;
+    keyword arguments are part of the key; None is a result like any other; an
+    exception is not memoised."""
+    import pytest
+
+    from jsonmode.decoding.lru import memoised
+
+    calls: list[int] = []
+
+    @memoised(300, len)
+    def make(n: int, *, fill: str = "x") -> str:
+        calls.append(n)
+        if n < 0:
+            raise ValueError(n)
+        return fill * n
+
+    assert make(30) == make(30) == "x" * 30
+    assert make(30, fill="y") == "y" * 30
+    assert calls == [30, 30]
+    make(100)  # (94 + 94 + 164 bytes: over 300, the oldest goes)
+    assert make(30, fill="y") == "y" * 30
+    make(30)
+    assert calls == [30, 30, 100, 30]
+    for _ in range(2):
+        with pytest.raises(ValueError, match="-1"):
+            make(-1)
+    assert calls[-2:] == [-1, -1]
+
+    nones: list[int] = []
+
+    @memoised(1000, lambda _: 0)
+    def nothing(n: int) -> None:
+        nones.append(n)
+
+    assert nothing(1) is None
+    assert nothing(1) is None
+    assert nones == [1]
+
+
+def test_key_automata_caches_are_bounded_by_bytes(monkeypatch):
+    """An object of hundreds of names has a key automaton of megabytes: the caches of
+    key automata keep what fits their byte budget (here 1 MiB: the newest only), where
+    caches bounded by count kept hundreds of them (~14 MB retained per schema, without
+    limit, on a stream of such schemas)."""
+    import random
+    import string
+
+    from jsonmode.decoding import compiled, containers, keys
+
+    rng = random.Random(4)
+    caches = [keys.extra_key_body.cache, containers._key_lexemes.cache, keys.key_trie.cache]
+    for cache in caches[:2]:
+        monkeypatch.setattr(cache, "budget", 1 << 20)
+    monkeypatch.setattr(caches[2], "budget", 1 << 14)
+    for _ in range(4):
+        names = ["".join(rng.choice(string.ascii_letters) for _ in range(10)) for _ in range(300)]
+        schema = {"type": "object", "properties": {name: {"type": "integer"} for name in names}}
+        compiled.compile_schema(schema)
+    assert [len(cache) for cache in caches] == [1, 1, 1]

@@ -36,7 +36,7 @@ from jsonmode.decoding.budget import checkpoint
 from jsonmode.decoding.families import Family, RuleTable, number_families
 from jsonmode.decoding.families import expand as expand_families
 from jsonmode.decoding.grammar import Alt, Call, Expr, Grammar, Lex, Lit, Members, Rep, Seq
-from jsonmode.decoding.lru import Lru
+from jsonmode.decoding.lru import Lru, memoised
 from jsonmode.decoding.objects import Fragment, Interval, Raw, extend_row, object_rule
 from jsonmode.decoding.regex import ByteDFA, any_char_dfa, json_string_body_dfa
 from jsonmode.decoding.shapes import Shape, dead_parts, shape_of
@@ -192,9 +192,13 @@ class _NFA:
         self.sorted_rows.update(range(base, base + len(rows)))
 
 
-@functools.lru_cache(maxsize=256)
+def _rows_bytes(rows: tuple[tuple[tuple[Interval, ...], ...], tuple[int, ...], int]) -> int:
+    return 64 * sum(len(row) + 1 for row in rows[0])
+
+
+@memoised(16 << 20, _rows_bytes)
 def _lex_rows(lex: Lex) -> tuple[tuple[tuple[Interval, ...], ...], tuple[int, ...], int]:
-    """A lexeme's automaton as interval rows, accepting states and start (cached:
+    """A lexeme's automaton as interval rows, accepting states and start (cached, 16 MiB:
     lexemes compare by label, and equal labels mean equal automata)."""
     dfa = lex.dfa
     rows: list[list[Interval]] = [[] for _ in range(dfa.n_states)]

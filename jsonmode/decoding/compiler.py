@@ -51,12 +51,12 @@ from jsonmode.decoding.grammar import (
     Lit,
     Members,
     Rep,
-    Seq,
     alt,
+    expr_bytes,
     seq,
 )
 from jsonmode.decoding.lowering import Lowering, detach, dialect_of
-from jsonmode.decoding.lru import Lru
+from jsonmode.decoding.lru import Lru, memoised
 from jsonmode.decoding.merging import ANNOTATION_KEYWORDS as _ANNOTATIONS
 from jsonmode.decoding.merging import disjoint as _disjoint
 from jsonmode.decoding.merging import merge as _merge
@@ -251,7 +251,7 @@ class _Builder:
             built = _LEXEMES.get(label)
             if built is None:
                 built = make()
-                _LEXEMES.put(label, built, _expr_bytes(built[0]))
+                _LEXEMES.put(label, built, expr_bytes(built[0]))
             expr, dropped = built
             for keyword, message in dropped:
                 if self.options.strict:
@@ -674,23 +674,11 @@ def _standard_sep(char: bytes) -> Expr:
     return seq(Lit(char), Rep(Lit(b" "), 0, 1))
 
 
-@functools.lru_cache(maxsize=1024)
+@memoised(32 << 20, expr_bytes)
 def _const_string(value: str) -> Expr:
-    """A string constant written any way JSON may escape it (cached per process)."""
+    """A string constant written any way JSON may escape it (cached per process, 32 MiB
+    of automata: a long constant's is megabytes)."""
     return _string_lex(f"const:{json.dumps(value)}", rx.literal_dfa([value]), complete=True)
-
-
-def _expr_bytes(expr: Expr) -> int:
-    """Roughly what an expression holds in memory (its lexemes' transition tables)."""
-    if isinstance(expr, Lex):
-        return 256 + int(expr.dfa.trans.nbytes)
-    if isinstance(expr, Seq):
-        return 64 + sum(map(_expr_bytes, expr.items))
-    if isinstance(expr, Alt):
-        return 64 + sum(map(_expr_bytes, expr.options))
-    if isinstance(expr, Rep):
-        return 64 + _expr_bytes(expr.item)
-    return 64
 
 
 def _generic_number() -> tuple[Expr, tuple[tuple[str, str], ...]]:

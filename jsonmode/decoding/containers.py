@@ -36,8 +36,21 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jsonmode.decoding import regex as rx
-from jsonmode.decoding.grammar import EMPTY, Alt, Call, Expr, Lex, Lit, Members, Rep, alt, seq
+from jsonmode.decoding.grammar import (
+    EMPTY,
+    Alt,
+    Call,
+    Expr,
+    Lex,
+    Lit,
+    Members,
+    Rep,
+    alt,
+    expr_bytes,
+    seq,
+)
 from jsonmode.decoding.keys import extra_key_body
+from jsonmode.decoding.lru import memoised
 from jsonmode.decoding.merging import ANNOTATION_KEYWORDS, conjunction
 from jsonmode.errors import BudgetExceededError, UnsupportedSchemaError
 from jsonmode.schema.patterns import PatternUndecidedError
@@ -257,7 +270,15 @@ class Spelling:
         return seq(Lit(b'"'), lexeme, Lit(b'"'))
 
 
-@functools.lru_cache(maxsize=256)
+def _lexemes_bytes(found: tuple[tuple[tuple[str, Expr | None], ...], Expr | None, bool]) -> int:
+    """What :func:`_key_lexemes`' result holds (for its cache's budget)."""
+    per_pattern, extra, _ = found
+    return expr_bytes(extra) + sum(expr_bytes(expr) for _, expr in per_pattern)
+
+
+# (Budgets, not counts: one object of a few thousand names has a key automaton of
+# megabytes, and a count-bounded cache of them pinned gigabytes.)
+@memoised(32 << 20, _lexemes_bytes)
 def _key_lexemes(
     names: tuple[str, ...], patterns: tuple[str, ...], max_states: int, spelling: Spelling
 ) -> tuple[tuple[tuple[str, Expr | None], ...], Expr | None, bool]:
@@ -267,8 +288,8 @@ def _key_lexemes(
     keys overlap, or a pattern the regex engine cannot compile: its keys then count
     as the others'), so post-validation must check it.
 
-    Cached per process: equal name and pattern lists give equal automata. Keys are
-    spelled as ``spelling`` says.
+    Cached per process (32 MiB): equal name and pattern lists give equal automata.
+    Keys are spelled as ``spelling`` says.
 
     Raises:
         BudgetExceededError: the keys' automaton would exceed ``max_states`` states.
@@ -280,7 +301,7 @@ def _key_lexemes(
     return _pattern_key_lexemes(names, patterns, label, None, max_states, spelling)
 
 
-@functools.lru_cache(maxsize=64)
+@memoised(16 << 20, _lexemes_bytes)
 def _restricted_key_lexemes(
     names: tuple[str, ...],
     patterns: tuple[str, ...],

@@ -34,6 +34,7 @@ __all__ = [
     "Seq",
     "alt",
     "called",
+    "expr_bytes",
     "seq",
 ]
 
@@ -222,3 +223,17 @@ def called(expr: Expr) -> Iterator[str]:
             stack.append(node.sep)
             if node.extra is not None:
                 stack.append(node.extra)
+
+
+def expr_bytes(expr: Expr | None) -> int:
+    """Roughly what an expression holds in memory (its lexemes' transition tables), for
+    cache budgets."""
+    if isinstance(expr, Lex):
+        return 256 + int(expr.dfa.trans.nbytes)
+    if isinstance(expr, Seq):
+        return 64 + sum(map(expr_bytes, expr.items))
+    if isinstance(expr, Alt):
+        return 64 + sum(map(expr_bytes, expr.options))
+    if isinstance(expr, Rep):
+        return 64 + expr_bytes(expr.item)
+    return 64

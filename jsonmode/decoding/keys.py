@@ -27,6 +27,7 @@ import numpy.typing as npt
 
 from jsonmode.decoding import regex as rx
 from jsonmode.decoding.budget import checkpoint
+from jsonmode.decoding.lru import memoised
 from jsonmode.errors import BudgetExceededError
 
 __all__ = ["KeyTrie", "extra_key_body", "is_plain_name", "key_trie", "key_trie_size"]
@@ -144,10 +145,14 @@ def key_trie_size(names: tuple[str, ...]) -> int:
     )
 
 
-@functools.lru_cache(maxsize=256)
+def _trie_bytes(trie: KeyTrie) -> int:
+    return 20 * trie.size + sum(map(len, trie.names))
+
+
+@memoised(8 << 20, _trie_bytes)
 def key_trie(names: tuple[str, ...]) -> KeyTrie:
-    """The :class:`KeyTrie` of ``names``. Cached per process: the mask engine asks
-    again for the names of each key lexeme it hashes. Cost: linear in the total
+    """The :class:`KeyTrie` of ``names``. Cached per process (8 MiB): the mask engine
+    asks again for the names of each key lexeme it hashes. Cost: linear in the total
     length of the names, its memory in their number of prefixes (see
     :func:`key_trie_size`)."""
     ordered = tuple(sorted(set(names)))
@@ -184,7 +189,7 @@ def key_trie(names: tuple[str, ...]) -> KeyTrie:
     )
 
 
-@functools.lru_cache(maxsize=256)
+@memoised(32 << 20, lambda body: 0 if body is None else int(body.trans.nbytes))
 def extra_key_body(
     names: tuple[str, ...], max_states: int | None = None, *, complete: bool = False
 ) -> rx.ByteDFA | None:
@@ -192,7 +197,7 @@ def extra_key_body(
 
     None when a name is not plain printable ASCII (the caller then builds the exact
     automaton). Cost: linear in the total length of the names (1 KiB per state);
-    cached per process.
+    cached per process (32 MiB of tables).
 
     Layout (the mask engine hashes key states from it, see ``RuleDFA.keys``): one
     state per prefix of the names in :func:`key_trie` order (the empty prefix is

@@ -7,13 +7,14 @@ import functools
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
-__all__ = ["IdentityMemo", "Lru"]
+__all__ = ["IdentityMemo", "Lru", "memoised"]
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Lru(Generic[K, V]):
@@ -55,6 +56,31 @@ class Lru(Generic[K, V]):
 
     def __len__(self) -> int:
         return len(self._items)
+
+
+def memoised(budget: int, size: Callable[[Any], int]) -> Callable[[F], F]:
+    """Memoise a function of hashable arguments in an :class:`Lru` of ``budget``
+    bytes, each result counted as ``size(result)`` bytes: a cache bounded by what it
+    holds, where ``functools.lru_cache`` bounds the number of results (256 automata
+    of a hostile schema's size pinned gigabytes). Exceptions are not memoised. The
+    wrapper's ``cache`` is the :class:`Lru` (``cache.clear()`` empties it)."""
+
+    def decorate(function: F) -> F:
+        cache: Lru[Hashable, tuple[Any]] = Lru(budget)
+
+        @functools.wraps(function)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            key = (args, tuple(sorted(kwargs.items()))) if kwargs else args
+            known = cache.get(key)
+            if known is None:
+                known = (function(*args, **kwargs),)
+                cache.put(key, known, 64 + size(known[0]))
+            return known[0]
+
+        wrapper.cache = cache  # type: ignore[attr-defined]
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
 
 
 class IdentityMemo(Generic[V]):
