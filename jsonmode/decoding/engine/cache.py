@@ -75,10 +75,12 @@ def configure_caches(
     shared across rules and schemas, the rest per rule state), 64 MiB of segments and 96
     MiB of masks (a third as bits, the rest as the bool arrays of the masks most
     recently asked for by :meth:`MaskEngine.mask`). With the compiler's lexeme caches
-    (64 MiB each for expressions and finished lexeme automata), the fixed smaller ones
-    here (lexeme tables and hashes, counted strings) and the per-engine maps, the
-    decoder's memory stays bounded however many schemas a process serves (~400 MB peak
-    over the 300-schema benchmark with Qwen2.5's vocabulary).
+    (64 MiB each for expressions and finished lexeme automata, smaller budgets for key
+    automata, structural rules and their parts), the fixed smaller ones here (lexeme
+    tables and hashes, counted strings) and the per-engine maps, the decoder's memory
+    stays bounded however many schemas a process serves (~400 MB peak over the
+    300-schema benchmark with Qwen2.5's vocabulary; every cache of what schemas build
+    is bounded by the bytes it holds, not by a count of entries).
 
     A cached mask costs ``vocabulary.size / 8`` bytes as bits (19 KB for Qwen2.5),
     ``vocabulary.size`` as a bool array; a cached walk as much as a mask as bits plus its
