@@ -304,7 +304,8 @@ def _count_states(
     chain = [int(trans[0, _QUOTE])]
     for _ in range(top):
         chain.append(int(trans[chain[-1], ord("a")]) if chain[-1] >= 0 else -1)
-    if min(chain) < 0 or len(set(chain)) != top + 1 or size - 1 in chain:
+    # (Distinct states, none of them the start's or the end's.)
+    if min(chain) <= 0 or len(set(chain)) != top + 1 or size - 1 in chain:
         return None
     if high is None and trans[chain[-1], ord("a")] != chain[-1]:
         return None

@@ -440,7 +440,7 @@ def _key_hashes(
     whole in a few vector comparisons: the size, state 0, the rows and crossing flags
     of the escape states and of the plain part; and every prefix's row, the plain body
     between characters but for the names' next letters and the quote after a name.
-    Cost: ~10-20 us, whatever the names (their trie is cached since compiling)."""
+    Cost: ~20-40 us, whatever the names (their trie is cached since compiling)."""
     escapes = _key_escapes(plain, depth)
     plain_hashes = plain.hashes
     if not isinstance(plain_hashes, np.ndarray) or escapes is None:

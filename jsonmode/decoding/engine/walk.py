@@ -267,9 +267,7 @@ class _Walks:
             keep &= ~counts.closed | (counts.chars >= least)
         at_close = counts.at_nodes[self._index.trie.nodes(base.bounds)]
         bounds = (at_close >= least) & (at_close <= most)
-        if int(np.count_nonzero(keep)) * 32 > keep.size:  # (dense: as _shared decides)
-            return _SharedWalk(pack_flags(keep), True, base.bounds.take(bounds))
-        return self._shared(keep.nonzero()[0], base.bounds.take(bounds))
+        return self._shared(keep, base.bounds.take(bounds))
 
     def _char_counts(self, plain: _RuleInfo) -> _CharCounts:
         """What every token does from the plain string's between-characters state (see
@@ -402,18 +400,22 @@ class _Walks:
         """A walk assembled from per-first-byte segments (:func:`_assemble`)."""
         return self._shared(*_assemble(self._index, info, state))
 
-    def _shared(self, ids: Rows, bounds: Boundaries) -> _SharedWalk:
-        """A walk from the ids of the tokens inside and the boundary entries (sorted)."""
+    def _shared(self, inside: Rows | npt.NDArray[np.bool_], bounds: Boundaries) -> _SharedWalk:
+        """A walk from the tokens inside (their ids, or flags over ids) and the boundary
+        entries (sorted): the inside tokens as bits when there are many, as ids when
+        few (a bit per id beats 4 bytes per listed id)."""
         size = self.vocabulary.size
-        dense = ids.size * 32 > size  # a bit per id beats 4 bytes per listed id
-        packed: npt.NDArray[np.uint8] | npt.NDArray[np.int32]
-        if dense:
-            bits = np.zeros(size, dtype=np.bool_)
-            bits[ids] = True
-            packed = pack_flags(bits)
+        flags = inside.dtype == np.bool_
+        count = int(np.count_nonzero(inside)) if flags else int(inside.size)
+        if count * 32 <= size:
+            ids = np.flatnonzero(inside) if flags else np.sort(inside)
+            return _SharedWalk(ids.astype(np.int32), False, bounds)
+        if flags:
+            bits: npt.NDArray[np.bool_] = inside  # type: ignore[assignment]
         else:
-            packed = np.sort(ids).astype(np.int32)
-        return _SharedWalk(packed, dense, bounds)
+            bits = np.zeros(size, dtype=np.bool_)
+            bits[inside] = True
+        return _SharedWalk(pack_flags(bits), True, bounds)
 
     def _replay(self, flat: npt.NDArray[np.int32], state: int, positions: Rows, cols: Rows) -> Rows:
         """The states reached from ``state`` reading columns ``0 .. cols - 1`` of each
