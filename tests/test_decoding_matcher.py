@@ -367,7 +367,7 @@ def test_state_hashes_equal_the_plain_computation():
 
 def test_key_masks_equal_reference_masks_on_a_real_vocabulary():
     """Keys of an object that allows extra ones, while they still spell declared names
-    (the states walked as patches of their twin's walk), with Qwen2.5's vocabulary:
+    (the states walked from the plain string's walk), with Qwen2.5's vocabulary:
     the fast mask is the reference matcher's, token for token."""
     from tokenizers import Tokenizer
 
@@ -1251,7 +1251,7 @@ def test_the_decoders_identity_memos_hold_no_value_that_keeps_its_key_alive():
     alive for good: the process-wide memos of the mask engine never hold one."""
     import numpy as np
 
-    from jsonmode.decoding import reference
+    from jsonmode.decoding import automaton, keys, reference
     from jsonmode.decoding.engine import rules
 
     schema = {
@@ -1261,8 +1261,11 @@ def test_the_decoders_identity_memos_hold_no_value_that_keeps_its_key_alive():
     compiled = compile_schema(schema, synthetic_vocabulary())
     matcher = compiled.matcher()
     matcher.mask()
+    for rule in range(len(compiled.network.rules)):  # (a first mask may walk no rule)
+        compiled.engine._rules.info(rule)
     memos = [rules._lexeme_contents, rules._table_numbers, reference._reads_of]
-    assert all(len(memo) for memo in memos)
+    memos += [keys._BUILT, automaton._KEY_RULES]  # (the key tables built from names)
+    assert all(len(memo) for memo in memos), [len(memo) for memo in memos]
     for memo in memos:
         for ref, value in memo._items.values():
             owner = ref()

@@ -36,13 +36,21 @@ from jsonmode.decoding.budget import checkpoint
 from jsonmode.decoding.families import Family, RuleTable, number_families
 from jsonmode.decoding.families import expand as expand_families
 from jsonmode.decoding.grammar import Alt, Call, Expr, Grammar, Lex, Lit, Members, Rep, Seq
-from jsonmode.decoding.lru import Lru, memoised
+from jsonmode.decoding.keys import built_names
+from jsonmode.decoding.lru import IdentityMemo, Lru, memoised
 from jsonmode.decoding.objects import Fragment, Interval, Raw, extend_row, object_rule
 from jsonmode.decoding.regex import ByteDFA, any_char_dfa, json_string_body_dfa
 from jsonmode.decoding.shapes import Shape, dead_parts, shape_of
 from jsonmode.errors import BudgetExceededError, UnsupportedSchemaError
 
-__all__ = ["Network", "RuleDFA", "build_network", "plain_string_rule", "quoted_rule"]
+__all__ = [
+    "Network",
+    "RuleDFA",
+    "build_network",
+    "key_rule_names",
+    "plain_string_rule",
+    "quoted_rule",
+]
 
 # The NFA may be this many times larger than the DFA budget before we give up early.
 _NFA_PER_DFA_STATE = 4
@@ -624,7 +632,25 @@ def quoted_rule(
     inner[np.asarray(body.accepting), ord('"')] = count - 1
     accepting = np.zeros(count, dtype=np.bool_)
     accepting[-1] = True
+    if keys is not None and built_names(body.trans) == keys:
+        # (The body is extra_key_body's for these names: this rule is its quoted form.)
+        trans.flags.writeable = False
+        _KEY_RULES.put(trans, keys)
     return RuleDFA(name, trans, ((),) * count, accepting, lengths, keys)
+
+
+# The tables of the rules quoted_rule made around extra_key_body's bodies, with their
+# names, by identity (see key_rule_names).
+_KEY_RULES: IdentityMemo[tuple[str, ...]] = IdentityMemo()
+
+
+def key_rule_names(table: npt.NDArray[np.int32]) -> tuple[str, ...] | None:
+    """The names of the key lexeme whose (read-only) table ``table`` is, when
+    :func:`quoted_rule` made it around :func:`~jsonmode.decoding.keys.extra_key_body`'s
+    body of those names: laid out as that body, quoted (state 0 before the opening
+    quote, the body's states one up, the closing quote's state last). None for any
+    other table, an equal one built elsewhere included (a lookup by identity)."""
+    return _KEY_RULES.get(table)
 
 
 @functools.cache

@@ -27,10 +27,17 @@ import numpy.typing as npt
 
 from jsonmode.decoding import regex as rx
 from jsonmode.decoding.budget import checkpoint
-from jsonmode.decoding.lru import memoised
+from jsonmode.decoding.lru import IdentityMemo, memoised
 from jsonmode.errors import BudgetExceededError
 
-__all__ = ["KeyTrie", "extra_key_body", "is_plain_name", "key_trie", "key_trie_size"]
+__all__ = [
+    "KeyTrie",
+    "built_names",
+    "extra_key_body",
+    "is_plain_name",
+    "key_trie",
+    "key_trie_size",
+]
 
 _SHORT_ESCAPES = b'"\\bfnrt'
 _HEX = b"0123456789abcdefABCDEF"
@@ -240,4 +247,18 @@ def extra_key_body(
     accepting[shift:] = body.accepting
     trans.flags.writeable = False
     accepting.flags.writeable = False
+    if not complete:
+        _BUILT.put(trans, names)
     return rx.ByteDFA(0, accepting, trans)  # (the empty prefix sorts first)
+
+
+# The read-only tables extra_key_body built spelling keys canonically, with their
+# names, by identity (see built_names).
+_BUILT: IdentityMemo[tuple[str, ...]] = IdentityMemo()
+
+
+def built_names(table: npt.NDArray[np.int32]) -> tuple[str, ...] | None:
+    """The names whose key body ``table`` is, when :func:`extra_key_body` built it
+    spelling keys canonically (its layout is then the documented one); None for any
+    other table. A lookup by identity: an equal table built elsewhere is not known."""
+    return _BUILT.get(table)

@@ -35,6 +35,8 @@ Rows = npt.NDArray[np.int64]
 StateHashes: TypeAlias = "npt.NDArray[np.uint64] | KeyHashes"
 
 _QUOTE = ord('"')
+# Token matrix rows searched at once for quotes (see _TokenIndex.quoted): ~2 MB a copy.
+_CHUNK_ROWS = 16_384
 
 # -- token sets as bits ----------------------------------------------------------------------
 #
@@ -113,6 +115,32 @@ class _TokenIndex:
         self.flat_bytes = memoryview(self.matrix).cast("B")  # type: ignore[arg-type]
         self.width = int(self.matrix.shape[1])
         self.lengths_view = memoryview(self.lengths)  # type: ignore[arg-type]
+        self._quoted: dict[bytes, tuple[int, int]] | None = None
+
+    @property
+    def quoted(self) -> dict[bytes, tuple[int, int]]:
+        """Per text a token has before its first ``"`` (none: the text itself), the
+        positions ``lo .. hi - 1`` of the tokens that begin with that text and a quote:
+        those tokens, and only they, do so (a text without a quote sorts them together).
+        Worked out on first use, in the per-vocabulary set-up (~1 300 of Qwen2.5's
+        tokens have a quote: ~8 ms, a search of the token matrix)."""
+        known = self._quoted
+        if known is None:
+            width, lengths = self.width, self.lengths_view
+            known = {}
+            for chunk in range(0, self.lengths.size, _CHUNK_ROWS):  # (a copy a chunk)
+                data = self.matrix[chunk : chunk + _CHUNK_ROWS].tobytes()
+                at = data.find(b'"')
+                while at >= 0:
+                    row, column = divmod(at, width)
+                    position = chunk + row
+                    if column < lengths[position]:  # (not in the padding)
+                        text = data[row * width : at]
+                        lo, hi = known.get(text, (position, position))
+                        known[text] = (min(lo, position), max(hi, position + 1))
+                    at = data.find(b'"', (row + 1) * width)
+            self._quoted = known
+        return known
 
 
 _indexes: dict[str, _TokenIndex] = {}

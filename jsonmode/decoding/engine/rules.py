@@ -26,7 +26,7 @@ import itertools
 import numpy as np
 import numpy.typing as npt
 
-from jsonmode.decoding.automaton import Network, RuleDFA, plain_string_rule
+from jsonmode.decoding.automaton import Network, RuleDFA, key_rule_names, plain_string_rule
 from jsonmode.decoding.engine.facts import _QUOTE, StateHashes, _Counted, _facts, _RuleInfo
 from jsonmode.decoding.engine.state import (
     _HASH_BUDGET,
@@ -245,6 +245,13 @@ def _content(automaton: RuleDFA) -> tuple[bytes, npt.NDArray[np.bool_], npt.NDAr
     collisions of a per-process keyed hash (as state hashes are up to theirs)."""
     crossing = _facts(automaton).crossing
     trans = np.ascontiguousarray(automaton.trans, dtype=np.int32)
+    names = automaton.keys
+    if names is not None and key_rule_names(automaton.trans) == names:
+        # (A key lexeme built from its names: they say what its table is, and reading
+        # them costs a fraction of reading a table of a state per prefix.)
+        digest = hashlib.blake2b(b"key lexeme;", digest_size=16)
+        digest.update(b"\0".join(name.encode() for name in names))
+        return digest.digest(), crossing, trans
     big = trans.shape[0] > _BIG_TABLE
     if big:
         # The distinct columns and which byte has which (most bytes' columns repeat:

@@ -30,7 +30,7 @@ import hashlib
 import numpy as np
 import numpy.typing as npt
 
-from jsonmode.decoding.automaton import RuleDFA, plain_string_rule, quoted_rule
+from jsonmode.decoding.automaton import RuleDFA, key_rule_names, plain_string_rule, quoted_rule
 from jsonmode.decoding.engine.facts import _QUOTE, _facts, _RuleInfo
 from jsonmode.decoding.keys import KeyTrie, extra_key_body, is_plain_name, key_trie
 
@@ -405,22 +405,28 @@ class KeyHashes:
             return self._escapes[row][state - shift + 3]
         known = self._known.get(state)
         if known is None:
-            if state:
-                known = self._prefix(self._trie.prefix(state - 1))
+            suffixes = self.suffixes(state)
+            if suffixes is not None:
+                known = _digest(b"key prefix", *suffixes)
             else:  # (reads the opening quote only, into the empty prefix's state)
                 known = _digest(b"key opening", b"%d" % self[1, 1])
             self._known[state] = known
         return known
 
-    def _prefix(self, prefix: str) -> int:
-        """The hash of a prefix's state: a digest of its suffixes."""
-        names = self._trie.names
+    def suffixes(self, state: int) -> list[bytes] | None:
+        """The rest of each name that the prefix of rule state ``state`` begins (``b""``
+        for the prefix itself when it is a name), in order; None where ``state`` is
+        not a prefix's (before the opening quote, an escape or the plain body)."""
+        trie = self._trie
+        if not 1 <= state <= trie.size:
+            return None
+        prefix, names = trie.prefix(state - 1), trie.names
         # (Names are printable ASCII: those that begin with the prefix sort between
         # it and the prefix followed by DEL.)
         begin = bisect.bisect_left(names, prefix)
         end = bisect.bisect_left(names, prefix + "\x7f", begin)
         width = len(prefix)
-        return _digest(b"key prefix", *(name[width:].encode() for name in names[begin:end]))
+        return [name[width:].encode() for name in names[begin:end]]
 
 
 def _digest(*parts: bytes) -> int:
@@ -436,11 +442,11 @@ def _key_hashes(
     trans: npt.NDArray[np.int32],
 ) -> KeyHashes | None:
     """The state hashes of a key lexeme of plain ``names`` (see :class:`KeyHashes`),
-    or None where its table is not :func:`extra_key_body`'s of those names, checked
-    whole in a few vector comparisons: the size, state 0, the rows and crossing flags
-    of the escape states and of the plain part; and every prefix's row, the plain body
-    between characters but for the names' next letters and the quote after a name.
-    Cost: ~20-40 us, whatever the names (their trie is cached since compiling)."""
+    or None where its table is not laid out as :func:`extra_key_body`'s of those
+    names, quoted. A table :func:`quoted_rule` made around that body is known so by
+    identity (:func:`key_rule_names`); any other is checked whole in a few vector
+    comparisons (see :func:`_key_layout`, ~20-40 us). The key trie is cached since
+    compiling."""
     escapes = _key_escapes(plain, depth)
     plain_hashes = plain.hashes
     if not isinstance(plain_hashes, np.ndarray) or escapes is None:
@@ -448,30 +454,40 @@ def _key_hashes(
     if not is_plain_name("".join(names)):  # (a property of each character)
         return None
     trie = key_trie(names)
+    if key_rule_names(trans) != names and not _key_layout(plain, trie, crossing, trans):
+        return None
+    return KeyHashes(plain_hashes, escapes, trie)
+
+
+def _key_layout(
+    plain: _RuleInfo, trie: KeyTrie, crossing: npt.NDArray[np.bool_], trans: npt.NDArray[np.int32]
+) -> bool:
+    """Whether ``trans`` is the quoted key lexeme of ``trie``'s names, checked whole:
+    the size, state 0, the rows and crossing flags of the escape states and of the
+    plain part; and every prefix's row, the plain body between characters but for the
+    names' next letters and the quote after a name."""
     count = trie.size
     shift = count + 4  # (a rule state k of the plain body is k + shift)
     tail, tail_crossing = _key_tail()
     ours = trans[shift - 3 :]
     if ours.shape != tail.shape or crossing.size != trans.shape[0]:
-        return None
+        return False
     if not np.array_equal(np.where(ours >= 0, ours - shift, -1), tail):
-        return None
+        return False
     if crossing[: shift - 3].any() or not np.array_equal(crossing[shift - 3 :], tail_crossing):
-        return None
+        return False
     if trans[0, _QUOTE] != 1 or np.count_nonzero(trans[0] >= 0) != 1:
-        return None
+        return False
     base = trans[shift + int(plain.flat[_QUOTE])].copy()  # the body between characters
     base[_BACKSLASH] = shift - 3
     prefixes = trans[1 : count + 1]  # (body state i is rule state i + 1)
     # (A next letter's target, a prefix's state, and the quote refused after a name
     # differ from the base's entries, which lead into the escapes or the plain part.)
     if not np.array_equal(prefixes[trie.parents, trie.letters], np.arange(2, count + 1)):
-        return None
+        return False
     if (prefixes[trie.named, _QUOTE] != -1).any():
-        return None
-    if np.count_nonzero(prefixes != base) != trie.letters.size + trie.named.size:
-        return None
-    return KeyHashes(plain_hashes, escapes, trie)
+        return False
+    return bool(np.count_nonzero(prefixes != base) == trie.letters.size + trie.named.size)
 
 
 @functools.cache

@@ -1,0 +1,174 @@
+"""Extra keys (a key that must not be a declared name): their walks, from the plain
+string's, and their tables, trusted by how they were built."""
+
+import pathlib
+
+import numpy as np
+import pytest
+from support.reference_masks import reference_mask
+
+from jsonmode.decoding.automaton import key_rule_names, quoted_rule
+from jsonmode.decoding.compiled import compile_schema
+from jsonmode.decoding.engine import rules as rules_module
+from jsonmode.decoding.engine import state as state_module
+from jsonmode.decoding.engine.facts import _token_index
+from jsonmode.decoding.keys import built_names, extra_key_body
+from jsonmode.decoding.vocabulary import Vocabulary
+
+TOKENIZERS = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tokenizers"
+
+# Names of every kind the walk must get right: the empty name, names that are
+# prefixes of others, names that real tokens spell with their quote ("id\"",
+# "name\"", "type\""), a name with a space and one with "~", long names.
+NAMES = [
+    "",
+    "a",
+    "ab",
+    "abc",
+    "id",
+    "ids",
+    "name",
+    "names",
+    "type",
+    "value",
+    "description",
+    "x y",
+    "~",
+    "metadata",
+    "apiVersion",
+    "a_rather_long_property_name_that_no_token_spells",
+]
+
+
+def _walk_sets(walk, size: int) -> tuple[set[int], list[tuple[int, int]]]:
+    if walk.dense:
+        inside = set(np.flatnonzero(np.unpackbits(walk.inside, count=size)).tolist())
+    else:
+        inside = set(walk.inside.tolist())
+    positions, columns = walk.bounds.expand()
+    return inside, sorted(zip(positions.tolist(), columns.tolist(), strict=True))
+
+
+def _key_lexeme(engine):
+    return next(
+        (rule, automaton)
+        for rule, automaton in enumerate(engine.network.rules)
+        if automaton.name.startswith("key_not")
+    )
+
+
+@pytest.mark.parametrize("name", ["qwen2.5", "mistral-7b-v0.1", "gpt2"])
+def test_tokens_with_a_quote_are_found_by_their_text_before_it(name):
+    """``_TokenIndex.quoted`` holds, per text before a token's first quote, exactly
+    the positions of the tokens with that text and a quote, as one range."""
+    vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / name)
+    index = _token_index(vocabulary)
+    expected: dict[bytes, list[int]] = {}
+    for position in range(index.lengths.size):
+        token = bytes(index.matrix[position, : index.lengths[position]])
+        if b'"' in token:
+            expected.setdefault(token[: token.index(b'"')], []).append(position)
+    assert len(expected) > 20
+    assert {text: (found[0], found[-1] + 1) for text, found in expected.items()} == index.quoted
+    for found in expected.values():
+        assert found == list(range(found[0], found[-1] + 1))  # (one range each)
+
+
+@pytest.mark.parametrize("name", ["qwen2.5", "mistral-7b-v0.1"])
+def test_key_walks_equal_computed_walks(name):
+    """A key lexeme's state that still spells a prefix of the names is walked as the
+    plain string's walk less the tokens that spell a name's rest and its closing
+    quote: exactly the tokens and boundaries a full walk of its table finds, for
+    every such state (a name itself, a prefix of several, the empty prefix)."""
+    vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / name)
+    schema = {"type": "object", "properties": {key: {"type": "integer"} for key in NAMES}}
+    engine = compile_schema(schema, vocabulary).engine
+    rule, automaton = _key_lexeme(engine)
+    info = engine._rules.info(rule)
+    assert isinstance(info.hashes, state_module.KeyHashes)
+    quoted = _token_index(vocabulary).quoted
+    compared = refused = 0
+    for state in range(automaton.n_states):
+        walk = engine._walks._key_walk(info, state)
+        suffixes = info.hashes.suffixes(state)
+        if suffixes is None:
+            assert walk is None, state  # (before the quote, an escape, the plain body)
+            continue
+        assert walk is not None, state
+        expected = engine._walks._compute_walk(info, state)
+        assert _walk_sets(walk, vocabulary.size) == _walk_sets(expected, vocabulary.size), state
+        compared += 1
+        refused += any(suffix in quoted for suffix in suffixes)
+    assert compared == automaton.n_states - 1 - 4 - (engine._rules.plain().crossing.size - 1)
+    assert refused >= 5  # ("": a name's own state; "id", "name", "type" and more)
+
+
+def test_key_masks_equal_reference_masks_while_spelling_names():
+    """Masks of an object that allows extra keys, from its opening brace through a key
+    that spells declared names ("name", then "names"), equal the reference matcher's."""
+    from tokenizers import Tokenizer
+
+    vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / "qwen2.5")
+    tokenizer = Tokenizer.from_file(str(TOKENIZERS / "qwen2.5" / "tokenizer.json"))
+    schema = {"type": "object", "properties": {"name": {}, "names": {}, "id": {"type": "string"}}}
+    compiled = compile_schema(schema, vocabulary)
+    for text in ('{"names": 1, "idx": 2}', '{"na": 1, "id": "x"}', '{"": 3}'):
+        matcher = compiled.matcher()
+        for token in tokenizer.encode(text, add_special_tokens=False).ids:
+            assert np.array_equal(matcher.mask(), reference_mask(compiled, matcher.state)), text
+            assert matcher.advance(token), text
+
+
+def test_key_tables_are_trusted_only_as_built():
+    """A key lexeme's table built from its names is known to be theirs by identity:
+    its hashes and signature come from the names. An equal table built elsewhere is
+    checked whole (and hashed alike); one altered anywhere is refused."""
+    vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / "qwen2.5")
+    schema = {"type": "object", "properties": {"id": {}, "name": {}, "names": {}}}
+    engine = compile_schema(schema, vocabulary).engine
+    rule, automaton = _key_lexeme(engine)
+    assert key_rule_names(automaton.trans) == automaton.keys == ("id", "name", "names")
+    assert not automaton.trans.flags.writeable
+    body = extra_key_body(automaton.keys)
+    assert body is not None
+    assert built_names(body.trans) == automaton.keys
+    # Spelled in every way: another layout, neither marked nor hashed from names.
+    complete = extra_key_body(automaton.keys, complete=True)
+    assert complete is not None
+    assert built_names(complete.trans) is None
+    assert key_rule_names(quoted_rule("key", complete, keys=automaton.keys).trans) is None
+
+    _, crossing, trans = engine._rules.signature(rule)
+    checked = []
+    layout = state_module._key_layout
+
+    def spy(*args):
+        checked.append(True)
+        return layout(*args)
+
+    state_module._key_layout = spy
+    try:
+        trusted = engine._rules.key_hashes(automaton.keys, crossing, trans)
+        assert isinstance(trusted, state_module.KeyHashes)
+        assert not checked
+        copy = trans.copy()
+        assert key_rule_names(copy) is None
+        again = engine._rules.key_hashes(automaton.keys, crossing, copy)
+        assert isinstance(again, state_module.KeyHashes)
+        assert checked
+        for state in range(1, 8):
+            assert again[1, state] == trusted[1, state]
+        copy[2, ord("z")] = 3  # (a prefix state's row, one entry off)
+        assert engine._rules.key_hashes(automaton.keys, crossing, copy) is None
+    finally:
+        state_module._key_layout = layout
+
+    # Signatures: from the names for a built table; equal names sign alike.
+    signature = rules_module._content(automaton)[0]
+    other = compile_schema(
+        {"type": "object", "properties": {"id": {}, "name": {}, "names": {}}, "minProperties": 1},
+        vocabulary,
+    ).engine
+    assert rules_module._content(_key_lexeme(other)[1])[0] == signature
+    fewer = compile_schema({"type": "object", "properties": {"id": {}, "name": {}}}, vocabulary)
+    assert rules_module._content(_key_lexeme(fewer.engine)[1])[0] != signature
