@@ -42,17 +42,19 @@ read lists and crossing states, each rule's information.)
    (:mod:`.slices`). Missing segments are walked through the token trie
    (:mod:`.trie`) along live prefixes only, so a state that reads few bytes costs
    little; wide ones take one gather per level for the first levels. A state unlike
-   any seen is walked whole, not split into segments. A wide state that differs from
-   its *twin* (the state most of its bytes lead to) in few places, such as a key
-   still spelling a declared name, takes the twin's walk and redoes only the trie
-   subtrees where the two part. Boundary tokens are kept as trie subtrees (one entry
-   per node where the walk passed a call or return point), so the work on them grows
-   with the entries, not with the tokens: the tokens after a space that opens a value
-   are one entry. A string with length bounds only is the plain string plus a count
-   of its characters (:mod:`.rules`): a state between characters takes the plain
-   string's walk less the tokens beyond its character budget (per-token counts from
-   one trie replay per vocabulary), keyed by that budget, so the states far from
-   their bounds share one walk whatever their lexeme.
+   any seen is walked whole, not split into segments. An extra key still spelling a
+   prefix of the declared names (a key that must not be one of them) takes the plain
+   string's walk less the tokens that spell a name's rest and its closing quote,
+   found by their text before the quote. Another wide state that differs from its
+   *twin* (the state most of its bytes lead to) in few places takes the twin's walk
+   and redoes only the trie subtrees where the two part. Boundary tokens are kept as
+   trie subtrees (one entry per node where the walk passed a call or return point),
+   so the work on them grows with the entries, not with the tokens: the tokens after
+   a space that opens a value are one entry. A string with length bounds only is the
+   plain string plus a count of its characters (:mod:`.rules`): a state between
+   characters takes the plain string's walk less the tokens beyond its character
+   budget (per-token counts from one trie replay per vocabulary), keyed by that
+   budget, so the states far from their bounds share one walk whatever their lexeme.
 3. Boundary tokens are finished from the real stack, one stack at a time
    (:mod:`.boundary`): the stacks a boundary leads to (the caller's continuation
    after a return, the callee after a call) are numbered ``(context, rule state)``

@@ -5,12 +5,17 @@ whatever the stack) and which *boundary* tokens pass a point where the rule coul
 call another rule or return (left to :mod:`~jsonmode.decoding.engine.boundary`,
 grouped by that point). Its rule-independent part, a :class:`_SharedWalk`, is shared
 process-wide by every state that acts alike (keyed by the state's hash, see
-:mod:`~jsonmode.decoding.engine.state`), and found in one of three ways:
+:mod:`~jsonmode.decoding.engine.state`), and found in one of these ways:
 
 - assembled from per-first-byte segments (:mod:`~jsonmode.decoding.engine.segments`);
+- for an extra key still spelling a prefix of the declared names, as the plain
+  string's walk less the tokens that spell a name's rest and its closing quote
+  (:meth:`_Walks._key_walk`);
 - as a *patch* of its twin's walk, for a wide state that differs from the state most
-  of its bytes lead to in few places (a key still spelling a declared name): only the
-  trie subtrees where the two part are walked again (:meth:`_Walks._patched_walk`);
+  of its bytes lead to in few places: only the trie subtrees where the two part are
+  walked again (:meth:`_Walks._patched_walk`);
+- for a state of a string-like lexeme that reads every clean text, as the clean
+  slice plus a walk of the other tokens (:mod:`~jsonmode.decoding.engine.slices`);
 - for a string with length bounds only, between characters: the plain string's walk
   less the tokens beyond its character budget, from per-token character counts
   (:class:`_CharCounts`, one trie replay per vocabulary), keyed by that budget.
@@ -212,10 +217,12 @@ class _Walks:
     def _shared_walk(
         self, info: _RuleInfo, state: int, *, patch: bool, lexeme: bool
     ) -> _SharedWalk:
-        """The rule-independent part of a walk, from the cache or computed: (``patch``)
-        from a neighbour state's walk when the two differ on few tokens (~0.1 ms);
-        else, for a ``lexeme`` state that takes every clean token, as the clean slice
-        plus a walk of the quoted tokens (~0.3 ms); else from segments (up to ~10 ms)."""
+        """The rule-independent part of a walk, from the cache or computed: for a key
+        lexeme's state still spelling a prefix of its names, from the plain string's
+        walk (a few vector operations); (``patch``) from a neighbour state's walk when
+        the two differ on few tokens (~0.1 ms); else, for a ``lexeme`` state that
+        takes every clean token, as the clean slice plus a walk of the quoted tokens
+        (~0.3 ms); else from segments (up to ~10 ms)."""
         key, budget = self._shared_key(info, state)
         packed = _walk_cache.get(key)
         if packed is not None:
