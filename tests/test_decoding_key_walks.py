@@ -74,7 +74,7 @@ def test_tokens_with_a_quote_are_found_by_their_text_before_it(name):
         assert found == list(range(found[0], found[-1] + 1))  # (one range each)
 
 
-@pytest.mark.parametrize("name", ["qwen2.5", "mistral-7b-v0.1"])
+@pytest.mark.parametrize("name", ["qwen2.5", "llama-3", "mistral-7b-v0.1"])
 def test_key_walks_equal_computed_walks(name):
     """A key lexeme's state that still spells a prefix of the names is walked as the
     plain string's walk less the tokens that spell a name's rest and its closing

@@ -830,7 +830,8 @@ def _stack_mask(engine, stack):
     from jsonmode.decoding.engine.cache import _Bits, _Flags
     from jsonmode.decoding.engine.facts import pack_flags
 
-    flags, bits = _Flags(engine.vocabulary.size), _Bits(len(engine.bits(())))
+    flags = _Flags(engine.vocabulary.size, engine._ids)
+    bits = _Bits(len(engine.bits(())), engine._ids)
     engine._add_stack(flags, stack)
     engine._add_stack(bits, stack)
     mask = flags.done()

@@ -150,7 +150,7 @@ class MaskEngine:
             self.hits += 1
             return cached
         self.misses += 1
-        allowed: Bits = self._assemble(state, _Bits(self._size))
+        allowed: Bits = self._assemble(state, _Bits(self._size, self._ids))
         _bits_cache.put(key, allowed, allowed.nbytes)
         return allowed
 
@@ -171,7 +171,7 @@ class MaskEngine:
             allowed.setflags(write=False)
         else:
             self.misses += 1
-            allowed = self._assemble(state, _Flags(self.vocabulary.size))
+            allowed = self._assemble(state, _Flags(self.vocabulary.size, self._ids))
         _mask_cache.put(key, allowed, allowed.nbytes)
         return allowed
 
@@ -197,7 +197,7 @@ class MaskEngine:
         context = stacks.context(stack[:-1], rule)
         found = _direct(self._index.trie, stacks, context, at)
         if found is not None:
-            into.ids(self._ids[found])
+            into.positions(found)
             return
         walk = self._walks.walk(rule, at)
         if walk.dense:
@@ -209,8 +209,7 @@ class MaskEngine:
             if pairs:
                 rests = _group_rests(self._index, split, stacks.readable(pairs))
                 found = stacks.finish(rests, pairs)
-                if found:
-                    into.ids(self._ids[found])
+                into.positions(found)
 
     def _current_stacks(self) -> _Stacks:
         """The engine's stack numbering, replaced by a fresh one once it holds more
@@ -241,14 +240,21 @@ class MaskEngine:
 
 class _Union:
     """A mask assembled stack by stack (``set``: whether anything is allowed yet), as
-    a bool per token (:class:`_Flags`) or as bits (:class:`_Bits`)."""
+    a bool per token (:class:`_Flags`) or as bits (:class:`_Bits`).
+
+    Token ids (arrays) and trie positions (lists, mapped to ids through ``table``)
+    are gathered and set once, in :meth:`done`: a mask takes a few small sets of ids,
+    and each NumPy call costs microseconds whatever its size."""
 
     dtype: type[np.generic] = np.bool_
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, table: npt.NDArray[np.int64]) -> None:
         self.size = size
+        self.table = table
         self.array: npt.NDArray[Any] | None = None
         self.set = False
+        self._ids: list[npt.NDArray[np.integer[Any]]] = []
+        self._positions: list[int] = []
 
     def empty(self) -> npt.NDArray[Any]:
         if self.array is None:
@@ -257,24 +263,37 @@ class _Union:
 
     def ids(self, ids: npt.NDArray[np.integer[Any]]) -> None:
         """Allow ``ids``."""
-        raise NotImplementedError
+        if ids.size:
+            self._ids.append(ids)
+            self.set = True
+
+    def positions(self, positions: list[int]) -> None:
+        """Allow the tokens at ``positions`` of the token index (ids ``table[positions]``)."""
+        if positions:
+            self._positions += positions
+            self.set = True
 
     def dense(self, bits: Bits) -> None:
         """Allow the tokens of a dense walk (its bits)."""
         raise NotImplementedError
 
+    def _set(self, array: npt.NDArray[Any], ids: npt.NDArray[np.integer[Any]]) -> None:
+        raise NotImplementedError
+
     def done(self) -> npt.NDArray[Any]:
         array = self.empty()
+        gathered = self._ids
+        if self._positions:
+            gathered.append(self.table[self._positions])
+        if gathered:
+            self._set(array, gathered[0] if len(gathered) == 1 else np.concatenate(gathered))
         array.setflags(write=False)
         return array
 
 
 class _Flags(_Union):
-    def ids(self, ids: npt.NDArray[np.integer[Any]]) -> None:
-        array = self.empty()
-        if ids.size:
-            array[ids] = True
-            self.set = True
+    def _set(self, array: npt.NDArray[Any], ids: npt.NDArray[np.integer[Any]]) -> None:
+        array[ids] = True
 
     def dense(self, bits: Bits) -> None:
         flags = unpack_bits(bits, self.size)
@@ -288,11 +307,8 @@ class _Flags(_Union):
 class _Bits(_Union):
     dtype = np.uint8
 
-    def ids(self, ids: npt.NDArray[np.integer[Any]]) -> None:
-        array = self.empty()
-        if ids.size:
-            set_ids(array, ids)
-            self.set = True
+    def _set(self, array: npt.NDArray[Any], ids: npt.NDArray[np.integer[Any]]) -> None:
+        set_ids(array, ids)
 
     def dense(self, bits: Bits) -> None:
         if self.array is None:
