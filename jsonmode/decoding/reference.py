@@ -55,10 +55,8 @@ class ReferenceMatcher:
         # few of its states, and scanning every row of a big lexeme (a string with
         # maxLength 128 has ~2,500 states) cost more than the rest of the engine's
         # set-up.
-        # (Per rule number, filled when a rule is first looked up: a schema's matchers
-        # visit some of its rules only, and the rules of any-order objects are
-        # numbered while matching, see jsonmode.decoding.families. Filling every rule
-        # here cost ~9% of a median compile, the engine's set-up included.)
+        # (Per rule number, filled for the network's rules now and for the rules of
+        # any-order objects when first looked up: see jsonmode.decoding.families.)
         rules = network.rules
         self._trans: _PerRule[memoryview] = _PerRule(lambda n: _flat(rules[n].trans))
         self._accepting: _PerRule[bytes] = _PerRule(lambda n: rules[n].accepting.tobytes())
@@ -71,6 +69,9 @@ class ReferenceMatcher:
                 functools.partial(_settled, self._reads[n], self._calls[n], self._accepting[n])
             )
         )
+        for number in range(len(rules)):  # (filled now: lookups stay plain dict hits)
+            self._trans[number] = self._trans.compute(number)
+            self._settled[number] = self._settled.compute(number)
 
     def table(self, rule: int) -> memoryview:
         """A rule's transitions, flat (``state * 256 + byte``; -1: none), as a
