@@ -6,6 +6,7 @@ import pathlib
 import numpy as np
 import pytest
 from support.reference_masks import reference_mask
+from support.walks import key_lexeme, walk_sets
 
 from jsonmode.decoding.automaton import key_rule_names, quoted_rule
 from jsonmode.decoding.compiled import compile_schema
@@ -40,23 +41,6 @@ NAMES = [
 ]
 
 
-def _walk_sets(walk, size: int) -> tuple[set[int], list[tuple[int, int]]]:
-    if walk.dense:
-        inside = set(np.flatnonzero(np.unpackbits(walk.inside, count=size)).tolist())
-    else:
-        inside = set(walk.inside.tolist())
-    positions, columns = walk.bounds.expand()
-    return inside, sorted(zip(positions.tolist(), columns.tolist(), strict=True))
-
-
-def _key_lexeme(engine):
-    return next(
-        (rule, automaton)
-        for rule, automaton in enumerate(engine.network.rules)
-        if automaton.name.startswith("key_not")
-    )
-
-
 @pytest.mark.parametrize("name", ["qwen2.5", "mistral-7b-v0.1", "gpt2"])
 def test_tokens_with_a_quote_are_found_by_their_text_before_it(name):
     """``_TokenIndex.quoted`` holds, per text before a token's first quote, exactly
@@ -83,7 +67,7 @@ def test_key_walks_equal_computed_walks(name):
     vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / name)
     schema = {"type": "object", "properties": {key: {"type": "integer"} for key in NAMES}}
     engine = compile_schema(schema, vocabulary).engine
-    rule, automaton = _key_lexeme(engine)
+    rule, automaton = key_lexeme(engine)
     info = engine._rules.info(rule)
     assert isinstance(info.hashes, state_module.KeyHashes)
     quoted = _token_index(vocabulary).quoted
@@ -96,7 +80,7 @@ def test_key_walks_equal_computed_walks(name):
             continue
         assert walk is not None, state
         expected = engine._walks._compute_walk(info, state)
-        assert _walk_sets(walk, vocabulary.size) == _walk_sets(expected, vocabulary.size), state
+        assert walk_sets(walk, vocabulary.size) == walk_sets(expected, vocabulary.size), state
         compared += 1
         refused += any(suffix in quoted for suffix in suffixes)
     assert compared == automaton.n_states - 1 - 4 - (engine._rules.plain().crossing.size - 1)
@@ -126,7 +110,7 @@ def test_key_tables_are_trusted_only_as_built():
     vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / "qwen2.5")
     schema = {"type": "object", "properties": {"id": {}, "name": {}, "names": {}}}
     engine = compile_schema(schema, vocabulary).engine
-    rule, automaton = _key_lexeme(engine)
+    rule, automaton = key_lexeme(engine)
     assert key_rule_names(automaton.trans) == automaton.keys == ("id", "name", "names")
     assert not automaton.trans.flags.writeable
     body = extra_key_body(automaton.keys)
@@ -169,6 +153,6 @@ def test_key_tables_are_trusted_only_as_built():
         {"type": "object", "properties": {"id": {}, "name": {}, "names": {}}, "minProperties": 1},
         vocabulary,
     ).engine
-    assert rules_module._content(_key_lexeme(other)[1])[0] == signature
+    assert rules_module._content(key_lexeme(other)[1])[0] == signature
     fewer = compile_schema({"type": "object", "properties": {"id": {}, "name": {}}}, vocabulary)
-    assert rules_module._content(_key_lexeme(fewer.engine)[1])[0] != signature
+    assert rules_module._content(key_lexeme(fewer.engine)[1])[0] != signature

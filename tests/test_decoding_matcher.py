@@ -7,6 +7,7 @@ import random
 import numpy as np
 import pytest
 from support.reference_masks import reference_mask
+from support.walks import key_lexeme, walk_sets
 
 from jsonmode.decoding.compiled import compile_schema
 from jsonmode.decoding.vocabulary import Vocabulary
@@ -282,15 +283,6 @@ def test_pruned_trie_walk_equals_a_token_by_token_walk(name):
     assert boundaries > 100
 
 
-def _walk_sets(walk, size: int) -> tuple[set[int], list[tuple[int, int]]]:
-    if walk.dense:
-        inside = set(np.flatnonzero(np.unpackbits(walk.inside, count=size)).tolist())
-    else:
-        inside = set(walk.inside.tolist())
-    positions, columns = walk.bounds.expand()
-    return inside, sorted(zip(positions.tolist(), columns.tolist(), strict=True))
-
-
 @pytest.mark.parametrize("name", ["qwen2.5", "mistral-7b-v0.1"])
 def test_patched_walks_equal_computed_walks(name):
     """A wide state walked as a patch of its twin's walk (keys still spelling a
@@ -316,7 +308,7 @@ def test_patched_walks_equal_computed_walks(name):
             if walk is None:
                 continue
             expected = engine._walks._compute_walk(info, state)
-            assert _walk_sets(walk, vocabulary.size) == _walk_sets(expected, vocabulary.size)
+            assert walk_sets(walk, vocabulary.size) == walk_sets(expected, vocabulary.size)
             patched += engine.network.rules[rule].name.startswith("key_not")
     assert patched >= 5  # the key spelling "nam", "name", "names", ...: the case it is for
 
@@ -521,7 +513,7 @@ def test_counted_string_walks_equal_computed_walks(name):
                 continue
             walk = engine._walks._counted_walk(info.counted.plain, *budget)
             expected = engine._walks._compute_walk(info, state)
-            assert _walk_sets(walk, vocabulary.size) == _walk_sets(expected, vocabulary.size), (
+            assert walk_sets(walk, vocabulary.size) == walk_sets(expected, vocabulary.size), (
                 automaton.name,
                 state,
             )
@@ -839,15 +831,6 @@ def _stack_mask(engine, stack):
     return mask
 
 
-def _key_lexeme(engine):
-    """The rule index and automaton of a network's key lexeme (extra keys)."""
-    return next(
-        (rule, automaton)
-        for rule, automaton in enumerate(engine.network.rules)
-        if automaton.name.startswith("key_not")
-    )
-
-
 def test_key_lexemes_take_the_plain_strings_hashes_and_share_equal_states():
     """A key that is not a declared name is hashed without a pass per depth: its
     states that act as the plain string's take the plain string's hashes, and equal
@@ -860,7 +843,7 @@ def test_key_lexemes_take_the_plain_strings_hashes_and_share_equal_states():
     def prefix_hashes(names):
         schema = {"type": "object", "properties": {name: {} for name in names}}
         engine = compile_schema(schema, vocabulary).engine
-        rule, automaton = _key_lexeme(engine)
+        rule, automaton = key_lexeme(engine)
         info = engine._rules.info(rule)
         assert isinstance(info.hashes, state_module.KeyHashes)
         plain_of = state_module._plain_states(automaton.trans, automaton.accepting)
@@ -918,7 +901,7 @@ def test_grafted_hashes_equal_the_sum_over_every_byte():
     names = ["name", "naïve", "id", "日本語", "a\\b"]
     schema = {"type": "object", "properties": {name: {} for name in names}}
     engine = compile_schema(schema, vocabulary).engine
-    rule, _ = _key_lexeme(engine)
+    rule, _ = key_lexeme(engine)
     _, crossing, trans = engine._rules.signature(rule)
     got = engine._rules.grafted_hashes(crossing, trans)
     assert got is not None
@@ -981,7 +964,7 @@ def test_key_hashes_from_the_names_part_states_as_grafted_hashes_do():
     for names in name_sets:
         schema = {"type": "object", "properties": {name: {} for name in names}}
         engine = compile_schema(schema, vocabulary).engine
-        rule, automaton = _key_lexeme(engine)
+        rule, automaton = key_lexeme(engine)
         assert automaton.keys is not None
         assert set(automaton.keys) == set(names)
         _, crossing, trans = engine._rules.signature(rule)
@@ -999,7 +982,7 @@ def test_key_hashes_from_the_names_part_states_as_grafted_hashes_do():
         assert engine._rules.key_hashes(others, crossing, trans) is None
     assert len(ours_to_graft[1]) > 300  # (prefix states of many kinds, not a few)
     name_id = compile_schema({"properties": {"id": {}, "name": {}}}, vocabulary).engine
-    rule, automaton = _key_lexeme(name_id)
+    rule, automaton = key_lexeme(name_id)
     _, crossing, trans = name_id._rules.signature(rule)
     assert name_id._rules.key_hashes(("id", "name"), crossing, trans) is not None
     # Same layout and size, one letter apart; one state more; a name that is not plain.
