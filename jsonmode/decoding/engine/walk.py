@@ -312,8 +312,9 @@ class _Walks:
 
         Such a state reads as the plain body between characters but for the names'
         next letters (to the prefixes one letter longer, which read alike) and the
-        quote refused after a name (see :class:`KeyHashes`, checked against the table
-        when the hashes were made). So a token fares as from the plain state (the
+        quote refused after a name (see :class:`KeyHashes`: the table is known to be
+        laid out so, by how it was built or checked whole, whenever a lexeme has
+        such hashes). So a token fares as from the plain state (the
         same inside, the same boundary point) unless it spells a name's rest and a
         quote: those, found by the text before their first quote, are the whole
         difference. A few vector operations; a patch of the plain walk costs ~0.1 ms.
