@@ -160,3 +160,38 @@ def test_a_lexeme_reading_raw_controls_is_walked_in_full() -> None:
         if step in (1, 3, 5):
             assert np.array_equal(matcher.mask(), reference_mask(compiled, matcher.state))
         assert matcher.advance(by_bytes[bytes((byte,))])
+
+
+def test_states_that_miss_a_clean_character_are_refused_without_the_fixed_point(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A safe state reads every clean one-byte character, so a state that does not
+    (a pattern's class, a format's state) is refused from its row alone: the
+    automaton's safe states, a fixed point of up to milliseconds, are not worked out.
+    The shortcut never refuses a state the fixed point finds safe."""
+    vocabulary = _vocabulary("gpt2")
+    checked = refused = 0
+    for schema in SCHEMAS:
+        engine = jsonmode.compile_schema(schema, vocabulary).engine
+        for rule in engine._rules.lexemes:
+            info = engine._rules.info(rule)
+            safe = slices.safe_states(info, engine._index.longest)
+            rows = info.flat.reshape(-1, 256)
+            if safe is not None:
+                for state in np.flatnonzero(safe).tolist():
+                    assert (rows[state, slices._ONE_BYTE] >= 0).all(), (schema, state)
+                    checked += 1
+    assert checked >= 10
+    calls: list[int] = []
+    monkeypatch.setattr(slices, "_safe_states", lambda *args: calls.append(1))
+    monkeypatch.setattr(slices, "_safe_cache", type(slices._safe_cache)(1 << 20))
+    schema = {"type": "string", "pattern": "^[b-y]+-[0-9]$"}  # (in no test before)
+    engine = jsonmode.compile_schema(schema, vocabulary).engine
+    for rule in engine._rules.lexemes:
+        info = engine._rules.info(rule)
+        for state in range(info.crossing.size):
+            if (info.flat.reshape(-1, 256)[state, slices._ONE_BYTE] < 0).any():
+                assert slices.sliced_walk(engine._index, vocabulary.size, info, state) is None
+                refused += 1
+    assert refused >= 2
+    assert not calls
