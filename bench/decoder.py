@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import importlib.util
 import json
 import os
 import platform
@@ -94,6 +95,15 @@ def _source_digest(folder: Path) -> str:
     for path in sorted(folder.rglob("*.py")):
         digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
+
+
+def _imported_jsonmode() -> Path:
+    """The folder of the ``jsonmode`` package the engine workers import (the editable
+    install's tree, not necessarily this benchmark's: see the warning in ``main``)."""
+    spec = importlib.util.find_spec("jsonmode")
+    if spec is None or spec.origin is None:  # pragma: no cover - jsonmode runs this
+        raise RuntimeError("jsonmode is not importable")
+    return Path(spec.origin).resolve().parent
 
 
 def _version(package: str) -> str | None:
@@ -166,6 +176,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     n_valid = sum(t.valid for c in cases for t in c.tests)
     n_invalid = sum(not t.valid for c in cases for t in c.tests)
     log(f"sample: {len(cases)} schemas, {n_valid} valid + {n_invalid} invalid instances")
+    package = _imported_jsonmode()
+    if package != (ROOT / "jsonmode").resolve():
+        # (An editable install of another checkout wins over this tree unless this
+        # tree is on PYTHONPATH: an A/B of two trees would time one of them twice.)
+        log(
+            f"warning: jsonmode is imported from {package}, not from this tree ({ROOT}): "
+            f"the jsonmode numbers are that tree's (run with PYTHONPATH={ROOT} for this one)"
+        )
 
     # Engines are taken from this queue by ``--jobs`` lanes, slowest first.
     # ``--jobs`` lanes take engines slowest first; a lane with nothing new to start
@@ -222,7 +240,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "vocab": tokenizer.get_vocab_size(with_added_tokens=True),
         "lanes": f"{args.jobs}: " + ", ".join(schedule),
         "python": platform.python_version(),
-        "jsonmode_decoding_sha256": _source_digest(ROOT / "jsonmode" / "decoding"),
+        "jsonmode_imported_from": str(package),
+        "jsonmode_decoding_sha256": _source_digest(package / "decoding"),
         "packages": {
             name: _version(name)
             for name in ("numpy", "tokenizers", "transformers", "torch", "jsonschema")

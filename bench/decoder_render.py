@@ -55,7 +55,8 @@ def render(summaries: dict[str, dict[str, Any]], meta: dict[str, Any]) -> str:
         f"MaskBench sample: {meta['schemas']} schemas (seed {meta['seed']}; "
         + ", ".join(f"{k} {v}" for k, v in meta["categories"].items())
         + f"), {meta['valid_instances']} valid / {meta['invalid_instances']} invalid instances; "
-        f"tokenizer Qwen2.5 ({meta['vocab']} ids), EOS <|im_end|>; lanes {meta['lanes']}"
+        f"tokenizer Qwen2.5 ({meta['vocab']} ids), EOS <|im_end|>; lanes {meta['lanes']}; "
+        f"jsonmode from {meta.get('jsonmode_imported_from', '?')}"
     )
     out.append("")
     out.append(
