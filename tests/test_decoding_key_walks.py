@@ -87,6 +87,51 @@ def test_key_walks_equal_computed_walks(name):
     assert refused >= 5  # ("": a name's own state; "id", "name", "type" and more)
 
 
+def _inside(walk, size: int) -> set[int]:
+    if walk.dense:
+        return set(np.flatnonzero(np.unpackbits(walk.inside, count=size)).tolist())
+    return set(walk.inside.tolist())
+
+
+def _groups_as_pairs(walk) -> set[tuple[int, int]]:
+    pairs = set()
+    for _, split in walk.groups:
+        for lo, hi, col in zip(
+            split.lo.tolist(), split.hi.tolist(), split.col.tolist(), strict=True
+        ):
+            pairs.update((position, col) for position in range(lo, hi))
+    return pairs
+
+
+def test_key_states_that_spell_no_names_end_take_the_plain_strings_walk():
+    """The walk a mask takes for each state of a key lexeme that still spells a prefix
+    of the names equals the full walk of its table, inside tokens and boundary tokens;
+    where no token spells a name's rest and its quote from there (most states partway
+    into a name), it is the plain string's own walk, one cache entry for all of them."""
+    vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / "qwen2.5")
+    schema = {"type": "object", "properties": {key: {"type": "integer"} for key in NAMES}}
+    engine = compile_schema(schema, vocabulary).engine
+    rule, automaton = key_lexeme(engine)
+    info = engine._rules.info(rule)
+    plain = engine._rules.plain()
+    between = int(plain.flat[ord('"')])
+    plain_inside, plain_bounds = walk_sets(
+        engine._walks._shared_walk(plain, between, patch=True, lexeme=True), vocabulary.size
+    )
+    aliased = 0
+    for state in range(automaton.n_states):
+        if info.hashes.suffixes(state) is None:
+            continue
+        walk = engine._walks.walk(rule, state)
+        ours = (_inside(walk, vocabulary.size), _groups_as_pairs(walk))
+        inside, bounds = walk_sets(engine._walks._compute_walk(info, state), vocabulary.size)
+        assert ours == (inside, set(bounds)), state
+        if engine._walks._spells_no_name(rule, state):
+            assert ours == (plain_inside, set(plain_bounds)), state
+            aliased += 1
+    assert aliased >= 20  # (partway into "description", "apiVersion", ...)
+
+
 def test_key_masks_equal_reference_masks_while_spelling_names():
     """Masks of an object that allows extra keys, from its opening brace through a key
     that spells declared names ("name", then "names"), equal the reference matcher's."""
