@@ -5,12 +5,13 @@
 
 A mask-cache miss (a matcher state the engine has not seen) costs a computation; a
 hit, a lookup. Here every miss's mask is compared, by a digest of its bits, with the
-masks computed before it: a miss whose mask is *new* is work no cache keyed by
-anything could have saved; one *seen in this schema* or *seen in an earlier schema*
-is work that a cache keyed by something coarser than the exact state (a signature of
-what the state can read) could have saved, had such a key been cheap to compute. Their
-share of the first-pass mask time is the ceiling for any design that shares masks
-across states.
+masks computed before it. A miss whose mask is *new* is work no cache of whole masks
+could have saved. One *seen in this schema* (its engine computed that mask before, for
+another state) or *seen in an earlier schema* (only an earlier schema's engine did) is
+work that a cache keyed by something coarser than the exact state, a signature of what
+the state can read, could have saved, had such a key been cheap to compute. Their share
+of the first-pass mask time is the ceiling for any design that shares masks across
+states.
 
 The walk is the decoder benchmark's first pass (``bench/decoder.py``): its MaskBench
 sample and Qwen2.5 tokenizer, each schema compiled afresh, its valid instances walked
