@@ -154,14 +154,25 @@ def _row(name: str, total: dict[str, Any], all_seconds: float) -> str:
     return f"| {name} | {total['count']} | {total['seconds'] * 1e3:.0f} | {share:.1%} |"
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--schemas", type=int, default=300, help="sample size (decoder.py's)")
+    parser.add_argument("--schemas", type=_positive, default=300, help="sample size (decoder.py's)")
     parser.add_argument("--seed", type=int, default=20250301, help="sample seed (decoder.py's)")
     parser.add_argument("--json", type=Path, help="also write the summary here")
     args = parser.parse_args(argv)
     summary = classify(measure(load_sample(args.schemas, args.seed)))
-    print(render(summary))
+    try:
+        print(render(summary))
+    except ValueError as exc:  # (no schema of the sample compiled, or none has a valid instance)
+        print(f"misses.py: {exc}", file=sys.stderr)
+        return 1
     if args.json:
         args.json.write_text(json.dumps(summary, indent=1))
     return 0

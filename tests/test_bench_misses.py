@@ -65,3 +65,10 @@ def test_a_small_sample_runs_end_to_end(tmp_path, capsys):
     assert calls > 0
     assert summary["misses"]["new"]["count"] > 0  # (the first of each mask is new)
     assert out.read_text().startswith("{")
+
+
+def test_a_sample_size_below_one_is_refused(capsys):
+    with pytest.raises(SystemExit) as stopped:
+        misses.main(["--schemas", "0"])
+    assert stopped.value.code == 2
+    assert "at least 1" in capsys.readouterr().err
