@@ -1257,3 +1257,29 @@ def test_the_decoders_identity_memos_hold_no_value_that_keeps_its_key_alive():
             for part in parts:
                 assert part is not owner
                 assert not (isinstance(part, np.ndarray) and part.base is owner)
+
+
+def test_a_dropped_engine_is_freed_at_once_not_left_to_the_cyclic_collector():
+    """An engine and its reference matcher hold no reference cycle: dropping the last
+    reference frees them (and the network's tables they hold) at once, where a cycle
+    kept them until the cyclic collector came round."""
+    import gc
+    import weakref
+
+    from jsonmode.decoding.engine.cache import MaskEngine
+    from jsonmode.decoding.reference import ReferenceMatcher
+
+    compiled = compile_schema(SCHEMA, synthetic_vocabulary())
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        reference = ReferenceMatcher(compiled.network)
+        assert reference.accepts(b'{"name":"ab","n":3}')
+        engine = MaskEngine(compiled.network, compiled.vocabulary)
+        assert engine.mask(engine.reference.initial()).any()
+        gone = [weakref.ref(reference), weakref.ref(engine), weakref.ref(engine.reference)]
+        del reference, engine
+        assert [ref() is None for ref in gone] == [True, True, True]
+    finally:
+        if paused:
+            gc.enable()

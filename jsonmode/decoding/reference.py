@@ -64,10 +64,12 @@ class ReferenceMatcher:
             lambda n: rules[n].calls
         )
         self._reads: _PerRule[_Flags] = _PerRule(lambda n: _state_reads(rules[n].trans))
+        # (The tables by local name, not through ``self``: a closure over ``self`` held
+        # in ``self`` is a reference cycle, which kept every dropped engine's network
+        # and tables alive until the cyclic collector came round to them.)
+        reads, calls, accepting = self._reads, self._calls, self._accepting
         self._settled: _PerRule[_PerState] = _PerRule(
-            lambda n: _PerState(
-                functools.partial(_settled, self._reads[n], self._calls[n], self._accepting[n])
-            )
+            lambda n: _PerState(functools.partial(_settled, reads[n], calls[n], accepting[n]))
         )
         for number in range(len(rules)):  # (filled now: lookups stay plain dict hits)
             self._trans[number] = self._trans.compute(number)
