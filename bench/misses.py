@@ -15,9 +15,10 @@ states.
 
 The walk is the decoder benchmark's first pass (``bench/decoder.py``): its MaskBench
 sample and Qwen2.5 tokenizer, each schema compiled afresh, its valid instances walked
-token by token in schema order, the mask call (``Matcher.fill_bitmask``) alone timed,
-in one process. Misses are counted by ``MaskEngine.misses``. Misses are also split by
-time band, to show where the duplicated work lies.
+token by token in schema order (the invalid ones too, untimed, as there: they warm the
+same caches), the mask call (``Matcher.fill_bitmask``) alone timed, in one process.
+Misses are counted by ``MaskEngine.misses``, and split by time band too, to show where
+the duplicated work lies.
 """
 
 from __future__ import annotations
@@ -85,37 +86,36 @@ def classify(records: list[Record]) -> dict[str, Any]:
 
 def measure(cases: list[Case]) -> list[Record]:
     """The first pass of the decoder benchmark over ``cases``, one record per mask
-    call (the digest taken outside the timed call)."""
+    call on a valid instance (the digest taken outside the timed call). Set-up and
+    compiles are the decoder benchmark's own adapter's (``JsonmodeEngine``); invalid
+    instances are walked too, untimed, as there, since they warm the same caches."""
     import numpy as np
+    from decoder_engines import CompileFailure, JsonmodeEngine
     from tokenizers import Tokenizer
 
-    import jsonmode
-    from jsonmode.decoding import compiled as compiled_module
-
     tokenizer = Tokenizer.from_file(str(TOKENIZER_DIR / "tokenizer.json"))
-    vocabulary = jsonmode.Vocabulary.from_tokenizer(tokenizer)
-    jsonmode.compile_schema({}, vocabulary).engine  # noqa: B018 (set-up, as decoder.py)
-    words = np.zeros((vocabulary.size + 31) // 32, dtype=np.int32)
+    adapter = JsonmodeEngine()
+    adapter.setup(tokenizer, tokenizer.token_to_id("<|im_end|>"))
+    words = np.zeros((adapter.vocabulary.size + 31) // 32, dtype=np.int32)
     records: list[Record] = []
     for case in cases:
-        compiled_module._cache.clear()  # (a real compile even for equal schemas)
         try:
-            compiled = jsonmode.compile_schema(case.schema, vocabulary)
-        except jsonmode.JsonModeError:
+            compiled = adapter.compile(case.schema)
+        except CompileFailure:
             continue
         engine = compiled.engine
         for test in case.tests:
-            if not test.valid:
-                continue
             matcher = compiled.matcher()
             for token in [*test.ids, None]:
                 misses = engine.misses
                 started = time.perf_counter()
                 matcher.fill_bitmask(words)
                 seconds = time.perf_counter() - started
-                hit = engine.misses == misses
-                digest = None if hit else hashlib.blake2b(words.tobytes(), digest_size=16).digest()
-                records.append(Record(case.index, hit, seconds, digest))
+                if test.valid:
+                    digest = None
+                    if engine.misses != misses:
+                        digest = hashlib.blake2b(words.tobytes(), digest_size=16).digest()
+                    records.append(Record(case.index, digest is None, seconds, digest))
                 if token is None or not matcher.advance(token):
                     break
     return records

@@ -72,3 +72,17 @@ def test_a_sample_size_below_one_is_refused(capsys):
         misses.main(["--schemas", "0"])
     assert stopped.value.code == 2
     assert "at least 1" in capsys.readouterr().err
+
+
+def test_invalid_instances_are_walked_but_not_recorded():
+    """As in decoder.py's first pass: invalid instances warm the caches, untimed. A walk
+    is as long whatever the caches hold, so the records are the valid instances' alone."""
+    import dataclasses
+
+    cases = misses.load_sample(6, 20250301)
+    assert any(not test.valid for case in cases for test in case.tests)
+    valid_only = [
+        dataclasses.replace(case, tests=[test for test in case.tests if test.valid])
+        for case in cases
+    ]
+    assert len(misses.measure(cases)) == len(misses.measure(valid_only)) > 0
