@@ -18,7 +18,14 @@ from typing import Any
 import pytest
 
 import jsonmode
-from jsonmode import InvalidSchemaError, JsonMode, JsonModeError, compile_schema
+from jsonmode import (
+    InvalidSchemaError,
+    JsonMode,
+    JsonModeError,
+    SchemaViolationError,
+    compile_schema,
+    parse,
+)
 from jsonmode.cli import main as cli_main
 from jsonmode.schema.core import Schema
 from jsonmode.schema.refs import resolve_references
@@ -734,3 +741,39 @@ def test_resolve_references_rewrites_a_copy():
         "s": {"$ref": "#/$defs/a"},  # an $anchor, not a $dynamicAnchor: static
     }
     assert resolved.names == ()
+
+
+_D4 = "http://json-schema.org/draft-04/schema#"
+OFF_POSITION = [
+    ({"$ref": "#/x", "x": {"type": -1}}, "/x/type"),
+    ({"$ref": "#/x", "x": {"anyOf": {"$ref": "#"}}}, "/x/anyOf"),
+    ({"$ref": "#/x", "x": {"type": "array", "minItems": "a"}}, "/x/minItems"),
+    ({"$ref": "#/x", "x": {"enum": 5}}, "/x/enum"),
+    ({"$ref": "#/x", "x": {"required": 5}}, "/x/required"),
+    ({"$ref": "#/x", "x": {"enum": [1], "maximum": {}}}, "/x/maximum"),
+    ({"$ref": "#/x/y", "x": {"y": {"type": "foo"}}}, "/x/y/type"),
+    # (draft 4 knows no $defs: the metaschema does not look there)
+    ({"$schema": _D4, "$ref": "#/$defs/m", "$defs": {"m": {"type": 5}}}, "/$defs/m/type"),
+]
+
+
+@pytest.mark.parametrize(("schema", "where"), OFF_POSITION, ids=[w for _, w in OFF_POSITION])
+def test_a_subschema_reached_off_the_keyword_positions_is_checked_too(
+    schema: dict, where: str
+) -> None:
+    # Before: TypeError, ValueError, AttributeError or jsonschema's UnknownType from
+    # the compiler and the validator, which read the target as a schema.
+    with pytest.raises(InvalidSchemaError) as caught:
+        Schema.of(schema)
+    assert caught.value.schema_path == where
+    with pytest.raises(InvalidSchemaError):
+        parse("1", schema)
+
+
+def test_valid_subschemas_off_the_keyword_positions_are_taken() -> None:
+    schema = {"$ref": "#/x/y", "x": {"y": {"type": "integer", "minimum": 2}}}
+    assert parse("3", schema).data == 3
+    with pytest.raises(SchemaViolationError):
+        parse("1", schema)
+    draft_4 = {"$schema": _D4, "$ref": "#/$defs/m", "$defs": {"m": {"type": "string"}}}
+    assert parse('"a"', draft_4).data == "a"

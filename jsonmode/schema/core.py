@@ -34,6 +34,7 @@ from jsonmode.errors import InvalidSchemaError, UnsupportedSchemaError, UsageErr
 from jsonmode.schema.fastcheck import compile_check
 from jsonmode.schema.formats import FormatUndecided, bounded
 from jsonmode.schema.formats import budget as format_budget
+from jsonmode.schema.linear import without_memo
 from jsonmode.schema.patterns import PatternUndecidedError
 from jsonmode.schema.refs import analyse
 from jsonmode.schema.validation import (
@@ -107,26 +108,42 @@ class Schema:
             references = analyse(self.json_schema, cls.ID_OF(cls.META_SCHEMA))
         except RecursionError:  # pragma: no cover - the metaschema check recurses first
             raise UnsupportedSchemaError("the schema nests too deeply") from None
+        dialect = cls.ID_OF(cls.META_SCHEMA)
+        for parts, target in references.unchecked:
+            # (Reached by a reference where the metaschema does not look: checked
+            # here, against the document's dialect unless it declares its own.)
+            self._checked_class({"$schema": dialect, **target}, at=parts)
         if references.document is not self.json_schema:
             object.__setattr__(self, "json_schema", references.document)
             cls = self._checked_class(references.document)
+        if references.as_written:
+            # (Dynamic references: a verdict may depend on the dynamic scope, so
+            # verdicts are not shared between places; see schema.verdicts.)
+            cls = without_memo(cls)
         object.__setattr__(self, "_validator_class", cls)
         object.__setattr__(
             self, "_fast", compile_check(self.json_schema, bounded(cls.FORMAT_CHECKER))
         )
 
     @staticmethod
-    def _checked_class(schema: dict[str, Any] | bool) -> type[_JsonschemaValidator]:
+    def _checked_class(
+        schema: dict[str, Any] | bool, at: tuple[str | int, ...] = ()
+    ) -> type[_JsonschemaValidator]:
         """The validator class for ``schema``, once ``schema`` is checked against its
-        metaschema (see :func:`~jsonmode.schema.validation.checked_class`)."""
+        metaschema (see :func:`~jsonmode.schema.validation.checked_class`); ``at``:
+        where ``schema`` sits in the document (errors name the whole location)."""
         try:
             return checked_class(schema)
         except jsonschema.exceptions.SchemaError as exc:
             problem = explain_schema_error(exc)
-            where = "the root" if problem.location == "/" else problem.location
+            location = problem.location
+            if at:
+                inner = "" if location == "/" else location
+                location = "/" + "/".join(str(part) for part in at) + inner
+            where = "the root" if location == "/" else location
             raise InvalidSchemaError(
                 f"not a valid JSON Schema: at {where}, {problem.message}",
-                schema_path=problem.location,
+                schema_path=location,
                 hint=problem.hint,
             ) from None
         except RecursionError:  # (jsonschema checks a schema recursively)

@@ -14,12 +14,17 @@ references, remote references, ``unevaluated*`` ...). Callers fall back to
 jsonschema then, and always use jsonschema to *explain* a failure. A differential
 test against the official JSON-Schema-Test-Suite pins the equivalence.
 
+Cost: linear in the value for every schema, recursive ones included: within one call,
+a value reached again under the same ``$ref`` (the branches of a recursive union
+reaching the same child) is judged once (see :func:`_judged_once`).
+
 Thread-safe: compiled predicates hold no mutable state beyond a reference table
-filled during compilation.
+filled during compilation and a per-call memo held in a context variable.
 """
 
 from __future__ import annotations
 
+import contextvars
 import math
 from collections.abc import Callable
 from fractions import Fraction
@@ -157,7 +162,22 @@ class _Compiler:
                 raise _Unsupported(pointer)
             table[pointer] = self.compile(target)
         table = self.refs
-        return lambda value: table[pointer](value)
+
+        def check(value: Any) -> bool:
+            # (Each value judged once per reference within one call: branches that
+            # reach the same child, of anyOf, allOf, if..., share its verdict.)
+            verdicts = _verdicts.get()
+            if verdicts is None:
+                return bool(table[pointer](value))
+            key = (id(value), pointer)
+            known = verdicts.get(key)
+            if known is not None and known[0] is value:
+                return known[1]
+            verdict = bool(table[pointer](value))
+            verdicts[key] = (value, verdict)
+            return verdict
+
+        return check
 
     def compile(self, schema: Any) -> Check:
         if schema is True:
@@ -408,7 +428,10 @@ class _Compiler:
                     return bool(int(quotient) == quotient)
                 except OverflowError:
                     return (Fraction(value) / Fraction(arg)).denominator == 1
-            return not value % arg
+            try:
+                return not value % arg
+            except OverflowError:  # a float value, an integer past the double range
+                return bool((Fraction(value) / arg).denominator == 1)
 
         return check
 
@@ -489,7 +512,32 @@ def compile_check(
         if declared is not None and declared not in _DRAFT_2020_12:
             return None
     types = _LEGACY_TYPES if legacy_integers else _TYPES
+    compiler = _Compiler(schema, formats, types)
     try:
-        return _Compiler(schema, formats, types).compile(schema)
+        check = compiler.compile(schema)
     except (_Unsupported, RecursionError, TypeError, AttributeError):
         return None
+    return _judged_once(check) if compiler.refs else check
+
+
+# Verdicts per (id(value), reference) for the call under way (see _judged_once).
+_verdicts: contextvars.ContextVar[dict[tuple[int, str], tuple[Any, bool]] | None] = (
+    contextvars.ContextVar("jsonmode_fastcheck_verdicts", default=None)
+)
+
+
+def _judged_once(check: Check) -> Check:
+    """``check`` with a fresh memo of reference verdicts per call: a value reached
+    again under the same reference (a recursive union's branches reaching the same
+    child) is not judged again, so a call costs linear time where judging it anew
+    would double with every level. The memo holds the values, so no identity is
+    reused while it lives; it is dropped when the call returns."""
+
+    def judged(value: Any) -> bool:
+        token = _verdicts.set({})
+        try:
+            return bool(check(value))
+        finally:
+            _verdicts.reset(token)
+
+    return judged

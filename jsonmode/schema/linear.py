@@ -7,7 +7,11 @@ of items (quadratic: an output array of 100 000 distinct objects would take hour
 :func:`linear_validator_class` returns a draft's class with those keywords replaced:
 patterns go through :mod:`jsonmode.schema.patterns` (a DFA, or a bounded fallback),
 uniqueness and ``enum`` through hashing (:func:`first_duplicate`, :func:`key_set`:
-one hash per item, whatever the number of options).
+one hash per item, whatever the number of options), ``anyOf``, ``oneOf`` and ``$ref``
+through :mod:`jsonmode.schema.verdicts` (each value judged once per subschema:
+jsonschema's doubled the work with every level of a recursive union), and
+``multipleOf`` falls back to exact fractions where jsonschema's float arithmetic
+raised OverflowError (a divisor past the double range).
 
 jsonschema picks a validator class again whenever a subschema declares its own
 ``$schema`` (``evolve`` looks the class up by that URI in jsonschema's registry of
@@ -25,6 +29,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Iterator, Sequence
+from fractions import Fraction
 from typing import Any
 
 import attrs
@@ -35,11 +40,16 @@ from jsonschema.exceptions import ValidationError
 from jsonschema.protocols import Validator as _Validator
 
 from jsonmode.schema.patterns import KEYWORDS, unevaluated_properties
+from jsonmode.schema.verdicts import MAX_QUOTE, any_of, one_of, quote, ref
 
-__all__ = ["MAX_QUOTE", "equality_key", "first_duplicate", "key_set", "linear_validator_class"]
-
-#: Longest quotation of an instance in a message (jsonschema quotes it whole).
-MAX_QUOTE = 200
+__all__ = [
+    "MAX_QUOTE",
+    "equality_key",
+    "first_duplicate",
+    "key_set",
+    "linear_validator_class",
+    "without_memo",
+]
 _UNKNOWN = object()
 
 
@@ -113,12 +123,7 @@ def _enum(validator: Any, options: Any, instance: Any, schema: Any) -> Iterator[
     except RecursionError:
         yield from _keywords.enum(validator, options, instance, schema)
         return
-    yield ValidationError(f"{_quote(instance)} is not one of {_quote(options)}")
-
-
-def _quote(instance: Any) -> str:
-    text = repr(instance)
-    return text if len(text) <= MAX_QUOTE else f"{text[: MAX_QUOTE - 3]}..."
+    yield ValidationError(f"{quote(instance)} is not one of {quote(options)}")
 
 
 def _unique_items(
@@ -130,11 +135,23 @@ def _unique_items(
     pair = first_duplicate(instance)
     if pair is not None:
         yield ValidationError(
-            f"{_quote(instance)} has non-unique elements (items {pair[0]} and {pair[1]} are equal)"
+            f"{quote(instance)} has non-unique elements (items {pair[0]} and {pair[1]} are equal)"
         )
 
 
-def _linear_evolve(stock: Any) -> Any:
+def _multiple_of(
+    validator: Any, divisor: Any, instance: Any, schema: Any
+) -> Iterator[ValidationError]:
+    """jsonschema's ``multipleOf``, exact where its float arithmetic overflows (a
+    divisor or value past the double range: jsonschema raised OverflowError)."""
+    try:
+        yield from _keywords.multipleOf(validator, divisor, instance, schema)
+    except OverflowError:
+        if (Fraction(instance) / Fraction(divisor)).denominator != 1:
+            yield ValidationError(f"{quote(instance)} is not a multiple of {quote(divisor)}")
+
+
+def _linear_evolve(stock: Any, memo: bool) -> Any:
     """An ``evolve`` that keeps the linear keywords when the subschema switches draft."""
 
     def evolve(self: Any, **changes: Any) -> Any:
@@ -142,7 +159,7 @@ def _linear_evolve(stock: Any) -> Any:
         kind: Any = type(evolved)
         if getattr(kind, "_jsonmode_linear", False):
             return evolved
-        linear = linear_validator_class(kind)
+        linear = linear_validator_class(kind, memo=memo)
         arguments = {
             field.alias: getattr(evolved, field.name) for field in attrs.fields(kind) if field.init
         }
@@ -152,10 +169,12 @@ def _linear_evolve(stock: Any) -> Any:
 
 
 @functools.lru_cache(maxsize=32)
-def linear_validator_class(cls: type[_Validator]) -> type[_Validator]:
+def linear_validator_class(cls: type[_Validator], *, memo: bool = True) -> type[_Validator]:
     """``cls`` (a jsonschema validator class, any draft) with the keywords in the
     module docstring replaced by linear-time ones. Built once per class (cached); the
-    result is not registered with jsonschema."""
+    result is not registered with jsonschema. ``memo=False``: ``anyOf``/``oneOf``/``$ref``
+    verdicts are not memoised (for documents with dynamic references, see
+    :mod:`jsonmode.schema.verdicts`)."""
     if getattr(cls, "_jsonmode_linear", False):
         return cls
     replaced = {k: v for k, v in KEYWORDS.items() if k in cls.VALIDATORS}
@@ -164,6 +183,14 @@ def linear_validator_class(cls: type[_Validator]) -> type[_Validator]:
     if cls.VALIDATORS.get("enum") is getattr(_keywords, "enum", _UNKNOWN):
         replaced["enum"] = _enum
     # jsonschema's own functions, by identity (private modules: absent names match nothing).
+    if cls.VALIDATORS.get("anyOf") is getattr(_keywords, "anyOf", _UNKNOWN):
+        replaced["anyOf"] = functools.partial(any_of, memo=memo)
+    if cls.VALIDATORS.get("oneOf") is getattr(_keywords, "oneOf", _UNKNOWN):
+        replaced["oneOf"] = functools.partial(one_of, memo=memo)
+    if cls.VALIDATORS.get("multipleOf") is getattr(_keywords, "multipleOf", _UNKNOWN):
+        replaced["multipleOf"] = _multiple_of
+    if cls.VALIDATORS.get("$ref") is getattr(_keywords, "ref", _UNKNOWN):
+        replaced["$ref"] = functools.partial(ref, memo=memo)
     current = cls.VALIDATORS.get("unevaluatedProperties")
     if current is getattr(_keywords, "unevaluatedProperties", _UNKNOWN):
         replaced["unevaluatedProperties"] = unevaluated_properties
@@ -171,5 +198,13 @@ def linear_validator_class(cls: type[_Validator]) -> type[_Validator]:
         replaced["unevaluatedProperties"] = functools.partial(unevaluated_properties, legacy=True)
     linear: Any = jsonschema.validators.extend(cls, validators=replaced)
     linear._jsonmode_linear = True
-    linear.evolve = _linear_evolve(linear.evolve)
+    linear._jsonmode_stock = cls
+    linear.evolve = _linear_evolve(linear.evolve, memo)
     return linear  # type: ignore[no-any-return]
+
+
+def without_memo(cls: type[_Validator]) -> type[_Validator]:
+    """The class :func:`linear_validator_class` makes with ``memo=False`` from the same
+    stock class as ``cls`` (a class it made)."""
+    stock: Any = getattr(cls, "_jsonmode_stock", cls)
+    return linear_validator_class(stock, memo=False)

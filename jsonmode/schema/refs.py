@@ -180,10 +180,15 @@ class References:
         as_written: the document uses dynamic references or switches dialect inside,
             so it was kept as written (``$ref`` values may then be relative to a
             nested ``$id``: only jsonschema reads them correctly).
+        unchecked: the subschemas references reach that sit where the metaschema does
+            not look (``{"$ref": "#/x", "x": {...}}``, or under a keyword the dialect
+            does not know), with their locations: the caller checks them against the
+            metaschema itself, since validating and compiling read them as schemas.
     """
 
     document: Any
     as_written: bool
+    unchecked: tuple[tuple[Parts, dict[str, Any]], ...] = ()
 
 
 def pointer_of(parts: Parts) -> str:
@@ -399,6 +404,25 @@ class _Analysis:
                 node = node[part]
         return (*base_parts, *steps)
 
+    def unchecked(self) -> tuple[tuple[Parts, dict[str, Any]], ...]:
+        """The dict targets of references that sit off the schema positions (see
+        :class:`References`), each once, outermost first."""
+        found: dict[int, tuple[Parts, dict[str, Any]]] = {}
+        for _, _, located in self.targets:
+            target = _at(self.root, located)
+            if (
+                isinstance(target, dict)
+                and id(target) not in found
+                and not _at_schema_position(self.root, located, self.specification)
+            ):
+                found[id(target)] = (located, target)
+        ordered = sorted(found.values(), key=lambda entry: len(entry[0]))
+        kept: list[tuple[Parts, dict[str, Any]]] = []
+        for located, target in ordered:  # (one below another is checked with it)
+            if not any(located[: len(outer)] == outer for outer, _ in kept):
+                kept.append((located, target))
+        return tuple(kept)
+
     # -- cycles ------------------------------------------------------------------------
 
     def check_cycles(self) -> None:
@@ -466,6 +490,38 @@ class _Analysis:
         return copy
 
 
+def _at_schema_position(root: Any, parts: Parts, spec: _Spec) -> bool:
+    """Whether ``parts`` leads from the root through subschema keywords only (where
+    the metaschema checks what it finds), following dialect switches on the way."""
+    node: Any = root
+    step = 0
+    while step < len(parts):
+        if not isinstance(node, dict):
+            return False
+        if isinstance(node.get("$schema"), str):
+            spec = referencing.jsonschema.specification_with(node["$schema"], default=spec)
+        keywords = _KEYWORDS.get(spec.name, _KEYWORDS["draft2020-12"])
+        key = parts[step]
+        child: Any = node.get(key) if isinstance(key, str) else None
+        mapping = key in keywords.mapping or (key == "dependencies" and keywords.dependencies)
+        if key in keywords.value or (key == "items" and keywords.items_list):
+            indexed = key == "items" and isinstance(child, list)
+        elif (key in keywords.array and isinstance(child, list)) or (
+            mapping and isinstance(child, dict)
+        ):
+            indexed = True  # (the next part is an index or a name)
+        else:
+            return False
+        if indexed:
+            if step + 1 >= len(parts):
+                return False  # (the list or map itself: not a schema)
+            step += 1
+            child = child[parts[step]]
+        node = child
+        step += 1
+    return True
+
+
 def _at(root: Any, parts: Parts) -> Any:
     node = root
     for part in parts:
@@ -496,12 +552,13 @@ def analyse(schema: Any, dialect: str | None) -> References:
     try:
         analysis = _Analysis(schema, specification)
         analysis.run()
+        unchecked = analysis.unchecked()
     except (AttributeError, TypeError, ValueError, LookupError) as exc:
         # A malformed identifier the metaschema let through (one inside an unknown
         # keyword that a pointer reaches, say): referencing cannot read it.
         raise InvalidSchemaError(f"the schema's references cannot be read: {exc!r}") from None
     analysis.check_cycles()
-    return References(analysis.document(), as_written=analysis.dynamic)
+    return References(analysis.document(), as_written=analysis.dynamic, unchecked=unchecked)
 
 
 # -- the document as the decoder reads it ---------------------------------------------
