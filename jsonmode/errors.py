@@ -123,15 +123,25 @@ class UnsupportedSchemaError(SchemaError):
 
 
 class BudgetExceededError(UnsupportedSchemaError):
-    """Compiling the schema would exceed a budget (automaton size, nesting, time).
+    """Compiling the schema would exceed a budget (automaton size, nesting, time), or
+    matching a text against it would (the parse stacks of an ambiguous schema: see
+    :class:`jsonmode.decoding.reference.ReferenceMatcher`).
 
-    The façade answers it by falling back from constrained decoding to the prompted
-    tier. Attributes: ``budget`` (what ran out) and ``limit`` (its setting).
+    The façade answers it at compile time by falling back from constrained decoding to
+    the prompted tier. Attributes: ``budget`` (what ran out) and ``limit`` (its setting);
+    ``doing`` words what was under way in the message.
     """
 
-    def __init__(self, budget: str, limit: float, *, hint: str | None = None) -> None:
+    def __init__(
+        self,
+        budget: str,
+        limit: float,
+        *,
+        hint: str | None = None,
+        doing: str = "compiling the schema",
+    ) -> None:
         super().__init__(
-            f"compiling the schema exceeds the budget for {budget} ({limit})",
+            f"{doing} exceeds the budget for {budget} ({limit})",
             hint=hint or "raise the budget in the compile options, or simplify the schema",
         )
         self.budget = budget

@@ -3,9 +3,11 @@
 import json
 import pathlib
 import random
+import textwrap
 
 import numpy as np
 import pytest
+from support.bounded import run_python
 from support.reference_masks import reference_mask
 from support.walks import key_lexeme, walk_sets
 
@@ -1283,3 +1285,50 @@ def test_a_dropped_engine_is_freed_at_once_not_left_to_the_cyclic_collector():
     finally:
         if paused:
             gc.enable()
+
+
+_AMBIGUOUS = {
+    "anyOf": [
+        {"type": "array", "items": {"$ref": "#"}},
+        {"type": "array", "items": {"$ref": "#"}, "maxItems": 5},
+    ]
+}
+
+
+def test_an_ambiguous_schema_nested_deep_is_refused_not_doubled_per_level():
+    # Each "[" doubled the stacks (both branches nest into both again): step 19 took
+    # 51 s and 2 GB before the bound.
+    out = run_python(
+        textwrap.dedent(
+            """
+            import json, sys, jsonmode
+            from jsonmode.decoding.reference import MAX_STACKS
+            compiled = jsonmode.compile_schema(json.loads(sys.argv[1]))
+            try:
+                compiled.accepts("[" * 40 + "]" * 40)
+            except jsonmode.BudgetExceededError as error:
+                print(error.budget, error.limit == MAX_STACKS)
+            print(compiled.accepts("[" * 5 + "]" * 5))
+            """
+        ),
+        60,
+        json.dumps(_AMBIGUOUS),
+    )
+    assert out.splitlines() == ["parse stacks per state True", "True"]
+
+
+def test_a_matcher_refuses_the_step_past_the_stack_budget_and_keeps_its_state():
+    vocab = Vocabulary.from_tokenizer(TOKENIZERS / "gpt2" / "tokenizer.json")
+    matcher = compile_schema(_AMBIGUOUS, vocab).matcher()
+    bracket = next(t for t in range(vocab.size) if vocab.token_bytes(t) == b"[")
+
+    def nest() -> None:
+        for _ in range(40):
+            assert matcher.advance(bracket)
+
+    with pytest.raises(BudgetExceededError, match="matching the text exceeds") as caught:
+        nest()
+    assert caught.value.budget == "parse stacks per state"
+    assert matcher.mask()[bracket]  # the state before the refused step
+    matcher.rollback(3)
+    assert matcher.advance(bracket)

@@ -5,7 +5,13 @@ may come next (:meth:`Matcher.mask`), advancing by one, rolling back, the bytes
 forced next. It reads a shared, thread-safe :class:`MaskEngine`, the mask engine of
 :mod:`jsonmode.decoding.engine` (how a mask is computed is drawn there).
 
-Errors on the hot path are booleans and a sticky state, never exceptions.
+Errors on the hot path are booleans and a sticky state, never exceptions, but for one
+budget: a state that would hold more than ``MAX_STACKS`` parse stacks (an ambiguous
+schema nested deep, see :class:`~jsonmode.decoding.reference.ReferenceMatcher`) raises
+:class:`~jsonmode.errors.BudgetExceededError` from :meth:`Matcher.advance` (and from
+``mask``/``fill_bitmask`` on such a state), where it would otherwise cost twice as
+much with every level. The transformers backend and the vLLM adapter end that
+sequence alone.
 """
 
 from __future__ import annotations

@@ -25,8 +25,9 @@ import numpy.typing as npt
 from jsonmode.decoding.automaton import Network
 from jsonmode.decoding.families import TAIL
 from jsonmode.decoding.lru import IdentityMemo
+from jsonmode.errors import BudgetExceededError
 
-__all__ = ["END", "ReferenceMatcher", "State"]
+__all__ = ["END", "MAX_STACKS", "ReferenceMatcher", "State"]
 
 Stack = tuple[tuple[int, int], ...]
 State = tuple[Stack, ...]  # sorted, no duplicates
@@ -36,17 +37,28 @@ _Flags = Mapping[int, bool] | bytes  # per state of a rule, truthy where the fla
 _EAGER_STATES = 512
 _T = TypeVar("_T")
 _RULES_KEPT = 1 << 16  # values per rule kept (see _PerRule)
+#: Stacks one matcher state may hold (see ReferenceMatcher).
+MAX_STACKS = 4096
 
 
 class ReferenceMatcher:
     """Byte-level simulation of a :class:`Network`. Stateless; thread-safe.
 
     ``max_depth`` bounds the stack (nesting) depth: deeper calls are not entered.
+    ``max_stacks`` bounds the stacks of one state: an ambiguous grammar (a recursive
+    union whose branches start alike, each nesting into both again) doubles them with
+    every level the text nests, so each byte would cost twice the last; past the bound,
+    :meth:`close` (and so :meth:`step`, :meth:`feed`, :meth:`accepts`) raises
+    :class:`~jsonmode.errors.BudgetExceededError`. The 300 MaskBench schemas of the
+    decoder benchmark need at most 28.
     """
 
-    def __init__(self, network: Network, *, max_depth: int = 64) -> None:
+    def __init__(
+        self, network: Network, *, max_depth: int = 64, max_stacks: int = MAX_STACKS
+    ) -> None:
         self.network = network
         self.max_depth = max_depth
+        self.max_stacks = max_stacks
         # Per rule: transitions as a flat memoryview of ints (``state * 256 + byte``;
         # a NumPy scalar lookup costs several times more), and per state whether it
         # reads a byte, accepts, or is *settled* (reads, calls nothing and cannot
@@ -115,6 +127,15 @@ class ReferenceMatcher:
             rule, state = stack[-1]
             if reads[rule][state]:
                 done.add(stack)
+                if len(done) > self.max_stacks:
+                    raise BudgetExceededError(
+                        "parse stacks per state",
+                        self.max_stacks,
+                        doing="matching the text",
+                        hint="the schema's alternatives (anyOf/oneOf branches that start "
+                        "alike) nest into each other: make them start differently, or "
+                        "give the union a discriminating property",
+                    )
             for callee, back in calls[rule][state]:
                 if back == TAIL:  # (the callee replaces the frame: no deeper)
                     work.append((*stack[:-1], (callee, 0)))
