@@ -34,7 +34,9 @@ class FunctionBackend:
 
     ``takes="auto"`` passes a prompt string when the first parameter is annotated
     ``str``, else a list of message dicts (fresh copies on every call). The callable
-    may also return a :class:`Completion` to report usage or truncation.
+    may also return a :class:`Completion` to report usage or truncation. A reply (or a
+    streamed piece) that is neither ``str`` nor a Completion with ``str`` text raises
+    :class:`UsageError`.
 
     Exceptions from the callable: ``TimeoutError``/``ConnectionError`` become
     :class:`TransientBackendError`, jsonmode's own errors pass through, anything else
@@ -219,8 +221,15 @@ async def _threaded_pieces(call: Callable[[], Any]) -> AsyncIterator[Chunk]:
 
 
 def _chunk(piece: Any) -> Chunk:
-    if isinstance(piece, (str, Completion)):
+    """A streamed piece, checked: text, or a Completion whose text is text.
+
+    Raises:
+        UsageError: anything else.
+    """
+    if isinstance(piece, str):
         return piece
+    if isinstance(piece, Completion):
+        return _checked(piece)
     raise UsageError(
         f"a streaming backend callable must yield str (or a final Completion), "
         f"got {type(piece).__name__}"
@@ -251,11 +260,33 @@ def _whole(chunks: list[Chunk]) -> Completion:
 
 
 def _completion(reply: Any) -> Completion:
+    """A callable's whole reply as a Completion.
+
+    Raises:
+        UsageError: the reply is neither ``str`` nor a Completion whose text is a
+            ``str``.
+    """
     if isinstance(reply, Completion):
-        return reply
+        return _checked(reply)
     if isinstance(reply, str):
         return Completion(reply)
     raise UsageError(f"backend callable must return str or Completion, got {type(reply).__name__}")
+
+
+def _checked(completion: Completion) -> Completion:
+    """``completion``, once its text is known to be a ``str`` (a dataclass does not
+    check its field types: ``Completion(None)`` is constructed without complaint).
+
+    Raises:
+        UsageError: ``completion.text`` is not a ``str``.
+    """
+    if not isinstance(completion.text, str):
+        raise UsageError(
+            f"backend callable returned a Completion whose text is "
+            f"{type(completion.text).__name__}: Completion.text must be a str",
+            hint='return Completion("") for no content',
+        )
+    return completion
 
 
 def _first_param_is_str(fn: Callable[..., Any]) -> bool:

@@ -16,6 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from jsonmode import events
+from jsonmode._text import clip
 from jsonmode.decoding.automaton import Network, build_network
 from jsonmode.decoding.budget import checkpoint, deadline
 from jsonmode.decoding.collector import collector_paused
@@ -23,7 +24,12 @@ from jsonmode.decoding.compiler import CompileOptions, build_grammar
 from jsonmode.decoding.grammar import Grammar
 from jsonmode.decoding.matcher import MaskEngine, Matcher
 from jsonmode.decoding.reference import ReferenceMatcher
-from jsonmode.errors import BudgetExceededError, JsonModeError, UsageError
+from jsonmode.errors import (
+    BudgetExceededError,
+    JsonModeError,
+    UnsupportedSchemaError,
+    UsageError,
+)
 from jsonmode.schema.core import Schema
 
 if TYPE_CHECKING:
@@ -32,11 +38,15 @@ if TYPE_CHECKING:
 __all__ = ["Compiled", "CompiledSchema", "compile_schema"]
 
 _CACHE_LIMIT = 128
+# What the repr of a compiled constraint shows of ``unenforced``: this many pointers,
+# each cut to this many characters.
+_SHOWN_UNENFORCED = 4
+_SHOWN_CHARS = 80
 _cache: dict[tuple[str, str, CompileOptions], CompiledSchema] = {}
 _lock = threading.Lock()
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class Compiled:
     """What every compiled constraint shares (a schema, a grammar, a regex, a choice):
     the printable grammar, its automata, the vocabulary, and the matchers. Immutable;
@@ -59,19 +69,58 @@ class Compiled:
     compile_seconds: float
     unenforced: tuple[str, ...] = dataclasses.field(default=(), kw_only=True)
 
-    def accepts(self, text: str | bytes) -> bool:
+    def __repr__(self) -> str:
+        """A one-line summary, bounded whatever the grammar's size (print ``grammar``
+        for the rules themselves)."""
+        return f"<{type(self).__name__} {self._summary()}>"
+
+    def _summary(self) -> str:
+        rules = len(self.grammar.rules)
+        parts = [f"{rules} rule{'' if rules == 1 else 's'} (root {self.grammar.root!r})"]
+        if self.unenforced:
+            shown = ", ".join(
+                repr(clip(where, _SHOWN_CHARS)) for where in self.unenforced[:_SHOWN_UNENFORCED]
+            )
+            more = len(self.unenforced) - _SHOWN_UNENFORCED
+            parts.append(f"unenforced [{shown}{f', ... {more} more' if more > 0 else ''}]")
+        else:
+            parts.append("fully enforced")
+        parts.append(f"spelling={self.options.spelling!r}")
+        if self.vocabulary is None:
+            parts.append("no vocabulary")
+        else:
+            parts.append(f"vocabulary {self.vocabulary.fingerprint[:12]}")
+        parts.append(f"compiled in {self.compile_seconds * 1000:.1f} ms")
+        return ", ".join(parts)
+
+    def accepts(self, text: str | bytes | bytearray) -> bool:
         """Whether ``text`` is in the constraint's language (no vocabulary needed).
 
         Cost: one byte-at-a-time walk through a reference matcher — for tests and
         diagnostics, not for the generation hot path. A ``str`` that is not Unicode
         text (a lone surrogate: no UTF-8 bytes spell it) is not accepted.
+
+        Raises:
+            UsageError: ``text`` is neither ``str`` nor bytes (``bytes``,
+                ``bytearray``).
+            BudgetExceededError: an ambiguous schema makes a state of the walk hold
+                more than ``MAX_STACKS`` parse stacks (see
+                :class:`~jsonmode.decoding.reference.ReferenceMatcher`).
         """
-        if isinstance(text, str):
+        given: object = text  # (any object: a caller's mistake is reported, typed)
+        if isinstance(given, str):
             try:
-                text = text.encode("utf-8")
+                data = given.encode("utf-8")
             except UnicodeEncodeError:
                 return False
-        return self._acceptor().accepts(text)
+        elif isinstance(given, (bytes, bytearray)):
+            data = bytes(given)
+        else:
+            raise UsageError(
+                f"accepts() takes the text to check as str or bytes, not {type(given).__name__}",
+                hint="pass a JSON document as text: json.dumps(value)",
+            )
+        return self._acceptor().accepts(data)
 
     def _acceptor(self) -> ReferenceMatcher:
         """The reference matcher :meth:`accepts` walks (the decoder's own here)."""
@@ -100,7 +149,7 @@ class Compiled:
         return Matcher(self.engine)
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class CompiledSchema(Compiled):
     """A schema compiled for constrained decoding. Immutable; thread-safe.
 
@@ -111,7 +160,7 @@ class CompiledSchema(Compiled):
 
     schema: Schema = dataclasses.field(kw_only=True)
 
-    def accepts(self, text: str | bytes) -> bool:
+    def accepts(self, text: str | bytes | bytearray) -> bool:
         """Whether ``text`` is a document of the schema's language *in any JSON
         spelling* (``3.0`` for an integer, ``"\\u00e9"``, ``"\\/"``), as far as decoding
         enforces the schema (``unenforced`` lists the rest). Decoding itself writes
@@ -120,6 +169,10 @@ class CompiledSchema(Compiled):
 
         Cost: the first call builds the all-spellings automata (about the compile's
         cost again; cached on the object), then one byte-at-a-time walk. Thread-safe.
+
+        Raises:
+            UsageError: ``text`` is neither ``str`` nor bytes.
+            BudgetExceededError: as :meth:`Compiled.accepts`.
         """
         return super().accepts(text)
 
@@ -150,12 +203,17 @@ def compile_schema(
     Raises:
         InvalidSchemaError: the schema is not valid.
         UnsupportedSchemaError: it uses something decoding cannot handle (with
-            ``strict=True``: anything not enforced exactly), or accepts nothing.
+            ``strict=True``: anything not enforced exactly), or accepts nothing; an
+            unknown ``whitespace``/``property_order``/``spelling`` name.
         BudgetExceededError: compiling exceeds a budget (see :class:`CompileOptions`).
-        UsageError: an unknown option.
+        UsageError: an unknown option, or an option of the wrong type or range.
+        UnsupportedSchemaError: also (a safety net) where a builder cannot read a part
+            of a schema its metaschema accepts.
     """
     try:
         settings = CompileOptions(**options)
+    except UsageError:
+        raise  # (a TypeError too: an option's value, named in the message)
     except TypeError as exc:
         known = ", ".join(field.name for field in dataclasses.fields(CompileOptions))
         raise UsageError(f"unknown compile option: {exc}", hint=f"known options: {known}") from None
@@ -167,6 +225,16 @@ def compile_schema(
             # nesting, which the schema depth bound and _MAX_OPTIONAL_PREFIX keep
             # far from Python's limit; a shape they miss is refused, not a crash.
             raise BudgetExceededError("expression nesting depth", sys.getrecursionlimit()) from None
+        except (TypeError, ValueError, AttributeError, LookupError) as exc:
+            # A safety net too: the metaschema check runs first (on every subschema a
+            # reference reaches as well), so the builders meet only what it lets
+            # through; a shape it passes that a builder cannot read (a keyword the
+            # declared draft does not know, holding a malformed subschema) is refused.
+            raise UnsupportedSchemaError(
+                f"the schema could not be compiled: {exc!r}",
+                hint="check the keywords against the schema's draft; if the schema is "
+                "valid, this is a jsonmode bug worth reporting",
+            ) from exc
 
 
 def _compile(

@@ -62,7 +62,12 @@ from jsonmode.decoding.merging import disjoint as _disjoint
 from jsonmode.decoding.merging import merge as _merge
 from jsonmode.decoding.numbers import Bounds, integer_range, number_dfa
 from jsonmode.decoding.scope import MARKER, DynamicScope
-from jsonmode.errors import BudgetExceededError, InvalidSchemaError, UnsupportedSchemaError
+from jsonmode.errors import (
+    BudgetExceededError,
+    InvalidSchemaError,
+    UnsupportedSchemaError,
+    UsageError,
+)
 from jsonmode.schema.core import UNDECIDED
 from jsonmode.schema.pointer import MISSING, resolve_local_ref
 from jsonmode.schema.refs import Resolved, resolve_references
@@ -132,6 +137,16 @@ class CompileOptions:
     (its ``budget`` attribute), and the façade falls back to the prompted tier. Memory
     while compiling follows the state budget (``max_rule_states``, and the regex
     engine's own), not the size of the schema's expansion.
+
+    Raises:
+        UsageError: a field of the wrong type or out of range: ``whitespace``,
+            ``property_order`` and ``spelling`` are strings; ``strict`` a bool;
+            ``max_whitespace`` and ``max_repeat`` ints of 0 or more;
+            ``max_rule_states`` and ``max_nesting_depth`` ints of 1 or more;
+            ``max_compile_seconds`` a positive number (int or float, ``inf`` for no
+            limit). A bool is not a number here.
+        UnsupportedSchemaError: a ``whitespace``, ``property_order`` or ``spelling``
+            string that is not one of the names above.
     """
 
     whitespace: Literal["standard", "flexible"] = "standard"
@@ -145,12 +160,46 @@ class CompileOptions:
     max_compile_seconds: float = 10.0
 
     def __post_init__(self) -> None:
+        for name, names in _CHOICES.items():
+            value = getattr(self, name)
+            if not isinstance(value, str):
+                expected = " or ".join(repr(choice) for choice in names)
+                raise UsageError(_misused(name, f"one of the strings {expected}", value))
+        if not isinstance(self.strict, bool):
+            raise UsageError(_misused("strict", "True or False", self.strict))
+        for name, least in _COUNTS.items():
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise UsageError(_misused(name, f"an int of {least} or more", value))
+        seconds = self.max_compile_seconds
+        if (
+            not isinstance(seconds, (int, float))
+            or isinstance(seconds, bool)
+            or not seconds > 0  # (NaN too)
+        ):
+            expected = "a number of seconds above 0 (float('inf'): no limit)"
+            raise UsageError(_misused("max_compile_seconds", expected, seconds))
         if self.whitespace not in ("standard", "flexible"):
             raise UnsupportedSchemaError(f"unknown whitespace option {self.whitespace!r}")
         if self.property_order not in ("schema", "any"):
             raise UnsupportedSchemaError(f"unknown property_order {self.property_order!r}")
         if self.spelling not in ("canonical", "complete"):
             raise UnsupportedSchemaError(f"unknown spelling {self.spelling!r}")
+
+
+# CompileOptions' fields checked by __post_init__: the string options and their
+# names, and the counts with their least value.
+_CHOICES = {
+    "whitespace": ("standard", "flexible"),
+    "property_order": ("schema", "any"),
+    "spelling": ("canonical", "complete"),
+}
+_COUNTS = {"max_whitespace": 0, "max_rule_states": 1, "max_repeat": 0, "max_nesting_depth": 1}
+
+
+def _misused(option: str, expected: str, value: object) -> str:
+    """The message for a compile option of the wrong type or range."""
+    return f"compile option {option} must be {expected}, not {value!r} ({type(value).__name__})"
 
 
 @functools.lru_cache(maxsize=4096)
@@ -485,8 +534,10 @@ class _Builder:
             return _const_string(value)
         if isinstance(value, bool) or value is None:
             return Lit(json.dumps(value).encode())
-        if isinstance(value, (int, float)) and float(value).is_integer():
+        if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
             # 3, 3.0 and 3.00 are the same JSON Schema value (written 3 canonically).
+            # An int is written from its own digits: one beyond the double range
+            # (10**400, a valid JSON integer) has no float to go through.
             digits = str(int(value))
             if not self.complete:
                 return Lit(digits.encode())

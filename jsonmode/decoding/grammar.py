@@ -14,7 +14,7 @@ Everything here is immutable and hashable.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -86,25 +86,29 @@ class Call:
         return self.rule
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Seq:
     items: tuple[Expr, ...]
 
     def __str__(self) -> str:
-        return " ".join(_wrap(item, Alt) for item in self.items)
+        return _render(self, _str_pieces)
+
+    def __repr__(self) -> str:
+        return _render(self, _repr_pieces)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Alt:
     options: tuple[Expr, ...]
 
     def __str__(self) -> str:
-        if not self.options:
-            return "NEVER"
-        return " | ".join(_wrap(option, Alt) for option in self.options)
+        return _render(self, _str_pieces)
+
+    def __repr__(self) -> str:
+        return _render(self, _repr_pieces)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Rep:
     """``item`` repeated ``low`` to ``high`` times (``high`` None: unbounded)."""
 
@@ -113,18 +117,13 @@ class Rep:
     high: int | None
 
     def __str__(self) -> str:
-        inner = _wrap(self.item, (Seq, Alt, Rep))
-        if (self.low, self.high) == (0, 1):
-            return f"{inner}?"
-        if (self.low, self.high) == (0, None):
-            return f"{inner}*"
-        if (self.low, self.high) == (1, None):
-            return f"{inner}+"
-        high = "" if self.high is None else str(self.high)
-        return f"{inner}{{{self.low},{high}}}"
+        return _render(self, _str_pieces)
+
+    def __repr__(self) -> str:
+        return _render(self, _repr_pieces)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Members:
     """The members of an object, between its braces.
 
@@ -141,22 +140,126 @@ class Members:
     any_order: bool = False
 
     def __str__(self) -> str:
-        parts = [f"{member}{'' if needed else '?'}" for member, needed in self.members]
-        if self.extra is not None:
-            parts.append(f"{self.extra}*")
-        order = "any order" if self.any_order else "in order"
-        return f"<{order}: " + " , ".join(parts) + ">"
+        return _render(self, _str_pieces)
+
+    def __repr__(self) -> str:
+        return _render(self, _repr_pieces)
 
 
 Expr = Lit | Lex | Call | Seq | Alt | Rep | Members
 
 EMPTY = Seq(())
 
+# -- printing ----------------------------------------------------------------------------
+#
+# Expressions nest as deep as the schema's optional suffixes (a thousand prefixItems are a
+# thousand nested ``( "," x ... )?``), deeper than Python's recursion limit, so neither
+# ``str`` nor ``repr`` recurses: each node is cut into pieces (text, or a child node to
+# print there) and an explicit stack writes them in order. The printed forms are those
+# the recursive definitions gave (golden tests pin ``str``; ``repr`` is the dataclass
+# one).
 
-def _wrap(expr: Expr, kinds: type | tuple[type, ...]) -> str:
-    text = str(expr)
-    atomic = not text or (isinstance(expr, Alt) and not expr.options)
-    return text if atomic or not isinstance(expr, kinds) else f"( {text} )"
+_Piece = str | Lit | Lex | Call | Seq | Alt | Rep | Members
+
+
+def _render(expr: Expr, pieces: Callable[[Expr], list[_Piece]]) -> str:
+    """``expr`` printed by ``pieces`` (a node's text and children, in order), without
+    recursion: time and memory linear in the output."""
+    out: list[str] = []
+    stack: list[_Piece] = [expr]
+    while stack:
+        piece = stack.pop()
+        if isinstance(piece, str):
+            out.append(piece)
+        else:
+            stack.extend(reversed(pieces(piece)))
+    return "".join(out)
+
+
+def _str_pieces(expr: Expr) -> list[_Piece]:
+    """One node of ``str(expr)``: grammar notation."""
+    if isinstance(expr, Seq):
+        return _joined([_wrapped(item, Alt) for item in expr.items], " ")
+    if isinstance(expr, Alt):
+        if not expr.options:
+            return ["NEVER"]
+        return _joined([_wrapped(option, Alt) for option in expr.options], " | ")
+    if isinstance(expr, Rep):
+        inner = _wrapped(expr.item, (Seq, Alt, Rep))
+        if (expr.low, expr.high) == (0, 1):
+            return [*inner, "?"]
+        if (expr.low, expr.high) == (0, None):
+            return [*inner, "*"]
+        if (expr.low, expr.high) == (1, None):
+            return [*inner, "+"]
+        high = "" if expr.high is None else str(expr.high)
+        return [*inner, f"{{{expr.low},{high}}}"]
+    if isinstance(expr, Members):
+        parts: list[list[_Piece]] = [
+            [member, "" if needed else "?"] for member, needed in expr.members
+        ]
+        if expr.extra is not None:
+            parts.append([expr.extra, "*"])
+        order = "any order" if expr.any_order else "in order"
+        return [f"<{order}: ", *_joined(parts, " , "), ">"]
+    return [str(expr)]  # (a leaf: Lit, Lex, Call)
+
+
+def _repr_pieces(expr: Expr) -> list[_Piece]:
+    """One node of ``repr(expr)``: what the dataclass repr writes."""
+    if isinstance(expr, Seq):
+        return ["Seq(items=", *_tuple([[item] for item in expr.items]), ")"]
+    if isinstance(expr, Alt):
+        return ["Alt(options=", *_tuple([[option] for option in expr.options]), ")"]
+    if isinstance(expr, Rep):
+        return ["Rep(item=", expr.item, f", low={expr.low!r}, high={expr.high!r})"]
+    if isinstance(expr, Members):
+        members = _tuple([["(", member, f", {needed!r})"] for member, needed in expr.members])
+        extra: list[_Piece] = ["None"] if expr.extra is None else [expr.extra]
+        return [
+            "Members(members=",
+            *members,
+            ", extra=",
+            *extra,
+            ", sep=",
+            expr.sep,
+            f", any_order={expr.any_order!r})",
+        ]
+    return [repr(expr)]  # (a leaf: Lit, Lex, Call)
+
+
+def _joined(parts: list[list[_Piece]], separator: str) -> list[_Piece]:
+    out: list[_Piece] = []
+    for index, part in enumerate(parts):
+        if index:
+            out.append(separator)
+        out.extend(part)
+    return out
+
+
+def _tuple(parts: list[list[_Piece]]) -> list[_Piece]:
+    """A tuple's repr around its items' pieces (``(x,)`` for one item)."""
+    return ["(", *_joined(parts, ", "), "," if len(parts) == 1 else "", ")"]
+
+
+def _wrapped(expr: Expr, kinds: type | tuple[type, ...]) -> list[_Piece]:
+    """``expr`` in parentheses when it is one of ``kinds`` and prints as something."""
+    atomic = _prints_nothing(expr) or (isinstance(expr, Alt) and not expr.options)
+    return [expr] if atomic or not isinstance(expr, kinds) else ["( ", expr, " )"]
+
+
+def _prints_nothing(expr: Expr) -> bool:
+    """Whether ``str(expr)`` is empty: an empty sequence, or one rule call with an
+    empty name, inside any number of one-element sequences and alternatives."""
+    while True:
+        if isinstance(expr, Seq) and len(expr.items) <= 1:
+            if not expr.items:
+                return True
+            expr = expr.items[0]
+        elif isinstance(expr, Alt) and len(expr.options) == 1:
+            expr = expr.options[0]
+        else:
+            return isinstance(expr, Call) and not expr.rule
 
 
 def seq(*items: Expr) -> Expr:

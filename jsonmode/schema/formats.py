@@ -11,6 +11,14 @@ behind). The deadline is shared by all the format checks of one validation —
 check of a value — so a document full of hostile strings costs at most
 :data:`FORMAT_TIME_LIMIT` in format checks, not that much per string.
 
+:func:`bounded` (and :func:`tolerant`, the same without deadlines, for checking a
+schema against its metaschema) also counts as "does not conform" what a checker raises
+for a malformed instance beyond what jsonschema declares for it
+(:data:`ALSO_MALFORMED`): Python's ``re`` refuses a repetition count of 2**32 or more
+(``"a{99999999999}"``) with ``OverflowError``, where jsonschema's ``regex`` checker
+expects only ``re.error``; the string is not a regular expression ``re`` can compile,
+so it is not a ``regex``, never a crash.
+
 A check that runs out of time raises :class:`FormatUndecided`, which propagates
 through jsonschema (a verdict inside ``not`` or ``anyOf`` would turn "undecided" into
 a pass): :class:`~jsonmode.schema.core.Schema` makes it the verdict for the whole
@@ -34,10 +42,24 @@ from jsonschema import FormatChecker
 
 from jsonmode._watchdog import DeadlineExceeded, run_until
 
-__all__ = ["FORMAT_TIME_LIMIT", "FormatUndecided", "bounded", "budget"]
+__all__ = [
+    "ALSO_MALFORMED",
+    "FORMAT_TIME_LIMIT",
+    "FormatUndecided",
+    "bounded",
+    "budget",
+    "tolerant",
+]
 
 #: Seconds all the format checks of one validation may take together.
 FORMAT_TIME_LIMIT = 0.5
+
+#: By format: what its checker may raise for a malformed instance beyond the
+#: exceptions jsonschema declares for it (counted as "does not conform" alike). Only
+#: errors that depend on the instance alone belong here: a RecursionError, say, may
+#: come from how deep the validation already is, and calling that "not a regex" would
+#: turn ``not: {format: regex}`` into a pass.
+ALSO_MALFORMED: dict[str, tuple[type[Exception], ...]] = {"regex": (OverflowError,)}
 
 _deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "jsonmode_format_deadline", default=None
@@ -95,14 +117,42 @@ def _guarded(name: str, check: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return guarded
 
 
+def _malformed(name: str, raises: Any) -> Any:
+    """The exceptions that mean "not a ``name``": jsonschema's ``raises`` (one
+    exception class or a tuple of them) and :data:`ALSO_MALFORMED`'s."""
+    extra = ALSO_MALFORMED.get(name, ())
+    if not extra:
+        return raises
+    declared = raises if isinstance(raises, tuple) else (raises,)
+    return (*declared, *extra)
+
+
 @functools.lru_cache(maxsize=16)
 def bounded(checker: FormatChecker) -> FormatChecker:
-    """``checker`` with every check run under the validation's format deadline.
+    """``checker`` with every check run under the validation's format deadline, and
+    what :data:`ALSO_MALFORMED` lists counted as not conforming.
 
     Cached per checker (a draft's ``FORMAT_CHECKER``); the original is not changed.
     """
     copy = FormatChecker(formats=())
     copy.checkers = {
-        name: (_guarded(name, check), raises) for name, (check, raises) in checker.checkers.items()
+        name: (_guarded(name, check), _malformed(name, raises))
+        for name, (check, raises) in checker.checkers.items()
+    }
+    return copy
+
+
+@functools.lru_cache(maxsize=16)
+def tolerant(checker: FormatChecker) -> FormatChecker:
+    """``checker`` with what :data:`ALSO_MALFORMED` lists counted as not conforming
+    (no deadline: for checking a schema against its metaschema, where a schema's own
+    ``pattern`` is checked as a ``regex``).
+
+    Cached per checker (a draft's ``FORMAT_CHECKER``); the original is not changed.
+    """
+    copy = FormatChecker(formats=())
+    copy.checkers = {
+        name: (check, _malformed(name, raises))
+        for name, (check, raises) in checker.checkers.items()
     }
     return copy

@@ -12,9 +12,13 @@ draft 4, 6 and 7 metaschemas (a third of MaskBench's schemas declare draft 4) ar
 restated in 2020-12 keywords and compiled the same way (draft 4 with its integers).
 
 Contract: :func:`check_schema` raises exactly when ``cls.check_schema`` would, with
-jsonschema's own error. A schema the flat document rejects is checked again the
-official way (which raises), and any surprise while building the document falls
-back to the official check; differential tests pin the two verdicts together.
+jsonschema's own error, except that a string Python's ``re`` refuses with an
+``OverflowError`` (``"pattern": "a{99999999999}"``) is "not a 'regex'" where
+jsonschema would let the OverflowError out (see
+:data:`~jsonmode.schema.formats.ALSO_MALFORMED`). A schema the flat document rejects
+is checked again the official way (which raises), and any surprise while building the
+document falls back to the official check; differential tests pin the two verdicts
+together.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import jsonschema.validators
 from jsonschema.protocols import Validator
 
 from jsonmode.schema.fastcheck import compile_check
+from jsonmode.schema.formats import tolerant
 
 __all__ = ["check_schema"]
 
@@ -58,7 +63,8 @@ _DROPPED = frozenset({"$id", "$schema", "$vocabulary", "$dynamicAnchor", "$comme
 
 def check_schema(cls: type[Validator], schema: Any) -> None:
     """Raise :class:`jsonschema.exceptions.SchemaError` when ``schema`` is not valid
-    under ``cls``'s metaschema (as ``cls.check_schema(schema)`` does)."""
+    under ``cls``'s metaschema (as ``cls.check_schema(schema)`` does; a ``regex`` that
+    ``re`` refuses with an OverflowError is not valid either: SchemaError too)."""
     fast = None
     if cls is jsonschema.Draft202012Validator:
         fast = _flat_check()
@@ -70,7 +76,7 @@ def check_schema(cls: type[Validator], schema: Any) -> None:
                 return
         except RecursionError:  # (nested deeper than the fast check's recursion allows)
             pass
-    cls.check_schema(schema)
+    cls.check_schema(schema, format_checker=tolerant(cls.FORMAT_CHECKER))
 
 
 # The older metaschemas checked by fastcheck, restated in 2020-12 keywords.
@@ -116,7 +122,7 @@ def _restate(cls: type[Validator]) -> Callable[[Any], bool] | None:
         meta.pop(identifier, None)
     if any("$ref" in sub and len(sub.keys() - _INERT) > 1 for sub in _subschemas(meta)):
         return None
-    return compile_check(meta, cls.FORMAT_CHECKER, legacy_integers=legacy)
+    return compile_check(meta, tolerant(cls.FORMAT_CHECKER), legacy_integers=legacy)
 
 
 # Keywords beside a "$ref" that change nothing in any draft.
@@ -152,7 +158,7 @@ def _flat_check() -> Callable[[Any], bool] | None:
     if flat is None:
         return None
     cls = jsonschema.Draft202012Validator
-    compiled = compile_check(flat.schema, cls.FORMAT_CHECKER)
+    compiled = compile_check(flat.schema, tolerant(cls.FORMAT_CHECKER))
     return compiled if compiled is not None else flat.is_valid
 
 
@@ -174,7 +180,7 @@ def _flat_validator() -> Validator | None:
         flat.update({"allOf": parts, "$defs": defs})
         cls = jsonschema.Draft202012Validator
         cls.check_schema(flat)
-        validator: Validator = cls(flat, format_checker=cls.FORMAT_CHECKER)
+        validator: Validator = cls(flat, format_checker=tolerant(cls.FORMAT_CHECKER))
     except (ImportError, LookupError, TypeError, ValueError, jsonschema.SchemaError):
         return None
     return validator

@@ -103,14 +103,28 @@ def make_validator(schema: dict[str, Any] | bool) -> _JsonschemaValidator:
 def checked_class(schema: dict[str, Any] | bool) -> type[_JsonschemaValidator]:
     """The validator class :func:`make_validator` uses for ``schema``, once ``schema``
     is checked against its metaschema (the part of :func:`make_validator` that may
-    raise :class:`jsonschema.exceptions.SchemaError`)."""
+    raise :class:`jsonschema.exceptions.SchemaError`).
+
+    Raises:
+        jsonschema.exceptions.SchemaError: ``schema`` is not valid under its
+            metaschema, or its ``$schema`` is not a string or not a URI that can be
+            read (``"http://[::1"``: "... is not a 'uri'", as the metaschema says of
+            the same string elsewhere).
+    """
     declared = schema.get("$schema") if isinstance(schema, dict) else None
     if declared is not None and not isinstance(declared, str):
         # jsonschema's own lookup fails on these with an AttributeError.
         raise jsonschema.exceptions.SchemaError(
             f"{declared!r} is not of type 'string'", path=("$schema",)
         )
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    except ValueError:
+        # jsonschema normalises the URI with urllib, which refuses some malformed ones
+        # ("Invalid IPv6 URL") with a ValueError.
+        raise jsonschema.exceptions.SchemaError(
+            f"{declared!r} is not a 'uri'", path=("$schema",)
+        ) from None
     check_schema(cls, schema)
     return linear_validator_class(cls)
 
