@@ -33,12 +33,22 @@ Which backends stream: those with ``stream``/``astream``
 callables returning an iterator). Any other backend yields no partials, only the
 final event.
 
-Costs: each text piece that can change the partial value (one holding a quote, a
-bracket, a comma, a colon, whitespace or the last letter of a literal; every piece
-with ``partial_strings=True``) re-reads the reply so far, one linear pass, so a reply
-of n characters in k pieces costs O(n·k) at worst; replies over
-:data:`~jsonmode.repair.partial.MAX_PARTIAL_CHARS` give no partials. The time to the
-first partial value and the stream's duration are on the final event and in
+Cadence and costs: the reply so far is re-read (one linear pass) after each text
+piece that can change its value (one holding a quote, a bracket, a comma, a colon,
+whitespace, a digit or the last letter of a literal; every piece with
+``partial_strings=True``) while the reply holds at most 1 024 characters: short
+replies get a partial value (and ``stream_items`` its items) piece by piece. Past
+that, it is re-read only once it has grown by 1/32 (about 3 %) of its length since
+the last read, so partials and items come at most ~3 % of the reply late, and an
+invalid item ends the attempt at most ~3 % past its end. The end is always read:
+the last partial value is what the whole streamed reply holds, and ``stream_items``
+reads the complete reply again before judging it (every item is handed out once, in
+order; a bad last item still fails the attempt). So all the reads of a reply add up
+to at most about 33 passes over it, plus at most 1 KB a piece within its first KB:
+linear in its length, whatever the piece sizes. Replies over
+:data:`~jsonmode.repair.partial.MAX_PARTIAL_CHARS` give no partials past that length
+(their items come with the final result). The time to the first partial value and
+the stream's duration are on the final event and in
 :class:`~jsonmode.events.StreamFinished` (and so in the metrics).
 
 Thread-safety: each call makes its own iterator; iterate it in one thread (or task).
@@ -57,7 +67,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from jsonmode import events
 from jsonmode.backends.base import Completion, Request, StreamingBackend
 from jsonmode.errors import BackendError, SchemaViolationError
-from jsonmode.repair.partial import complete_items, parse_partial
+from jsonmode.repair.partial import MAX_PARTIAL_CHARS, complete_items, parse_partial
 from jsonmode.repair.typed_partial import typed_partial
 from jsonmode.result import Attempt, Result
 from jsonmode.schema.core import Schema
@@ -139,6 +149,10 @@ class _Item:
 
 # Characters after which the partial value may have changed (growing strings aside).
 _TRIGGERS = frozenset('"{}[],: \t\r\nel0123456789')
+# The re-reading cadence: after every piece while the reply holds at most _SHORT
+# characters, then once it has grown by 1/_GROWTH of its length since the last read.
+_SHORT = 1024
+_GROWTH = 32
 
 
 class _Items:
@@ -218,7 +232,12 @@ def _violation(text: str, issues: list[Issue], value: Any) -> SchemaViolationErr
 
 
 class _Reader:
-    """Reads one backend reply as it streams: the text, partial values, items."""
+    """Reads one backend reply as it streams: the text, partial values, items.
+
+    The text so far is re-read (see the module docstring's cadence) after a piece
+    that can change what it holds (``unread``), at every such piece while the reply
+    is short (``_SHORT``), then once it has grown by ``1/_GROWTH`` of its length since
+    the last read: the reads add up to linear work over the whole reply."""
 
     def __init__(
         self,
@@ -233,7 +252,10 @@ class _Reader:
         self.shape = shape
         self.growing = growing
         self.items = items
-        self.pieces: list[str] = []
+        self.pieces: list[str] = []  # joined into one at each read (and by .text)
+        self.size = 0  # characters received
+        self.read_at = 0  # self.size at the last read
+        self.unread = False  # a piece that can change the value came since then
         self.completion: Completion | None = None
         self.last: Any = None
         if items is not None:
@@ -241,7 +263,9 @@ class _Reader:
 
     @property
     def text(self) -> str:
-        return "".join(self.pieces)
+        if len(self.pieces) > 1:
+            self.pieces = ["".join(self.pieces)]
+        return self.pieces[0] if self.pieces else ""
 
     def feed(self, chunk: str | Completion) -> Iterator[Partial | _Item]:
         """Events for one chunk; raises SchemaViolationError (stream_items) to end the
@@ -252,8 +276,26 @@ class _Reader:
         if not isinstance(chunk, str) or not chunk:
             return
         self.pieces.append(chunk)
-        if not self.growing and _TRIGGERS.isdisjoint(chunk):
-            return
+        self.size += len(chunk)
+        if self.growing or not _TRIGGERS.isdisjoint(chunk):
+            self.unread = True
+        size = self.size
+        if self.unread and (size <= _SHORT or (size - self.read_at) * _GROWTH >= size):
+            yield from self._read()
+
+    def flush(self) -> Iterator[Partial]:
+        """The last partial value, when the cadence left the reply's end unread (the
+        items are read from the whole reply by :meth:`finish`)."""
+        if self.unread and self.items is None:
+            for event in self._read():
+                assert isinstance(event, Partial)
+                yield event
+
+    def _read(self) -> Iterator[Partial | _Item]:
+        self.unread = False
+        self.read_at = self.size
+        if self.size > MAX_PARTIAL_CHARS:
+            return  # too long to show (its items come with the final result)
         text = self.text
         if self.items is not None:
             found, verdict = self.items.check(text)
@@ -269,8 +311,9 @@ class _Reader:
             yield Partial(self.shape(value), self.attempt, text, elapsed)
 
     def finish(self) -> tuple[Completion, list[_Item], SchemaViolationError | None]:
-        """The whole reply, the items it completes, and the violation that ends the
-        attempt (stream_items), if any."""
+        """The whole reply, the items it completes (not yet handed out: all of them are
+        read again from the whole text), and the violation that ends the attempt
+        (stream_items), if any."""
         completion = self.completion or Completion(self.text)
         if self.items is None:
             return completion, [], None
@@ -390,6 +433,9 @@ def _streamed_call(
                         for event in reader.feed(chunk):
                             run.saw(event)
                             yield event
+                    for event in reader.flush():
+                        run.saw(event)
+                        yield event
                     completion, found, verdict = reader.finish()
                     yield from found
                     if verdict is not None:
@@ -440,6 +486,9 @@ async def _astreamed_call(
                         for event in reader.feed(chunk):
                             run.saw(event)
                             yield event
+                    for event in reader.flush():
+                        run.saw(event)
+                        yield event
                     completion, found, verdict = reader.finish()
                     for item in found:
                         yield item

@@ -1021,3 +1021,105 @@ def test_stream_finished_carries_the_calls_schema_name():
         events.unsubscribe(seen.append)
     names = [e.schema_name for e in seen if isinstance(e, events.StreamFinished)]
     assert names == ["call", "mine"]
+
+
+# -- the re-reading cadence: a long reply costs linear time ---------------------------------
+
+# About 40 KB each: a list of strings, and a list of objects holding one.
+LONG = json.dumps([f"line {i}: lorem ipsum dolor sit amet, consectetur" for i in range(780)])
+LINES = json.dumps([{"text": f"line {i}: lorem ipsum dolor sit amet, consec"} for i in range(700)])
+
+
+class Line(BaseModel):
+    text: str
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
+    """The length of every text handed to ``jsonmode.streaming``'s ``name``
+    (``parse_partial`` or ``complete_items``), in order."""
+    import jsonmode.streaming as streaming
+
+    real = getattr(streaming, name)
+    seen: list[int] = []
+
+    def counted(text: str, *args: Any, **kwargs: Any) -> Any:
+        seen.append(len(text))
+        return real(text, *args, **kwargs)
+
+    monkeypatch.setattr(streaming, name, counted)
+    return seen
+
+
+def _item_ends(text: str) -> list[int]:
+    """Where each item of a list of flat objects ends (just past its ``}``)."""
+    return [i + 1 for i, char in enumerate(text) if char == "}"]
+
+
+@pytest.mark.parametrize("driver", ["stream", "astream"])
+@pytest.mark.parametrize("growing", [False, True])
+def test_a_long_reply_is_re_read_in_linear_total_work(monkeypatch, driver, growing):
+    read = _counting(monkeypatch, "parse_partial")
+    jm = JsonMode(ScriptedBackend([pieces(LONG, 4)]))  # about one token a piece
+    if driver == "stream":
+        stream = list(jm.stream("x", {"type": "array"}, partial_strings=growing))
+    else:
+        stream = asyncio.run(_collect(jm.astream("x", {"type": "array"}, partial_strings=growing)))
+    assert len(LONG) > 40_000
+    assert sum(read) <= 40 * len(LONG)  # re-reading after every piece: about len²/8
+    assert read == sorted(read)
+    for before, after in itertools.pairwise(read):
+        if after > 1024:  # past the first KB: once the reply grew by 1/32 of its length
+            assert after - before <= after // 32 + 4 + 12  # (+ a piece, + pieces without triggers)
+    partials = [event for event in stream if isinstance(event, Partial)]
+    assert len(partials) > 100  # they still come while the reply streams
+    assert partials[-1].value == json.loads(LONG) == stream[-1].result.data  # the end is read
+    assert partials[-1].text == LONG
+
+
+def test_a_short_reply_is_re_read_after_every_piece(monkeypatch):
+    read = _counting(monkeypatch, "parse_partial")
+    text = "[" + ",".join(["1"] * 500) + "]"  # 1 001 characters: under 1 KB
+    script = pieces(text, 4)  # each piece holds a comma: each can change the value
+    stream = list(JsonMode(ScriptedBackend([script])).stream("x", {"type": "array"}))
+    ends = list(itertools.accumulate(len(piece) for piece in script))
+    assert read == ends
+    partials = [event for event in stream if isinstance(event, Partial)]
+    assert [len(event.text) for event in partials] == ends  # a new value after every piece
+    assert stream[-1].partials == len(script)
+
+
+def test_stream_items_of_a_long_reply_reads_it_in_linear_total_work(monkeypatch):
+    read = _counting(monkeypatch, "complete_items")
+    fn = Recorder(pieces(LINES, 4))
+    got = [(item, fn.now) for item in JsonMode(fn).stream_items("x", Line)]
+    assert len(LINES) > 40_000
+    assert sum(read) <= 40 * len(LINES)  # re-reading after every piece: about len²/8
+    assert [item for item, _ in got] == [Line(**data) for data in json.loads(LINES)]
+    # each item comes once the reply has grown by at most 1/31 past its end (+ a piece)
+    for (_, at), end in zip(got, _item_ends(LINES), strict=True):
+        assert end <= min(4 * at, len(LINES)) <= end * 32 / 31 + 4
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_stream_items_of_a_long_reply_in_small_pieces_yields_each_item_once(seed):
+    data = json.loads(LINES)
+    script = random_pieces(LINES, seed)
+    got = list(JsonMode(ScriptedBackend([script])).stream_items("x", Line))
+    assert got == [Line(**item) for item in data]
+    plain_items = list(
+        JsonMode(ScriptedBackend([random_pieces(LONG, seed)])).stream_items("x", str)
+    )
+    assert plain_items == json.loads(LONG)
+
+
+@pytest.mark.parametrize("bad", [500, 699], ids=["mid-reply", "last item"])
+def test_an_invalid_item_in_a_long_reply_still_ends_the_attempt(bad):
+    data = json.loads(LINES)
+    wrong = [*data[:bad], {"text": 5}, *data[bad + 1 :]]
+    text = json.dumps(wrong)
+    fn = Recorder(pieces(text, 4), pieces(LINES, 4))
+    got = list(JsonMode(fn, transport=FAST).stream_items("x", Line))
+    assert got == [Line(**item) for item in data]  # each once, in order
+    assert fn.calls == 2  # the attempt was judged by the bad item and re-asked
+    end = _item_ends(text)[bad]
+    assert end <= 4 * fn.consumed[0] <= end * 32 / 31 + 4  # read up to ~3% past it

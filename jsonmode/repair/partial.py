@@ -15,8 +15,9 @@ is exactly what the finished document will hold, no more:
 So for every prefix of a JSON text ``t``, ``parse_partial(prefix)`` is contained in
 ``json.loads(t)`` in that sense, and ``parse_partial(t) == json.loads(t)``. Leading
 prose or a markdown fence before the first ``{`` or ``[`` is skipped; anything after
-the document is ignored. Costs one linear pass over the text per call (a stream
-re-reads its growing text, so texts over :data:`MAX_PARTIAL_CHARS` give no partials).
+the document is ignored. Costs one linear pass over the text per call; texts over
+:data:`MAX_PARTIAL_CHARS` give no value. (A stream re-reads its growing text: see
+:mod:`jsonmode.streaming` for the cadence that keeps those reads linear in total.)
 
 :func:`complete_items` reads the same way the items of a top-level array that are
 already complete (for handing out list items one by one while the list streams).
@@ -36,8 +37,9 @@ from jsonmode._json import StrictJSONError, has_surrogate, loads_strict
 
 __all__ = ["MAX_PARTIAL_CHARS", "complete_items", "parse_partial"]
 
-#: Longer texts give no partial value: re-reading them on every chunk would cost
-#: quadratic time over a long stream.
+#: Longer texts give no partial value: this bounds the time and memory of one read
+#: (a stream spaces its re-reads so that their total stays linear in the reply's
+#: length, see :mod:`jsonmode.streaming`, but each is still a full pass).
 MAX_PARTIAL_CHARS = 200_000
 
 _WS = re.compile(r"[ \t\n\r]*")
