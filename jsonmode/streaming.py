@@ -67,7 +67,12 @@ from typing import TYPE_CHECKING, Any, Literal
 from jsonmode import events
 from jsonmode.backends.base import Completion, Request, StreamingBackend
 from jsonmode.errors import BackendError, SchemaViolationError
-from jsonmode.repair.partial import MAX_PARTIAL_CHARS, complete_items, parse_partial
+from jsonmode.repair.partial import (
+    MAX_PARTIAL_CHARS,
+    ReadCadence,
+    complete_items,
+    parse_partial,
+)
 from jsonmode.repair.typed_partial import typed_partial
 from jsonmode.result import Attempt, Result
 from jsonmode.schema.core import Schema
@@ -149,10 +154,6 @@ class _Item:
 
 # Characters after which the partial value may have changed (growing strings aside).
 _TRIGGERS = frozenset('"{}[],: \t\r\nel0123456789')
-# The re-reading cadence: after every piece while the reply holds at most _SHORT
-# characters, then once it has grown by 1/_GROWTH of its length since the last read.
-_SHORT = 1024
-_GROWTH = 32
 
 
 class _Items:
@@ -236,8 +237,9 @@ class _Reader:
 
     The text so far is re-read (see the module docstring's cadence) after a piece
     that can change what it holds (``unread``), at every such piece while the reply
-    is short (``_SHORT``), then once it has grown by ``1/_GROWTH`` of its length since
-    the last read: the reads add up to linear work over the whole reply."""
+    is short, then once it has grown enough since the last read (a
+    :class:`~jsonmode.repair.partial.ReadCadence`): the reads add up to linear work
+    over the whole reply."""
 
     def __init__(
         self,
@@ -254,7 +256,7 @@ class _Reader:
         self.items = items
         self.pieces: list[str] = []  # joined into one at each read (and by .text)
         self.size = 0  # characters received
-        self.read_at = 0  # self.size at the last read
+        self.cadence = ReadCadence()
         self.unread = False  # a piece that can change the value came since then
         self.completion: Completion | None = None
         self.last: Any = None
@@ -280,7 +282,7 @@ class _Reader:
         if self.growing or not _TRIGGERS.isdisjoint(chunk):
             self.unread = True
         size = self.size
-        if self.unread and (size <= _SHORT or (size - self.read_at) * _GROWTH >= size):
+        if self.unread and self.cadence.due(size):
             yield from self._read()
 
     def flush(self) -> Iterator[Partial]:
@@ -293,7 +295,7 @@ class _Reader:
 
     def _read(self) -> Iterator[Partial | _Item]:
         self.unread = False
-        self.read_at = self.size
+        self.cadence.read(self.size)
         if self.size > MAX_PARTIAL_CHARS:
             return  # too long to show (its items come with the final result)
         text = self.text

@@ -677,3 +677,25 @@ def test_jsonmode_streams_a_langchain_model_as_its_value_grows():
     assert final.kind == "final"
     assert final.result.value == Person.model_validate_json(GOOD)
     assert final.result.tier == "prompted"
+
+
+def test_a_long_stream_is_read_in_linear_time(monkeypatch):
+    # Each chunk re-read the whole output: 40 KB in 4-character chunks handed ~n^2/8
+    # characters (200 million) to the partial parser.
+    import jsonmode.adapters.langchain as adapter
+
+    read: list[int] = []
+    real = adapter.parse_partial
+
+    def counted(text: str, **kwargs: Any) -> Any:
+        read.append(len(text))
+        return real(text, **kwargs)
+
+    monkeypatch.setattr(adapter, "parse_partial", counted)
+    text = json.dumps(list(range(8_000)))
+    chunks = [text[i : i + 4] for i in range(0, len(text), 4)]
+    *partials, final = JsonModeParser({"type": "array"}).transform(iter(chunks))
+    assert final == list(range(8_000))
+    assert sum(read) <= 40 * len(text)
+    assert len(partials) > 50
+    assert all(p == final[: len(p)] for p in partials)

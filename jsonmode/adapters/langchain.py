@@ -44,7 +44,7 @@ from jsonmode.errors import (
 from jsonmode.facade import JsonMode
 from jsonmode.prompting import describe_failure, format_instructions
 from jsonmode.reading import Mode, check_mode, parse
-from jsonmode.repair.partial import parse_partial
+from jsonmode.repair.partial import ReadCadence, parse_partial
 from jsonmode.schema.core import Schema
 
 __all__ = ["JsonModeParser", "LangChainBackend", "jsonmode_runnable"]
@@ -65,9 +65,11 @@ class JsonModeParser(BaseCumulativeTransformOutputParser[Any]):
     ``llm_output`` (the raw text) and ``send_to_llm=True``; the jsonmode
     :class:`~jsonmode.OutputError` is its ``__cause__``.
 
-    Streaming (``chain.stream``) yields partial JSON values while the text grows, then
-    exactly one final item: the validated value (or the exception). Partial values are
-    **not validated**: they hold only what the finished document will hold (see
+    Streaming (``chain.stream``) yields partial JSON values while the text grows (after
+    every chunk while it is short, then every ~3 % of growth, so a long output costs
+    linear time: :class:`~jsonmode.repair.partial.ReadCadence`), then exactly one final
+    item: the validated value (or the exception). Partial values are **not validated**:
+    they hold only what the finished document will hold (see
     :func:`jsonmode.repair.partial.parse_partial`), but required fields may be missing.
 
     Immutable and thread-safe, like every LangChain parser.
@@ -132,27 +134,48 @@ class JsonModeParser(BaseCumulativeTransformOutputParser[Any]):
 
     def _transform(self, input: Iterator[str | BaseMessage]) -> Iterator[Any]:
         text: GenerationChunk | ChatGenerationChunk | None = None
-        shown: Any = None
+        partials = _Partials(self)
         for chunk in input:
             text = _grow(text, chunk)
-            value = self.parse_result([text], partial=True)
-            if value is not None and value != shown:
-                shown = value
+            value = partials.next(text)
+            if value is not None:
                 yield value
         if text is not None:
             yield self.parse_result([text])
 
     async def _atransform(self, input: AsyncIterator[str | BaseMessage]) -> AsyncIterator[Any]:
         text: GenerationChunk | ChatGenerationChunk | None = None
-        shown: Any = None
+        partials = _Partials(self)
         async for chunk in input:
             text = _grow(text, chunk)
-            value = self.parse_result([text], partial=True)
-            if value is not None and value != shown:
-                shown = value
+            value = partials.next(text)
+            if value is not None:
                 yield value
         if text is not None:
             yield self.parse_result([text])
+
+
+class _Partials:
+    """The partial values of one stream, read at a :class:`ReadCadence` (every chunk
+    while the text is short, then every ~3 % of growth: linear work in all, where a
+    read per chunk cost quadratic time over a long output); each new one once."""
+
+    def __init__(self, parser: JsonModeParser) -> None:
+        self.parser = parser
+        self.cadence = ReadCadence()
+        self.shown: Any = None
+
+    def next(self, text: GenerationChunk | ChatGenerationChunk) -> Any:
+        """A new partial value of ``text`` (the stream so far), or None."""
+        size = len(text.text)
+        if not self.cadence.due(size):
+            return None
+        self.cadence.read(size)
+        value = self.parser.parse_result([text], partial=True)
+        if value is None or value == self.shown:
+            return None
+        self.shown = value
+        return value
 
 
 def _grow(

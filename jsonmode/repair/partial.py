@@ -35,12 +35,37 @@ from typing import Any
 
 from jsonmode._json import StrictJSONError, has_surrogate, loads_strict
 
-__all__ = ["MAX_PARTIAL_CHARS", "complete_items", "parse_partial"]
+__all__ = ["MAX_PARTIAL_CHARS", "ReadCadence", "complete_items", "parse_partial"]
 
 #: Longer texts give no partial value: this bounds the time and memory of one read
 #: (a stream spaces its re-reads so that their total stays linear in the reply's
 #: length, see :mod:`jsonmode.streaming`, but each is still a full pass).
 MAX_PARTIAL_CHARS = 200_000
+
+
+class ReadCadence:
+    """When to re-read a text that grows piece by piece (a stream), so that all the
+    reads add up to linear work: after every piece while the text holds at most
+    :attr:`SHORT` characters, then only once it has grown by ``1/GROWTH`` of its
+    length since the last read. Reads then cost at most about ``GROWTH + 1`` passes
+    over the final text, plus at most ``SHORT`` characters a piece within the first
+    ``SHORT``; what a skipped read would show comes at most ``1/GROWTH`` of the text
+    late. Not thread-safe (one per stream)."""
+
+    SHORT = 1024
+    GROWTH = 32
+
+    def __init__(self) -> None:
+        self.read_at = 0  # the text's length at the last read
+
+    def due(self, size: int) -> bool:
+        """Whether a text now ``size`` characters long is to be read again."""
+        return size <= self.SHORT or (size - self.read_at) * self.GROWTH >= size
+
+    def read(self, size: int) -> None:
+        """Note a read of the text at ``size`` characters."""
+        self.read_at = size
+
 
 _WS = re.compile(r"[ \t\n\r]*")
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
