@@ -165,6 +165,8 @@ class CompileOptions:
             if not isinstance(value, str):
                 expected = " or ".join(repr(choice) for choice in names)
                 raise UsageError(_misused(name, f"one of the strings {expected}", value))
+            if value not in names:
+                raise UnsupportedSchemaError(f"unknown {name} option {value!r}")
         if not isinstance(self.strict, bool):
             raise UsageError(_misused("strict", "True or False", self.strict))
         for name, least in _COUNTS.items():
@@ -179,12 +181,6 @@ class CompileOptions:
         ):
             expected = "a number of seconds above 0 (float('inf'): no limit)"
             raise UsageError(_misused("max_compile_seconds", expected, seconds))
-        if self.whitespace not in ("standard", "flexible"):
-            raise UnsupportedSchemaError(f"unknown whitespace option {self.whitespace!r}")
-        if self.property_order not in ("schema", "any"):
-            raise UnsupportedSchemaError(f"unknown property_order {self.property_order!r}")
-        if self.spelling not in ("canonical", "complete"):
-            raise UnsupportedSchemaError(f"unknown spelling {self.spelling!r}")
 
 
 # CompileOptions' fields checked by __post_init__: the string options and their

@@ -103,12 +103,12 @@ class Schema:
         cls = self._checked_class(self.json_schema)
         if self.json_schema is False:
             raise UnsupportedSchemaError("the schema `false` accepts no value at all")
+        dialect = cls.ID_OF(cls.META_SCHEMA)
         try:
             # Every reference resolved inside the document, before any validation.
-            references = analyse(self.json_schema, cls.ID_OF(cls.META_SCHEMA))
+            references = analyse(self.json_schema, dialect)
         except RecursionError:  # pragma: no cover - the metaschema check recurses first
             raise UnsupportedSchemaError("the schema nests too deeply") from None
-        dialect = cls.ID_OF(cls.META_SCHEMA)
         for parts, target in references.unchecked:
             # (Reached by a reference where the metaschema does not look: checked
             # here, against the document's dialect unless it declares its own.)

@@ -134,12 +134,7 @@ def bounded(checker: FormatChecker) -> FormatChecker:
 
     Cached per checker (a draft's ``FORMAT_CHECKER``); the original is not changed.
     """
-    copy = FormatChecker(formats=())
-    copy.checkers = {
-        name: (_guarded(name, check), _malformed(name, raises))
-        for name, (check, raises) in checker.checkers.items()
-    }
-    return copy
+    return _rebuilt(checker, deadline=True)
 
 
 @functools.lru_cache(maxsize=16)
@@ -150,9 +145,15 @@ def tolerant(checker: FormatChecker) -> FormatChecker:
 
     Cached per checker (a draft's ``FORMAT_CHECKER``); the original is not changed.
     """
+    return _rebuilt(checker, deadline=False)
+
+
+def _rebuilt(checker: FormatChecker, *, deadline: bool) -> FormatChecker:
+    """A copy of ``checker`` whose checks also count :data:`ALSO_MALFORMED` as not
+    conforming, each run under the format deadline when ``deadline``."""
     copy = FormatChecker(formats=())
     copy.checkers = {
-        name: (check, _malformed(name, raises))
+        name: (_guarded(name, check) if deadline else check, _malformed(name, raises))
         for name, (check, raises) in checker.checkers.items()
     }
     return copy

@@ -491,8 +491,9 @@ class _Analysis:
 
 
 def _at_schema_position(root: Any, parts: Parts, spec: _Spec) -> bool:
-    """Whether ``parts`` leads from the root through subschema keywords only (where
-    the metaschema checks what it finds), following dialect switches on the way."""
+    """Whether ``parts`` leads from the root through subschemas only (as
+    :func:`_subschemas` finds them: where the metaschema checks what it finds),
+    following dialect switches on the way."""
     node: Any = root
     step = 0
     while step < len(parts):
@@ -501,24 +502,12 @@ def _at_schema_position(root: Any, parts: Parts, spec: _Spec) -> bool:
         if isinstance(node.get("$schema"), str):
             spec = referencing.jsonschema.specification_with(node["$schema"], default=spec)
         keywords = _KEYWORDS.get(spec.name, _KEYWORDS["draft2020-12"])
-        key = parts[step]
-        child: Any = node.get(key) if isinstance(key, str) else None
-        mapping = key in keywords.mapping or (key == "dependencies" and keywords.dependencies)
-        if key in keywords.value or (key == "items" and keywords.items_list):
-            indexed = key == "items" and isinstance(child, list)
-        elif (key in keywords.array and isinstance(child, list)) or (
-            mapping and isinstance(child, dict)
-        ):
-            indexed = True  # (the next part is an index or a name)
+        for relative, child, _ in _subschemas(node, keywords):
+            if parts[step : step + len(relative)] == relative:
+                node, step = child, step + len(relative)
+                break
         else:
             return False
-        if indexed:
-            if step + 1 >= len(parts):
-                return False  # (the list or map itself: not a schema)
-            step += 1
-            child = child[parts[step]]
-        node = child
-        step += 1
     return True
 
 

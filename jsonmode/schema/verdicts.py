@@ -93,29 +93,19 @@ def ref(
 ) -> Iterator[ValidationError]:
     """jsonschema's ``$ref``, its verdict shared (keyed by the subschema holding it:
     one ``$ref`` always resolves alike where dynamic scope plays no part)."""
-    errors: Iterator[ValidationError] | None = None
     with _scope(memo) as verdicts:
-        if verdicts is None:
-            first = None
-        else:
-            key = ("$ref", id(instance), id(schema))
-            known = verdicts.get(key)
-            if known is not None and known[0] is instance and known[1] is schema:
-                if known[2]:
-                    return
-                first = None  # (invalid: explained below, afresh)
-            else:
-                errors = iter(validator._validate_reference(ref=reference, instance=instance))
-                first = next(errors, None)
-                verdicts[key] = (instance, schema, first is None)
-                if first is None:
-                    return
-    if errors is None:
-        yield from validator._validate_reference(ref=reference, instance=instance)
-        return
-    assert first is not None
-    yield first
-    yield from errors
+        key = ("$ref", id(instance), id(schema))
+        known = _recalled(verdicts, key, instance, schema)
+        if known:
+            return
+        errors = iter(validator._validate_reference(ref=reference, instance=instance))
+        if known is None:  # (unjudged: the first error decides, within the memo's scope)
+            first = next(errors, None)
+            _remember(verdicts, key, instance, schema, first is None)
+            if first is None:
+                return
+            errors = itertools.chain((first,), errors)
+    yield from errors  # (known invalid: explained afresh, lazily)
 
 
 def quote(value: Any) -> str:
@@ -147,14 +137,29 @@ def _branch(
 ) -> bool:
     """Whether ``instance`` is valid under branch ``sub``: its first error or none."""
     key = ("branch", id(instance), id(sub))
-    if verdicts is not None:
-        known = verdicts.get(key)
-        if known is not None and known[0] is instance and known[1] is sub:
-            return known[2]
-    valid = next(iter(validator.descend(instance, sub, schema_path=index)), None) is None
+    known = _recalled(verdicts, key, instance, sub)
+    if known is None:
+        known = next(iter(validator.descend(instance, sub, schema_path=index)), None) is None
+        _remember(verdicts, key, instance, sub, known)
+    return known
+
+
+def _recalled(
+    verdicts: _Verdicts | None, key: tuple[str, int, int], instance: Any, sub: Any
+) -> bool | None:
+    """The verdict memoised for ``instance`` under ``sub`` (None: not judged yet, or
+    no memo)."""
+    known = None if verdicts is None else verdicts.get(key)
+    if known is not None and known[0] is instance and known[1] is sub:
+        return known[2]
+    return None
+
+
+def _remember(
+    verdicts: _Verdicts | None, key: tuple[str, int, int], instance: Any, sub: Any, valid: bool
+) -> None:
     if verdicts is not None:
         verdicts[key] = (instance, sub, valid)
-    return valid
 
 
 def _explain(validator: Any, options: Sequence[Any], instance: Any) -> list[ValidationError]:
