@@ -88,7 +88,7 @@ def check_mode(mode: str) -> Mode:
 
 
 def parse(
-    text: str,
+    text: str | bytes,
     schema: object,
     mode: Mode = "strict",
     *,
@@ -113,16 +113,36 @@ def parse(
     Raises:
         OutputParseError, OutputTruncatedError, SchemaViolationError: the output does
             not conform; the error carries the raw text, every issue and the repairs tried.
-        InvalidSchemaError, UsageError: bad schema or mode.
+        InvalidSchemaError, UsageError: bad schema or mode; ``text`` neither ``str``
+            nor UTF-8 ``bytes``/``bytearray`` (undecodable bytes are an OutputParseError).
 
     Bounded: repair by the limits above; every format check of the call (each
     candidate, before and after coercion) shares one deadline
     (:data:`jsonmode.schema.formats.FORMAT_TIME_LIMIT`).
     """
+    output = _text_of(text)
     spec = Schema.of(schema)
     check_mode(mode)
     with format_budget():
-        return _parse(text, spec, mode, truncated, context)
+        return _parse(output, spec, mode, truncated, context)
+
+
+def _text_of(text: object) -> str:
+    """The output as ``str``: bytes are read as UTF-8; any other type is a UsageError."""
+    if isinstance(text, str):
+        return text
+    if isinstance(text, (bytes, bytearray)):
+        try:
+            return bytes(text).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise OutputParseError(
+                f"output is not UTF-8 text (at byte {exc.start})",
+                raw=bytes(text).decode("utf-8", "replace"),
+            ) from None
+    raise UsageError(
+        f"parse() takes the model's output as str or bytes, not {type(text).__name__}",
+        hint="pass the reply's text; to check a value you already have, pass json.dumps(value)",
+    )
 
 
 def _parse(

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import jsonmode
 from jsonmode import JsonMode, parse
 from jsonmode.backends.base import Completion, Request
 from jsonmode.backends.function import FunctionBackend
@@ -20,6 +21,7 @@ from jsonmode.decoding.compiler import CompileOptions
 from jsonmode.decoding.grammar import Alt, Call, Lit, Members, Rep, Seq
 from jsonmode.errors import (
     InvalidSchemaError,
+    OutputParseError,
     SchemaViolationError,
     UnsupportedSchemaError,
     UsageError,
@@ -132,6 +134,23 @@ def test_accepts_still_takes_str_and_bytes() -> None:
     assert compiled.accepts("1")
     assert compiled.accepts(b"1")
     assert compiled.accepts(bytearray(b"1"))
+
+
+@pytest.mark.parametrize("text", [5, None, ["{}"], 1.5, {"a": 1}])
+def test_parse_and_diagnose_take_text_only(text: Any) -> None:
+    # Both raised an untyped TypeError (from re or json, or iterating None).
+    with pytest.raises(UsageError, match=r"parse\(\) takes the model's output as str or bytes"):
+        jsonmode.parse(text, {"type": "integer"})
+    with pytest.raises(UsageError, match=r"diagnose\(\) takes the text"):
+        jsonmode.compile_regex("a").diagnose(text)
+
+
+def test_parse_reads_bytes_as_utf8_and_undecodable_bytes_are_bad_output() -> None:
+    assert jsonmode.parse(b'{"a": "\xc3\xa9"}', {"type": "object"}).value == {"a": "\u00e9"}
+    assert jsonmode.parse(bytearray(b"7"), {"type": "integer"}, "repair").value == 7
+    with pytest.raises(OutputParseError, match=r"not UTF-8 text \(at byte 1\)"):
+        jsonmode.parse(b"1\xff", {"type": "integer"})
+    assert jsonmode.compile_regex("a").diagnose(b"a") is None
 
 
 @pytest.mark.parametrize(

@@ -35,7 +35,25 @@ from jsonmode.schema.core import Schema
 if TYPE_CHECKING:
     from jsonmode.decoding.vocabulary import Vocabulary
 
-__all__ = ["Compiled", "CompiledSchema", "compile_schema"]
+__all__ = ["Compiled", "CompiledSchema", "compile_schema", "text_argument"]
+
+
+def text_argument(text: object, method: str) -> str | bytes:
+    """``text`` as given to ``method`` (``accepts``, ``diagnose``): a ``str``, or
+    ``bytes`` for ``bytes``/``bytearray``.
+
+    Raises:
+        UsageError: any other type (a caller's mistake, reported typed).
+    """
+    if isinstance(text, str):
+        return text
+    if isinstance(text, (bytes, bytearray)):
+        return bytes(text)
+    raise UsageError(
+        f"{method}() takes the text to check as str or bytes, not {type(text).__name__}",
+        hint="pass a JSON document as text: json.dumps(value)",
+    )
+
 
 _CACHE_LIMIT = 128
 # What the repr of a compiled constraint shows of ``unenforced``: this many pointers,
@@ -107,19 +125,12 @@ class Compiled:
                 more than ``MAX_STACKS`` parse stacks (see
                 :class:`~jsonmode.decoding.reference.ReferenceMatcher`).
         """
-        given: object = text  # (any object: a caller's mistake is reported, typed)
-        if isinstance(given, str):
+        data = text_argument(text, "accepts")
+        if isinstance(data, str):
             try:
-                data = given.encode("utf-8")
+                data = data.encode("utf-8")
             except UnicodeEncodeError:
                 return False
-        elif isinstance(given, (bytes, bytearray)):
-            data = bytes(given)
-        else:
-            raise UsageError(
-                f"accepts() takes the text to check as str or bytes, not {type(given).__name__}",
-                hint="pass a JSON document as text: json.dumps(value)",
-            )
         return self._acceptor().accepts(data)
 
     def _acceptor(self) -> ReferenceMatcher:

@@ -34,7 +34,7 @@ from jsonmode.decoding import regex as rx
 from jsonmode.decoding.automaton import build_network
 from jsonmode.decoding.budget import checkpoint, deadline
 from jsonmode.decoding.collector import collector_paused
-from jsonmode.decoding.compiled import Compiled
+from jsonmode.decoding.compiled import Compiled, text_argument
 from jsonmode.decoding.compiler import CompileOptions, build_grammar
 from jsonmode.decoding.grammar import (
     Alt,
@@ -122,8 +122,12 @@ class CompiledGrammar(Compiled):
         """None when ``text`` is accepted, else where and why it is not.
 
         Cost: one walk of the reference matcher over the text (like :meth:`accepts`).
+
+        Raises:
+            UsageError: ``text`` is neither ``str`` nor bytes.
         """
-        data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+        given = text_argument(text, "diagnose")
+        data = given.encode("utf-8", "surrogatepass") if isinstance(given, str) else given
         reference = self.reference()
         state = reference.initial()
         for offset, byte in enumerate(data):
