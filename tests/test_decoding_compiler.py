@@ -436,3 +436,55 @@ def test_draft_6_ignores_the_siblings_of_a_reference():
     assert compiled.schema.conforms({"x": 5})
     assert compiled.accepts('{"x": 5}')
     assert not compiled.accepts('{"x": "5"}')
+
+
+def _compiled_from_threads(monkeypatch, schema, threads=16, **options):
+    """compile_schema(schema) from ``threads`` threads at once; the number of builds."""
+    import threading
+    import time
+
+    import jsonmode.decoding.compiled as compiled_module
+
+    builds: list[int] = []
+    real = compiled_module._automata
+
+    def slow(*args, **kwargs):
+        builds.append(1)
+        time.sleep(0.3)  # every other thread asks while this one builds
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(compiled_module, "_automata", slow)
+    start = threading.Barrier(threads)
+    outcomes: list[object] = [None] * threads
+
+    def one(index: int) -> None:
+        start.wait()
+        try:
+            outcomes[index] = compile_schema(schema, **options)
+        except Exception as error:
+            outcomes[index] = error
+
+    workers = [threading.Thread(target=one, args=(i,)) for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(30)
+    return len(builds), outcomes
+
+
+def test_one_schema_compiled_from_many_threads_at_once_is_built_once(monkeypatch):
+    # Each of 16 threads built it (16 builds); now they wait for the first.
+    schema = {"type": "object", "properties": {"threads": {"type": "integer", "minimum": 16}}}
+    builds, outcomes = _compiled_from_threads(monkeypatch, schema)
+    assert builds == 1
+    assert all(outcome is outcomes[0] for outcome in outcomes)
+    assert outcomes[0].accepts('{"threads": 17}')
+
+
+def test_a_failing_compile_in_flight_fails_every_waiter_alike_and_is_not_cached(monkeypatch):
+    schema = {"type": "string", "pattern": "^(a|b){3,9}c[0-9]{2,30}$"}
+    builds, outcomes = _compiled_from_threads(monkeypatch, schema, max_rule_states=3)
+    assert builds == 1
+    assert all(isinstance(outcome, BudgetExceededError) for outcome in outcomes)
+    builds, outcomes = _compiled_from_threads(monkeypatch, schema, threads=2, max_rule_states=3)
+    assert builds == 1  # tried again, once: an error is not cached

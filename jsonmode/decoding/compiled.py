@@ -13,12 +13,13 @@ import functools
 import sys
 import threading
 import time
+from concurrent.futures import Future, wait
 from typing import TYPE_CHECKING, Any
 
 from jsonmode import events
 from jsonmode._text import clip
 from jsonmode.decoding.automaton import Network, build_network
-from jsonmode.decoding.budget import checkpoint, deadline
+from jsonmode.decoding.budget import TIME_BUDGET, checkpoint, deadline
 from jsonmode.decoding.collector import collector_paused
 from jsonmode.decoding.compiler import CompileOptions, build_grammar
 from jsonmode.decoding.grammar import Grammar
@@ -61,6 +62,9 @@ _CACHE_LIMIT = 128
 _SHOWN_UNENFORCED = 4
 _SHOWN_CHARS = 80
 _cache: dict[tuple[str, str, CompileOptions], CompiledSchema] = {}
+# Compiles under way, by the same key: a thread asking for a schema another thread is
+# compiling waits for that result instead of compiling it again.
+_running: dict[tuple[str, str, CompileOptions], Future[CompiledSchema]] = {}
 _lock = threading.Lock()
 
 
@@ -266,22 +270,56 @@ def _compile(
         )
         with _lock:
             hit = _cache.get(key)
+            running = _running.get(key) if hit is None else None
+            if hit is None and running is None:
+                _running[key] = mine = Future[CompiledSchema]()
         if hit is not None:
             return hit
-        started = time.perf_counter()
-        grammar, network, unenforced = _automata(spec, settings)
-        elapsed = time.perf_counter() - started
-        if events.listeners:
-            events.emit(events.CompileFinished(elapsed))
-        checkpoint()  # (finished, but past the deadline: refused alike)
-    compiled = CompiledSchema(
+        if running is not None:
+            shared = _wait_for(running, settings.max_compile_seconds)
+            return shared if shared is not None else _compile(spec, vocabulary, settings)
+        try:
+            compiled = _build(spec, vocabulary, settings)
+        except BaseException as error:
+            with _lock:
+                del _running[key]
+            mine.set_exception(error)
+            raise
+        with _lock:
+            if len(_cache) >= _CACHE_LIMIT:
+                _cache.pop(next(iter(_cache)))
+            _cache[key] = compiled
+            del _running[key]
+        mine.set_result(compiled)
+    return compiled
+
+
+def _build(spec: Schema, vocabulary: Vocabulary | None, settings: CompileOptions) -> CompiledSchema:
+    """Build one schema (under the caller's deadline)."""
+    started = time.perf_counter()
+    grammar, network, unenforced = _automata(spec, settings)
+    elapsed = time.perf_counter() - started
+    if events.listeners:
+        events.emit(events.CompileFinished(elapsed))
+    checkpoint()  # (finished, but past the deadline: refused alike)
+    return CompiledSchema(
         grammar, network, settings, vocabulary, elapsed, schema=spec, unenforced=unenforced
     )
-    with _lock:
-        if len(_cache) >= _CACHE_LIMIT:
-            _cache.pop(next(iter(_cache)))
-        _cache[key] = compiled
-    return compiled
+
+
+def _wait_for(running: Future[CompiledSchema], seconds: float) -> CompiledSchema | None:
+    """The result of the same compile running in another thread, waited for at most
+    this caller's own budget. Its JsonModeError (a bad schema, a budget) is raised
+    here too; None when it stopped for another reason (an interrupt in that thread):
+    the caller compiles for itself."""
+    if not wait([running], timeout=seconds).done:
+        raise BudgetExceededError(TIME_BUDGET, seconds)
+    error = running.exception()
+    if error is None:
+        return running.result()
+    if isinstance(error, JsonModeError):
+        raise error
+    return None
 
 
 def _automata(spec: Schema, settings: CompileOptions) -> tuple[Grammar, Network, tuple[str, ...]]:
