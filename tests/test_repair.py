@@ -70,6 +70,30 @@ def test_repair_syntax_refuses_lossy_repairs(raw, why):
         repair_syntax(raw)
 
 
+@pytest.mark.parametrize(
+    ("raw", "schema"),
+    [
+        # json-repair read a bare word and the brackets after it as one string, then
+        # closed the open containers with brackets of its own: {"tags": ["urgent}}"]}.
+        ('{"tags": {urgent}}', {"properties": {"tags": {"items": {"type": "string"}}}}),
+        ("{a}", {"type": "array", "items": {"type": "string"}}),
+        ("[a}", {"type": "array", "items": {"type": "string"}}),
+        ("Result: {status}", {"type": "array", "items": {"type": "string"}}),
+    ],
+)
+def test_repair_never_turns_brackets_into_text(raw, schema):
+    with pytest.raises(OutputParseError, match="bracket") as failure:
+        jsonmode.parse(raw, schema, "repair")
+    assert failure.value.raw == raw
+
+
+def test_quoted_brackets_and_bare_words_between_brackets_still_repair():
+    assert jsonmode.parse('{"a": "x}", b: [c, d],}', {"type": "object"}, "repair").value == {
+        "a": "x}",
+        "b": ["c", "d"],
+    }
+
+
 @pytest.mark.parametrize("word", ["NaN", "Infinity", "-Infinity", "undefined", "nan"])
 def test_bare_non_values_never_become_numbers_or_strings(word):
     with pytest.raises(ContentLossError, match="not a JSON value"):

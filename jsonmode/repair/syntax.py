@@ -9,8 +9,10 @@ number and other non-structural character of the raw text (outside comments) is
 still there, nothing else was added, every string of the result stands in the raw
 text between its own delimiters (so ``'O'Brien'`` cannot become ``"O'Brien'"`` and a
 trailing newline inside a string cannot vanish), and no bare literal (``null``,
-``true``, ``NaN``...) became text. Structural characters (``{}[],:`` and quotes) may
-be added, moved or dropped: that is what syntax repair is.
+``true``, ``NaN``...) became text, and no bracket outside quotes became text
+(``{"tags": {urgent}}`` is not ``{"tags": ["urgent}}"]}``). Otherwise structural
+characters (``{}[],:`` and quotes) may be added, moved or dropped: that is what syntax
+repair is.
 
 Python's ``None``/``True``/``False`` (and other capitalisations of JSON's literals)
 are rewritten by :func:`normalize_literals` before any of this, so the caller can
@@ -73,6 +75,7 @@ _ODD_LITERAL = re.compile(
 _JSON_LITERAL = {"none": "null", "null": "null", "true": "true", "false": "false"}
 # What separates unquoted keys and values: their text lies between these.
 _STRUCTURE = re.compile(r"[{}\[\],:\n]")
+_BRACKET = re.compile(r"[{}\[\]]")
 _EMPTY_STRING = re.compile(r"\"\"|''")
 # A double-quoted string as the lexer reads it (an unclosed one runs to the end).
 _DOUBLE_QUOTED = re.compile(r'"([^"\\]*(?:\\.[^"\\]*)*)("?)', re.DOTALL)
@@ -199,6 +202,12 @@ def _check_content(raw: str, value: Any) -> None:
     quoted = _quoted(source)
     unquoted = [text for text in strings if text not in quoted]
     for text in unquoted:
+        if (bracket := _BRACKET.search(text)) is not None:
+            # Outside quotes a bracket is structure: json-repair read "{urgent}}" as
+            # the text 'urgent}}' and closed the containers with brackets of its own.
+            raise ContentLossError(
+                f"repair would turn the bracket {bracket.group(0)!r} into text: {text!r:.60}"
+            )
         if text.lower() in _NON_VALUES:
             raise ContentLossError(f"bare {text} is not a JSON value")
         if (bare := _BARE_LITERAL.match(text)) is not None:
