@@ -382,7 +382,10 @@ class _Cell:
     empty: bool = False
 
     def add(self, other: _Cell) -> None:
-        self.options.extend(other.options)
+        """Take ``other``'s spellings too (each once: branches that reach the same
+        cell, ``anyOf: [$ref d, $ref d]``, must not double the options per level)."""
+        known = set(self.options)
+        self.options.extend(option for option in other.options if option not in known)
         self.empty = self.empty or other.empty
 
 
@@ -394,6 +397,9 @@ class _CsvBuilder:
     unenforced: list[str] = field(default_factory=list)
     rules: dict[str, Expr] = field(default_factory=dict)
     legacy: bool = False  # draft 3/4: boolean exclusiveMinimum/exclusiveMaximum
+    # Cells by their resolved schema: a subschema that branches reach many ways is
+    # built once (a chain of anyOf [$ref d_i+1, $ref d_i+1] was 2^depth builds).
+    cells: dict[str, _Cell] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         root = self.spec.json_schema
@@ -486,9 +492,19 @@ class _CsvBuilder:
         Raises:
             UnsupportedSchemaError: a value that may be an object or an array.
         """
+        checkpoint()
         schema = self.resolve(schema, path)
         if schema is False:
             return _Cell()
+        key = json.dumps(schema, sort_keys=True, default=repr)
+        known = self.cells.get(key)
+        if known is None:
+            # (the first path to reach a cell names what it leaves unenforced)
+            known = self.cells[key] = self.new_cell(schema, path, name)
+        return _Cell(list(known.options), known.empty)
+
+    def new_cell(self, schema: Any, path: str, name: str) -> _Cell:
+        """:meth:`cell` for a resolved schema not seen before."""
         if (
             schema is True
             or not isinstance(schema, dict)
