@@ -1,7 +1,7 @@
 """The ``jsonmode`` command.
 
     jsonmode generate --schema FILE [--model M] [--mode strict|repair] [--api-base URL]
-                      [--max-attempts N] [--tier T] [--max-tokens N] [--stream]
+                      [--max-attempts N] [--tier T] [--native N] [--max-tokens N] [--stream]
                       [--verbose] PROMPT
     jsonmode generate --grammar FILE.gbnf | --regex PATTERN [the options above] PROMPT
     jsonmode batch    --schema FILE --input IN.jsonl --output OUT.jsonl [--concurrency N]
@@ -264,7 +264,15 @@ def _model_options(sub: argparse.ArgumentParser) -> None:
         choices=("auto", "constrained", "native", "prompted"),
         default="auto",
         help="constrained: decode a local --model folder under the schema's token mask; "
-        "auto picks constrained for a local model, native or prompted for an API model",
+        "auto picks constrained for a local model, native or prompted for an API model "
+        "(native when --native is given)",
+    )
+    sub.add_argument(
+        "--native",
+        choices=("response_format", "tools"),
+        default=None,
+        help="how the native tier sends the schema to an API model: response_format "
+        "(a JSON Schema) or tools (one forced function call); selects the native tier",
     )
     sub.add_argument(
         "--timeout",
@@ -347,8 +355,10 @@ def _jsonmode(args: argparse.Namespace) -> JsonMode:
     if args.max_tokens is not None and args.max_tokens < 1:
         raise UsageError(f"--max-tokens must be positive, not {args.max_tokens}")
     if os.path.isdir(args.model):
-        if args.api_base or args.api_key:
-            raise UsageError("--api-base and --api-key are for an API model, not a local folder")
+        if args.api_base or args.api_key or args.native:
+            raise UsageError(
+                "--api-base, --api-key and --native are for an API model, not a local folder"
+            )
         local: dict[str, Any] = {}
         if args.max_tokens is not None:
             local["max_new_tokens"] = args.max_tokens
@@ -377,6 +387,8 @@ def _jsonmode(args: argparse.Namespace) -> JsonMode:
         options["temperature"] = args.temperature
     if args.max_tokens is not None:
         options["max_tokens"] = args.max_tokens
+    if args.native is not None:
+        options["native"] = args.native
     return JsonMode(args.model, args.mode, args.max_attempts, tier=args.tier, **options)
 
 

@@ -29,6 +29,7 @@ import pydantic
 from jsonmode import events
 from jsonmode._json import StrictJSONError, check_value
 from jsonmode.backends import Backend, Completion, Request, resolve
+from jsonmode.backends.options import FACADE_OPTIONS, check_spelling, refuse_retry_options
 from jsonmode.errors import (
     AttemptsExhaustedError,
     BackendError,
@@ -36,6 +37,7 @@ from jsonmode.errors import (
     OutputError,
     OutputParseError,
     OutputTruncatedError,
+    SchemaViolationError,
     UnsupportedSchemaError,
     UsageError,
 )
@@ -44,6 +46,7 @@ from jsonmode.reading import Mode, Parsed, check_mode, parse
 from jsonmode.result import Attempt, Outcome, Result, Tier
 from jsonmode.retry import TransportPolicy
 from jsonmode.schema.core import Schema
+from jsonmode.schema.validation import Issue
 from jsonmode.texts import GrammarJudge, Judge, as_grammar
 
 if TYPE_CHECKING:
@@ -94,15 +97,25 @@ class JsonMode:
         max_attempts: validation attempts; each re-ask shows the model its previous
             output and every error found in it.
         tier: ``"auto"`` (constrained for a local model, native when the endpoint is
-            known to take a JSON Schema, else prompted), or one of those by name. A
-            schema the decoder cannot compile (unsupported, over a budget) falls back
-            from constrained to prompted for that request; ``Result.tier`` says which ran.
+            known to take a JSON Schema or a ``native=`` transport is given, else
+            prompted), or one of those by name. A schema the decoder cannot compile
+            (unsupported, over a budget) falls back from constrained to prompted for
+            that request; ``Result.tier`` says which ran.
         transport: retry policy for transient backend failures, separate from
             ``max_attempts``.
         schema_name: a name for the schema in metrics (``"invoice"``), for every
             request unless a call names its own; see :mod:`jsonmode.metrics`.
         **backend_options: passed to the backend (for litellm: ``api_base``,
-            ``api_key``, ``timeout``, ``temperature`` ...).
+            ``api_key``, ``timeout``, ``temperature``, ``native`` ...; for an OpenAI
+            client: ``model`` ...). Checked before any request: a name close to one of
+            jsonmode's (``mdoe``) is refused here, naming it (``did you mean 'mode'?``);
+            ``max_retries`` / ``num_retries`` are refused (see ``max_attempts`` and
+            ``transport``); the backend refuses names it cannot take (litellm: when
+            it is imported, at :meth:`prepare` or the first call).
+
+    Raises:
+        UsageError: a bad option, a misspelt or unknown one, a tier the backend cannot
+            run, or a ``native=`` transport with ``tier="prompted"``/``"constrained"``.
 
     A ``JsonMode`` holds no per-request state: one instance may serve many threads
     and tasks at once (if its backend can).
@@ -127,6 +140,20 @@ class JsonMode:
             raise UsageError(
                 f"tier must be 'auto', 'constrained', 'native' or 'prompted', not {tier!r}"
             )
+        # model= names an OpenAI client's model (other backends refuse it themselves)
+        check_spelling(backend_options, FACADE_OPTIONS, "JsonMode", others=("model",))
+        refuse_retry_options(backend_options)
+        if "native" in backend_options:
+            # asking for a transport asks for the tier that uses it
+            if tier == "auto":
+                tier = "native"
+            elif tier != "native":
+                raise UsageError(
+                    f"native={backend_options['native']!r} is how the native tier sends the "
+                    f"schema, and tier={tier!r} sends none",
+                    hint="leave tier at 'auto' (native= then selects the native tier), or "
+                    "drop native=",
+                )
         self.max_attempts = max_attempts
         self.backend: Backend = resolve(backend, **backend_options)
         self.transport = transport or TransportPolicy()
@@ -640,6 +667,11 @@ def _judged(index: int, reply: _Reply, judge: Judge) -> tuple[Attempt, Any]:
     try:
         if reply.verdict is not None:
             raise reply.verdict
+        if completion.problem is not None:  # e.g. a call to another function than asked
+            problem = completion.problem
+            raise SchemaViolationError(
+                problem, raw=completion.text, issues=(Issue("$", "tool", problem),)
+            )
         parsed = judge.read(completion.text, completion.truncated)
     except OutputError as failure:
         attempt = Attempt(

@@ -417,9 +417,12 @@ def test_a_schema_that_is_not_an_object_travels_wrapped_and_comes_back_unwrapped
 
 def test_the_prompted_tier_sends_no_tools(openai_server: Start) -> None:
     server = openai_server(Reply(ADA_JSON))
-    jm = tools_jsonmode(server, tier="prompted")
+    jm = JsonMode("openai/test-model", api_base=server.base_url, api_key="unused", tier="prompted")
     assert jm.run(PROMPT, PERSON).value == ADA
     assert not {"tools", "tool_choice", "response_format"} & set(server.requests[0])
+    # a transport is the native tier's: asking for it with another tier is a contradiction
+    with pytest.raises(UsageError, match="tier='prompted' sends none"):
+        tools_jsonmode(server, tier="prompted")
 
 
 @pytest.mark.parametrize(

@@ -65,11 +65,17 @@ class Completion:
         text: the generated text ("" when the model returned no content).
         usage: token counts, when reported.
         truncated: generation stopped at the length limit.
+        problem: what is wrong with the reply's form, seen by the backend before any
+            reading (a native ``tools`` reply that called another function than the
+            one it was told to); None when nothing is. The façade counts such an
+            attempt as non-conforming output (a ``schema_violation`` whose one issue,
+            keyword ``tool``, is this text) and re-asks with it.
     """
 
     text: str
     usage: Usage | None = None
     truncated: bool = False
+    problem: str | None = None
 
 
 @runtime_checkable

@@ -4,7 +4,11 @@ litellm is imported on first use (it takes seconds; ``prepare()`` does it ahead,
 the façade calls it before a request's clock starts), with its model cost map read
 from the package rather than the network. The OpenAI SDK's own retries are turned
 off (``max_retries=0``): transport retries are jsonmode's policy, and stacked retry
-loops multiply waiting.
+loops multiply waiting (so ``max_retries`` and litellm's ``num_retries`` are refused
+as options). Every other option is checked against what litellm takes for the model
+before the first request (:func:`litellm_options`): litellm sends a name it does not
+know to the provider as a body field, so a misspelt one would travel unnoticed.
+Provider fields litellm does not know go explicitly in ``extra_body``.
 
 The native tier passes the schema as OpenAI-style ``response_format`` ``json_schema``
 to every server in the table: OpenAI, Azure, Ollama (litellm maps it to Ollama's
@@ -28,11 +32,8 @@ A grammar vLLM's reader refuses fails the request (HTTP 400: PermanentBackendErr
 take structured output best that way: the schema is the parameters of one tool named
 like the schema, ``tool_choice`` forces it, and the reply is that call's arguments
 (the call named like the schema when there are several; the message's content when
-there is none). Function parameters must be an object: a schema whose root is not
-``{"type": "object"}`` travels wrapped as the one property ``value`` of an object
-(its ``$defs`` stay at the root), and the reply is unwrapped back to the value's text,
-streamed pieces included. (A ``$ref`` to the root itself, ``"#"``, would then point at
-the wrapper: such schemas go as ``response_format``.)
+there is none; a reply calling only other functions is a failed attempt, re-asked).
+Wrapping, strictness and reading: :mod:`jsonmode.backends.openai_wire`.
 
 Streaming (``stream``, ``astream``): ``stream=True``, and ``stream_options`` asking for
 the usage when the caller set none and litellm lists the option for the provider
@@ -58,17 +59,34 @@ repeats.
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import os
 import re
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from jsonmode.backends import deadline as _deadline
 from jsonmode.backends.base import Chunk, Completion, Request
 from jsonmode.backends.deadline import check_timeout
+from jsonmode.backends.openai_wire import (
+    TRANSPORTS,
+    NativeTransport,
+    Reader,
+    Tool,
+    native_arguments,
+    nothing_streamed,
+    to_completion,
+    unstreamed,
+)
+from jsonmode.backends.options import (
+    FACADE_OPTIONS,
+    check_spelling,
+    refuse_retry_options,
+    refuse_unknown,
+)
 from jsonmode.errors import (
     BackendError,
     JsonModeError,
@@ -76,9 +94,7 @@ from jsonmode.errors import (
     TransientBackendError,
     UsageError,
 )
-from jsonmode.result import Usage
 from jsonmode.retry import parse_retry_after, response_headers
-from jsonmode.schema.core import Schema
 
 if TYPE_CHECKING:
     from jsonmode.decoding.grammars import CompiledGrammar
@@ -87,14 +103,12 @@ __all__ = [
     "LiteLLMBackend",
     "NativeTransport",
     "describe",
+    "litellm_options",
     "map_error",
     "native_schema_for",
     "structured_outputs",
 ]
 
-#: How the native tier sends the schema: ``response_format`` or one forced tool call.
-NativeTransport = Literal["response_format", "tools"]
-_TRANSPORTS: tuple[NativeTransport, ...] = ("response_format", "tools")
 
 # provider prefixes whose servers take a JSON Schema as ``response_format``
 _NATIVE = frozenset({"openai", "azure", "ollama", "ollama_chat", "hosted_vllm"})
@@ -166,83 +180,42 @@ def _takes_stream_options(model: str) -> bool:
     return "stream_options" in (supported or ())
 
 
-def _openai_strict_ok(schema: Any) -> bool:
-    """OpenAI's strict mode needs closed objects with every property required."""
-    if isinstance(schema, list):
-        return all(_openai_strict_ok(item) for item in schema)
-    if not isinstance(schema, dict):
-        return True
-    if "properties" in schema or schema.get("type") == "object":
-        props = schema.get("properties", {})
-        if schema.get("additionalProperties") is not False:
-            return False
-        if set(schema.get("required", [])) != set(props):
-            return False
-    return all(_openai_strict_ok(value) for value in schema.values())
+# Options litellm.completion reads by name from its **kwargs without listing them in
+# its signature, OPENAI_CHAT_COMPLETION_PARAMS or all_litellm_params.
+_LITELLM_READS = ("extra_body", "drop_params", "additional_drop_params")
+# The backend's own options (the rest go to litellm).
+_OWN_OPTIONS = ("timeout", "native", "vllm_processor")
 
 
-def _schema_arguments(schema: Schema) -> dict[str, Any]:
-    return {
-        "response_format": {
-            "type": "json_schema",
-            "json_schema": {
-                "name": schema.name,
-                "schema": schema.json_schema,
-                "strict": _openai_strict_ok(schema.json_schema),
-            },
-        }
+@functools.lru_cache(maxsize=64)
+def litellm_options(model: str) -> frozenset[str]:
+    """Every keyword ``litellm.completion`` takes for ``model``: the parameters it names,
+    the OpenAI chat parameters and litellm's own options it keeps out of the request
+    (``api_base``, ``metadata``, ``drop_params`` ...), and the OpenAI parameters
+    litellm lists for the model's provider (``get_supported_openai_params``). litellm
+    sends any other keyword to the provider as a body field, unchecked.
+
+    Imports litellm (seconds, once); then well under a millisecond, cached per model.
+    A named OpenAI parameter the provider does not take (``logit_bias`` for Ollama)
+    is in the set: litellm itself refuses it before sending anything.
+    """
+    litellm = _litellm()
+    names = {
+        name
+        for name, parameter in inspect.signature(litellm.completion).parameters.items()
+        if parameter.kind is not inspect.Parameter.VAR_KEYWORD
     }
-
-
-def _refers_to_root(node: Any) -> bool:
-    if isinstance(node, dict):
-        if node.get("$ref") == "#":
-            return True
-        return any(_refers_to_root(value) for value in node.values())
-    if isinstance(node, list):
-        return any(_refers_to_root(item) for item in node)
-    return False
-
-
-_DEFS = ("$defs", "definitions")
-
-
-def _tool_parameters(schema: Schema) -> tuple[dict[str, Any], bool]:
-    """The function parameters for ``schema``, and whether the value is wrapped in them."""
-    root = schema.json_schema
-    if isinstance(root, dict) and root.get("type") == "object":
-        return root, False
-    inner: dict[str, Any] | bool = root
-    defs: dict[str, Any] = {}
-    if isinstance(root, dict):
-        inner = {key: value for key, value in root.items() if key not in _DEFS}
-        defs = {key: root[key] for key in _DEFS if key in root}
-    wrapper: dict[str, Any] = {
-        "type": "object",
-        "properties": {"value": inner},
-        "required": ["value"],
-        "additionalProperties": False,
-        **defs,
-    }
-    return wrapper, True
-
-
-def _tool_arguments(schema: Schema, parameters: dict[str, Any]) -> dict[str, Any]:
-    root = schema.json_schema
-    description = root.get("description") if isinstance(root, dict) else None
-    function: dict[str, Any] = {
-        "name": schema.name,
-        "description": description
-        if isinstance(description, str) and description
-        else f"Give the {schema.name} value as this function's arguments.",
-        "parameters": parameters,
-    }
-    if _openai_strict_ok(parameters):
-        function["strict"] = True
-    return {
-        "tools": [{"type": "function", "function": function}],
-        "tool_choice": {"type": "function", "function": {"name": schema.name}},
-    }
+    names.update(getattr(litellm, "OPENAI_CHAT_COMPLETION_PARAMS", ()))
+    names.update(getattr(litellm, "all_litellm_params", ()))
+    names.update(_LITELLM_READS)
+    try:
+        name, provider, _, _ = litellm.get_llm_provider(model)
+        names.update(
+            litellm.get_supported_openai_params(model=name, custom_llm_provider=provider) or ()
+        )
+    except Exception:  # a provider litellm does not know: its generic names only
+        pass
+    return frozenset(names)
 
 
 def map_error(exc: Exception) -> BackendError:
@@ -349,12 +322,20 @@ class LiteLLMBackend:
             ``response_format`` (vLLM's own grammar), and ``tier="auto"`` picks native.
             Not with ``native="tools"``: the processor would get no schema.
         **options: passed to litellm as is (``api_base``, ``api_key``,
-            ``temperature``, ``max_tokens``, ``stream`` ...). ``max_retries`` defaults
-            to 0. With ``stream=True`` ``complete`` reads the events and joins them
-            into one reply.
+            ``temperature``, ``max_tokens``, ``stream``, ``extra_body`` ...), once
+            known to be options litellm takes for the model (:func:`litellm_options`,
+            checked at :meth:`prepare` or the first call): litellm would send any
+            other name to the provider as a body field. Fields the provider takes
+            and litellm does not know go in ``extra_body={...}``, which litellm
+            merges into the request body. The SDK's ``max_retries`` is 0 and not an
+            option (nor litellm's ``num_retries``): see the module docstring. With
+            ``stream=True`` ``complete`` reads the events and joins them into one
+            reply.
 
     Raises UsageError for a timeout that is not a positive, finite number, a
-    ``native`` that is neither transport, ``native="tools"`` with ``vllm_processor``
+    ``native`` that is neither transport, ``max_retries``/``num_retries`` or
+    ``messages`` among the options, an option misspelt (close to ``timeout``,
+    ``native`` or ``vllm_processor``), ``native="tools"`` with ``vllm_processor``
     or with ``tools`` / ``tool_choice`` among the options.
 
     Thread-safe: holds no per-request state. A sync call (or stream) runs in a worker
@@ -370,7 +351,7 @@ class LiteLLMBackend:
         vllm_processor: bool = False,
         **options: Any,
     ) -> None:
-        if native not in _TRANSPORTS:
+        if native not in TRANSPORTS:
             raise UsageError(
                 f"native must be 'response_format' or 'tools', not {native!r}",
                 hint="native='tools' sends the schema as one forced function call",
@@ -384,6 +365,12 @@ class LiteLLMBackend:
             raise UsageError(
                 "native='tools' sends its own tools and tool_choice; leave them out",
             )
+        refuse_retry_options(options)
+        if "messages" in options:
+            raise UsageError("'messages' is not an option: jsonmode sends each request's own")
+        check_spelling(options, _OWN_OPTIONS, "the litellm backend")
+        self._given = tuple(options)
+        self._options_checked = False
         self.model = model
         self.native = native
         self.vllm_processor = vllm_processor
@@ -402,11 +389,33 @@ class LiteLLMBackend:
         return f"litellm:{self.model}"
 
     def prepare(self) -> None:
-        """Import litellm now (seconds, once per process), not in the first timed call.
+        """Import litellm now (seconds, once per process), not in the first timed call,
+        and check the options against what litellm takes for the model
+        (:func:`litellm_options`).
+
+        Raises:
+            UsageError: an option litellm does not take for this model (it would
+                travel to the provider as a body field), naming the closest one.
 
         Thread-safe; costs a global read once done.
         """
         _litellm()
+        self._check_options()
+
+    def _check_options(self) -> None:
+        """Refuse the options litellm does not know (once; every call checks, so no
+        request leaves with one, prepared or not)."""
+        if self._options_checked:
+            return
+        refuse_unknown(
+            self._given,
+            litellm_options(self.model),
+            f"litellm model {self.model!r}",
+            suggest=(*_OWN_OPTIONS, *FACADE_OPTIONS),
+            hint="jsonmode passes litellm only the options it takes for this provider; "
+            "send other fields in the request body with extra_body={...}",
+        )
+        self._options_checked = True
 
     def native_grammar(self, grammar: CompiledGrammar) -> bool:
         """Whether the native tier can send ``grammar``: a vLLM endpoint, and a kind it
@@ -416,8 +425,9 @@ class LiteLLMBackend:
 
     def _arguments(
         self, request: Request, *, stream: bool = False
-    ) -> tuple[dict[str, Any], _Tool | None]:
+    ) -> tuple[dict[str, Any], Tool | None]:
         """litellm's keyword arguments, and the tool whose arguments are the reply."""
+        self._check_options()
         arguments: dict[str, Any] = {
             **self._options,
             "model": self.model,
@@ -425,7 +435,7 @@ class LiteLLMBackend:
         }
         if stream:
             arguments["stream"] = True
-        tool: _Tool | None = None
+        tool: Tool | None = None
         if request.grammar is not None:
             field = structured_outputs(request.grammar) if request.native else None
             if field is not None:
@@ -437,16 +447,9 @@ class LiteLLMBackend:
             schema_text = json.dumps(request.schema.json_schema)
             xargs = {**(body.get("vllm_xargs") or {}), "json_schema": schema_text}
             arguments["extra_body"] = {**body, "vllm_xargs": xargs}
-        elif (
-            request.native
-            and self.native == "tools"
-            and not _refers_to_root(request.schema.json_schema)
-        ):
-            parameters, wrapped = _tool_parameters(request.schema)
-            arguments.update(_tool_arguments(request.schema, parameters))
-            tool = _Tool(request.schema.name, wrapped)
         elif request.native:
-            arguments.update(_schema_arguments(request.schema))
+            fields, tool = native_arguments(request.schema, self.native)
+            arguments.update(fields)
         if (
             arguments.get("stream")
             and "stream_options" not in arguments
@@ -464,7 +467,7 @@ class LiteLLMBackend:
             try:
                 response = litellm.completion(**arguments)
                 if arguments.get("stream"):
-                    reader = _Reader(tool)
+                    reader = Reader(tool)
                     for chunk in response:
                         reader.add(chunk)
                     return reader.completion()
@@ -472,7 +475,7 @@ class LiteLLMBackend:
                 raise
             except Exception as exc:
                 raise map_error(exc) from exc
-            return _to_completion(response, tool)
+            return to_completion(response, tool)
 
         return _deadline.call(call, self.timeout, self.name)
 
@@ -485,7 +488,7 @@ class LiteLLMBackend:
             try:
                 response = await litellm.acompletion(**arguments)
                 if arguments.get("stream"):
-                    reader = _Reader(tool)
+                    reader = Reader(tool)
                     async for chunk in response:
                         reader.add(chunk)
                     return reader.completion()
@@ -493,7 +496,7 @@ class LiteLLMBackend:
                 raise
             except Exception as exc:
                 raise map_error(exc) from exc
-            return _to_completion(response, tool)
+            return to_completion(response, tool)
 
         return await _deadline.acall(call, self.timeout, self.name)
 
@@ -510,7 +513,7 @@ class LiteLLMBackend:
             try:
                 response = litellm.completion(**arguments)
                 try:
-                    reader = _Reader(tool)
+                    reader = Reader(tool)
                     for event in response:
                         piece = reader.add(event)
                         if piece:
@@ -518,8 +521,8 @@ class LiteLLMBackend:
                 finally:
                     response.close()
                 streamed = reader.completion()
-                if _nothing(streamed):  # the server ignored "stream" (see _unstreamed)
-                    streamed = _to_completion(litellm.completion(**_unstreamed(arguments)), tool)
+                if nothing_streamed(streamed):  # the server ignored "stream" (see unstreamed)
+                    streamed = to_completion(litellm.completion(**unstreamed(arguments)), tool)
                 yield streamed
             except JsonModeError:
                 raise
@@ -538,7 +541,7 @@ class LiteLLMBackend:
             try:
                 response = await litellm.acompletion(**arguments)
                 try:
-                    reader = _Reader(tool)
+                    reader = Reader(tool)
                     async for event in response:
                         piece = reader.add(event)
                         if piece:
@@ -546,9 +549,9 @@ class LiteLLMBackend:
                 finally:
                     await response.aclose()
                 streamed = reader.completion()
-                if _nothing(streamed):  # the server ignored "stream" (see _unstreamed)
-                    whole = await litellm.acompletion(**_unstreamed(arguments))
-                    streamed = _to_completion(whole, tool)
+                if nothing_streamed(streamed):  # the server ignored "stream" (see unstreamed)
+                    whole = await litellm.acompletion(**unstreamed(arguments))
+                    streamed = to_completion(whole, tool)
                 yield streamed
             except JsonModeError:
                 raise
@@ -556,184 +559,3 @@ class LiteLLMBackend:
                 raise map_error(exc) from exc
 
         return _deadline.astream(chunks, self.timeout, self.name)
-
-
-class _Tool:
-    """The tool a native ``tools`` request forces: its name, and whether the value is
-    wrapped as its one property ``value``."""
-
-    __slots__ = ("name", "wrapped")
-
-    def __init__(self, name: str, wrapped: bool) -> None:
-        self.name = name
-        self.wrapped = wrapped
-
-    def text(self, calls: Sequence[tuple[str | None, str]], content: str) -> str:
-        """The reply's text: the arguments of the call named like the tool (else of the
-        first call), unwrapped; the content when there was no call."""
-        if not calls:
-            return content
-        arguments = next((args for name, args in calls if name == self.name), calls[0][1])
-        return self.unwrap(arguments)
-
-    def unwrap(self, arguments: str) -> str:
-        if not self.wrapped:
-            return arguments
-        unwrapper = _Unwrapper()
-        return unwrapper.feed(arguments) + unwrapper.finish()
-
-
-_WRAPPER_OPENING = '{"value":'
-_WRAPPER_OPENING_RE = re.compile(r'\s*\{\s*"value"\s*:\s*')
-_WRAPPER_CLOSING = "}\t\n\r "
-
-
-class _Unwrapper:
-    """``{"value": X}`` in, ``X`` out, piece by piece.
-
-    The opening is held until it is certain; a tail of closing braces and blanks is held
-    until more text comes (the last brace is the wrapper's). Text that does not open
-    like the wrapper passes through as it is (the façade then reports what is wrong).
-    """
-
-    def __init__(self) -> None:
-        self._head = ""
-        self._opened: bool | None = None
-        self._held = ""
-
-    def feed(self, piece: str) -> str:
-        if self._opened is None:
-            self._head += piece
-            squeezed = "".join(self._head.split())
-            if _WRAPPER_OPENING.startswith(squeezed):
-                return ""  # maybe the opening: wait for more
-            match = _WRAPPER_OPENING_RE.match(self._head)
-            self._opened = match is not None
-            piece = self._head[match.end() :] if match is not None else self._head
-            self._head = ""
-        if not self._opened:
-            return piece
-        text = self._held + piece
-        kept = len(text.rstrip(_WRAPPER_CLOSING))
-        self._held = text[kept:]
-        return text[:kept]
-
-    def finish(self) -> str:
-        """What is left at the end: the held tail without the wrapper's brace."""
-        if self._opened is None:
-            return self._head
-        held, self._held = self._held, ""
-        if not self._opened:
-            return held
-        brace = held.rfind("}")
-        return held if brace < 0 else held[:brace].rstrip()
-
-
-class _Reader:
-    """Reads a streamed reply's events: the pieces to show, then the whole Completion."""
-
-    def __init__(self, tool: _Tool | None) -> None:
-        self._tool = tool
-        self._content: list[str] = []
-        # tool calls by index: [name, argument pieces]
-        self._calls: dict[int, tuple[list[str | None], list[str]]] = {}
-        self._shown: int | None = None  # the index of the call whose arguments are shown
-        self._unwrapper = _Unwrapper()
-        self._finish_reason: str | None = None
-        self._usage: Usage | None = None
-        self._events = 0
-
-    def add(self, event: Any) -> str:
-        """Takes one ``chat.completion.chunk``; returns the text to show now ("" none)."""
-        self._events += 1
-        usage = _usage(getattr(event, "usage", None))
-        if usage is not None:
-            self._usage = usage
-        choices = getattr(event, "choices", None) or ()
-        if not choices:
-            return ""
-        choice = choices[0]
-        if getattr(choice, "finish_reason", None):
-            self._finish_reason = choice.finish_reason
-        delta = getattr(choice, "delta", None)
-        if delta is None:
-            return ""
-        shown = []
-        content = getattr(delta, "content", None)
-        if content:
-            self._content.append(content)
-            if self._tool is None:
-                shown.append(content)
-        for call in getattr(delta, "tool_calls", None) or ():
-            shown.append(self._add_call(call))
-        return "".join(shown)
-
-    def _add_call(self, call: Any) -> str:
-        index = getattr(call, "index", None)
-        index = index if isinstance(index, int) else len(self._calls)
-        name_holder, pieces = self._calls.setdefault(index, ([None], []))
-        function = getattr(call, "function", None)
-        name = getattr(function, "name", None)
-        if name:
-            name_holder[0] = name
-        arguments = getattr(function, "arguments", None) or ""
-        pieces.append(arguments)
-        tool = self._tool
-        if tool is None or not arguments:
-            return ""
-        if self._shown is None and name_holder[0] == tool.name:
-            self._shown = index
-        if self._shown != index:
-            return ""
-        return self._unwrapper.feed(arguments) if tool.wrapped else arguments
-
-    def completion(self) -> Completion:
-        if not self._events:
-            raise TransientBackendError("the stream ended without a single event")
-        content = "".join(self._content)
-        if self._tool is None:
-            text = content
-        else:
-            calls = [(holder[0], "".join(pieces)) for holder, pieces in self._calls.values()]
-            text = self._tool.text(calls, content)
-        return Completion(text, self._usage, truncated=self._finish_reason == "length")
-
-
-def _nothing(streamed: Completion) -> bool:
-    """A streamed reply with no text and no usage: no event came (litellm adds only its
-    own closing chunk). A server that does not stream sends a plain JSON body, which
-    the event-stream reader skips whole."""
-    return not streamed.text and streamed.usage is None
-
-
-def _unstreamed(arguments: dict[str, Any]) -> dict[str, Any]:
-    """The same request, not streamed: asked again when a streamed one brought nothing
-    (:func:`_nothing`). Costs a server that does not stream a second request (and a
-    streamed reply that was truly empty, without usage, one more); a server that
-    streams text never gets one."""
-    return {
-        key: value for key, value in arguments.items() if key not in ("stream", "stream_options")
-    }
-
-
-def _usage(usage: Any) -> Usage | None:
-    """Token counts the server reported (None when it did not)."""
-    if usage is None or getattr(usage, "prompt_tokens", None) is None:
-        return None
-    return Usage(int(usage.prompt_tokens or 0), int(usage.completion_tokens or 0))
-
-
-def _to_completion(response: Any, tool: _Tool | None) -> Completion:
-    try:
-        choice = response.choices[0]
-    except (AttributeError, IndexError, TypeError):
-        raise TransientBackendError("backend returned no choices") from None
-    text = getattr(choice.message, "content", None) or ""
-    if tool is not None:
-        calls = [
-            (getattr(call.function, "name", None), getattr(call.function, "arguments", None) or "")
-            for call in getattr(choice.message, "tool_calls", None) or ()
-        ]
-        text = tool.text(calls, text)
-    usage = _usage(getattr(response, "usage", None))
-    return Completion(text, usage, truncated=choice.finish_reason == "length")
