@@ -27,6 +27,7 @@ def run(args: argparse.Namespace) -> int:
     if args.concurrency < 1:
         raise UsageError(f"--concurrency must be positive, not {args.concurrency}")
     spec = Schema.of(args.schema)
+    cli.print_schema_warnings(spec)
     lines = _lines(cli._read(args.input))
     entries: list[Any] = [None] * len(lines)
     prompts: list[Any] = []

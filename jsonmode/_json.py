@@ -45,6 +45,7 @@ __all__ = [
     "StrictJSONError",
     "UnrepresentableError",
     "check_value",
+    "decode_message",
     "dumps",
     "has_surrogate",
     "loads_strict",
@@ -269,6 +270,13 @@ def check_value(value: Any, source: str | None = None) -> Any:
         raise StrictJSONError("nesting is too deep") from None
 
 
+def decode_message(exc: json.JSONDecodeError) -> str:
+    """``json``'s message without its location, to be followed by " at <where>": some
+    of its messages end in "at" already ("Unterminated string starting at", "Invalid
+    control character at"), which would read "... at at line 1"."""
+    return exc.msg.removesuffix(" at")
+
+
 def loads_strict(text: str) -> Any:
     """Parse exactly one JSON document (surrounding whitespace allowed).
 
@@ -286,7 +294,8 @@ def loads_strict(text: str) -> Any:
             parse_float=read_float,
         )
     except json.JSONDecodeError as exc:
-        raise StrictJSONError(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        where = f"line {exc.lineno} column {exc.colno}"
+        raise StrictJSONError(f"{decode_message(exc)} at {where}") from None
     except RecursionError:
         raise StrictJSONError("nesting is too deep") from None
     if _may_hold_surrogate(text):

@@ -64,6 +64,11 @@ output lines say why, a backend failure included), 2 when nothing could run (bad
 schema or input file, a model folder that cannot be loaded, an output file that cannot
 be written); nothing is written then. Ctrl-C: 130.
 
+``validate``, ``repair``, ``generate`` and ``batch`` print each of the schema's
+:attr:`~jsonmode.Schema.warnings` once on stderr before any work, and carry on:
+``jsonmode: warning: /requried: unknown keyword 'requried' (did you mean 'required'?)``
+(a note, OpenAPI's ``nullable``, as ``jsonmode: note: ...``).
+
 ``validate`` and ``repair`` never import litellm, so they start fast. The servers
 (``metrics serve``, ``dashboard``, ``demo --metrics-port``) print their URL on the
 first line of stdout and run until Ctrl-C (exit status 0).
@@ -79,6 +84,7 @@ import os
 import pathlib
 import sys
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -89,6 +95,7 @@ from jsonmode.errors import (
     AttemptsExhaustedError,
     BackendError,
     JsonModeError,
+    JsonModeWarning,
     OutputError,
     SchemaError,
     UsageError,
@@ -107,6 +114,10 @@ EXIT_USAGE = 2
 EXIT_BACKEND = 3
 
 
+# (Schema.warnings: printed by print_schema_warnings)
+_SCHEMA_HELP = "JSON Schema file (unknown keywords are warned about on stderr)"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="jsonmode", description="Make any LLM return JSON that conforms to a schema."
@@ -119,7 +130,7 @@ def _parser() -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text, description=help_text)
         if grammars:
             target = sub.add_mutually_exclusive_group(required=True)
-            target.add_argument("--schema", type=pathlib.Path, help="JSON Schema file")
+            target.add_argument("--schema", type=pathlib.Path, help=_SCHEMA_HELP)
             target.add_argument(
                 "--grammar",
                 type=pathlib.Path,
@@ -132,7 +143,7 @@ def _parser() -> argparse.ArgumentParser:
                 help="a text matching this regular expression as a whole, instead of JSON",
             )
         else:
-            sub.add_argument("--schema", required=True, type=pathlib.Path, help="JSON Schema file")
+            sub.add_argument("--schema", required=True, type=pathlib.Path, help=_SCHEMA_HELP)
         sub.add_argument("--verbose", "-v", action="store_true", help="show every attempt/repair")
         sub.add_argument("--indent", type=int, default=None, help="pretty-print the output")
         return sub
@@ -161,7 +172,7 @@ def _parser() -> argparse.ArgumentParser:
         "line on stderr. Exit status 0 when every line conformed, "
         "1 when some did not, 2 for bad usage, schema or input file.",
     )
-    batch.add_argument("--schema", required=True, type=pathlib.Path, help="JSON Schema file")
+    batch.add_argument("--schema", required=True, type=pathlib.Path, help=_SCHEMA_HELP)
     batch.add_argument(
         "--input", required=True, metavar="IN.jsonl", help="{\"prompt\": ...} per line ('-': stdin)"
     )
@@ -464,6 +475,7 @@ def _generate(args: argparse.Namespace) -> int:
             result = jm.run_text(prompt, grammar)
     else:
         spec = Schema.of(args.schema)
+        print_schema_warnings(spec)
         with _showing_retries(args.verbose):
             result = _streamed(jm, prompt, spec) if args.stream else jm.run(prompt, spec)
     if args.verbose:
@@ -549,12 +561,23 @@ def _check(args: argparse.Namespace) -> int:
         _write_text(text)
         return 0
     mode: Mode = "repair" if args.command == "repair" else "strict"
-    parsed = parse(_read(args.input), Schema.of(args.schema), mode)
+    spec = Schema.of(args.schema)
+    print_schema_warnings(spec)
+    parsed = parse(_read(args.input), spec, mode)
     if args.verbose:
         for repair in parsed.repairs:
             print(f"repair: {repair}", file=sys.stderr)
     _emit(parsed.data, args.indent, sys.stdout)
     return 0
+
+
+def print_schema_warnings(spec: Schema) -> None:
+    """Each of the schema's :attr:`~jsonmode.Schema.warnings` as one line on stderr,
+    ``jsonmode: warning: /requried: unknown keyword 'requried' (did you mean
+    'required'?)`` (a note as ``jsonmode: note: ...``): once per run, before any work.
+    (The façade's own Python warnings are silenced by :func:`main`: these stand for them.)"""
+    for record in spec.warnings:
+        print(f"jsonmode: {record.severity}: {record}", file=sys.stderr)
 
 
 def _wait_for_interrupt() -> None:
@@ -671,6 +694,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     args = _parser().parse_args(argv)
     verbose = bool(getattr(args, "verbose", False))
+    with warnings.catch_warnings():
+        # (the schema's warnings are printed once, as this command's own lines)
+        warnings.simplefilter("ignore", JsonModeWarning)
+        return _dispatch(args, verbose)
+
+
+def _dispatch(args: argparse.Namespace, verbose: bool) -> int:
     try:
         if args.command == "generate":
             return _generate(args)

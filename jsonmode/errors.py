@@ -26,6 +26,10 @@ attempt made so far, so nothing the model produced is lost.
 The split keeps four failures apart that callers handle differently: a bad
 schema (fix your code), bad model output (retry with feedback), a transient
 backend failure (back off and retry the same request) and misuse.
+
+Beside the tree, one Python warning category: :class:`JsonModeWarning` (a
+``UserWarning``), for what is legal but probably a mistake (a misspelt schema
+keyword); filter it with ``warnings.filterwarnings("ignore", category=JsonModeWarning)``.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 if TYPE_CHECKING:
     from jsonmode.repair.report import Repair
     from jsonmode.result import Attempt
+    from jsonmode.schema.spelling import SchemaWarning
     from jsonmode.schema.validation import Issue
 
 __all__ = [
@@ -45,6 +50,7 @@ __all__ = [
     "InvalidGrammarError",
     "InvalidSchemaError",
     "JsonModeError",
+    "JsonModeWarning",
     "OutputError",
     "OutputParseError",
     "OutputTruncatedError",
@@ -232,3 +238,14 @@ class TransientBackendError(BackendError):
 
 class PermanentBackendError(BackendError):
     """A failure that the same request will always meet: bad request, auth, unknown model."""
+
+
+class JsonModeWarning(UserWarning):
+    """Legal, but probably not what was meant: emitted by :class:`~jsonmode.JsonMode`
+    once per schema and instance for each of the schema's
+    :attr:`~jsonmode.Schema.warnings` (an unknown keyword such as ``"requried"``, which
+    JSON Schema ignores). The record is on the warning: ``warning.record``."""
+
+    def __init__(self, message: str, record: SchemaWarning | None = None) -> None:
+        super().__init__(message)
+        self.record = record

@@ -19,7 +19,11 @@ backend's reply, so the same logic serves the sync and the async driver.
 from __future__ import annotations
 
 import asyncio
+import sys
+import threading
 import time
+import warnings
+import weakref
 from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -34,6 +38,7 @@ from jsonmode.errors import (
     AttemptsExhaustedError,
     BackendError,
     JsonModeError,
+    JsonModeWarning,
     OutputError,
     OutputParseError,
     OutputTruncatedError,
@@ -65,6 +70,9 @@ class _Reply:
 
     ``verdict``: the output was already judged non-conforming while it streamed (an
     item of a streamed list failed its schema); the session records it as is.
+    ``repairable``: for such a verdict, whether repair mode would have read the output
+    as valid, when the driver knows better than the judge (a streamed list that departs
+    from the items already delivered fails in repair mode too); None: the judge says.
     """
 
     completion: Completion | None
@@ -72,6 +80,7 @@ class _Reply:
     latency_s: float
     transport_retries: int
     verdict: OutputError | None = None
+    repairable: bool | None = None
 
 
 _Session = Generator[Request, "_Reply", "Result[Any]"]
@@ -119,6 +128,11 @@ class JsonMode:
 
     A ``JsonMode`` holds no per-request state: one instance may serve many threads
     and tasks at once (if its backend can).
+
+    Schema warnings: the first request with a schema emits a
+    :class:`~jsonmode.JsonModeWarning` for each of its :attr:`Schema.warnings
+    <jsonmode.Schema.warnings>` (an unknown keyword, "did you mean 'required'?"),
+    once per schema and instance, whichever verb; notes are not emitted.
     """
 
     def __init__(
@@ -155,6 +169,8 @@ class JsonMode:
                     "drop native=",
                 )
         self.max_attempts = max_attempts
+        self._warned: weakref.WeakSet[Schema] = weakref.WeakSet()  # (see _warn_about)
+        self._warned_lock = threading.Lock()
         self.backend: Backend = resolve(backend, **backend_options)
         self.transport = transport or TransportPolicy()
         if tier == "native" and self.backend.native_schema is False:
@@ -341,6 +357,14 @@ class JsonMode:
         instead of the final event. A backend that cannot stream yields no partials.
         Arguments as for :meth:`run`. Closing the iterator early closes the backend's
         stream. See :mod:`jsonmode.streaming` for costs.
+
+        A grammar in place of ``schema`` (what :meth:`run_text` takes: a compiled
+        grammar, or GBNF text; a string is JSON Schema text only when it starts with
+        ``{`` or is ``true``/``false``) streams a text: each partial's ``.value`` is the
+        reply's text so far (taken back only by a ``retry`` event, as for JSON; in
+        repair mode the final text may lack the surrounding whitespace or code fence
+        the partials showed), and the final event holds :meth:`run_text`'s Result.
+        ``examples`` are then (prompt, text) pairs; ``context`` must be None.
         """
         from jsonmode import streaming
 
@@ -513,6 +537,23 @@ class JsonMode:
 
     # -- validation attempts -------------------------------------------------------
 
+    def _warn_about(self, spec: Schema) -> None:
+        """Emit ``spec``'s warnings (severity ``"warning"``) as
+        :class:`~jsonmode.JsonModeWarning`, pointing at the caller's code, unless this
+        instance already did for this schema object (a weak set: schemas are cached by
+        :meth:`Schema.of`, so a request with the same schema is the same object).
+        Thread-safe; costs a set lookup after the first time."""
+        records = [record for record in spec.warnings if record.severity == "warning"]
+        if not records:
+            return
+        with self._warned_lock:
+            if spec in self._warned:
+                return
+            self._warned.add(spec)
+        level = _outside_jsonmode()
+        for record in records:
+            warnings.warn(JsonModeWarning(str(record), record), stacklevel=level)
+
     def _session(
         self,
         prompt: Prompt,
@@ -521,14 +562,18 @@ class JsonMode:
         schema_name: str | None,
         context: Any = None,
         trace: _Trace | None = None,
+        warn: bool = True,
     ) -> _Session:
         """The attempts of one request for a JSON value under ``schema``: yields each
         Request, receives its _Reply, returns the Result or raises. The backend is
         prepared before the clock starts (a no-op when the async driver already did it
-        off the loop)."""
+        off the loop). ``warn``: emit the schema's warnings (see :meth:`_warn_about`)."""
         self.prepare()
         started = time.perf_counter()
-        judge = _SchemaJudge(Schema.of(schema), self.mode, context)
+        spec = Schema.of(schema)
+        if warn:
+            self._warn_about(spec)
+        judge = _SchemaJudge(spec, self.mode, context)
         return (yield from self._attempts(prompt, judge, examples, schema_name, started, trace))
 
     def _text_session(
@@ -537,12 +582,13 @@ class JsonMode:
         grammar: object,
         examples: Sequence[tuple[str, str]],
         schema_name: str | None,
+        trace: _Trace | None = None,
     ) -> _Session:
         """:meth:`_session` for a text under ``grammar``."""
         self.prepare()
         started = time.perf_counter()
         judge = GrammarJudge(as_grammar(grammar), self.mode)
-        return (yield from self._attempts(prompt, judge, examples, schema_name, started, None))
+        return (yield from self._attempts(prompt, judge, examples, schema_name, started, trace))
 
     def _attempts(
         self,
@@ -600,7 +646,9 @@ class JsonMode:
         if events.listeners:
             _request_finished(report, attempts, ok=False)
         last = attempts[-1]
-        repairable = self.mode == "strict" and judge.repairable(last)
+        repairable = self.mode == "strict" and (
+            judge.repairable(last) if reply.repairable is None else reply.repairable
+        )
         error = AttemptsExhaustedError(
             f"no {judge.wanted} after {len(attempts)} attempt(s); last: "
             f"{last.outcome}: {last.error}",
@@ -728,6 +776,16 @@ def _repair_would_pass(attempt: Attempt, spec: Schema, context: Any) -> bool:
     except OutputError:
         return False
     return True
+
+
+def _outside_jsonmode() -> int:
+    """The ``stacklevel`` of the innermost caller outside jsonmode (for warnings)."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("jsonmode"):
+        frame = frame.f_back
+        level += 1
+    return level
 
 
 def _retries(controller: Any) -> int:

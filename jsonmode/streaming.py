@@ -18,7 +18,9 @@ A partial value is what the finished document will hold so far (see
 model's partial twin (:mod:`jsonmode.repair.typed_partial`). In the constrained tier
 each partial is read from tokens the decoder allowed, so no later token takes it back
 (short of a re-ask, which a ``retry`` event announces). On failure, the error ``run``
-would raise is raised in place of the final event.
+would raise is raised in place of the final event. Given a grammar instead of a schema
+(as ``run_text`` takes it), each partial value is the reply's text so far, and the final
+event holds ``run_text``'s Result.
 
 ``stream_items`` asks for a list and yields each item as soon as it is complete and
 valid on its own (``Schema.check`` of the item schema, pydantic validators included).
@@ -66,7 +68,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from jsonmode import events
 from jsonmode.backends.base import Completion, Request, StreamingBackend
-from jsonmode.errors import BackendError, SchemaViolationError
+from jsonmode.errors import BackendError, SchemaViolationError, UsageError
 from jsonmode.repair.partial import (
     MAX_PARTIAL_CHARS,
     ReadCadence,
@@ -76,7 +78,9 @@ from jsonmode.repair.partial import (
 from jsonmode.repair.typed_partial import typed_partial
 from jsonmode.result import Attempt, Result
 from jsonmode.schema.core import Schema
+from jsonmode.schema.pointer import array_of
 from jsonmode.schema.validation import Issue
+from jsonmode.texts import as_grammar, is_grammar
 
 if TYPE_CHECKING:
     from jsonmode.facade import JsonMode, Prompt, _Reply, _Trace
@@ -165,9 +169,13 @@ class _Items:
         self.context = context
         self.delivered: list[Any] = []  # JSON data of the items yielded
         self.checked = 0  # items of the current attempt already looked at
+        # The current attempt departs from the items delivered: repair mode would fail
+        # it the same way (it checks the items as written), so it is not repairable.
+        self.departed = False
 
     def restart(self) -> None:
         self.checked = 0
+        self.departed = False
 
     def check(self, text: str) -> tuple[list[_Item], SchemaViolationError | None]:
         """The newly complete valid items of ``text`` (now counted as delivered), and
@@ -201,6 +209,7 @@ class _Items:
         return new, None
 
     def _departed(self, text: str, index: int, data: Any) -> SchemaViolationError:
+        self.departed = True
         shown = json.dumps(self.delivered[index], ensure_ascii=False)
         issue = Issue(
             f"$[{index}]",
@@ -248,12 +257,14 @@ class _Reader:
         shape: Callable[[Any], Any] | None,
         growing: bool,
         items: _Items | None,
+        raw: bool = False,
     ) -> None:
         self.attempt = attempt
         self.started = started
         self.shape = shape
-        self.growing = growing
+        self.growing = growing or raw
         self.items = items
+        self.raw = raw  # the partial value is the text itself (a grammar's text)
         self.pieces: list[str] = []  # joined into one at each read (and by .text)
         self.size = 0  # characters received
         self.cadence = ReadCadence()
@@ -306,7 +317,7 @@ class _Reader:
                 raise verdict
         if self.shape is None:
             return
-        value = parse_partial(text, growing_strings=self.growing)
+        value = text if self.raw else parse_partial(text, growing_strings=self.growing)
         if value is not None and value != self.last:
             self.last = value
             elapsed = time.perf_counter() - self.started
@@ -333,6 +344,7 @@ class _Run:
     shape: Callable[[Any], Any] | None  # None: no partial values (stream_items)
     growing: bool
     items: _Items | None
+    raw: bool = False  # partial values are the reply's text (a grammar's)
     partials: int = 0
     first_partial_s: float | None = None
 
@@ -364,7 +376,13 @@ class _Run:
         )
 
     def reader(self, attempt: int) -> _Reader:
-        return _Reader(attempt, self.started, self.shape, self.growing, self.items)
+        return _Reader(attempt, self.started, self.shape, self.growing, self.items, self.raw)
+
+    def repairable(self) -> bool | None:
+        """What the reply of an attempt that failed as it streamed says about repair:
+        False when repair mode would fail it the same way (its items depart from
+        those delivered); None when the judge is to say (see ``_Reply.repairable``)."""
+        return False if self.items is not None and self.items.departed else None
 
 
 def _name(jm: JsonMode, schema_name: str | None) -> str | None:
@@ -382,10 +400,12 @@ def _reply(
     started: float,
     retries: int,
     verdict: SchemaViolationError | None = None,
+    repairable: bool | None = None,
 ) -> _Reply:
     from jsonmode.facade import _Reply
 
-    return _Reply(completion, error, time.perf_counter() - started, retries, verdict)
+    latency = time.perf_counter() - started
+    return _Reply(completion, error, latency, retries, verdict, repairable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -404,7 +424,7 @@ def _whole(run: _Run, reply: _Reply, attempt: int) -> Iterator[_Item | _Done]:
         _, found, verdict = reader.finish()
         yield from found
         if verdict is not None:
-            reply = replace(reply, verdict=verdict)
+            reply = replace(reply, verdict=verdict, repairable=run.repairable())
     yield _Done(reply)
 
 
@@ -444,7 +464,8 @@ def _streamed_call(
                         raise verdict
                 except SchemaViolationError as verdict:
                     completion = Completion(reader.text)
-                    yield _Done(_reply(completion, None, started, calls - 1, verdict))
+                    repairable = run.repairable()
+                    yield _Done(_reply(completion, None, started, calls - 1, verdict, repairable))
                     return
                 except GeneratorExit:
                     closed = True
@@ -498,7 +519,8 @@ async def _astreamed_call(
                         raise verdict
                 except SchemaViolationError as verdict:
                     completion = Completion(reader.text)
-                    yield _Done(_reply(completion, None, started, calls - 1, verdict))
+                    repairable = run.repairable()
+                    yield _Done(_reply(completion, None, started, calls - 1, verdict, repairable))
                     return
                 except GeneratorExit:
                     closed = True
@@ -551,10 +573,10 @@ def stream(
     partial_strings: bool,
 ) -> Iterator[StreamEvent]:
     """JsonMode.stream's body (see the module docstring)."""
+    start, raw = _start(jm, prompt, schema, examples, schema_name, context)
     jm.prepare()  # before the clock starts
-    name = _name(jm, schema_name)
-    run = _Run(jm, time.perf_counter(), name, _shape_for(schema), partial_strings, None)
-    with closing(_events(run, prompt, schema, examples, schema_name, context)) as all_:
+    run = _streamed_run(jm, schema, schema_name, partial_strings, raw)
+    with closing(_events(run, start)) as all_:
         for event in all_:
             if not isinstance(event, _Item):
                 yield event
@@ -570,13 +592,25 @@ async def astream(
     partial_strings: bool,
 ) -> AsyncIterator[StreamEvent]:
     """JsonMode.astream's body."""
+    start, raw = _start(jm, prompt, schema, examples, schema_name, context)
     await jm.aprepare()
-    name = _name(jm, schema_name)
-    run = _Run(jm, time.perf_counter(), name, _shape_for(schema), partial_strings, None)
-    async with aclosing(_aevents(run, prompt, schema, examples, schema_name, context)) as all_:
+    run = _streamed_run(jm, schema, schema_name, partial_strings, raw)
+    async with aclosing(_aevents(run, start)) as all_:
         async for event in all_:
             if not isinstance(event, _Item):
                 yield event
+
+
+def _streamed_run(
+    jm: JsonMode, target: object, schema_name: str | None, partial_strings: bool, raw: bool
+) -> _Run:
+    name = _name(jm, schema_name)
+    shape = _same_text if raw else _shape_for(target)
+    return _Run(jm, time.perf_counter(), name, shape, partial_strings, None, raw)
+
+
+def _same_text(text: Any) -> Any:
+    return text
 
 
 def stream_items(
@@ -591,7 +625,8 @@ def stream_items(
     jm.prepare()  # before the clock starts
     run, whole = _items_run(jm, item_schema, schema_name, context)
     assert run.items is not None
-    with closing(_events(run, prompt, whole, examples, schema_name, context)) as all_:
+    start = _items_start(jm, prompt, whole, examples, schema_name, context)
+    with closing(_events(run, start)) as all_:
         for event in all_:
             if isinstance(event, _Item):
                 yield event.value
@@ -611,7 +646,8 @@ async def astream_items(
     await jm.aprepare()
     run, whole = _items_run(jm, item_schema, schema_name, context)
     assert run.items is not None
-    async with aclosing(_aevents(run, prompt, whole, examples, schema_name, context)) as all_:
+    start = _items_start(jm, prompt, whole, examples, schema_name, context)
+    async with aclosing(_aevents(run, start)) as all_:
         async for event in all_:
             if isinstance(event, _Item):
                 yield event.value
@@ -620,49 +656,33 @@ async def astream_items(
                     yield value
 
 
+def _items_start(
+    jm: JsonMode,
+    prompt: Prompt,
+    whole: object,
+    examples: Sequence[tuple[str, Any]],
+    schema_name: str | None,
+    context: Any,
+) -> _Start:
+    """The session of ``stream_items``: for the list ``whole``, its warnings already
+    emitted for the item schema (see :func:`_items_run`)."""
+    return lambda trace: jm._session(
+        prompt, whole, examples, schema_name, context, trace, warn=False
+    )
+
+
 def _items_run(
     jm: JsonMode, item_schema: object, schema_name: str | None, context: Any
 ) -> tuple[_Run, object]:
     item_spec = Schema.of(item_schema)
+    jm._warn_about(item_spec)  # (the item schema's, as the caller wrote it)
     items = _Items(item_spec, jm.mode, context)
     run = _Run(jm, time.perf_counter(), _name(jm, schema_name), None, False, items)
     if isinstance(item_schema, type) or item_spec.is_typed:
         whole: object = list[item_schema]  # type: ignore[valid-type]
     else:
-        whole = _array_of(item_spec.json_schema)
+        whole = array_of(item_spec.json_schema)
     return run, whole
-
-
-_VALUES = frozenset({"enum", "const", "examples", "default"})
-
-
-def _array_of(item: dict[str, Any] | bool) -> dict[str, Any]:
-    """An array of ``item``: its references (JSON pointers from its root, as
-    :class:`Schema` leaves them) rebased under ``/items``; its ``$schema`` moves to
-    the array and its root ``$id`` is dropped (the pointers no longer need it)."""
-    if isinstance(item, bool):
-        return {"type": "array", "items": item}
-    body = {key: value for key, value in item.items() if key not in ("$schema", "$id")}
-    whole: dict[str, Any] = {"type": "array", "items": _rebased(body)}
-    if "$schema" in item:
-        whole = {"$schema": item["$schema"], **whole}
-    return whole
-
-
-def _rebased(node: Any) -> Any:
-    if isinstance(node, list):
-        return [_rebased(child) for child in node]
-    if not isinstance(node, dict):
-        return node
-    out: dict[str, Any] = {}
-    for key, value in node.items():
-        if key in ("$ref", "$dynamicRef") and isinstance(value, str) and value.startswith("#"):
-            out[key] = "#/items" + value[1:] if value[1:2] in ("", "/") else value
-        elif key in _VALUES:
-            out[key] = value
-        else:
-            out[key] = _rebased(value)
-    return out
 
 
 def _rest(result: Result[Any], items: _Items) -> Iterator[Any]:
@@ -674,24 +694,43 @@ def _rest(result: Result[Any], items: _Items) -> Iterator[Any]:
         yield values[index]
 
 
+# Starts one request's session (the façade's, for a schema or a grammar) reporting to
+# the trace it is given.
+_Start = Callable[["_Trace"], Generator[Request, "_Reply", Result[Any]]]
+
+
+def _start(
+    jm: JsonMode,
+    prompt: Prompt,
+    target: object,
+    examples: Sequence[tuple[str, Any]],
+    schema_name: str | None,
+    context: Any,
+) -> tuple[_Start, bool]:
+    """How to start the session for ``target`` (a schema, or a grammar as
+    ``JsonMode.run_text`` takes it: see :func:`jsonmode.texts.is_grammar`), and whether
+    it is a grammar (partial values are then the text)."""
+    if not is_grammar(target):
+        return (
+            lambda trace: jm._session(prompt, target, examples, schema_name, context, trace),
+            False,
+        )
+    if context is not None:
+        raise UsageError("context is for pydantic validators: a grammar has none")
+    grammar = as_grammar(target)
+    return lambda trace: jm._text_session(prompt, grammar, examples, schema_name, trace), True
+
+
 class _Steps:
     """One request's session as the streaming drivers walk it: the request to send,
     its attempt number, and what comes of each reply (a Retry, or the Final)."""
 
-    def __init__(
-        self,
-        run: _Run,
-        prompt: Prompt,
-        schema: object,
-        examples: Sequence[tuple[str, Any]],
-        schema_name: str | None,
-        context: Any,
-    ) -> None:
+    def __init__(self, run: _Run, start: _Start) -> None:
         from jsonmode.facade import _Trace
 
         self.run = run
         self.trace = _Trace()
-        self.session = run.jm._session(prompt, schema, examples, schema_name, context, self.trace)
+        self.session = start(self.trace)
         self.request = next(self.session)
         self.attempt = 1
 
@@ -712,15 +751,8 @@ class _Steps:
             self.run.finished(self.trace.tier, False)
 
 
-def _events(
-    run: _Run,
-    prompt: Prompt,
-    schema: object,
-    examples: Sequence[tuple[str, Any]],
-    schema_name: str | None,
-    context: Any,
-) -> Generator[StreamEvent | _Item, None, None]:
-    steps = _Steps(run, prompt, schema, examples, schema_name, context)
+def _events(run: _Run, start: _Start) -> Generator[StreamEvent | _Item, None, None]:
+    steps = _Steps(run, start)
     try:
         while True:
             reply: _Reply | None = None
@@ -742,15 +774,8 @@ def _events(
         steps.session.close()
 
 
-async def _aevents(
-    run: _Run,
-    prompt: Prompt,
-    schema: object,
-    examples: Sequence[tuple[str, Any]],
-    schema_name: str | None,
-    context: Any,
-) -> AsyncGenerator[StreamEvent | _Item, None]:
-    steps = _Steps(run, prompt, schema, examples, schema_name, context)
+async def _aevents(run: _Run, start: _Start) -> AsyncGenerator[StreamEvent | _Item, None]:
+    steps = _Steps(run, start)
     try:
         while True:
             reply: _Reply | None = None

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -57,7 +58,14 @@ from jsonmode.schema.validation import Issue
 if TYPE_CHECKING:
     from jsonmode.decoding.grammars import CompiledGrammar, Mismatch
 
-__all__ = ["TEXT_SCHEMA", "GrammarJudge", "Judge", "as_grammar", "mismatch_message"]
+__all__ = [
+    "TEXT_SCHEMA",
+    "GrammarJudge",
+    "Judge",
+    "as_grammar",
+    "is_grammar",
+    "mismatch_message",
+]
 
 #: The schema a grammar request carries (``Request.schema`` is required): "anything".
 #: Backends that honour ``Request.grammar`` never read it, and a grammar request is
@@ -116,6 +124,18 @@ def as_grammar(grammar: object) -> CompiledGrammar:
         hint="compile_grammar / compile_regex / compile_choice make one; "
         "for a JSON Schema use run() / generate()",
     )
+
+
+def is_grammar(target: object) -> bool:
+    """Whether ``target``, given where a schema or a grammar may go (``JsonMode.stream``),
+    is a grammar: a :class:`~jsonmode.CompiledGrammar`, or text that is not JSON Schema
+    text (which starts with ``{``, or is ``true``/``false``), taken as GBNF. Cheap: never
+    imports the decoder (no grammar exists before it is imported)."""
+    if isinstance(target, str):
+        stripped = target.strip()
+        return not stripped.startswith("{") and stripped not in ("true", "false")
+    module = sys.modules.get("jsonmode.decoding.grammars")
+    return module is not None and isinstance(target, module.CompiledGrammar)
 
 
 def mismatch_message(text: str, mismatch: Mismatch) -> str:

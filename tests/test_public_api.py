@@ -19,6 +19,7 @@ PUBLIC = {
     "Issue",
     "JsonMode",
     "JsonModeError",
+    "JsonModeWarning",  # the warning category of Schema.warnings (issue 38), to filter on
     "OutputError",
     "OutputParseError",
     "OutputTruncatedError",
@@ -76,6 +77,9 @@ def test_errors_form_one_tree():
 
     for name in errors.__all__:
         cls = getattr(errors, name)
+        if name == "JsonModeWarning":  # the one warning category, beside the tree
+            assert issubclass(cls, UserWarning)
+            continue
         assert issubclass(cls, jsonmode.JsonModeError), name
     assert jsonmode.TransientBackendError.retryable
     assert not jsonmode.PermanentBackendError.retryable

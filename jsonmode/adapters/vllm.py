@@ -67,13 +67,27 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import torch
-from vllm.exceptions import VLLMValidationError
-from vllm.v1.sample.logits_processor import (
-    BatchUpdate,
-    LogitsProcessor,
-    MoveDirectionality,
-)
+try:
+    import torch
+    from vllm.exceptions import VLLMValidationError
+    from vllm.v1.sample.logits_processor import (
+        BatchUpdate,
+        LogitsProcessor,
+        MoveDirectionality,
+    )
+except ModuleNotFoundError as _missing:
+    # Still a ModuleNotFoundError (an ImportError), so importlib users and vLLM's
+    # plugin loader see what they expect, but one that says what to do.
+    if (_missing.name or "").partition(".")[0] not in ("vllm", "torch"):
+        raise
+    raise ModuleNotFoundError(
+        f"jsonmode.adapters.vllm needs vLLM, and {_missing.name!r} cannot be imported: "
+        "it is a logits processor that runs inside vLLM's own environment (the engine or "
+        "its OpenAI-compatible server); install vLLM there (pip install vllm), or use "
+        "jsonmode.JsonMode('hosted_vllm/MODEL', api_base=...) to talk to a vLLM server "
+        "from elsewhere",
+        name=_missing.name,
+    ) from _missing
 
 from jsonmode import events
 from jsonmode.decoding.batch import BatchMasker

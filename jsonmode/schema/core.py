@@ -30,6 +30,7 @@ import pydantic
 import referencing.exceptions
 from jsonschema.protocols import Validator as _JsonschemaValidator
 
+from jsonmode._json import decode_message
 from jsonmode.errors import InvalidSchemaError, UnsupportedSchemaError, UsageError
 from jsonmode.schema.fastcheck import compile_check
 from jsonmode.schema.formats import FormatUndecided, bounded
@@ -37,6 +38,7 @@ from jsonmode.schema.formats import budget as format_budget
 from jsonmode.schema.linear import without_memo
 from jsonmode.schema.patterns import PatternUndecidedError
 from jsonmode.schema.refs import analyse
+from jsonmode.schema.spelling import SchemaWarning, unknown_keywords
 from jsonmode.schema.validation import (
     MAX_ISSUES,
     Issue,
@@ -226,7 +228,8 @@ class Schema:
                 raise InvalidSchemaError(f"{source} nests too deeply") from None
             except json.JSONDecodeError as exc:
                 where = f"line {exc.lineno}, column {exc.colno}"
-                raise InvalidSchemaError(f"{source} is not JSON: {exc.msg} at {where}") from None
+                problem = decode_message(exc)
+                raise InvalidSchemaError(f"{source} is not JSON: {problem} at {where}") from None
             except ValueError as exc:  # an integer too long to convert
                 raise InvalidSchemaError(f"{source} is not JSON: {exc}") from None
             if not isinstance(schema, (dict, bool)):
@@ -428,6 +431,23 @@ class Schema:
             elif isinstance(node, list):
                 stack.extend(v for v in node if isinstance(v, (dict, list)))
         return False
+
+    @functools.cached_property
+    def warnings(self) -> tuple[SchemaWarning, ...]:
+        """What in the schema is probably a mistake, though legal JSON Schema: for now
+        every keyword its draft does not know, which JSON Schema ignores (``"requried"``
+        requires nothing), with "did you mean 'required'?" when a keyword is close.
+        Each record has the keyword's JSON pointer (``location``), the ``keyword``, a
+        one-line ``message`` and a ``severity``. Empty for pydantic-generated schemas;
+        ``x-`` extensions and annotations (``title``, ``description``, ``examples``,
+        ``$comment`` ...) are known. See :mod:`jsonmode.schema.spelling` for what counts
+        as known and for the bounds (at most
+        :data:`~jsonmode.schema.spelling.MAX_WARNINGS` records, plus one counting the rest).
+
+        Cost: one pass over the schema's keys, on first use (then kept). Never raises.
+        """
+        cls = self._validator_class
+        return unknown_keywords(self.json_schema, str(cls.ID_OF(cls.META_SCHEMA)))
 
     @functools.cached_property
     def prompt_form(self) -> str:

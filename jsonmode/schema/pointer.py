@@ -1,11 +1,12 @@
-"""JSON Pointer (RFC 6901) resolution inside one schema document."""
+"""JSON Pointer (RFC 6901) resolution inside one schema document, and rebasing a
+document's pointers under another (:func:`array_of`)."""
 
 from __future__ import annotations
 
 import urllib.parse
 from typing import Any, Final
 
-__all__ = ["MISSING", "resolve_local_ref"]
+__all__ = ["MISSING", "array_of", "resolve_local_ref"]
 
 #: Returned when a pointer leads nowhere (``None`` is a valid JSON value).
 MISSING: Final = object()
@@ -28,3 +29,36 @@ def resolve_local_ref(root: Any, ref: str) -> Any:
         else:
             return MISSING
     return node
+
+
+_VALUES = frozenset({"enum", "const", "examples", "default"})
+
+
+def array_of(item: dict[str, Any] | bool) -> dict[str, Any]:
+    """An array of ``item``: its references (JSON pointers from its root, as
+    :class:`~jsonmode.schema.core.Schema` leaves them) rebased under ``/items``; its
+    ``$schema`` moves to the array and its root ``$id`` is dropped (the pointers no
+    longer need it)."""
+    if isinstance(item, bool):
+        return {"type": "array", "items": item}
+    body = {key: value for key, value in item.items() if key not in ("$schema", "$id")}
+    whole: dict[str, Any] = {"type": "array", "items": _rebased(body)}
+    if "$schema" in item:
+        whole = {"$schema": item["$schema"], **whole}
+    return whole
+
+
+def _rebased(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_rebased(child) for child in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in ("$ref", "$dynamicRef") and isinstance(value, str) and value.startswith("#"):
+            out[key] = "#/items" + value[1:] if value[1:2] in ("", "/") else value
+        elif key in _VALUES:
+            out[key] = value
+        else:
+            out[key] = _rebased(value)
+    return out

@@ -62,7 +62,14 @@ from jsonschema_specifications import REGISTRY as _METASCHEMAS
 from jsonmode.errors import InvalidSchemaError
 from jsonmode.schema.pointer import resolve_local_ref
 
-__all__ = ["REFUSING_REGISTRY", "References", "Resolved", "analyse", "resolve_references"]
+__all__ = [
+    "REFUSING_REGISTRY",
+    "References",
+    "Resolved",
+    "analyse",
+    "resolve_references",
+    "schema_positions",
+]
 
 
 def _refuse(uri: str) -> referencing.Resource[Any]:
@@ -509,6 +516,35 @@ def _at_schema_position(root: Any, parts: Parts, spec: _Spec) -> bool:
         else:
             return False
     return True
+
+
+def schema_positions(root: Any, dialect: str | None) -> Iterator[tuple[Parts, dict[str, Any], str]]:
+    """Every object subschema of ``root`` where the metaschema checks a schema (the
+    positions :func:`_subschemas` finds: never inside ``enum``, ``const``, ``default``
+    or an unknown keyword, and the names under ``properties``/``$defs`` are not
+    keywords), as (location, subschema, dialect name such as ``"draft2020-12"``),
+    following a nested ``$schema``; the root first, then depth-first in document order.
+
+    ``dialect``: the root's metaschema URI (``None``: Draft 2020-12). Lazy and
+    iterative: each node costs one pass over its keys, the caller may stop at any time.
+    A document that is a tree (any parsed JSON) yields each node once.
+    """
+    spec = referencing.jsonschema.specification_with(
+        dialect or "", default=referencing.jsonschema.DRAFT202012
+    )
+    stack: list[tuple[Any, Parts, _Spec]] = [(root, (), spec)]
+    while stack:
+        node, parts, spec = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        if parts and isinstance(node.get("$schema"), str):
+            spec = referencing.jsonschema.specification_with(node["$schema"], default=spec)
+        yield parts, node, spec.name
+        keywords = _KEYWORDS.get(spec.name, _KEYWORDS["draft2020-12"])
+        children = [
+            ((*parts, *relative), child) for relative, child, _ in _subschemas(node, keywords)
+        ]
+        stack.extend((child, where, spec) for where, child in reversed(children))
 
 
 def _at(root: Any, parts: Parts) -> Any:

@@ -1,0 +1,248 @@
+"""Keyword spelling: the keywords of a schema that its draft does not know.
+
+JSON Schema ignores a keyword it does not know, so ``"requried": ["name"]`` is a legal
+schema that requires nothing: every value then passes without a word. :func:`unknown_keywords`
+finds such keywords, with a "did you mean" when a keyword of the draft is close, for
+:attr:`jsonmode.Schema.warnings` (and through it the CLI's ``jsonmode: warning:`` lines
+and the façade's :class:`~jsonmode.errors.JsonModeWarning`).
+
+What counts as known, per draft (the root's ``$schema``, else Draft 2020-12; a nested
+``$schema`` switches): every keyword jsonschema's validator for that draft checks, every
+keyword its metaschema (and its vocabularies) describes (``title``, ``description``,
+``examples``, ``$comment``, ``$id`` ...), and the annotations every jsonmode consumer
+ignores (:data:`~jsonmode.schema.keywords.ANNOTATIONS`, OpenAPI's ``discriminator``
+among them). Never reported:
+
+- ``x-`` vendor extensions (``x-order``, ``x-go-type`` ...);
+- OpenAPI's annotations ``example``, ``xml`` and ``externalDocs`` (they say nothing
+  about the value), and ``"nullable": false``;
+- names under ``properties``, ``patternProperties``, ``$defs``/``definitions`` and
+  ``dependentSchemas``: those are names, not keywords. Only keyword positions are
+  walked (:func:`jsonmode.schema.refs.schema_positions`), never the inside of
+  ``enum``, ``const``, ``default``, ``examples`` or of an unknown keyword.
+
+OpenAPI's ``"nullable": true`` gets a note (severity ``"note"``), not a warning: JSON
+Schema ignores it, so null is *not* allowed there unless the type allows it. A
+pydantic-generated schema has no unknown keyword (short of ``json_schema_extra``).
+
+Bounded: one pass over the keys of each subschema; "did you mean" is computed only
+for the first :data:`MAX_WARNINGS` findings and only for keywords of at most
+:data:`MAX_SUGGESTED_LENGTH` characters; past :data:`MAX_WARNINGS`, one last record
+counts the rest. Pure functions; thread-safe.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import json
+import urllib.parse
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import jsonschema
+from jsonschema_specifications import REGISTRY as _METASCHEMAS
+
+from jsonmode.schema.keywords import ANNOTATIONS
+from jsonmode.schema.refs import schema_positions
+
+__all__ = ["MAX_SUGGESTED_LENGTH", "MAX_WARNINGS", "SchemaWarning", "unknown_keywords"]
+
+#: Findings listed at most; one more record then says how many were left out.
+MAX_WARNINGS = 20
+#: Longer unknown keywords get no "did you mean" (no keyword is this long).
+MAX_SUGGESTED_LENGTH = 64
+# Characters of a keyword or a location shown in a message.
+_SHOWN = 80
+
+Severity = Literal["warning", "note"]
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaWarning:
+    """One finding about a schema (a record, not a Python warning category: the façade
+    emits these as :class:`~jsonmode.errors.JsonModeWarning`).
+
+    Attributes:
+        location: the JSON pointer (RFC 6901) of the keyword in the schema document
+            (``/properties/name/requried``); ``""`` (the whole document) for the record
+            that counts the findings left out.
+        keyword: the keyword as written (``""`` for that counting record).
+        message: one line: ``unknown keyword 'requried' (did you mean 'required'?)``.
+        severity: ``"warning"``, or ``"note"`` for a finding that is probably meant
+            (OpenAPI's ``nullable``): the CLI prints it as ``jsonmode: note:``, and the
+            façade does not emit it.
+    """
+
+    location: str
+    keyword: str
+    message: str
+    severity: Severity = "warning"
+
+    def __str__(self) -> str:
+        if not self.location:
+            return self.message
+        return f"{_shown(self.location, middle=True)}: {self.message}"
+
+
+def unknown_keywords(schema: Any, dialect: str | None) -> tuple[SchemaWarning, ...]:
+    """Every keyword of ``schema`` its draft does not know (see the module docstring),
+    in document order, at most :data:`MAX_WARNINGS` of them plus one counting record.
+
+    ``dialect``: the root's metaschema URI (None: Draft 2020-12).
+    """
+    found: list[SchemaWarning] = []
+    more = 0
+    for parts, keyword, name in _unknown(schema, dialect):
+        if len(found) >= MAX_WARNINGS:
+            more += 1
+            continue
+        location = _pointer((*parts, keyword))
+        if keyword == "nullable":
+            found.append(SchemaWarning(location, keyword, _NULLABLE, "note"))
+            continue
+        found.append(SchemaWarning(location, keyword, _message(keyword, name)))
+    if more:
+        found.append(
+            SchemaWarning("", "", f"{more} more unknown keyword{'s' * (more != 1)} not listed")
+        )
+    return tuple(found)
+
+
+_NULLABLE = (
+    "'nullable' is OpenAPI's, not JSON Schema's: it is ignored, so null is allowed "
+    'here only if the type allows it ("type": [..., "null"])'
+)
+# OpenAPI's annotations (Schema Object): they say nothing about the value.
+_OPENAPI = frozenset({"example", "xml", "externalDocs"})
+
+
+def _unknown(schema: Any, dialect: str | None) -> Iterator[tuple[tuple[str | int, ...], str, str]]:
+    """(location of the subschema, unknown keyword, draft name), in document order."""
+    for parts, node, name in schema_positions(schema, dialect):
+        known = known_keywords(name)
+        for keyword in node:
+            if keyword in known or keyword.startswith("x-"):
+                continue
+            if keyword == "nullable" and node[keyword] is not True:
+                continue
+            yield parts, keyword, name
+
+
+def _message(keyword: str, draft: str) -> str:
+    shown = _shown(keyword)
+    other = _drafts_knowing(keyword)
+    if other:
+        return (
+            f"unknown keyword '{shown}' is ignored: it is a keyword of {_title(other[-1])}, "
+            f"not of {_title(draft)} (this schema's draft)"
+        )
+    suggestion = _suggestion(keyword, draft)
+    if suggestion is None:
+        return f"unknown keyword '{shown}' is ignored"
+    return f"unknown keyword '{shown}' (did you mean '{suggestion}'?)"
+
+
+def _suggestion(keyword: str, draft: str) -> str | None:
+    """The known keyword of ``draft`` closest to ``keyword`` (case aside), if close."""
+    if len(keyword) > MAX_SUGGESTED_LENGTH:
+        return None
+    by_lower = _lowered(draft)
+    lower = keyword.lower()
+    close = difflib.get_close_matches(lower, by_lower, n=1, cutoff=0.8)
+    if close:
+        return by_lower[close[0]]
+    if len(lower) >= 4:  # (one slip in a short word is below difflib's cutoff: "tyep")
+        for known, spelt in by_lower.items():
+            if len(known) >= 4 and _one_slip(lower, known):
+                return spelt
+    return None
+
+
+def _one_slip(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` differ by exactly one typing slip: a character added,
+    dropped or replaced, or two neighbours swapped. Linear time."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    start = 0
+    while start < min(len(a), len(b)) and a[start] == b[start]:
+        start += 1
+    if len(a) == len(b):
+        swapped = a[start + 1 : start + 2] + a[start : start + 1]
+        return a[start + 1 :] == b[start + 1 :] or (
+            swapped == b[start : start + 2] and a[start + 2 :] == b[start + 2 :]
+        )
+    shorter, longer = (a, b) if len(a) < len(b) else (b, a)
+    return shorter[start:] == longer[start + 1 :]
+
+
+@functools.cache
+def _lowered(draft: str) -> dict[str, str]:
+    """The draft's keywords that a schema author writes, by their lower-case spelling."""
+    return {keyword.lower(): keyword for keyword in sorted(known_keywords(draft))}
+
+
+def _drafts_knowing(keyword: str) -> list[str]:
+    return [draft for draft in _VALIDATORS if keyword in known_keywords(draft)]
+
+
+def _title(draft: str) -> str:
+    """``draft2020-12`` → ``Draft 2020-12``, ``draft-07`` → ``Draft 7``."""
+    number = draft.removeprefix("draft").lstrip("-").lstrip("0")
+    return f"Draft {number}"
+
+
+_VALIDATORS: dict[str, type[Any]] = {
+    "draft-03": jsonschema.Draft3Validator,
+    "draft-04": jsonschema.Draft4Validator,
+    "draft-06": jsonschema.Draft6Validator,
+    "draft-07": jsonschema.Draft7Validator,
+    "draft2019-09": jsonschema.Draft201909Validator,
+    "draft2020-12": jsonschema.Draft202012Validator,
+}
+
+
+@functools.cache
+def known_keywords(draft: str) -> frozenset[str]:
+    """The keywords of ``draft`` (a name as :func:`~jsonmode.schema.refs.schema_positions`
+    gives it; an unknown name: Draft 2020-12's), annotations included (see the module
+    docstring). Computed once per draft."""
+    cls = _VALIDATORS.get(draft, jsonschema.Draft202012Validator)
+    described: set[str] = set()
+    pending = [str(cls.ID_OF(cls.META_SCHEMA))]
+    seen: set[str] = set()
+    while pending:
+        uri = pending.pop().rstrip("#")
+        if uri in seen:
+            continue
+        seen.add(uri)
+        try:
+            metaschema = _METASCHEMAS.contents(uri)
+        except LookupError:  # pragma: no cover - jsonschema ships every vocabulary
+            continue
+        if not isinstance(metaschema, dict):  # pragma: no cover
+            continue
+        described.update(metaschema.get("properties", {}))
+        for part in metaschema.get("allOf", ()):
+            ref = part.get("$ref") if isinstance(part, dict) else None
+            if isinstance(ref, str):
+                pending.append(urllib.parse.urljoin(uri, ref))
+    return frozenset(cls.VALIDATORS) | described | ANNOTATIONS | _OPENAPI
+
+
+def _pointer(parts: tuple[str | int, ...]) -> str:
+    """RFC 6901: ``("properties", "a/b")`` → ``/properties/a~1b``."""
+    return "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in parts)
+
+
+def _shown(text: str, *, middle: bool = False) -> str:
+    """``text`` on one line (control characters escaped as JSON escapes them), at most
+    about :data:`_SHOWN` characters (cut in the middle for a location, else at the end)."""
+    escaped = json.dumps(text, ensure_ascii=False)[1:-1].replace('\\"', '"')
+    if len(escaped) <= _SHOWN:
+        return escaped
+    if middle:
+        half = _SHOWN // 2
+        return escaped[:half] + "…" + escaped[-half:]
+    return escaped[:_SHOWN] + "…"
