@@ -73,7 +73,8 @@ class BatchSummary:
         retried: valid on a later attempt.
         failed: prompts whose entry is an error.
         usage: tokens of every attempt, failed ones included (when reported).
-        duration_s: wall time of the whole batch.
+        duration_s: wall time of the whole batch, from its first request to its last
+            entry (the backend's one-time set-up, ``JsonMode.prepare``, not included).
     """
 
     total: int
@@ -303,10 +304,10 @@ def run_map(
     jm: JsonMode, prompts: Iterable[Prompt], schema: object, options: Options
 ) -> BatchResults:
     """JsonMode.map's body (see the module docstring)."""
-    started = time.perf_counter()
     items = list(prompts)
     _check_once(schema, options.examples, options.schema_name)
     jm.prepare()
+    started = time.perf_counter()  # after prepare: no duration includes importing litellm
     finish = _Finish(len(items), options)
     try:
         if jm.tier == "constrained" and callable(getattr(jm.backend, "complete_batch", None)):
@@ -384,10 +385,10 @@ async def run_amap(
     jm: JsonMode, prompts: Iterable[Prompt], schema: object, options: Options
 ) -> BatchResults:
     """JsonMode.amap's body (see the module docstring)."""
-    started = time.perf_counter()
     items = list(prompts)
     _check_once(schema, options.examples, options.schema_name)
     await jm.aprepare()
+    started = time.perf_counter()
     gated = Gate().awrap(jm.backend.acomplete)
     limit = asyncio.Semaphore(options.concurrency)
     finish = _Finish(len(items), options)

@@ -18,11 +18,19 @@ holding a transformers model and its tokenizer (``config.json``, weights, tokeni
 files): that one is decoded here, in the constrained tier (``--tier constrained``);
 it needs the ``local`` extra (torch, transformers) and is never downloaded.
 
+``--timeout S`` bounds one backend call, the whole reply included (default
+``deadline.DEFAULT_TIMEOUT``, 120 s, as in the library); ``--max-retry-wait S`` stops the
+transport retries S seconds after the first call (``TransportPolicy.max_delay``, default
+60). An API model's litellm is imported in a background thread from the start (it takes
+seconds); on a terminal ``generate`` says so when it is still loading after a second.
+
 The JSON value goes to stdout. ``--verbose`` shows on stderr each transport retry as
 it happens (``transport: call 1 failed (...); retrying in 0.50 s``) and then every
-attempt with the backend calls it took. On failure: one line on stderr
-(``jsonmode: error: Type: message``), a ``jsonmode: hint: ...`` line when there is
-something to do about it, every attempt with ``--verbose``, and a non-zero exit status:
+attempt with the backend calls it took. A backend that never answered is named with
+its reason (``cannot connect to 127.0.0.1:8000 (connection refused)``). On failure: one
+line on stderr (``jsonmode: error: Type: message``), a ``jsonmode: hint: ...`` line when
+there is something to do about it (in this command's options), every attempt with
+``--verbose``, and a non-zero exit status:
 
     1  the output does not conform (after every attempt)
     2  bad usage, bad schema, unreadable input
@@ -78,8 +86,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import functools
 import json
+import math
 import os
 import pathlib
 import sys
@@ -91,6 +101,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from jsonmode import events
 from jsonmode._json import dumps, has_surrogate
 from jsonmode._text import clip
+from jsonmode.backends.deadline import DEFAULT_TIMEOUT
 from jsonmode.errors import (
     AttemptsExhaustedError,
     BackendError,
@@ -101,6 +112,7 @@ from jsonmode.errors import (
     UsageError,
 )
 from jsonmode.reading import MODES, Mode, parse
+from jsonmode.retry import TransportPolicy
 from jsonmode.schema.core import Schema
 
 if TYPE_CHECKING:
@@ -112,6 +124,8 @@ __all__ = ["main"]
 EXIT_NONCONFORMING = 1
 EXIT_USAGE = 2
 EXIT_BACKEND = 3
+
+_DEFAULT_POLICY = TransportPolicy()
 
 
 # (Schema.warnings: printed by print_schema_warnings)
@@ -289,8 +303,19 @@ def _model_options(sub: argparse.ArgumentParser) -> None:
         "--timeout",
         type=float,
         default=None,
-        help="seconds one backend call may take, the whole reply included (default 60 for "
-        "an API model; none for a local model, whose length --max-tokens bounds)",
+        metavar="S",
+        help="seconds one backend call may take, the whole reply included (default "
+        f"{DEFAULT_TIMEOUT:g} for an API model; none for a local model, whose length "
+        "--max-tokens bounds)",
+    )
+    sub.add_argument(
+        "--max-retry-wait",
+        type=float,
+        default=None,
+        metavar="S",
+        help="stop retrying a failed call (rate limit, 5xx, timeout, no connection) once S "
+        f"seconds have passed since the first; a server asking to wait longer is not waited "
+        f"for (default {_DEFAULT_POLICY.max_delay:g})",
     )
     sub.add_argument(
         "--max-tokens",
@@ -365,6 +390,7 @@ def _jsonmode(args: argparse.Namespace) -> JsonMode:
         raise UsageError("no model given", hint="pass --model or set JSONMODE_MODEL")
     if args.max_tokens is not None and args.max_tokens < 1:
         raise UsageError(f"--max-tokens must be positive, not {args.max_tokens}")
+    policy = _transport(args)
     if os.path.isdir(args.model):
         if args.api_base or args.api_key or args.native:
             raise UsageError(
@@ -379,14 +405,22 @@ def _jsonmode(args: argparse.Namespace) -> JsonMode:
             local.update(do_sample=True, temperature=args.temperature)
         model, tokenizer = _local_model(args.model)
         return JsonMode(
-            model, args.mode, args.max_attempts, tier=args.tier, tokenizer=tokenizer, **local
+            model,
+            args.mode,
+            args.max_attempts,
+            tier=args.tier,
+            tokenizer=tokenizer,
+            transport=policy,
+            **local,
         )
     if args.tier == "constrained":
         raise UsageError(
             f"--tier constrained needs a local model, and {args.model!r} is not a folder",
             hint="pass --model DIR, a folder holding a transformers model and its tokenizer",
         )
-    options: dict[str, Any] = {"timeout": 60.0 if args.timeout is None else args.timeout}
+    options: dict[str, Any] = {}
+    if args.timeout is not None:  # else the backend's default, deadline.DEFAULT_TIMEOUT
+        options["timeout"] = args.timeout
     if args.api_base:
         options["api_base"] = args.api_base
     if args.api_key:
@@ -400,7 +434,19 @@ def _jsonmode(args: argparse.Namespace) -> JsonMode:
         options["max_tokens"] = args.max_tokens
     if args.native is not None:
         options["native"] = args.native
-    return JsonMode(args.model, args.mode, args.max_attempts, tier=args.tier, **options)
+    return JsonMode(
+        args.model, args.mode, args.max_attempts, tier=args.tier, transport=policy, **options
+    )
+
+
+def _transport(args: argparse.Namespace) -> TransportPolicy:
+    """The transport policy ``--max-retry-wait`` asks for (the default one without it)."""
+    wait = args.max_retry_wait
+    if wait is None:
+        return _DEFAULT_POLICY
+    if not (math.isfinite(wait) and wait >= 0):
+        raise UsageError(f"--max-retry-wait must be a number of seconds >= 0, not {wait:g}")
+    return dataclasses.replace(_DEFAULT_POLICY, max_delay=wait)
 
 
 @contextlib.contextmanager
@@ -602,7 +648,9 @@ def _metrics(args: argparse.Namespace) -> int:
         )
     import jsonmode.metrics
 
-    with _bound(lambda: jsonmode.metrics.serve(args.port, addr=args.addr)) as exporter:
+    with _bound(
+        lambda: jsonmode.metrics.serve(args.port, addr=args.addr), args.addr, args.port
+    ) as exporter:
         print(f"serving {exporter.url} (Ctrl-C to stop)", flush=True)
         _wait_for_interrupt()
     return 0
@@ -612,19 +660,23 @@ def _dashboard(args: argparse.Namespace) -> int:
     from jsonmode.metrics.dashboard import serve_dashboard
 
     with _bound(
-        lambda: serve_dashboard(args.metrics_url, args.port, args.addr, interval=args.interval)
+        lambda: serve_dashboard(args.metrics_url, args.port, args.addr, interval=args.interval),
+        args.addr,
+        args.port,
     ) as dashboard:
         print(f"dashboard on {dashboard.url} (Ctrl-C to stop)", flush=True)
         _wait_for_interrupt()
     return 0
 
 
-def _bound(start: Any) -> Any:
-    """Start a server, turning a port that cannot be bound into a usage error."""
+def _bound(start: Any, addr: str, port: int) -> Any:
+    """Start a server on ``addr:port``, turning a port that cannot be bound into a usage
+    error that names it."""
     try:
         return start()
     except OSError as exc:
-        raise UsageError(f"cannot listen: {exc.strerror or exc}") from None
+        where = f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
+        raise UsageError(f"cannot listen on {where}: {exc.strerror or exc}") from None
 
 
 def _report(error: JsonModeError, verbose: bool) -> None:
@@ -649,7 +701,10 @@ def _one_line(error: JsonModeError) -> str:
     """``Type: message`` on one line, each type named once."""
     from jsonmode.retry import describe_failure
 
-    return describe_failure(error)
+    line = describe_failure(error)
+    for python, cli in _CLI_MESSAGE_SPELLING:
+        line = line.replace(python, cli)
+    return line
 
 
 def _message(error: JsonModeError) -> str:
@@ -658,8 +713,21 @@ def _message(error: JsonModeError) -> str:
     return line.removeprefix(type(error).__name__).removeprefix(": ")
 
 
-# Python-API spellings in the hints of the layers below, as this command spells them.
-_CLI_SPELLING = (("raise timeout=", "raise --timeout"), ("raise max_tokens", "raise --max-tokens"))
+# Python-API spellings in the hints of the layers below, as this command spells them
+# (what the command cannot set is left out).
+_CLI_SPELLING = (
+    ("raise timeout=", "raise --timeout"),
+    ("raise max_tokens", "raise --max-tokens"),
+    ("lower max_new_tokens", "lower --max-tokens"),
+    ("raise TransportPolicy(max_delay=...)", "raise --max-retry-wait"),
+    ("raise the budget in the compile options, or simplify", "simplify"),
+    (
+        "; raise max_states to enforce it while decoding, at the cost of compile time and memory",
+        "",
+    ),
+)
+# ... and in the messages.
+_CLI_MESSAGE_SPELLING = (("the transport policy's max_delay", "--max-retry-wait"),)
 
 
 def _cli_hint(error: JsonModeError) -> str | None:
@@ -702,6 +770,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _dispatch(args: argparse.Namespace, verbose: bool) -> int:
     try:
+        if args.command in ("generate", "batch"):
+            from jsonmode._cli_startup import import_litellm_early
+
+            import_litellm_early(args.model, note=args.command == "generate")
         if args.command == "generate":
             return _generate(args)
         if args.command == "batch":

@@ -2,6 +2,8 @@
 and Retry-After."""
 
 import asyncio
+import socket
+import ssl
 import threading
 import time
 from datetime import datetime, timedelta, timezone
@@ -165,6 +167,140 @@ def test_litellm_errors_map_to_transient_or_permanent():
         mapped = map_error(exc)
         assert isinstance(mapped, TransientBackendError) is transient, type(exc).__name__
         assert mapped.retryable is transient
+
+
+# -- connection failures (issue 38): what happened and where, not "HTTP 500" -------------------
+
+
+def _wrapped(cause, url="http://127.0.0.1:8000/v1/chat/completions", connect=True):
+    """``cause`` wrapped the way httpx, the OpenAI SDK and litellm wrap it (litellm's
+    outermost InternalServerError carries its made-up status 500)."""
+    import httpx
+    import openai
+
+    from jsonmode.backends.litellm import _litellm
+
+    litellm = _litellm()
+    request = httpx.Request("POST", url)
+    kind = httpx.ConnectError if connect else httpx.ReadError
+    transport = kind(str(cause), request=request)
+    transport.__cause__ = cause
+    sdk = openai.APIConnectionError(request=request)
+    sdk.__cause__ = transport
+    outer = litellm.InternalServerError(
+        "litellm.InternalServerError: InternalServerError: OpenAIException - Connection error.",
+        "openai",
+        "m",
+    )
+    outer.__cause__ = sdk
+    return outer
+
+
+def _certificate_error():
+    error = ssl.SSLCertVerificationError(
+        1,
+        "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: self-signed "
+        "certificate (_ssl.c:1006)",
+    )
+    error.verify_message = "self-signed certificate"
+    return error
+
+
+@pytest.mark.parametrize(
+    ("cause", "url", "connect", "said"),
+    [
+        (
+            ConnectionRefusedError(111, "Connection refused"),
+            "http://127.0.0.1:8000/v1/chat/completions",
+            True,
+            "cannot connect to 127.0.0.1:8000 (connection refused)",
+        ),
+        (
+            socket.gaierror(-2, "Name or service not known"),
+            "https://api.example.invalid/v1/chat/completions",
+            True,
+            "cannot connect to api.example.invalid:443 "
+            "(host name not found: Name or service not known)",
+        ),
+        (
+            ssl.SSLError(1, "[SSL: WRONG_VERSION_NUMBER] wrong version number"),
+            "https://127.0.0.1:8443/v1/chat/completions",
+            True,
+            "cannot connect to 127.0.0.1:8443 (TLS handshake failed: wrong version number)",
+        ),
+        (
+            _certificate_error(),
+            "https://llm.internal/v1/chat/completions",
+            True,
+            "cannot connect to llm.internal:443 "
+            "(TLS handshake failed: certificate verify failed: self-signed certificate)",
+        ),
+        (
+            ConnectionResetError(104, "Connection reset by peer"),
+            "http://[::1]:8000/v1/chat/completions",
+            False,
+            "lost the connection to [::1]:8000 (connection reset by peer)",
+        ),
+        (
+            OSError(101, "Network is unreachable"),
+            "http://10.0.0.9/v1/chat/completions",
+            True,
+            "cannot connect to 10.0.0.9:80 (Network is unreachable)",
+        ),
+    ],
+    ids=["refused", "dns", "tls", "certificate", "reset", "unreachable"],
+)
+def test_a_connection_failure_says_what_happened_and_where(cause, url, connect, said):
+    mapped = map_error(_wrapped(cause, url, connect))
+    assert isinstance(mapped, TransientBackendError)  # retried like any transient failure
+    assert mapped.message == said
+    assert mapped.status_code is None  # no response came: litellm's 500 is made up
+    assert mapped.retry_after is None
+
+
+def test_a_connect_timeout_is_a_connection_failure():
+    import httpx
+    import openai
+
+    from jsonmode.backends.network import connection_failure
+
+    request = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
+    timeout = httpx.ConnectTimeout("timed out", request=request)
+    sdk = openai.APITimeoutError(request=request)
+    sdk.__cause__ = timeout
+    assert connection_failure(sdk) == "cannot connect to 127.0.0.1:9 (timed out)"
+
+
+def test_a_server_that_answered_is_never_a_connection_failure():
+    import httpx
+    import openai
+
+    from jsonmode.backends.litellm import _litellm
+    from jsonmode.backends.network import connection_failure
+
+    litellm = _litellm()
+    request = httpx.Request("POST", "http://127.0.0.1:8000/v1/chat/completions")
+    response = httpx.Response(500, request=request)
+    status = httpx.HTTPStatusError("500", request=request, response=response)
+    sdk = openai.InternalServerError("Error code: 500 - boom", response=response, body=None)
+    sdk.__cause__ = status
+    outer = litellm.InternalServerError("boom", "openai", "m", response=response)
+    outer.__cause__ = sdk
+    assert connection_failure(outer) is None
+    mapped = map_error(outer)
+    assert mapped.status_code == 500
+    assert mapped.message == "InternalServerError (HTTP 500): boom"
+    # nothing underneath at all: not a connection failure either
+    assert connection_failure(litellm.InternalServerError("boom", "openai", "m")) is None
+    assert connection_failure(ValueError("x")) is None
+
+
+def test_a_cyclic_exception_chain_ends():
+    from jsonmode.backends.network import connection_failure
+
+    first, second = ValueError("a"), ValueError("b")
+    first.__cause__, second.__context__ = second, first
+    assert connection_failure(first) is None
 
 
 # -- deadlines (issue 22): a call ends by its timeout, whatever the backend ---------------------

@@ -227,6 +227,45 @@ def test_summary_of_a_clean_batch():
     assert summary.usage.total_tokens == 0  # nothing reported
 
 
+class SlowToPrepare(Counting):
+    """A backend whose one-time set-up (like importing litellm) takes an hour of the
+    clock the test installs, the first time; its calls take none."""
+
+    def __init__(self, clock: list[float]) -> None:
+        super().__init__()
+        self.clock = clock
+        self.prepared = 0
+
+    def prepare(self) -> None:
+        self.prepared += 1
+        if self.prepared == 1:
+            self.clock[0] += 3600.0
+
+
+@pytest.fixture
+def slow_clock(monkeypatch):
+    """time.perf_counter as a clock that only the backend's prepare() moves."""
+    clock = [1000.0]
+    monkeypatch.setattr(time, "perf_counter", lambda: clock[0])
+    return clock
+
+
+@pytest.mark.parametrize("driver", ["map", "amap"])
+def test_the_batch_duration_leaves_out_the_backends_set_up(slow_clock, driver):
+    # issue 38, item 7: map's clock started before prepare(): 10 fast prompts took 6.5 s
+    backend = SlowToPrepare(slow_clock)
+    jm = JsonMode(backend)
+    if driver == "map":
+        results = jm.map(prompts(10), SCHEMA)
+    else:
+        results = asyncio.run(jm.amap(prompts(10), SCHEMA))
+    assert backend.prepared >= 1
+    assert slow_clock[0] == 1000.0 + 3600.0  # the set-up ran
+    assert results.summary.conformed == 10
+    assert results.summary.duration_s == 0.0  # the hour of set-up is not in it
+    assert all(entry.duration_s == 0.0 for entry in results)
+
+
 # -- shared backpressure (Gate) ------------------------------------------------------------------
 
 

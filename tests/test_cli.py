@@ -3,6 +3,7 @@
 import io
 import json
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -283,3 +284,97 @@ def test_a_retry_line_names_the_status_once():
     assert _retry_line(unsaid) == (
         "transport: call 1 failed (TransientBackendError, HTTP 503: busy); retrying in 0.25 s"
     )
+
+
+# -- hints in the command's own terms (issue 38) ----------------------------------------------
+
+_PYTHON_SPELLING = re.compile(
+    r"\w=|\w\(|TransportPolicy|max_new_tokens|max_states|compile options|(?<!-)max_tokens"
+)
+
+
+def _gave_up_on_a_long_retry_after():
+    from jsonmode.errors import TransientBackendError
+    from jsonmode.retry import TransportPolicy
+
+    def call():
+        raise TransientBackendError("RateLimitError: slow down", status_code=429, retry_after=30)
+
+    with pytest.raises(TransientBackendError) as caught:
+        TransportPolicy(max_delay=5, sleep=lambda _: None).retrying()(call)
+    return caught.value
+
+
+def _hinted_errors():
+    from jsonmode.backends.deadline import timed_out
+    from jsonmode.errors import BudgetExceededError, TransientBackendError, UnsupportedSchemaError
+
+    return [
+        (_gave_up_on_a_long_retry_after(), "try later, or raise --max-retry-wait"),
+        (timed_out("litellm:openai/x", 5), "raise --timeout if the model needs longer"),
+        (  # a local model past its timeout (backends/transformers.py)
+            TransientBackendError("late", hint="raise timeout= or lower max_new_tokens"),
+            "raise --timeout or lower --max-tokens",
+        ),
+        (BudgetExceededError("automaton states", 100), "simplify the schema"),
+        (  # a pattern past the DFA's state budget (decoding/regex_dfa.py)
+            UnsupportedSchemaError(
+                "x",
+                hint="the keyword is left to post-validation; raise max_states to enforce it "
+                "while decoding, at the cost of compile time and memory",
+            ),
+            "the keyword is left to post-validation",
+        ),
+    ]
+
+
+def test_every_hint_names_only_what_the_command_can_do():
+    from jsonmode.cli import _cli_hint
+
+    for error, said in _hinted_errors():
+        hint = _cli_hint(error)
+        assert hint == said
+        assert not _PYTHON_SPELLING.search(hint), hint
+
+
+def test_the_retry_budget_is_named_as_the_commands_flag():
+    from jsonmode.cli import _one_line
+
+    line = _one_line(_gave_up_on_a_long_retry_after())
+    assert "transport policy" not in line
+    assert line.endswith(" s left of --max-retry-wait (5 s)")
+
+
+# -- litellm's import: started early, said on a terminal (issue 38) ---------------------------
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+@pytest.mark.parametrize(
+    ("terminal", "note", "shown"), [(True, True, True), (False, True, False), (True, False, False)]
+)
+def test_a_slow_litellm_import_is_said_on_a_terminal(monkeypatch, terminal, note, shown):
+    import threading
+
+    import jsonmode.backends.litellm as litellm_backend
+    from jsonmode import _cli_startup
+
+    release = threading.Event()
+    importer = threading.Thread(target=release.wait, daemon=True)
+    importer.start()
+    monkeypatch.setattr(litellm_backend, "import_in_background", lambda: importer)
+    monkeypatch.setattr(_cli_startup, "NOTE_AFTER", 0.0)
+    stderr = _Terminal() if terminal else io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    try:
+        _cli_startup.import_litellm_early("openai/x", note=note)
+        for thread in threading.enumerate():
+            if thread.name == "jsonmode-import-note":
+                thread.join()
+    finally:
+        release.set()
+        importer.join()
+    assert stderr.getvalue() == (_cli_startup.NOTE + "\n" if shown else "")

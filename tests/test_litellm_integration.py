@@ -262,6 +262,8 @@ def test_server_error_every_time_raises_transient_after_the_policy_bound(
     # every retry is jsonmode's own: the OpenAI SDK never retried underneath it
     assert {r.headers["x-stainless-retry-count"] for r in server.recorded} == {"0"}
     assert caught.value.status_code == 500
+    # a server that answered 500 is said as such (a connection failure is not: see below)
+    assert caught.value.message == "InternalServerError (HTTP 500): The server had an error"
     (attempt,) = caught.value.attempts
     assert attempt.outcome == "backend_error"
     assert attempt.transport_retries == FAST.max_retries
@@ -336,6 +338,40 @@ def test_refused_connection_is_transient(refused_url: str) -> None:
     (attempt,) = caught.value.attempts
     assert attempt.outcome == "backend_error"
     assert attempt.transport_retries == FAST.max_retries
+    # what happened and where (issue 38: was "InternalServerError (HTTP 500): Connection error.")
+    where = refused_url.removeprefix("http://").removesuffix("/v1")
+    assert caught.value.message == f"cannot connect to {where} (connection refused)"
+    assert caught.value.status_code is None
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_connection_failures_say_what_happened_and_where(
+    openai_server: Start, refused_url: str, driver: str
+) -> None:
+    def failure(url: str) -> TransientBackendError:
+        jm = jsonmode(url, transport=TransportPolicy(max_retries=0))
+        run = jm.run if driver == "sync" else lambda *a: asyncio.run(jm.arun(*a))
+        with pytest.raises(TransientBackendError) as caught:
+            run(PROMPT, PERSON)
+        return caught.value
+
+    refused = failure(refused_url)
+    where = refused_url.removeprefix("http://").removesuffix("/v1")
+    assert refused.message == f"cannot connect to {where} (connection refused)"
+    server = openai_server(Drop())
+    dropped = failure(server.base_url)
+    assert dropped.message == (
+        f"lost the connection to 127.0.0.1:{server.port} (the server closed it without answering)"
+    )
+    plain = openai_server()
+    tls = failure(plain.base_url.replace("http://", "https://"))
+    assert tls.message == (
+        f"cannot connect to 127.0.0.1:{plain.port} (TLS handshake failed: wrong version number)"
+    )
+    assert plain.request_count == 0
+    for error in (refused, dropped, tls):
+        assert error.status_code is None
+        assert error.retryable
 
 
 # -- re-asks ------------------------------------------------------------------------------

@@ -246,7 +246,12 @@ def test_a_connection_dropped_mid_stream_is_transient(openai_server: Start, driv
         read(llm, driver, request(), pieces)
     assert pieces == list(PIECES[:2])  # what came before the break was shown
     message = str(caught.value)
-    assert message == "APIConnectionError mid-stream: Connection error."
+    # what broke, where, and when (issue 38: was "APIConnectionError mid-stream: Connection error.")
+    assert message == (
+        f"lost the connection to 127.0.0.1:{server.port} mid-stream "
+        "(the server closed it before the reply ended)"
+    )
+    assert caught.value.status_code is None  # no status: litellm's is made up
     assert caught.value.retryable
 
 

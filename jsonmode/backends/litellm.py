@@ -53,11 +53,14 @@ what happens at the deadline. Failures carry the server's ``Retry-After`` as
 ``retry_after`` for the transport policy, and one clean line as their message: the
 exception's class, the HTTP status, the provider's own words
 (``RateLimitError (HTTP 429): Rate limit reached``), without the prefixes litellm
-repeats.
+repeats. A call that got no response at all (litellm reports it as an HTTP 500) says
+what happened and where instead, with no status: ``cannot connect to 127.0.0.1:8000
+(connection refused)`` (see :mod:`jsonmode.backends.network`); it stays transient.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import json
@@ -71,6 +74,7 @@ from typing import TYPE_CHECKING, Any
 from jsonmode.backends import deadline as _deadline
 from jsonmode.backends.base import Chunk, Completion, Request
 from jsonmode.backends.deadline import check_timeout
+from jsonmode.backends.network import connection_failure
 from jsonmode.backends.openai_wire import (
     TRANSPORTS,
     NativeTransport,
@@ -103,6 +107,7 @@ __all__ = [
     "LiteLLMBackend",
     "NativeTransport",
     "describe",
+    "import_in_background",
     "litellm_options",
     "map_error",
     "native_schema_for",
@@ -114,14 +119,48 @@ __all__ = [
 _NATIVE = frozenset({"openai", "azure", "ollama", "ollama_chat", "hosted_vllm"})
 # Statuses worth retrying: timeout, conflict, too early, rate limit, and 5xx.
 _TRANSIENT_STATUS = frozenset({408, 409, 425, 429})
-_import_lock = threading.Lock()
+_import_lock = threading.Lock()  # held for the whole import: a second user waits on it
 _module: ModuleType | None = None
+_importer_lock = threading.Lock()
+_importer: threading.Thread | None = None
 
 
 def _litellm() -> ModuleType:
     if _module is not None:  # the common case, without the lock
         return _module
     return _import()
+
+
+def import_in_background() -> threading.Thread | None:
+    """Start importing litellm in a daemon thread, and return at once: the thread, or
+    None when litellm is imported already.
+
+    For a program that knows early it will need litellm (the CLI, as soon as it has
+    read its arguments): the import (seconds) then runs while the program reads its
+    files, and the first use (``prepare()``, a call) waits only for what is left of
+    it. Once started, later calls return the same thread. If the import fails in the
+    thread, the first use imports it again and raises its error there.
+
+    Start it after the program's own imports: two threads importing the same
+    modules at once wait for each other (Python's import locks), and only a circular
+    import between them could make one fail. Thread-safe.
+    """
+    global _importer
+    with _importer_lock:
+        if _module is not None:
+            return None
+        if _importer is not None:
+            return _importer
+        _importer = threading.Thread(
+            target=_import_quietly, name="jsonmode-import-litellm", daemon=True
+        )
+        _importer.start()
+        return _importer
+
+
+def _import_quietly() -> None:
+    with contextlib.suppress(BaseException):  # the first use imports again and raises it
+        _import()
 
 
 def _import() -> ModuleType:
@@ -223,14 +262,16 @@ def map_error(exc: Exception) -> BackendError:
 
     The message is one line (:func:`describe`). The server's ``Retry-After`` /
     ``retry-after-ms`` header, when it sent a readable one, becomes the error's
-    ``retry_after`` (seconds).
+    ``retry_after`` (seconds). A call that got no response (refused, no such host, TLS,
+    a connection lost before the reply) is transient, without a status code.
     """
     litellm = _litellm()
+    if connection_failure(exc) is not None:  # no response: litellm's status 500 is made up
+        return TransientBackendError(describe(exc))
     status = _status(exc)
     retry_after = parse_retry_after(response_headers(exc))
-    # litellm reports a refused connection as InternalServerError / APIConnectionError
-    # (status 500), a stream broken off as MidStreamFallbackError (a 503), and a timeout
-    # as Timeout (408): all land in the transient set.
+    # litellm reports a stream broken off as MidStreamFallbackError (a 503), and a
+    # timeout as Timeout (408): both land in the transient set.
     if isinstance(exc, (litellm.Timeout, litellm.APIConnectionError)) or (
         status is not None and (status in _TRANSIENT_STATUS or status >= 500)
     ):
@@ -256,7 +297,8 @@ def describe(exc: BaseException) -> str:
     ``RateLimitError (HTTP 429): Rate limit reached``.
 
     A stream that broke off is described by the error that broke it (litellm wraps it
-    in ``MidStreamFallbackError``), marked ``mid-stream``.
+    in ``MidStreamFallbackError``), marked ``mid-stream``. A call that got no response
+    is described by :func:`~jsonmode.backends.network.connection_failure`.
     """
     litellm = _litellm()
     source, where = exc, ""
@@ -265,6 +307,9 @@ def describe(exc: BaseException) -> str:
     if isinstance(exc, broken) and isinstance(original, Exception):
         source = original
         where = "" if getattr(exc, "is_pre_first_chunk", False) else " mid-stream"
+    failure = connection_failure(source)
+    if failure is not None:
+        return failure.replace(" (", f"{where} (", 1) if where else failure
     name = type(source).__name__
     status = _status(source)
     # a connection that failed or timed out had no response: litellm's 500/408 is made up
