@@ -155,21 +155,58 @@ def _parser() -> argparse.ArgumentParser:
         "batch",
         help="Run many prompts: a JSONL file in, a JSONL file out.",
         description='Run every {"prompt": ...} line of --input (a string or a list of chat '
-        'messages); line i of --output is {"value": ...} or {"error": {"type": ..., '
-        '"message": ...}} for input line i, written when the batch ends; a line that cannot '
-        "be read is an error entry for that line. A progress bar on a terminal and a summary "
-        "line on stderr. Exit status 0 when every line conformed, "
-        "1 when some did not, 2 for bad usage, schema or input file.",
+        'messages; or an OpenAI Batch request, {"custom_id": ..., "body": {"messages": '
+        '[...]}}). Line i of --output is {"value": ...} or {"error": {"type": ..., '
+        '"message": ...}} for input line i, with the input line\'s other keys (id, '
+        "custom_id ...) copied beside it, written in order as soon as lines 1..i are done; "
+        "a line that cannot be read is an error entry for that line. An existing output "
+        "is never truncated unless --overwrite; --resume adds the lines it lacks. A "
+        "progress bar on a terminal and a summary line on stderr. Exit status 0 when every "
+        "line conformed, 1 when some did not, 2 for bad usage, schema, input or output "
+        "file, 3 when the backend failed every line sent, 130 on Ctrl-C (the summary says "
+        "what was written), 141 when stdout's reader went away.",
     )
-    batch.add_argument("--schema", required=True, type=pathlib.Path, help="JSON Schema file")
+    target = batch.add_mutually_exclusive_group(required=True)
+    target.add_argument("--schema", type=pathlib.Path, help="JSON Schema file")
+    target.add_argument(
+        "--grammar",
+        type=pathlib.Path,
+        metavar="FILE.gbnf",
+        help='texts matching this GBNF grammar instead of JSON ({"value": "the text"})',
+    )
+    target.add_argument(
+        "--regex",
+        metavar="PATTERN",
+        help="texts matching this regular expression as a whole, instead of JSON",
+    )
+    batch.set_defaults(indent=None)  # (--indent is generate's; _grammar asks)
     batch.add_argument(
-        "--input", required=True, metavar="IN.jsonl", help="{\"prompt\": ...} per line ('-': stdin)"
+        "--input",
+        required=True,
+        metavar="IN.jsonl",
+        help="{\"prompt\": ...} per line, or OpenAI Batch requests ('-': stdin)",
     )
     batch.add_argument(
         "--output", required=True, metavar="OUT.jsonl", help="results, one per line ('-': stdout)"
     )
+    existing = batch.add_mutually_exclusive_group()
+    existing.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the finished lines already in --output and add the ones it lacks "
+        "(a torn last line is written again); their requests are not sent again",
+    )
+    existing.add_argument(
+        "--overwrite", action="store_true", help="replace an existing --output file"
+    )
     batch.add_argument(
         "--concurrency", type=int, default=8, metavar="N", help="requests in flight (default 8)"
+    )
+    batch.add_argument(
+        "--details",
+        action="store_true",
+        help='add "details" to each line: the tier and every attempt (outcome, calls, '
+        "latency, error, repairs, raw output of failed attempts, tokens)",
     )
     batch.add_argument("--no-progress", action="store_true", help="no progress bar")
     batch.add_argument(
