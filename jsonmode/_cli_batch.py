@@ -18,6 +18,24 @@ Definitions the options rely on:
   lines 1..k, in order, then maybe one torn line (no ``\\n``: a write cut short), which
   ``--resume`` drops and writes again. Anything else is not this batch's output, and
   so is a line whose carried keys differ from its input line's: ``--resume`` refuses it.
+  ``--resume`` keeps the finished lines byte for byte, never asks for them again, and
+  appends the others in order; its summary ends ``K lines already done, skipped
+  (--resume)``, and its exit status counts the failed lines it kept.
+- **An OpenAI Batch request** runs ``body.messages``; the body's other keys (``model``,
+  ``max_tokens``, ``response_format`` ...) are not used, since one command runs one model
+  with its own options: a ``jsonmode: note:`` line names them once. A ``url`` other than
+  ``.../chat/completions`` is an error entry. ``custom_id``, ``method``, ``url`` are
+  carried.
+- **Repairs and details**: a value repair mode repaired has ``"repairs": [{"path",
+  "kind"}]`` (short: the kind says what changed); ``--details`` adds ``"details": {"tier",
+  "attempts": [{"outcome", "calls", "latency_s", "error", "issues", "repairs" (with
+  before and after), "raw" (failed attempts only), "usage"}]}`` to every line.
+- **Ctrl-C** stops ``map`` at once (the requests in flight are abandoned), keeps every
+  line written and prints ``jsonmode: interrupted after <the summary of the prompts that
+  finished>; K of N lines written in OUT; run the same command with --resume to do the
+  rest`` (exit 130).
+- **A failed write** is a UsageError naming the lines surely written (exit 2); a reader
+  of stdout that went away (EPIPE) ends the batch quietly with status 141.
 """
 
 from __future__ import annotations
