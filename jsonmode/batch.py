@@ -3,6 +3,7 @@
 ::
 
     results = jm.map(prompts, Person, concurrency=8)   # a progress bar on a terminal
+    texts = jm.map(prompts, compile_regex(r"[A-Z]{3}"))  # or a grammar: Results like run_text
     print(results.summary)     # 200 prompts: 197 conformed (190 first try, ...), 3 failed ...
     for prompt, entry in zip(prompts, results):
         if isinstance(entry, jsonmode.JsonModeError): ...   # that prompt's typed error
@@ -13,8 +14,18 @@ What a batch guarantees:
 - **Order and nothing lost**: entry *i* is prompt *i*'s :class:`~jsonmode.Result` or
   the :class:`~jsonmode.JsonModeError` ``run`` would have raised for it (its
   ``attempts`` included); one failure never costs another prompt its result. An error
-  that is not a ``JsonModeError`` (a bug, ``KeyboardInterrupt``) stops the batch and
-  propagates: requests not yet started are cancelled.
+  that is not a ``JsonModeError`` (a bug, ``KeyboardInterrupt``, an error raised by
+  ``on_result``) stops the batch and propagates at once: requests not yet started are
+  never sent, and those in flight are abandoned (``map``'s worker threads are daemon
+  threads, so they never hold up the interpreter's exit; each ends at its next backend
+  call, and its entry is dropped: ``on_result`` is never called after the batch
+  stopped).
+- **Schema or grammar**: the target is what :meth:`JsonMode.run` takes (a JSON Schema,
+  a pydantic model ...) or what :meth:`JsonMode.run_text` takes (a
+  :class:`~jsonmode.CompiledGrammar`, or GBNF text); each entry is then a Result like
+  ``run_text``'s (the text as ``value`` and ``data``). A string is JSON Schema text
+  when its first non-blank character is ``{`` (or it is ``true``/``false``), GBNF
+  text otherwise.
 - **Bounded concurrency**: at most ``concurrency`` requests in flight (threads for
   ``map``, tasks on the running loop for ``amap``). For a local model that exposes
   ``complete_batch`` (the transformers backend) in the constrained tier, ``map`` instead
@@ -25,13 +36,15 @@ What a batch guarantees:
   holds every request of the batch until it has passed (each request still runs its
   own transport policy); and when the backend fails :attr:`Gate.give_up_after` calls in
   a row with transient errors and no success in between, the requests not yet sent
-  fail at once with a TransientBackendError saying so, instead of each waiting out its
-  own retries against a backend that is down.
+  fail at once with a TransientBackendError saying so (and quoting the last failure,
+  e.g. ``...; the last: cannot connect to ...``), instead of each waiting out its own
+  retries against a backend that is down: a prompt not started yet fails without a
+  call (its one ``backend_error`` attempt records why).
 - **Progress**: a tqdm bar on stderr (``progress=None``: only when stderr is a
   terminal), and :attr:`BatchResults.summary`.
 
-Cost: what the requests cost, plus one schema normalisation up front (a bad schema
-raises at once, before any request).
+Cost: what the requests cost, plus one schema normalisation (or grammar compilation)
+up front (a bad schema or grammar raises at once, before any request).
 """
 
 from __future__ import annotations
@@ -42,23 +55,25 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 from jsonmode import events
 from jsonmode.backends.base import Completion, Request
 from jsonmode.errors import BackendError, JsonModeError, TransientBackendError, UsageError
 from jsonmode.result import Result, Usage
 from jsonmode.schema.core import Schema
+from jsonmode.texts import GrammarJudge, as_grammar
 
 if TYPE_CHECKING:
+    from jsonmode.decoding.grammars import CompiledGrammar
     from jsonmode.facade import JsonMode, Prompt, _Session
 
-__all__ = ["BatchResults", "BatchSummary", "Gate", "Options"]
+__all__ = ["BatchResults", "BatchSummary", "Gate", "Options", "Progress"]
 
 T = TypeVar("T")
 Entry = Result[Any] | JsonModeError
+Target = Union[Schema, "CompiledGrammar"]  # what each prompt's session is judged against
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,15 +167,35 @@ class Gate:
         self._lock = threading.Lock()
         self._not_before = 0.0  # time.monotonic()
         self._failures = 0
+        self._last = ""  # the message of the last transient failure
+        self._stopped = False
+
+    def refused(self) -> TransientBackendError | None:
+        """The error a call would fail with now, without being sent: the backend failed
+        :attr:`give_up_after` calls in a row (the message quotes the last failure), or
+        the batch was stopped (:meth:`stop`); None while calls go through."""
+        with self._lock:
+            if self._stopped:
+                return TransientBackendError("the batch was stopped before this request")
+            if self._failures < self.give_up_after:
+                return None
+            last = f"; the last: {self._last}" if self._last else ""
+            return TransientBackendError(
+                f"the batch stopped sending: the backend failed {self._failures} calls "
+                f"in a row with transient errors{last}",
+                hint="check the backend, then run the failed prompts again",
+            )
+
+    def stop(self) -> None:
+        """Refuse every later call (the batch is over: Ctrl-C, a bug)."""
+        with self._lock:
+            self._stopped = True
 
     def _delay(self) -> float:
+        refusal = self.refused()
+        if refusal is not None:
+            raise refusal
         with self._lock:
-            if self._failures >= self.give_up_after:
-                raise TransientBackendError(
-                    f"the batch stopped sending: the backend failed {self._failures} calls "
-                    "in a row with transient errors",
-                    hint="check the backend, then run the failed prompts again",
-                )
             return self._not_before - time.monotonic()
 
     def _record(self, error: BaseException | None) -> None:
@@ -169,6 +204,7 @@ class Gate:
                 self._failures = 0
             elif isinstance(error, TransientBackendError):
                 self._failures += 1
+                self._last = " ".join(error.message.split())
                 if error.retry_after is not None and error.retry_after > 0:
                     until = time.monotonic() + min(error.retry_after, 3600.0)
                     self._not_before = max(self._not_before, until)
@@ -208,20 +244,28 @@ class Gate:
         return gated
 
 
-class _Progress:
-    """A tqdm bar on stderr, or nothing."""
+class Progress:
+    """A tqdm bar on stderr, or nothing (``show``: None for "when stderr is a
+    terminal"). ``initial`` entries count as done from the start, ``failed`` of them
+    failed (a command's lines it did not need to send). Not thread-safe: one caller
+    at a time (``map`` calls it under its lock)."""
 
-    def __init__(self, total: int, show: bool | None) -> None:
+    def __init__(self, total: int, show: bool | None, *, initial: int = 0, failed: int = 0) -> None:
         if show is None:
             show = _is_terminal()
         self._bar: Any = None
-        self._failed = 0
+        self._failed = failed
         if show:
             from tqdm.auto import tqdm
 
-            self._bar = tqdm(total=total, desc="jsonmode", unit="prompt", file=sys.stderr)
+            self._bar = tqdm(
+                total=total, initial=initial, desc="jsonmode", unit="prompt", file=sys.stderr
+            )
+            if failed:
+                self._bar.set_postfix(failed=failed)
 
     def done(self, entry: Entry) -> None:
+        """One more entry finished."""
         if self._bar is None:
             return
         if not isinstance(entry, Result):
@@ -232,6 +276,7 @@ class _Progress:
     def close(self) -> None:
         if self._bar is not None:
             self._bar.close()
+            self._bar = None
 
 
 def _is_terminal() -> bool:
@@ -261,26 +306,37 @@ class Options:
         if self.on_result is not None and not callable(self.on_result):
             raise UsageError("on_result must be callable: on_result(index, entry)")
 
-    def session(self, jm: JsonMode, prompt: Prompt, schema: object) -> _Session:
-        return jm._session(prompt, schema, self.examples, self.schema_name, self.context)
+    def session(self, jm: JsonMode, prompt: Prompt, target: Target) -> _Session:
+        """One prompt's session: a JSON value under a Schema, or a text under a grammar."""
+        if isinstance(target, Schema):
+            return jm._session(prompt, target, self.examples, self.schema_name, self.context)
+        return jm._text_session(prompt, target, self.examples, self.schema_name)
 
 
 class _Finish:
     """Records each prompt's entry once: the list, the bar, the caller's callback (one
-    call at a time, in the order the prompts finish)."""
+    call at a time, in the order the prompts finish). Once stopped (the batch ended
+    early), entries that still come are dropped."""
 
     def __init__(self, total: int, options: Options) -> None:
         self.entries: list[Entry | None] = [None] * total
-        self.bar = _Progress(total, options.progress)
+        self.bar = Progress(total, options.progress)
         self.on_result = options.on_result
         self.lock = threading.Lock()
+        self.stopped = False
 
     def __call__(self, index: int, entry: Entry) -> None:
         with self.lock:
+            if self.stopped:
+                return
             self.entries[index] = entry
             self.bar.done(entry)
             if self.on_result is not None:
                 self.on_result(index, entry)
+
+    def stop(self) -> None:
+        with self.lock:
+            self.stopped = True
 
     def results(self, started: float) -> BatchResults:
         return BatchResults(
@@ -289,15 +345,36 @@ class _Finish:
         )
 
 
+def _is_grammar(target: object) -> bool:
+    """Whether ``map`` reads ``target`` as a grammar (see the module docstring): a
+    CompiledGrammar, or a string that is not JSON Schema text."""
+    from jsonmode.decoding.grammars import CompiledGrammar
+
+    if isinstance(target, CompiledGrammar):
+        return True
+    if isinstance(target, str):
+        text = target.strip()
+        return not (text.startswith("{") or text in ("true", "false"))
+    return False
+
+
 def _check_once(
-    schema: object, examples: Sequence[tuple[str, Any]], schema_name: str | None
-) -> None:
+    target: object, examples: Sequence[tuple[str, Any]], schema_name: str | None, context: Any
+) -> Target:
     """What every request of the batch would refuse alike raises once, up front: a
-    bad schema, examples, or schema name."""
+    bad schema or grammar, examples, or schema name. Returns the compiled target."""
     from jsonmode.facade import _checked_examples
 
-    _checked_examples(Schema.of(schema), examples)
     events.check_schema_name(schema_name)
+    if _is_grammar(target):
+        if context is not None:
+            raise UsageError("context is for a schema's validators, not a grammar")
+        grammar = as_grammar(target)
+        GrammarJudge(grammar, "strict").first_messages((), examples)  # checks the examples
+        return grammar
+    spec = Schema.of(target)
+    _checked_examples(spec, examples)
+    return spec
 
 
 def run_map(
@@ -305,51 +382,102 @@ def run_map(
 ) -> BatchResults:
     """JsonMode.map's body (see the module docstring)."""
     items = list(prompts)
-    _check_once(schema, options.examples, options.schema_name)
+    target = _check_once(schema, options.examples, options.schema_name, options.context)
     jm.prepare()
     started = time.perf_counter()  # after prepare: no duration includes importing litellm
     finish = _Finish(len(items), options)
     try:
         if jm.tier == "constrained" and callable(getattr(jm.backend, "complete_batch", None)):
-            sessions = [options.session(jm, prompt, schema) for prompt in items]
+            sessions = [options.session(jm, prompt, target) for prompt in items]
             _lockstep(jm, sessions, options.concurrency, finish)
         else:
-            _threaded(jm, items, schema, options, finish)
+            _threaded(jm, items, target, options, finish)
+    except BaseException:
+        finish.stop()
+        raise
     finally:
         finish.bar.close()
     return finish.results(started)
 
 
+def _refused(session: _Session, error: TransientBackendError) -> Entry:
+    """End a session whose first request the gate refused: its one attempt is a
+    ``backend_error`` that says why, and the error is the entry."""
+    next(session)
+    try:
+        session.send(_reply(None, error, 0.0, 0))
+    except JsonModeError as failed:
+        return failed
+    raise AssertionError("a session went on after its request failed")  # pragma: no cover
+
+
+def _reply(
+    completion: Completion | None, error: BackendError | None, elapsed: float, retries: int
+) -> Any:
+    from jsonmode.facade import _Reply
+
+    return _Reply(completion, error, elapsed, retries)
+
+
 def _threaded(
-    jm: JsonMode, items: list[Prompt], schema: object, options: Options, finish: _Finish
+    jm: JsonMode, items: list[Prompt], target: Target, options: Options, finish: _Finish
 ) -> None:
-    gated = Gate().wrap(jm.backend.complete)
+    """``concurrency`` daemon worker threads take the prompts in input order; the first
+    error that is not a JsonModeError (or Ctrl-C in the caller's thread) stops them."""
+    if not items:
+        return
+    gate = Gate()
+    gated = gate.wrap(jm.backend.complete)
+    lock = threading.Lock()
+    over = threading.Event()  # every prompt finished, or the batch stopped
+    todo = iter(range(len(items)))
+    left = len(items)
+    failures: list[BaseException] = []
 
     def one(index: int) -> None:
         try:
-            entry: Entry = jm._drive(options.session(jm, items[index], schema), gated)
+            session = options.session(jm, items[index], target)
+            refusal = gate.refused()
+            entry = _refused(session, refusal) if refusal else jm._drive(session, gated)
         except JsonModeError as error:
             entry = error
         finish(index, entry)
 
-    pool = ThreadPoolExecutor(max_workers=options.concurrency, thread_name_prefix="jsonmode-map")
-    with pool:
-        futures = [pool.submit(one, index) for index in range(len(items))]
-        try:
-            finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
-            for future in finished:
-                future.result()  # a bug's exception, or on_result's: stop the batch
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            raise
+    def work() -> None:
+        nonlocal left
+        while True:
+            with lock:
+                index = None if over.is_set() else next(todo, None)
+            if index is None:
+                return
+            try:
+                one(index)
+            except BaseException as error:  # a bug, on_result's error: stop the batch
+                with lock:
+                    failures.append(error)
+                over.set()
+                return
+            with lock:
+                left -= 1
+                if left == 0:
+                    over.set()
+
+    for number in range(min(options.concurrency, len(items))):
+        threading.Thread(target=work, name=f"jsonmode-map-{number}", daemon=True).start()
+    try:
+        over.wait()
+    except BaseException:  # Ctrl-C
+        over.set()
+        gate.stop()
+        raise
+    if failures:
+        gate.stop()
+        raise failures[0]
 
 
 def _lockstep(jm: JsonMode, sessions: list[_Session], concurrency: int, finish: _Finish) -> None:
     """Sessions advanced together: each round sends up to ``concurrency`` pending
     requests to the backend's ``complete_batch`` (one generate call)."""
-    from jsonmode.facade import _Reply
-
     pending: list[tuple[int, Request]] = []
 
     def settle(index: int, step: Callable[[], Request]) -> None:
@@ -374,9 +502,9 @@ def _lockstep(jm: JsonMode, sessions: list[_Session], concurrency: int, finish: 
                     retries[index] += 1  # the same request again, in a later round
                     pending.append((index, request))
                     continue
-                sent = _Reply(None, reply, elapsed, retries[index])
+                sent = _reply(None, reply, elapsed, retries[index])
             else:
-                sent = _Reply(reply, None, elapsed, retries[index])
+                sent = _reply(reply, None, elapsed, retries[index])
             retries[index] = 0
             settle(index, functools.partial(sessions[index].send, sent))
 
@@ -386,18 +514,20 @@ async def run_amap(
 ) -> BatchResults:
     """JsonMode.amap's body (see the module docstring)."""
     items = list(prompts)
-    _check_once(schema, options.examples, options.schema_name)
+    target = _check_once(schema, options.examples, options.schema_name, options.context)
     await jm.aprepare()
-    started = time.perf_counter()
-    gated = Gate().awrap(jm.backend.acomplete)
+    started = time.perf_counter()  # after prepare: no duration includes importing litellm
+    gate = Gate()
+    gated = gate.awrap(jm.backend.acomplete)
     limit = asyncio.Semaphore(options.concurrency)
     finish = _Finish(len(items), options)
 
     async def one(index: int) -> None:
         async with limit:
             try:
-                session = options.session(jm, items[index], schema)
-                entry: Entry = await jm._adrive(session, gated)
+                session = options.session(jm, items[index], target)
+                refusal = gate.refused()
+                entry = _refused(session, refusal) if refusal else await jm._adrive(session, gated)
             except JsonModeError as error:
                 entry = error
         finish(index, entry)
@@ -407,6 +537,8 @@ async def run_amap(
         try:
             await asyncio.gather(*tasks)
         except BaseException:
+            finish.stop()
+            gate.stop()
             for task in tasks:
                 task.cancel()
             raise

@@ -4,8 +4,10 @@
                       [--max-attempts N] [--tier T] [--native N] [--max-tokens N] [--stream]
                       [--verbose] PROMPT
     jsonmode generate --grammar FILE.gbnf | --regex PATTERN [the options above] PROMPT
-    jsonmode batch    --schema FILE --input IN.jsonl --output OUT.jsonl [--concurrency N]
-                      [--no-progress] [the model options of generate]
+    jsonmode batch    --schema FILE | --grammar FILE.gbnf | --regex PATTERN
+                      --input IN.jsonl --output OUT.jsonl [--resume | --overwrite]
+                      [--concurrency N] [--details] [--no-progress] [the model options
+                      of generate]
     jsonmode validate --schema FILE | --grammar FILE.gbnf | --regex PATTERN [INPUT]
     jsonmode repair   --schema FILE [INPUT]
     jsonmode demo     [--metrics-port P [--duration S]]
@@ -59,18 +61,22 @@ Every event line starts with ``{``; any other line on stderr is for humans (``--
 errors). A backend that cannot stream shows no partials.
 
 ``batch`` reads one JSON object per line, ``{"prompt": "..."}`` (a string, or a list of
-chat messages ``[{"role": "user", "content": "..."}]``), runs them with bounded
-concurrency (``--concurrency``, default 8) and writes line *i* of the output for line
-*i* of the input, in order, as soon as lines 1..*i* are done (flushed each time, so an
-interrupted batch keeps every line before the first unfinished one): ``{"value": ...}``
-or ``{"error": {"type": ..., "message": ..., "hint": ...}}`` (hint only when there is
-one). A line that cannot be read (not JSON, no ``prompt``, blank) is an error entry for
-that line, never the end of the batch. A progress bar shows on a terminal
-(``--no-progress`` hides it); one summary line goes to stderr, and every failed line with
-``--verbose``. Exit status: 0 when every line conformed, 1 when some did not (their
-output lines say why, a backend failure included), 2 when nothing could run (bad usage,
-schema or input file, a model folder that cannot be loaded, an output file that cannot
-be written); nothing is written then. Ctrl-C: 130.
+chat messages) or an OpenAI Batch request (``{"custom_id": ..., "body": {"messages":
+[...]}}``; the body's other keys are not used, and a ``jsonmode: note:`` line names them),
+and writes line *i* of the output for line *i* of the input, in order, as soon as lines
+1..*i* are done (flushed each time): ``{"value": ...}`` or ``{"error": {"type": ...,
+"message": ..., "hint": ...}}``, beside the input line's other keys (``id``, ``custom_id``
+...). A repaired value lists its ``"repairs"``; ``--details`` adds every line's tier and
+attempts. A line that cannot be read (not UTF-8, not JSON, no prompt) is an error entry
+for that line, never the end of the batch. An existing non-empty output is refused
+unless ``--overwrite``, or ``--resume``: keep its finished lines and append the others
+(see :mod:`jsonmode._cli_batch` for what "finished" means and what is refused). Ctrl-C
+stops at once, keeps every line written, prints what was done and exits 130. A progress
+bar on a terminal counts every line (``--no-progress`` hides it); a summary line goes to
+stderr. Exit status: 0 when every output line conformed, 1 when some did not, 2 when
+nothing could run (bad usage, schema, grammar, input or output file; nothing is written)
+or a write failed (``cannot write OUT after K lines: ...``), 3 when the backend failed
+every line sent, 130 on Ctrl-C, 141 when stdout's reader went away (quietly, as SIGPIPE).
 
 ``validate``, ``repair``, ``generate`` and ``batch`` print each of the schema's
 :attr:`~jsonmode.Schema.warnings` once on stderr before any work, and carry on:
@@ -180,21 +186,58 @@ def _parser() -> argparse.ArgumentParser:
         "batch",
         help="Run many prompts: a JSONL file in, a JSONL file out.",
         description='Run every {"prompt": ...} line of --input (a string or a list of chat '
-        'messages); line i of --output is {"value": ...} or {"error": {"type": ..., '
-        '"message": ...}} for input line i, written when the batch ends; a line that cannot '
-        "be read is an error entry for that line. A progress bar on a terminal and a summary "
-        "line on stderr. Exit status 0 when every line conformed, "
-        "1 when some did not, 2 for bad usage, schema or input file.",
+        'messages; or an OpenAI Batch request, {"custom_id": ..., "body": {"messages": '
+        '[...]}}). Line i of --output is {"value": ...} or {"error": {"type": ..., '
+        '"message": ...}} for input line i, with the input line\'s other keys (id, '
+        "custom_id ...) copied beside it, written in order as soon as lines 1..i are done; "
+        "a line that cannot be read is an error entry for that line. An existing output "
+        "is never truncated unless --overwrite; --resume adds the lines it lacks. A "
+        "progress bar on a terminal and a summary line on stderr. Exit status 0 when every "
+        "line conformed, 1 when some did not, 2 for bad usage, schema, input or output "
+        "file (or a write that failed), 3 when the backend failed every line sent, 130 on "
+        "Ctrl-C (the summary says what was written), 141 when stdout's reader went away.",
     )
-    batch.add_argument("--schema", required=True, type=pathlib.Path, help=_SCHEMA_HELP)
+    target = batch.add_mutually_exclusive_group(required=True)
+    target.add_argument("--schema", type=pathlib.Path, help=_SCHEMA_HELP)
+    target.add_argument(
+        "--grammar",
+        type=pathlib.Path,
+        metavar="FILE.gbnf",
+        help='texts matching this GBNF grammar instead of JSON ({"value": "the text"})',
+    )
+    target.add_argument(
+        "--regex",
+        metavar="PATTERN",
+        help="texts matching this regular expression as a whole, instead of JSON",
+    )
+    batch.set_defaults(indent=None)  # (--indent is generate's; _grammar asks)
     batch.add_argument(
-        "--input", required=True, metavar="IN.jsonl", help="{\"prompt\": ...} per line ('-': stdin)"
+        "--input",
+        required=True,
+        metavar="IN.jsonl",
+        help="{\"prompt\": ...} per line, or OpenAI Batch requests ('-': stdin)",
     )
     batch.add_argument(
         "--output", required=True, metavar="OUT.jsonl", help="results, one per line ('-': stdout)"
     )
+    existing = batch.add_mutually_exclusive_group()
+    existing.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the finished lines already in --output (not asked again) and append "
+        "the ones it lacks, in order (a torn last line is written again)",
+    )
+    existing.add_argument(
+        "--overwrite", action="store_true", help="replace an existing --output file"
+    )
     batch.add_argument(
         "--concurrency", type=int, default=8, metavar="N", help="requests in flight (default 8)"
+    )
+    batch.add_argument(
+        "--details",
+        action="store_true",
+        help='add "details" to each line: the tier and every attempt (outcome, calls, '
+        "latency, error, repairs, raw output of failed attempts, tokens)",
     )
     batch.add_argument("--no-progress", action="store_true", help="no progress bar")
     batch.add_argument(

@@ -440,6 +440,10 @@ class JsonMode:
         """Run every prompt; one :class:`Result` or one :class:`JsonModeError` per prompt,
         in input order (one failure never loses the others' results).
 
+        ``schema`` is what :meth:`run` takes, or what :meth:`run_text` takes (a
+        CompiledGrammar, or GBNF text: a string is JSON Schema text only when it
+        starts with ``{``); with a grammar each Result is like ``run_text``'s.
+
         At most ``concurrency`` requests are in flight at once (for a local model: the
         batch size of one ``generate`` call, a matcher per row). A ``Retry-After`` from
         the server holds every request of the batch, and a backend that fails many
@@ -448,7 +452,9 @@ class JsonMode:
         what happened. ``on_result(index, entry)`` is called as each prompt finishes
         (from a worker thread, one call at a time), so results can be saved as they
         come. Errors that are not a :class:`JsonModeError` (a bug, Ctrl-C, an error
-        raised by ``on_result``) stop the batch and propagate. See :mod:`jsonmode.batch`.
+        raised by ``on_result``) stop the batch and propagate at once (requests in
+        flight are abandoned; ``on_result`` is not called again). See
+        :mod:`jsonmode.batch`.
         """
         from jsonmode import batch
 

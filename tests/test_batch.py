@@ -18,6 +18,7 @@ from jsonmode.backends.base import Completion, Request
 from jsonmode.backends.scripted import ScriptedBackend
 from jsonmode.batch import BatchResults, BatchSummary, Gate
 from jsonmode.errors import (
+    InvalidGrammarError,
     InvalidSchemaError,
     PermanentBackendError,
     TransientBackendError,
@@ -764,3 +765,109 @@ def test_an_on_result_that_raises_stops_the_batch():
         asyncio.run(JsonMode(Counting()).amap(prompts(3), SCHEMA, on_result=on_result))
     with pytest.raises(UsageError):
         JsonMode(Counting()).map(prompts(1), SCHEMA, on_result="print")
+
+
+# -- issue 38: grammars, a backend that is down, stopping ---------------------------------------
+
+
+def test_map_and_amap_take_a_grammar_like_run_text():
+    from jsonmode import compile_choice, compile_regex
+
+    def reply(i: int, call: int) -> Any:
+        return "yes" if i % 2 == 0 or call > 1 else "perhaps"  # odd ones are re-asked
+
+    for grammar in (
+        compile_regex("yes|no"),
+        compile_choice(["yes", "no"]),
+        'root ::= "yes" | "no"',
+    ):
+        jm = JsonMode(Counting(reply=reply), max_attempts=2)
+        results = jm.map(prompts(4), grammar, concurrency=2)
+        single = jm.run_text("prompt #0", grammar)
+        assert [entry.value for entry in results] == ["yes"] * 4
+        assert [entry.data for entry in results] == ["yes"] * 4
+        assert results[0].tier == single.tier == "prompted"
+        assert [a.outcome for a in results[1].attempts] == ["schema_violation", "valid"]
+        assert results.summary.retried == 2
+    aresults = asyncio.run(jm.amap(prompts(3), compile_regex("yes|no")))
+    assert [entry.value for entry in aresults] == ["yes"] * 3
+    # JSON Schema text is still a schema; what cannot compile raises before any call
+    assert JsonMode(Counting()).map(prompts(1), json.dumps(SCHEMA))[0].data == {"i": 0}
+    backend = Counting()
+    with pytest.raises(InvalidGrammarError):
+        JsonMode(backend).map(prompts(2), "root ::= undefined_rule")
+    with pytest.raises(UsageError, match="example 0 does not match"):
+        JsonMode(backend).map(prompts(2), compile_regex("yes|no"), examples=[("q", "maybe")])
+    with pytest.raises(UsageError, match="context"):
+        JsonMode(backend).map(prompts(2), compile_regex("yes|no"), context={"a": 1})
+    assert backend.total_calls == 0
+
+
+def test_the_gate_gives_up_quoting_the_last_failure():
+    gate = Gate(give_up_after=2, sleep=lambda _s: None)
+    failures = iter(["HTTP 503: busy", "cannot connect to 127.0.0.1:1 (connection refused)"])
+
+    def complete(request: Any) -> Completion:
+        raise TransientBackendError(next(failures))
+
+    gated = gate.wrap(complete)
+    for _ in range(2):
+        with pytest.raises(TransientBackendError):
+            gated(None)
+    with pytest.raises(TransientBackendError) as refused:
+        gated(None)
+    assert refused.value.message == (
+        "the batch stopped sending: the backend failed 2 calls in a row with transient "
+        "errors; the last: cannot connect to 127.0.0.1:1 (connection refused)"
+    )
+
+
+def test_prompts_not_started_when_the_backend_is_down_fail_without_backoff():
+    """Each prompt after the gate gave up fails at once: no call, no transport wait
+    (before, each waited out its policy's retries against the refusing gate)."""
+    slept: list[float] = []
+    policy = TransportPolicy(max_retries=2, initial_wait=0.001, max_wait=0.001, sleep=slept.append)
+    backend = Counting(reply=lambda i, call: TransientBackendError("connection refused"))
+    results = JsonMode(backend, transport=policy).map(prompts(40), SCHEMA, concurrency=1)
+    assert backend.total_calls == Gate().give_up_after
+    # 16 calls: prompts 0-4 three each, prompt 5 one, then its two retries are refused
+    assert len(slept) == 2 * 6
+    for entry in results[6:]:
+        assert isinstance(entry, TransientBackendError)
+        assert entry.message.endswith("the last: connection refused")
+        assert [a.outcome for a in entry.attempts] == ["backend_error"]
+        assert entry.attempts[0].transport_retries == 0
+    down = Counting(reply=lambda i, c: TransientBackendError("down"))
+    aresults = asyncio.run(JsonMode(down, transport=FAST).amap(prompts(40), SCHEMA, concurrency=1))
+    assert down.total_calls == Gate().give_up_after
+    assert aresults[-1].message.endswith("the last: down")
+    assert [a.outcome for a in aresults[-1].attempts] == ["backend_error"]
+
+
+def test_a_stopped_batch_raises_at_once_and_drops_what_was_in_flight():
+    """A bug in one request stops the batch without waiting for the slow request in
+    flight, whose late entry never reaches on_result."""
+    release = threading.Event()
+    seen: list[int] = []
+
+    def reply(i: int, call: int) -> Any:
+        if i == 0:
+            release.wait(5)
+        if i == 1:
+            return RuntimeError("a bug")
+        return json.dumps({"i": i})
+
+    backend = Counting(reply=reply)
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="a bug"):
+        JsonMode(backend, transport=FAST).map(
+            prompts(10), SCHEMA, concurrency=2, on_result=lambda i, e: seen.append(i)
+        )
+    assert time.monotonic() - started < 2.5  # not the 5 s prompt 0 still takes
+    release.set()
+    deadline = time.monotonic() + 5
+    while backend.inflight and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.05)
+    assert 0 not in seen
+    assert backend.total_calls <= 3
