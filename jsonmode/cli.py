@@ -44,8 +44,13 @@ exactly that text on stdout, byte for byte, with no newline added (so that its o
 validates as it is); ``validate`` reads INPUT as UTF-8 bytes, unchanged (no newline
 translation), and on a match writes it back unchanged (a filter) and exits 0; on a
 mismatch it exits 1 with ``jsonmode: error: SchemaViolationError: output does not match
-the grammar: the text stops matching at byte N, ...: expected ...``. A grammar file that
-cannot be read or compiled exits 2, its error naming the file, line and column.
+the grammar: the text stops matching at byte N, ...: expected ...``. One line break
+(LF or CRLF) at the very end of INPUT is not part of the text, as an editor saves a file
+(as ``--schema`` takes whitespace after the document): INPUT matches when it matches as
+it is or without that one line break (the mismatch reported is then the text's without
+it); more than one does not. A grammar file that cannot be read or compiled exits 2, its
+error naming the file, line and column (a Lark or EBNF file is told it is not GBNF); so
+does a malformed ``--regex`` ("invalid regular expression").
 ``--stream`` and ``--indent`` are for JSON only.
 
 ``generate --stream`` writes the value as it grows on stderr, one JSON object per
@@ -249,7 +254,10 @@ def _parser() -> argparse.ArgumentParser:
         (
             "validate",
             "Check that INPUT is JSON conforming to the schema (strict), or a text matching "
-            "the grammar or regular expression (written back unchanged when it does).",
+            "the grammar or regular expression (written back unchanged when it does). "
+            "Whitespace after a JSON document is allowed; for a grammar or regular "
+            "expression, one line break (\\n or \\r\\n) at the very end of INPUT is "
+            "not part of the text (INPUT matches as it is or without it), more are.",
             True,
         ),
         ("repair", "Repair INPUT into JSON conforming to the schema; repairs go to stderr.", False),
@@ -646,7 +654,11 @@ def _check(args: argparse.Namespace) -> int:
         from jsonmode.texts import GrammarJudge
 
         text = _read_exact(args.input)
-        GrammarJudge(grammar, "strict").read(text, truncated=False)  # raises on a mismatch
+        judged = text
+        if grammar.diagnose(text) is not None:  # (then as an editor saved it: see the top)
+            ending = next((end for end in ("\r\n", "\n") if text.endswith(end)), "")
+            judged = text[: len(text) - len(ending)]
+        GrammarJudge(grammar, "strict").read(judged, truncated=False)  # raises on a mismatch
         _write_text(text)
         return 0
     mode: Mode = "repair" if args.command == "repair" else "strict"

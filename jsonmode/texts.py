@@ -153,9 +153,7 @@ def mismatch_message(text: str, mismatch: Mismatch) -> str:
         )
     bad = json.dumps(data[mismatch.offset :].decode("utf-8", "replace")[:1], ensure_ascii=False)
     where = f"its first character {bad}" if not before else f"at {bad} after {after}"
-    return (
-        f"the text stops matching at byte {mismatch.offset}, {where}: expected {mismatch.expected}"
-    )
+    return f"the text stops matching at byte {mismatch.offset}, {where}: {mismatch.reason}"
 
 
 def _quoted(text: str, cut: bool) -> str:

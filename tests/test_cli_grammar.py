@@ -72,8 +72,13 @@ def test_validate_reads_bytes_without_newline_translation(capsys, monkeypatch, t
     status, _, err = run(capsys, argv, b"a\nb", monkeypatch)
     assert status == 1
     assert "byte 1" in err
-    # a trailing newline is a byte the grammar must allow
-    status, _, err = run(capsys, ["validate", "--regex", "[a-z]+"], b"abc\n", monkeypatch)
+    # one final line break is not part of the text (see the subprocess tests below);
+    # a second one is
+    assert run(capsys, ["validate", "--regex", "[a-z]+"], b"abc\n", monkeypatch)[:2] == (
+        0,
+        "abc\n",
+    )
+    status, _, err = run(capsys, ["validate", "--regex", "[a-z]+"], b"abc\n\n", monkeypatch)
     assert status == 1
     assert 'byte 3, at "\\n" after "abc"' in err
 
@@ -137,6 +142,137 @@ def test_validate_with_a_grammar_never_imports_litellm(grammar_file):
         check=True,
     )
     assert done.stdout.splitlines() == ["Ke2", "False 0"]
+
+
+# -- the real command (issue 38.8, 38.5, 38.10, 39.11) -------------------------------------
+
+
+def command(*argv: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    """``python -m jsonmode.cli ARGV`` in a child process (it sees this tree through
+    PYTHONPATH, as the tests do)."""
+    return subprocess.run(
+        [sys.executable, "-m", "jsonmode.cli", *argv],
+        input=stdin,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("data", "status"),
+    [
+        pytest.param(b"e4 Nf3", 0, id="none"),
+        pytest.param(b"e4 Nf3\n", 0, id="lf"),
+        pytest.param(b"e4 Nf3\r\n", 0, id="crlf"),
+        pytest.param(b"e4 Nf3\n\n", 1, id="two"),
+        pytest.param(b"e4 Nf3 \n", 1, id="space"),
+        pytest.param(b"e4 Nf3\r", 1, id="cr"),
+    ],
+)
+def test_validate_takes_a_file_saved_with_a_final_newline(grammar_file, tmp_path, data, status):
+    """An editor ends a file with a line break: that one line break is not part of the
+    text (as --schema takes whitespace after the document); the file is written back
+    as it is. (Before: exit 1, 'stops matching at byte 6, at "\\n"'.)"""
+    moves = tmp_path / "moves.txt"
+    moves.write_bytes(data)
+    done = command("validate", "--grammar", str(grammar_file), str(moves))
+    assert done.returncode == status, done.stderr
+    assert done.stdout == (data if status == 0 else b"")
+    if status:
+        assert b"does not match the grammar: the text " in done.stderr
+    regex = command("validate", "--regex", r"[KQRBN]?[a-h][1-8]( [KQRBN]?[a-h][1-8])*", stdin=data)
+    assert regex.returncode == status, regex.stderr
+
+
+def test_validate_help_states_the_newline_rule():
+    done = command("validate", "--help")
+    assert done.returncode == 0
+    text = " ".join(done.stdout.decode().split())
+    assert "one line break (\\n or \\r\\n) at the very end of INPUT is not part of the text" in (
+        text
+    )
+
+
+def test_generated_text_still_validates_without_a_newline(capsys, scripted, grammar_file, tmp_path):
+    """The round trip: generate writes the text with no newline; validate takes it."""
+    scripted("e4 Nf3")
+    assert main(["generate", "--grammar", str(grammar_file), "--model", "m", "moves"]) == 0
+    out = capsys.readouterr().out
+    assert out == "e4 Nf3"
+    done = command("validate", "--grammar", str(grammar_file), stdin=out.encode())
+    assert (done.returncode, done.stdout) == (0, b"e4 Nf3")
+
+
+def test_a_bad_regex_is_an_invalid_regular_expression(tmp_path):
+    """(Before: 'regex unterminated group ... is not supported' with a hint about
+    post-validation, which a --regex never has.)"""
+    done = command("validate", "--regex", "(a", stdin=b"a")
+    assert done.returncode == 2
+    err = done.stderr.decode()
+    assert err.startswith("jsonmode: error: InvalidGrammarError: invalid regular expression")
+    assert "post-validation" not in err
+    unsupported = command("validate", "--regex", r"(a)\1", stdin=b"aa")
+    assert unsupported.returncode == 2
+    assert b"not supported in a regular expression: backreference" in unsupported.stderr
+    assert b"post-validation" not in unsupported.stderr
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param('start: "a" b\nb: "c"\n', id="lark"),
+        pytest.param("?start: expr\nexpr: NUMBER\n%import common.NUMBER\n", id="lark-import"),
+        pytest.param('root = "a" ;\n', id="ebnf"),
+    ],
+)
+def test_a_lark_grammar_is_told_it_is_not_gbnf(tmp_path, text):
+    """(Before: only "unexpected character ':', expected '::='".)"""
+    path = tmp_path / "g.lark"
+    path.write_text(text)
+    done = command("validate", "--grammar", str(path), stdin=b"ac")
+    assert done.returncode == 2
+    first, hint = done.stderr.decode().splitlines()
+    assert "line 1, column" in first
+    assert "not GBNF" in first
+    assert "llama.cpp" in first
+    assert "root ::=" in hint
+
+
+def test_nesting_past_the_limit_names_the_limit(tmp_path):
+    """256 levels hold (85 parentheses failed: each cost three frames); past them the
+    message names max_nesting_depth and does not expect the byte it refuses."""
+    path = tmp_path / "arith.gbnf"
+    path.write_text(ARITHMETIC)
+    deep = b"(" * 256 + b"1" + b")" * 256
+    done = command("validate", "--grammar", str(path), stdin=deep)
+    assert (done.returncode, done.stdout) == (0, deep)
+    deeper = b"(" * 257 + b"1" + b")" * 257
+    done = command("validate", "--grammar", str(path), stdin=deeper)
+    assert done.returncode == 1
+    err = done.stderr.decode()
+    assert "stops matching at byte 256" in err
+    assert "nesting deeper than max_nesting_depth (256)" in err
+    assert "max_nesting_depth=N" in err
+    assert 'expected "("' not in err
+    assert "expected a character in [0-9]" in err
+
+
+def test_a_grammar_over_a_budget_says_grammar(tmp_path):
+    path = tmp_path / "deep.gbnf"
+    path.write_text("root ::= " + "(" * 200 + '"a"' + ")" * 200 + "\n")
+    done = command("validate", "--grammar", str(path), stdin=b"a")
+    assert done.returncode == 2
+    assert b"compiling the grammar exceeds the budget" in done.stderr
+    assert b"schema" not in done.stderr
+
+
+ARITHMETIC = """\
+root   ::= expr
+expr   ::= term (" " [-+] " " term)*
+term   ::= factor (" " [*/] " " factor)*
+factor ::= [0-9]+ | "(" expr ")"
+"""
 
 
 # -- generate ------------------------------------------------------------------------------

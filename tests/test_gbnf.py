@@ -544,3 +544,30 @@ def test_the_printed_grammar_is_pinned() -> None:
             "check ::= /[#+]/",
         ]
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "looks", "line"),
+    [
+        pytest.param('start: "a" b\nb: "c"', "a Lark grammar", 1, id="lark"),
+        pytest.param('root ::= "a"\n?expr: term', "a Lark grammar", 2, id="lark-inline-rule"),
+        pytest.param("%import common.NUMBER\nstart: NUMBER", "a Lark grammar", 1, id="import"),
+        pytest.param('root = "a" ;', "an EBNF grammar", 1, id="ebnf"),
+        pytest.param('<root> ::= "a"', "a BNF grammar", 1, id="bnf"),
+    ],
+)
+def test_another_grammar_notation_is_named_as_not_gbnf(text: str, looks: str, line: int) -> None:
+    """(Before: only "unexpected character ':', expected '::='", no word of GBNF.)"""
+    with pytest.raises(InvalidGrammarError) as info:
+        compile_grammar(text)
+    assert f"looks like {looks}" in info.value.message
+    assert "not GBNF: jsonmode reads llama.cpp's GBNF" in info.value.message
+    assert info.value.line == line
+    assert info.value.hint is not None
+    assert "root ::=" in info.value.hint
+
+
+def test_a_gbnf_mistake_is_not_taken_for_another_notation() -> None:
+    with pytest.raises(InvalidGrammarError) as info:
+        compile_grammar('root ::= "a" b_c')
+    assert "not GBNF" not in info.value.message

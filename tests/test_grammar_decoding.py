@@ -16,8 +16,8 @@ fuzzed text.
    an accepted text, no other special token ever is, and EOS ends the matcher;
    rejected texts are masked at the first token that leaves the language;
 2. random-logits fuzz (Qwen2.5): sampling among the allowed ids never meets an empty
-   mask (but at the nesting limit: a known bug, pinned by a strict xfail), and every
-   finished text is accepted (by ``accepts()`` and by the second judge);
+   mask (not even at the nesting limit), and every finished text is accepted (by
+   ``accepts()`` and by the second judge);
 3. differential (Qwen2.5): on states met by those walks, ``mask()`` equals the mask
    computed by feeding each token's bytes through the reference matcher (a random
    subset of the vocabulary plus every allowed id; the whole vocabulary for one state);
@@ -62,10 +62,9 @@ MASKBENCH = DATA / "jsonschemabench" / "maskbench"
 FULL = os.environ.get("JSONMODE_FULL_GATES") == "1"
 
 WALK_TOKENIZERS = ("qwen2.5", "llama-3", "mistral-7b-v0.1")
-# The nesting bound where JSON in GBNF is compared with compile_schema({}) (in stack
-# frames: schemas default to 64, grammars to 256, and the two grammars spend frames per
-# level differently): far above MaskBench's deepest instance (34 levels), so the bound
-# never decides a verdict.
+# The nesting bound where JSON in GBNF is compared with compile_schema({}) (a schema's
+# counts stack frames, default 64; a grammar's levels of recursion, default 256): far
+# above MaskBench's deepest instance (34 levels), so the bound never decides a verdict.
 DEPTH = 1024
 
 # -- the grammars --------------------------------------------------------------------------
@@ -550,17 +549,10 @@ def _closing_tokens(tokenizer: str) -> np.ndarray:
     return closing
 
 
-class Stranded(Exception):
-    """The mask is empty at the nesting limit (see
-    test_the_nesting_limit_never_strands_the_matcher)."""
-
-
 def sample(compiled: Compiled, seed: int, tokenizer: str = "qwen2.5") -> Iterator[Any]:
     """Random logits through the mask: yields ``(state, token)`` before each advance;
     returns at EOS (taken half the time it is allowed) or after FUZZ_MAX_TOKENS.
-
-    Raises Stranded where the mask is empty at the nesting limit, and fails the test
-    where it is empty anywhere else.
+    Fails the test where the mask is empty (the nesting limit included).
     """
     vocabulary = compiled.vocabulary
     assert vocabulary is not None
@@ -571,8 +563,6 @@ def sample(compiled: Compiled, seed: int, tokenizer: str = "qwen2.5") -> Iterato
     for _ in range(FUZZ_MAX_TOKENS):
         mask = matcher.mask()
         if not mask.any():
-            if max(map(len, matcher.state)) >= compiled.options.max_nesting_depth:
-                raise Stranded
             raise AssertionError(f"an empty mask before the text is finished: {matcher.state}")
         ordinary = mask.copy()
         ordinary[eos] = False
@@ -589,14 +579,8 @@ def sample(compiled: Compiled, seed: int, tokenizer: str = "qwen2.5") -> Iterato
 
 
 def sampled_states(compiled: Compiled, seed: int) -> list[Any]:
-    """The states one fuzz run meets (up to the nesting limit, if it gets there)."""
-    states = []
-    try:
-        for state, _ in sample(compiled, seed):
-            states.append(state)
-    except Stranded:
-        pass
-    return states
+    """The states one fuzz run meets."""
+    return [state for state, _ in sample(compiled, seed)]
 
 
 @pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
@@ -606,12 +590,7 @@ def test_random_logits_fuzz_only_finishes_on_accepted_text(case: Case) -> None:
     assert vocabulary is not None
     finished = 0
     for seed in range(FUZZ_SEEDS):
-        tokens = []
-        try:
-            for _, token in sample(compiled, seed):
-                tokens.append(token)
-        except Stranded:
-            continue
+        tokens = [token for _, token in sample(compiled, seed)]
         if tokens[-1] not in vocabulary.eos_ids:
             continue
         finished += 1
@@ -620,34 +599,49 @@ def test_random_logits_fuzz_only_finishes_on_accepted_text(case: Case) -> None:
         assert case.judge(data.decode("utf-8")), f"the second judge refuses {data!r}"
         if case.name == "gbnf-json":
             json.loads(data)
-    # (the arithmetic grammar's runs often reach the nesting limit: see below)
     assert finished >= FUZZ_SEEDS // 3, f"only {finished} of {FUZZ_SEEDS} runs ended"
 
 
 def test_the_nesting_limit_never_strands_the_matcher() -> None:
-    """Schemas never meet it (a container's content is optional); a grammar whose
-    recursion is mandatory after a byte does: at the limit, ``(`` is still allowed and
-    after it no token. compile_grammar documents the limit's outcome: the mask allows
-    nothing but end-of-sequence, and the text is judged incomplete."""
-    vocabulary = Vocabulary.from_token_bytes([b"(", b"-", b")", b"x", b""], eos_ids=[4])
+    """A grammar whose recursion is mandatory after a byte: at the limit, neither
+    ``(`` nor a token starting ``(-`` is allowed any more (after it only a deeper call
+    could go on), so the mask never empties; ``x`` closes the text, which is accepted.
+    (Before: ``(`` and ``-`` stayed allowed at the limit, then no token was.)"""
+    vocabulary = Vocabulary.from_token_bytes(
+        [b"(", b"-", b")", b"x", b"(-", b"-(", b"-x", b""], eos_ids=[7]
+    )
     compiled = compile_grammar('root ::= "(" "-" root ")" | "x"', vocabulary)
+    limit = compiled.options.max_nesting_depth
     matcher = compiled.matcher()
-    matcher_tokens: list[int] = []
-    for _ in range(compiled.options.max_nesting_depth + 8):
-        for token in (0, 1):  # "(" then "-", while the mask allows them
-            mask = matcher.mask()
-            assert mask.any(), "an empty mask before the text is finished"
-            if mask[4]:
-                assert matcher.advance(4), "the mask allows EOS, advance refuses it"
-                assert matcher.is_finished()
-                assert not matcher.can_end()  # (the text is incomplete)
-                assert not compiled.accepts(compiled.vocabulary.decode(matcher_tokens))
-                return
-            if not mask[token]:
-                return
+    tokens: list[int] = []
+    for level in range(limit + 8):
+        mask = matcher.mask()
+        assert mask.any(), f"an empty mask at level {level}"
+        assert not mask[7], "end-of-sequence before the text is complete"
+        if not mask[0]:
+            break
+        for token in (0, 1) if level % 2 else (4,):  # "(" "-", or "(-"
+            assert matcher.mask()[token]
             assert matcher.advance(token)
-            matcher_tokens.append(token)
-    pytest.fail("the nesting limit was never met")
+            tokens.append(token)
+    else:
+        pytest.fail("the nesting limit was never met")
+    assert level == limit  # (the documented depth holds: 256 levels of "(-")
+    assert np.flatnonzero(matcher.mask()).tolist() == [3]  # only "x"
+    assert matcher.advance(3)
+    for _ in range(level):
+        assert matcher.advance(2)
+    assert matcher.can_end()
+    assert matcher.advance(7)
+    assert matcher.is_finished()
+    text = compiled.vocabulary.decode([*tokens, 3, *[2] * level])
+    assert compiled.accepts(text)
+    deeper = b"(-" * (limit + 1) + b"x" + b")" * (limit + 1)
+    mismatch = compiled.diagnose(deeper)
+    assert mismatch is not None
+    assert mismatch.offset == 2 * limit
+    assert "deeper than max_nesting_depth (256)" in str(mismatch)
+    assert 'expected "x"' in str(mismatch)  # (not "(", the byte refused)
 
 
 # -- 3. masks against the reference matcher ------------------------------------------------

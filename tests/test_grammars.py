@@ -233,3 +233,139 @@ def test_a_bound_name_defined_in_the_grammar_is_refused() -> None:
 def test_a_rule_neither_defined_nor_bound_is_refused() -> None:
     with pytest.raises(InvalidGrammarError):
         compile_grammar("root ::= args")
+
+
+# -- nesting, error wording, the README's examples (issues 38 and 39) -----------------------
+
+ARITHMETIC = """
+root   ::= expr
+expr   ::= term (" " [-+] " " term)*
+term   ::= factor (" " [*/] " " factor)*
+factor ::= [0-9]+ | "(" expr ")"
+"""
+
+
+def nested(levels: int) -> str:
+    return "(" * levels + "1" + ")" * levels
+
+
+def test_the_documented_nesting_depth_holds_whatever_the_rules_per_level() -> None:
+    """256 levels (GRAMMAR_NESTING_DEPTH): each parenthesis passes three recursive
+    rules (expr, term, factor), and 85 failed when the bound counted stack frames."""
+    arithmetic = compile_grammar(ARITHMETIC)
+    assert arithmetic.accepts(nested(85))
+    assert arithmetic.accepts(nested(256))
+    assert not arithmetic.accepts(nested(257))
+    arrays = compile_grammar('root ::= arr\narr ::= "[" arr? "]"')
+    assert arrays.accepts("[" * 256 + "]" * 256)
+    assert compile_grammar(ARITHMETIC, max_nesting_depth=300).accepts(nested(300))
+    assert compile_grammar(ARITHMETIC, max_nesting_depth=3).accepts(nested(3))
+    assert not compile_grammar(ARITHMETIC, max_nesting_depth=3).accepts(nested(4))
+
+
+def test_past_the_nesting_limit_the_mismatch_names_the_limit() -> None:
+    """It says max_nesting_depth and how to raise it, and never expects the byte it
+    refuses (it said 'stops matching at byte 255: expected "(" ...' of a "(")."""
+    found = compile_grammar(ARITHMETIC).diagnose(nested(300))
+    assert found is not None
+    assert (found.offset, found.ended, found.depth) == (256, False, 256)
+    assert found.expected == "a character in [0-9]"
+    text = str(found)
+    assert "nesting deeper than max_nesting_depth (256)" in text
+    assert "max_nesting_depth=N" in text
+    assert jsonmode.texts.mismatch_message(nested(300), found).endswith(found.reason)
+    # a mismatch within the limit says nothing of it
+    plain = compile_grammar(ARITHMETIC).diagnose("(1 x 2)")
+    assert plain is not None
+    assert plain.depth is None
+    assert "max_nesting_depth" not in str(plain)
+
+
+def test_masks_near_the_nesting_limit_are_exactly_the_live_tokens() -> None:
+    """Walking to the limit and back, the mask at every state is the set of tokens
+    whose bytes the reference matcher reads (so never a token after which no token
+    is allowed), and never empty before the text is complete."""
+    from jsonmode.decoding.vocabulary import Vocabulary
+
+    pieces = [b"(", b"((", b"(((", b"(1", b"1", b"12", b")", b"))", b"1)", b" + ", b" ", b"+"]
+    vocabulary = Vocabulary.from_token_bytes([*pieces, b""], eos_ids=[len(pieces)])
+    compiled = compile_grammar(ARITHMETIC, vocabulary, max_nesting_depth=6)
+    reference = compiled.reference()
+    matcher = compiled.matcher()
+    # "((" "((" "(" "(1": six levels, the limit; "1" ")" " + " "(" "1)" "))" ")" ")" ")"
+    plan = [1, 1, 0, 3, 4, 6, 9, 0, 8, 7, 6, 6, 6]
+    for step, token in enumerate(plan):
+        mask = matcher.mask()
+        live = [bool(reference.feed(matcher.state, piece)) for piece in pieces]
+        assert mask[: len(pieces)].tolist() == live, (step, matcher.state)
+        assert any(live)
+        if step == 3:  # five levels: one more "(" is allowed, two are not
+            assert mask[0]
+            assert not mask[1]
+            assert not mask[2]
+        if step == 8:  # six, the limit: no token that opens a parenthesis
+            assert not any(mask[[0, 1, 2, 3]])
+        assert mask[token], step
+        assert matcher.advance(token)
+    assert matcher.can_end()
+    assert matcher.advance(len(pieces))
+    assert compiled.accepts(vocabulary.decode(plan))
+
+
+README = __import__("pathlib").Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_the_readme_grammar_examples_say_what_diagnose_says() -> None:
+    """The chess example's diagnose comment and the re-ask message quoted further on
+    are the library's own words (the README said [a-h] where it says [a-hx])."""
+    import re
+
+    readme = README.read_text(encoding="utf-8")
+    source = re.search(r'compile_grammar\(\n    """(.*?)""",', readme, re.S)
+    assert source is not None
+    chess = compile_grammar(source.group(1))
+    assert chess.accepts("e4 Nf3 Bxc6+")
+    found = chess.diagnose("e4 Nz3")
+    assert found is not None
+    assert f'chess.diagnose("e4 Nz3")  # {found}\n' in readme
+    quoted = jsonmode.texts.mismatch_message("e4 Nz3", found)
+    flat = " ".join(readme.split())
+    assert f"`{quoted}`" in flat
+    assert nested(257) not in readme  # (the nesting example is quoted, not run)
+    deep = compile_grammar(ARITHMETIC).diagnose(nested(257))
+    assert deep is not None
+    assert f"`{deep}`" in flat
+
+
+def test_a_malformed_regex_is_an_invalid_regular_expression() -> None:
+    with pytest.raises(InvalidGrammarError, match="invalid regular expression") as info:
+        compile_regex("(a")
+    assert "post-validation" not in str(info.value)
+    with pytest.raises(InvalidGrammarError, match="invalid regular expression"):
+        compile_regex("a{3,1}")
+    with pytest.raises(UnsupportedSchemaError, match="not supported in a regular expression"):
+        compile_regex(r"(a)\1")
+
+
+def test_budget_errors_name_what_was_compiled() -> None:
+    """(They said "compiling the schema" of a grammar.)"""
+    from jsonmode.errors import BudgetExceededError
+
+    with pytest.raises(BudgetExceededError) as info:
+        compile_grammar("root ::= [a-z]{1000} [a-z]{1000}", max_rule_states=100)
+    assert str(info.value).startswith("compiling the grammar exceeds the budget")
+    assert "schema" not in str(info.value)
+    with pytest.raises(BudgetExceededError) as info:
+        compile_regex("[a-z]{1000}", max_rule_states=100)
+    assert str(info.value).startswith("compiling the regular expression exceeds")
+
+
+def test_too_many_parse_stacks_in_a_grammar_speak_of_the_grammar() -> None:
+    """(The hint spoke of "the schema's alternatives (anyOf/oneOf ...)".)"""
+    from jsonmode.errors import BudgetExceededError
+
+    ambiguous = compile_grammar('root ::= a | b | "x"\na ::= "(" root ")"\nb ::= "(" root "]"')
+    with pytest.raises(BudgetExceededError) as info:
+        ambiguous.accepts("(" * 14 + "x")
+    assert "the grammar's alternatives" in str(info.value)
+    assert "schema" not in str(info.value)

@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 from concurrent.futures import Future, wait
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from jsonmode import events
 from jsonmode._text import clip
@@ -90,6 +90,9 @@ class Compiled:
     vocabulary: Vocabulary | None
     compile_seconds: float
     unenforced: tuple[str, ...] = dataclasses.field(default=(), kw_only=True)
+    #: How ``max_nesting_depth`` counts a stack's depth: levels of recursion (grammars)
+    #: or frames (schemas); see :mod:`jsonmode.decoding.headroom`.
+    depth_in_levels: ClassVar[bool] = False
 
     def __repr__(self) -> str:
         """A one-line summary, bounded whatever the grammar's size (print ``grammar``
@@ -143,7 +146,11 @@ class Compiled:
 
     def reference(self) -> ReferenceMatcher:
         """The slow, obviously correct byte-level matcher for this constraint."""
-        return ReferenceMatcher(self.network, max_depth=self.options.max_nesting_depth)
+        return ReferenceMatcher(
+            self.network,
+            max_depth=self.options.max_nesting_depth,
+            levels=self.depth_in_levels,
+        )
 
     @property
     def fully_enforced(self) -> bool:
@@ -157,7 +164,12 @@ class Compiled:
                 "this was compiled without a vocabulary",
                 hint="pass vocabulary=Vocabulary.from_tokenizer(tokenizer) when compiling",
             )
-        return MaskEngine(self.network, self.vocabulary, max_depth=self.options.max_nesting_depth)
+        return MaskEngine(
+            self.network,
+            self.vocabulary,
+            max_depth=self.options.max_nesting_depth,
+            levels=self.depth_in_levels,
+        )
 
     def matcher(self) -> Matcher:
         """A fresh matcher for one sequence (cheap: the engine and its caches are shared)."""

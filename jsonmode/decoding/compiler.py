@@ -127,7 +127,10 @@ class CompileOptions:
             256 int32 transitions, ~1 KiB).
         max_repeat: counted repetitions (``maxItems``, ``maxLength``) expand up to this
             bound (default 256); larger bounds are post-validated instead.
-        max_nesting_depth: how deep the matcher's stack may grow (default 64).
+        max_nesting_depth: how deep the matcher's stack may grow (default 64), in
+            frames (a grammar's counts levels of recursion, default 256: see
+            :mod:`jsonmode.decoding.headroom`). A stack that could not finish within it
+            is never kept.
         max_compile_seconds: give up compiling after this long (default 10 s),
             checked while compiling (per schema node, automaton state, enum value;
             see :mod:`~jsonmode.decoding.budget`): an over-budget schema stops within

@@ -56,7 +56,10 @@ Errors:
   characters, of the offending place): malformed text (unterminated string or class,
   an unknown escape, a missing ``::=``, an unexpected character, an unclosed ``(``,
   ``{3,1}``, ...), an empty grammar, an undefined rule (at the reference), a rule
-  defined twice (at the second definition), no ``root`` rule (no position).
+  defined twice (at the second definition), no ``root`` rule (no position). Where
+  malformed text looks like another notation (Lark's ``start: "a" b``, ``?rule:``,
+  ``%import``; EBNF's ``rule = ...``; BNF's ``<rule> ::= ...``), the message says so
+  and that the grammar must be GBNF, and the hint shows the rewrite.
 - :class:`~jsonmode.errors.UnsupportedSchemaError`: llama.cpp's newer token syntax
   (``<...>``, ``<[123]>``, ``!<...>``), and left recursion (a rule that can reach
   itself before reading a byte, directly, through other rules, through rules that may
@@ -120,6 +123,31 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _SIMPLE_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", '"': '"', "[": "[", "]": "]"}
 _HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}
 
+# Lines that GBNF never has and Lark (``start: "a" b``, ``?expr: ...``, ``%import
+# common.NUMBER``) or EBNF/BNF (``rule = ... ;``, ``<rule> ::= ...``) grammars do.
+_LARK_RULE = re.compile(r"^[ \t]*[?!]?[A-Za-z_][A-Za-z0-9_]*(?:\.[0-9]+)?[ \t]*:(?!:=)", re.M)
+_LARK_DIRECTIVE = re.compile(r"^[ \t]*%(?:import|ignore|declare|override|extend)\b", re.M)
+_EBNF_RULE = re.compile(r"^[ \t]*[A-Za-z_][A-Za-z0-9_-]*[ \t]*(?:=|:=)(?!=)", re.M)
+_BNF_RULE = re.compile(r"^[ \t]*<[^>\n]+>[ \t]*::=", re.M)
+_FOREIGN_HINT = (
+    "write each rule as `name ::= ...` and name the start rule root (Lark's `start: "
+    "\"a\" b` is `root ::= \"a\" b`); rule names are letters, digits and '-' (no '_', "
+    "no `?`/`!` prefix); `%import common.NUMBER` and the like have no GBNF form: define "
+    "the rule (`number ::= [0-9]+`); see llama.cpp's grammars/README.md"
+)
+
+
+def _foreign_syntax(text: str) -> str | None:
+    """What other grammar notation ``text`` looks like (Lark, EBNF, BNF), or None."""
+    if _LARK_DIRECTIVE.search(text) or _LARK_RULE.search(text):
+        return "a Lark grammar"
+    if _BNF_RULE.search(text):
+        return "a BNF grammar (`<rule> ::= ...`)"
+    if _EBNF_RULE.search(text):
+        return "an EBNF grammar (`rule = ...`)"
+    return None
+
+
 _LEFT_RECURSION_HINT = (
     'rewrite the left recursion as repetition: `expr ::= expr "+" term | term` '
     'becomes `expr ::= term ("+" term)*`'
@@ -149,7 +177,20 @@ def parse(text: str, *, externals: frozenset[str] = frozenset()) -> Grammar:
             hint="split the constraint, or factor repeated text into rules",
         )
     parser = _Parser(text)
-    parser.grammar()
+    try:
+        parser.grammar()
+    except InvalidGrammarError as error:
+        foreign = _foreign_syntax(text)
+        if foreign is None:
+            raise
+        detail = error.message.removeprefix(f"line {error.line}, column {error.column}: ")
+        raise InvalidGrammarError(
+            f"{detail} — the grammar looks like {foreign}, not GBNF: jsonmode reads "
+            "llama.cpp's GBNF",
+            line=error.line,
+            column=error.column,
+            hint=_FOREIGN_HINT,
+        ) from None
     for name, offset in parser.references:
         if name not in parser.rules and name not in externals:
             raise parser.error(

@@ -27,9 +27,10 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from jsonmode import events
+from jsonmode._text import clip
 from jsonmode.decoding import regex as rx
 from jsonmode.decoding.automaton import build_network
 from jsonmode.decoding.budget import checkpoint, deadline
@@ -49,11 +50,14 @@ from jsonmode.decoding.grammar import (
     alt,
     seq,
 )
+from jsonmode.decoding.reference import ReferenceMatcher
+from jsonmode.decoding.regex_parse import RegexSyntaxError
 from jsonmode.decoding.rule_graph import calls as calls_of
 from jsonmode.decoding.rule_graph import reachable
 from jsonmode.errors import (
     BudgetExceededError,
     InvalidGrammarError,
+    JsonModeError,
     UnsupportedSchemaError,
     UsageError,
 )
@@ -91,16 +95,30 @@ class Mismatch:
         expected: what could come at ``offset``, in words (``'"," or "]"'``,
             ``a character in [0-9]``, ``more text``).
         ended: the text ended before the constraint was satisfied.
+        depth: set (to ``max_nesting_depth``) when the byte at ``offset`` would be
+            allowed but for the nesting bound: the text nests deeper than it allows.
     """
 
     offset: int
     expected: str
     ended: bool
+    depth: int | None = None
 
     def __str__(self) -> str:
         if self.ended:
             return f"the text ends at byte {self.offset} where {self.expected} must follow"
-        return f"the text stops matching at byte {self.offset}: expected {self.expected}"
+        return f"the text stops matching at byte {self.offset}: {self.reason}"
+
+    @property
+    def reason(self) -> str:
+        """Why the byte at ``offset`` cannot be there, in words."""
+        if self.depth is None:
+            return f"expected {self.expected}"
+        return (
+            f"nesting deeper than max_nesting_depth ({self.depth}) allows (compile the "
+            "grammar with a larger max_nesting_depth=N to raise it); within the limit, "
+            f"expected {self.expected}"
+        )
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -114,6 +132,7 @@ class CompiledGrammar(Compiled):
         schemas: the JSON Schemas bound to rules, by rule name.
     """
 
+    depth_in_levels: ClassVar[bool] = True
     kind: Kind = dataclasses.field(kw_only=True)
     source: str = dataclasses.field(kw_only=True)
     schemas: Mapping[str, Schema] = dataclasses.field(kw_only=True, default_factory=dict)
@@ -121,7 +140,9 @@ class CompiledGrammar(Compiled):
     def diagnose(self, text: str | bytes) -> Mismatch | None:
         """None when ``text`` is accepted, else where and why it is not.
 
-        Cost: one walk of the reference matcher over the text (like :meth:`accepts`).
+        Cost: one walk of the reference matcher over the text (like :meth:`accepts`);
+        on a refused byte, one more walk up to it with a far larger nesting bound, to
+        tell the bound from a mismatch (``Mismatch.depth``).
 
         Raises:
             UsageError: ``text`` is neither ``str`` nor bytes.
@@ -133,11 +154,28 @@ class CompiledGrammar(Compiled):
         for offset, byte in enumerate(data):
             following = reference.step(state, byte)
             if not following:
-                return Mismatch(offset, _describe(reference.allowed_bytes(state)), False)
+                expected = _describe(reference.allowed_bytes(state))
+                depth = self.options.max_nesting_depth
+                deeper = depth if self._deeper_takes(data[: offset + 1]) else None
+                return Mismatch(offset, expected, False, deeper)
             state = following
         if reference.can_end(state):
             return None
         return Mismatch(len(data), _describe(reference.allowed_bytes(state)), True)
+
+    def _deeper_takes(self, data: bytes) -> bool:
+        """Whether a matcher with a far larger nesting bound reads all of ``data``
+        (a prefix the bounded one refuses at its last byte): the bound is the cause.
+        Bounded: a text of n bytes nests at most n levels."""
+        deeper = ReferenceMatcher(
+            self.network,
+            max_depth=self.options.max_nesting_depth + len(data) + 64,
+            levels=self.depth_in_levels,
+        )
+        try:
+            return bool(deeper.feed(deeper.initial(), data))
+        except BudgetExceededError:
+            return False
 
 
 def _describe(allowed: Any) -> str:
@@ -194,17 +232,19 @@ def compile_grammar(
             may use the name without defining it.
         **options: :class:`~jsonmode.decoding.compiler.CompileOptions` fields (for
             the bound schemas; the budgets apply to the whole grammar). For a grammar
-            ``max_nesting_depth`` defaults to :data:`GRAMMAR_NESTING_DEPTH` (256): how
-            deep calls of recursive rules may nest (a rule that calls itself only last
-            is a loop and costs no depth). Deeper text cannot be produced: where only a
-            deeper call could continue, the matcher's mask allows end-of-sequence
-            alone (the token before it was still allowed: liveness is not checked
-            against the depth), the row ends there, and the text is judged incomplete
-            (truncated).
+            ``max_nesting_depth`` defaults to :data:`GRAMMAR_NESTING_DEPTH` (256) and
+            counts levels: recursive calls open at once, however many rules one level
+            passes (``expr → term → factor → "(" expr ")"`` is one level per
+            parenthesis; see :mod:`~jsonmode.decoding.headroom`); a rule that calls
+            itself only last is a loop and costs no depth. Deeper text cannot be
+            produced, and the limit never strands a matcher: no byte is allowed whose
+            only continuations nest deeper, so the mask is never empty before the text
+            is complete. :meth:`CompiledGrammar.diagnose` of deeper text names the limit
+            (``Mismatch.depth``).
 
     Raises:
-        InvalidGrammarError: malformed GBNF (with the line and column), an undefined
-            rule, no ``root``.
+        InvalidGrammarError: malformed GBNF (with the line and column; text in Lark,
+            EBNF or BNF notation is told so), an undefined rule, no ``root``.
         UnsupportedSchemaError: left recursion, a construct not supported, a grammar
             that accepts nothing; BudgetExceededError: over a budget.
         UsageError: bad arguments.
@@ -238,14 +278,19 @@ def compile_regex(
     """Compile a regular expression (the ECMA-262 subset ``pattern`` takes), anchored:
     the whole text must match (``^``/``$`` are implied; written, they change nothing).
 
-    Raises UnsupportedSchemaError for syntax outside that subset (backreferences,
-    lookaround) or over the regex engine's state budget; UsageError for bad arguments.
+    Raises InvalidGrammarError for a malformed pattern (``(a``, ``a{3,1}``: "invalid
+    regular expression", with the offset); UnsupportedSchemaError for syntax outside
+    that subset (backreferences, lookaround); BudgetExceededError over the regex
+    engine's state budget; UsageError for bad arguments.
     """
     if not isinstance(pattern, str):
         raise UsageError(f"a pattern is text, not {type(pattern).__name__}")
 
     def build(settings: CompileOptions) -> tuple[Grammar, tuple[str, ...]]:
-        dfa = rx.compile_pattern(pattern, anchored=True)
+        try:
+            dfa = rx.compile_pattern(pattern, anchored=True)
+        except RegexSyntaxError as exc:
+            raise _regex_error(exc) from None
         if dfa.is_empty():
             raise UnsupportedSchemaError(f"the pattern {pattern!r} matches no text at all")
         return Grammar("root", {"root": Lex(f"regex:{pattern}", rx.utf8_byte_dfa(dfa))}), ()
@@ -274,6 +319,45 @@ def compile_choice(
         return Grammar("root", {"root": alt(*(Lit(item.encode("utf-8")) for item in items))}), ()
 
     return _compiled(("choice", source), build, vocabulary, options, "choice", source, {})
+
+
+def _regex_error(exc: RegexSyntaxError) -> JsonModeError:
+    """A pattern's syntax error as the regular expression's own (not as a schema
+    keyword's, which post-validation would check)."""
+    where = f"`{exc.fragment}` at offset {exc.offset} (pattern `{clip(exc.pattern, 120)}`)"
+    if exc.malformed:
+        return InvalidGrammarError(
+            f"invalid regular expression: {exc.what} {where}",
+            hint="the pattern is ECMA-262 (JavaScript) syntax, matched against the whole text",
+        )
+    return UnsupportedSchemaError(
+        f"not supported in a regular expression: {exc.what} {where}",
+        hint="rewrite the pattern without it (no backreferences, lookaround or flags)",
+    )
+
+
+#: How a budget error names a constraint being compiled (see _reworded).
+_NOUNS = {
+    "gbnf": "grammar",
+    "regex": "regular expression",
+    "choice": "choice",
+    "jsonl": "grammar",
+    "csv": "grammar",
+}
+_SCHEMA_BUDGET_HINT = "raise the budget in the compile options, or simplify the schema"
+
+
+def _reworded(exc: BudgetExceededError, kind: Kind) -> BudgetExceededError:
+    """``exc`` saying what it compiled ("compiling the grammar exceeds ..."), where it
+    says "compiling the schema" (the budget's default wording)."""
+    if not exc.message.startswith("compiling the schema "):
+        return exc
+    noun = _NOUNS[kind]
+    hint = exc.hint
+    if hint is None or hint == _SCHEMA_BUDGET_HINT:
+        hint = f"raise the budget in the compile options, or simplify the {noun}"
+    reworded = BudgetExceededError(exc.budget, exc.limit, hint=hint, doing=f"compiling the {noun}")
+    return reworded
 
 
 # -- shared machinery ---------------------------------------------------------------------
@@ -316,7 +400,11 @@ def _compiled(
                     events.emit(events.CompileFinished(elapsed))
                 checkpoint()
         except RecursionError:
-            raise BudgetExceededError("expression nesting depth", sys.getrecursionlimit()) from None
+            raise _reworded(
+                BudgetExceededError("expression nesting depth", sys.getrecursionlimit()), kind
+            ) from None
+        except BudgetExceededError as exc:
+            raise _reworded(exc, kind) from None
     compiled = CompiledGrammar(
         grammar,
         network,

@@ -32,8 +32,9 @@ class Matcher:
     """One sequence's position in the schema. Cheap to create; not thread-safe.
 
     ``mask()`` → which token ids may come next (EOS exactly when the document may
-    end, or when nothing else may come: a grammar nested past its
-    ``max_nesting_depth``); ``fill_bitmask(out)`` → the same as a token bitmask;
+    end, or when no token can spell what must come, which the vocabulary decides:
+    the nesting bound never leaves a matcher there); ``fill_bitmask(out)`` → the
+    same as a token bitmask;
     ``advance(id)`` → False (state unchanged) if the token is not allowed;
     ``is_finished()`` → an end-of-sequence token was accepted; ``rollback(n)``
     undoes the last ``n`` advances; ``forced_bytes()`` → the bytes that must come
@@ -115,9 +116,9 @@ class Matcher:
         return True
 
     def _stranded(self) -> bool:
-        """Whether no token continues this live state (only past a grammar's
-        ``max_nesting_depth``): end-of-sequence is then allowed, and the text it ends
-        is incomplete (``can_end`` stays False)."""
+        """Whether no token continues this live state (no token spells what must
+        follow): end-of-sequence is then allowed, and the text it ends is incomplete
+        (``can_end`` stays False)."""
         eos = min(self._engine.vocabulary.eos_ids, default=None)
         return eos is not None and bool(self.state) and has_id(self._engine.bits(self.state), eos)
 

@@ -24,6 +24,7 @@ import numpy.typing as npt
 
 from jsonmode.decoding.automaton import Network
 from jsonmode.decoding.families import TAIL
+from jsonmode.decoding.headroom import headroom
 from jsonmode.decoding.lru import IdentityMemo
 from jsonmode.errors import BudgetExceededError
 
@@ -39,12 +40,25 @@ _T = TypeVar("_T")
 _RULES_KEPT = 1 << 16  # values per rule kept (see _PerRule)
 #: Stacks one matcher state may hold (see ReferenceMatcher).
 MAX_STACKS = 4096
+_SCHEMA_STACKS_HINT = (
+    "the schema's alternatives (anyOf/oneOf branches that start alike) nest into each "
+    "other: make them start differently, or give the union a discriminating property"
+)
+_GRAMMAR_STACKS_HINT = (
+    "the grammar's alternatives start alike and nest into each other: make them start "
+    "differently (factor the common start out of the alternatives)"
+)
 
 
 class ReferenceMatcher:
-    """Byte-level simulation of a :class:`Network`. Stateless; thread-safe.
+    """Byte-level simulation of a :class:`Network`. Thread-safe (stateless but for the
+    lazily refined depth threshold ``safe``, an idempotent write of sound values).
 
-    ``max_depth`` bounds the stack (nesting) depth: deeper calls are not entered.
+    ``max_depth`` bounds the stack (nesting) depth, counted in frames, or in levels
+    of recursion when ``levels`` (grammars; see :mod:`~jsonmode.decoding.headroom`):
+    a stack is kept only while it can still finish within the bound, so no state
+    allows a byte whose only continuations nest deeper (the matcher is never left
+    with no way on), and deeper calls are not entered.
     ``max_stacks`` bounds the stacks of one state: an ambiguous grammar (a recursive
     union whose branches start alike, each nesting into both again) doubles them with
     every level the text nests, so each byte would cost twice the last; past the bound,
@@ -54,11 +68,24 @@ class ReferenceMatcher:
     """
 
     def __init__(
-        self, network: Network, *, max_depth: int = 64, max_stacks: int = MAX_STACKS
+        self,
+        network: Network,
+        *,
+        max_depth: int = 64,
+        max_stacks: int = MAX_STACKS,
+        levels: bool = False,
     ) -> None:
         self.network = network
         self.max_depth = max_depth
         self.max_stacks = max_stacks
+        self.levels = levels
+        self.headroom = headroom(network, levels)
+        # A stack of at most this many frames is viable whatever its states (each frame
+        # counts one at most): only deeper ones are checked (see _viable). Refined
+        # lazily (see roomy): from the number of rules (no need exceeds it), to the
+        # headroom's bound, to the largest need.
+        self.safe = max_depth - len(network.rules) - 1
+        self._refined = 0
         # Per rule: transitions as a flat memoryview of ints (``state * 256 + byte``;
         # a NumPy scalar lookup costs several times more), and per state whether it
         # reads a byte, accepts, or is *settled* (reads, calls nothing and cannot
@@ -113,6 +140,7 @@ class ReferenceMatcher:
             if self._settled[rule][state]:
                 return (stacks[0],)
         reads, calls, accepting = self._reads, self._calls, self._accepting
+        safe = self.safe  # (a stale value is sound: see roomy)
         done: set[Stack] = set()
         seen: set[Stack] = set()
         work = list(stacks)
@@ -132,15 +160,17 @@ class ReferenceMatcher:
                         "parse stacks per state",
                         self.max_stacks,
                         doing="matching the text",
-                        hint="the schema's alternatives (anyOf/oneOf branches that start "
-                        "alike) nest into each other: make them start differently, or "
-                        "give the union a discriminating property",
+                        hint=_GRAMMAR_STACKS_HINT if self.levels else _SCHEMA_STACKS_HINT,
                     )
             for callee, back in calls[rule][state]:
-                if back == TAIL:  # (the callee replaces the frame: no deeper)
-                    work.append((*stack[:-1], (callee, 0)))
-                elif len(stack) < self.max_depth:
-                    work.append((*stack[:-1], (rule, back), (callee, 0)))
+                if back == TAIL:  # (the callee replaces the frame)
+                    pushed = (*stack[:-1], (callee, 0))
+                    if len(stack) <= safe or self._viable(pushed):
+                        work.append(pushed)
+                else:
+                    pushed = (*stack[:-1], (rule, back), (callee, 0))
+                    if len(stack) < safe or self._viable(pushed):
+                        work.append(pushed)
             if accepting[rule][state]:
                 work.append(stack[:-1])
         return tuple(sorted(done))
@@ -148,6 +178,7 @@ class ReferenceMatcher:
     def step(self, state: State, byte: int) -> State:
         """The state after reading ``byte`` (empty: the byte is not allowed)."""
         trans = self._trans
+        safe = self.safe
         moved: list[Stack] = []
         for stack in state:
             if not stack:
@@ -155,8 +186,39 @@ class ReferenceMatcher:
             rule, at = stack[-1]
             target = trans[rule][at * 256 + byte]
             if target >= 0:
-                moved.append((*stack[:-1], (rule, target)))
+                following = (*stack[:-1], (rule, target))
+                if len(stack) <= safe or self._viable(following):
+                    moved.append(following)
         return self.close(moved) if moved else ()
+
+    def roomy(self, depth: int) -> bool:
+        """Whether every stack ``depth`` deep (or fewer frames) is viable whatever its
+        states. Costs a comparison, but the first time a stack gets that deep: the
+        headroom's bound then, its needs if the bound leaves no room."""
+        if depth <= self.safe:
+            return True
+        while self._refined < 2 and depth > self.safe:
+            room = self.headroom
+            self._refined += 1
+            most = room.bound if self._refined == 1 else room.most
+            self.safe = max(self.safe, self.max_depth - most)
+        return depth <= self.safe
+
+    def _viable(self, stack: Stack) -> bool:
+        """Whether the stack's top frame, and the one below it, can still finish
+        within ``max_depth`` (the frames below were checked when they were on top)."""
+        if self.roomy(len(stack)):
+            return True
+        room = self.headroom
+        depth = room.depth(stack)
+        rule, state = stack[-1]
+        if depth + room.need(rule)[state] > self.max_depth:
+            return False
+        if len(stack) < 2:
+            return True
+        below, back = stack[-2]
+        lower = depth - room.weight(stack[-3][0] if len(stack) > 2 else -1, rule)
+        return lower + room.need(below)[back] <= self.max_depth
 
     def feed(self, state: State, data: bytes) -> State:
         for byte in data:
@@ -173,13 +235,20 @@ class ReferenceMatcher:
         return self.can_end(self.feed(self.initial(), data))
 
     def allowed_bytes(self, state: State) -> npt.NDArray[np.bool_]:
-        """Which next bytes keep the document alive (for tests and forced-byte reads)."""
+        """Which next bytes keep the document alive (for tests and forced-byte reads).
+        Near the depth bound, exactly those :meth:`step` takes (a byte into a state
+        that could only nest deeper is not allowed)."""
         rules = self.network.rules
         allowed = np.zeros(256, dtype=np.bool_)
+        near = False
         for stack in state:
             if stack:
                 rule, at = stack[-1]
                 allowed |= rules[rule].trans[at] >= 0
+                near = near or not self.roomy(len(stack))
+        if near:
+            for byte in np.flatnonzero(allowed).tolist():
+                allowed[byte] = bool(self.step(state, byte))
         return allowed
 
 

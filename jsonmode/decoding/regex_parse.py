@@ -40,6 +40,7 @@ __all__ = [
     "ALL",
     "DIGIT",
     "DOT",
+    "MALFORMED",
     "MAX_CODE_POINT",
     "SPACE",
     "WORD",
@@ -49,6 +50,7 @@ __all__ = [
     "Chars",
     "Concat",
     "Node",
+    "RegexSyntaxError",
     "Repeat",
     "charset",
     "negate",
@@ -157,14 +159,51 @@ class Branch:
     anchored_end: bool
 
 
-def unsupported(pattern: str, pos: int, fragment: str, what: str) -> UnsupportedSchemaError:
+#: The ``what`` of the errors for text that is no regular expression at all (the others
+#: name valid ECMA-262 syntax that is not supported: backreferences, lookaround ...).
+MALFORMED = frozenset(
+    {
+        "unbalanced parenthesis",
+        "unmatched parenthesis",
+        "quantifier range out of order",
+        "nothing to repeat",
+        "malformed group name",
+        "unterminated group",
+        "trailing backslash",
+        "malformed \\x escape",
+        "malformed \\u{...} escape",
+        "code point out of range",
+        "malformed \\u escape",
+        "unterminated character class",
+        "character class range out of order",
+    }
+)
+
+
+class RegexSyntaxError(UnsupportedSchemaError):
+    """A pattern this parser cannot read: ``what`` (a phrase; in :data:`MALFORMED`
+    when the pattern is malformed), ``fragment`` at ``offset``."""
+
+    def __init__(self, pattern: str, offset: int, fragment: str, what: str) -> None:
+        shown = pattern if len(pattern) <= 120 else pattern[:117] + "..."
+        super().__init__(
+            f"regex {what} `{fragment}` at offset {offset} is not supported (pattern `{shown}`)",
+            hint="the keyword is left to post-validation; rewrite the pattern without it "
+            "to have it enforced while decoding",
+        )
+        self.pattern = pattern
+        self.offset = offset
+        self.fragment = fragment
+        self.what = what
+
+    @property
+    def malformed(self) -> bool:
+        return self.what in MALFORMED
+
+
+def unsupported(pattern: str, pos: int, fragment: str, what: str) -> RegexSyntaxError:
     """The error for ``fragment`` at offset ``pos`` of ``pattern`` (message names both)."""
-    shown = pattern if len(pattern) <= 120 else pattern[:117] + "..."
-    return UnsupportedSchemaError(
-        f"regex {what} `{fragment}` at offset {pos} is not supported (pattern `{shown}`)",
-        hint="the keyword is left to post-validation; rewrite the pattern without it "
-        "to have it enforced while decoding",
-    )
+    return RegexSyntaxError(pattern, pos, fragment, what)
 
 
 _HEX = "0123456789abcdefABCDEF"
@@ -202,7 +241,7 @@ class _Parser:
 
     # -- helpers ---------------------------------------------------------------------
 
-    def error(self, pos: int, fragment: str, what: str) -> UnsupportedSchemaError:
+    def error(self, pos: int, fragment: str, what: str) -> RegexSyntaxError:
         return unsupported(self.p, pos, fragment, what)
 
     def peek(self, k: int = 0) -> str:

@@ -82,6 +82,10 @@ class _Stacks:
         self._reads: list[_ReadLists] = []  # per context, its rule's
         self._readable: dict[tuple[Pair, ...], npt.NDArray[np.bool_]] = {}
         self._facts: dict[int, _Facts] = {}
+        # Near the nesting bound, a context's table and read lists leave out the bytes
+        # into states that cannot finish within it (by rule and depth left; see near).
+        self.near: list[bool] = []
+        self._bounded: dict[tuple[int, int], tuple[memoryview, _ReadLists]] = {}
         self._lock = threading.Lock()
 
     @property
@@ -108,18 +112,46 @@ class _Stacks:
         known = self._children.get(key)
         if known is None:
             facts = self._rule_facts(rule)
+            reference = self.reference
+            if reference.levels:
+                caller = self._rule[parent] if parent >= 0 else -1
+                depth = (self._depth[parent] if parent >= 0 else 0) + (
+                    reference.headroom.weight(caller, rule)
+                )
+            else:
+                depth = self._depth[parent] + 1 if parent >= 0 else 1
+            near = depth > reference.safe and not reference.roomy(depth)
+            near = near and depth + reference.headroom.most_of(rule) > reference.max_depth
+            table, reads = reference.table(rule), facts.reads
+            if near:
+                table, reads = self._bounded_table(rule, reference.max_depth - depth)
             with self._lock:
                 known = self._children.get(key)
                 if known is None:
                     known = len(self._rule)
-                    self.tables.append(self.reference.table(rule))
+                    self.tables.append(table)
                     self.crossings.append(facts.flags)
-                    self._reads.append(facts.reads)
+                    self._reads.append(reads)
                     self._parent.append(parent)
                     self._back.append(back)
-                    self._depth.append(self._depth[parent] + 1 if parent >= 0 else 1)
+                    self._depth.append(depth)
                     self._rule.append(rule)
+                    self.near.append(near)
                     self._children[key] = known
+        return known
+
+    def _bounded_table(self, rule: int, room: int) -> tuple[memoryview, _ReadLists]:
+        """The rule's table and read lists less the bytes into states that need more
+        than ``room`` depth to finish (see :mod:`~jsonmode.decoding.headroom`)."""
+        key = (rule, room)
+        known = self._bounded.get(key)
+        if known is None:
+            trans = self.reference.network.rules[rule].trans
+            need = np.asarray(self.reference.headroom.need(rule))
+            live = trans >= 0
+            kept = np.where(live & (need[np.where(live, trans, 0)] <= room), trans, -1)
+            kept = np.ascontiguousarray(kept, dtype=np.int32)
+            known = self._bounded[key] = (memoryview(kept.reshape(-1)), _ReadLists(kept))  # type: ignore[arg-type]
         return known
 
     def stack(self, context: int, state: int) -> Stack:
@@ -159,6 +191,7 @@ class _Stacks:
         if known is None:
             reads, calls, accepting = self.reference.rule_lists()
             limit = self.reference.max_depth
+            room = self.reference.headroom
             closed: dict[Pair, None] = {}
             seen: set[Pair] = set()
             work = [key]
@@ -174,11 +207,19 @@ class _Stacks:
                 rule = self._rule[here]
                 if reads[rule][at]:
                     closed[pair] = None
+                depth = self._depth[here]
+                roomy = depth < self.reference.safe or self.reference.roomy(depth + 1)
                 for callee, back in calls[rule][at]:
+                    # (Only a stack that can finish within the limit: see
+                    # jsonmode.decoding.headroom.)
                     if back == TAIL:  # (the callee replaces the frame: no deeper)
-                        sibling = self._child(self._parent[here], self._back[here], callee)
-                        work.append((sibling, 0))
-                    elif self._depth[here] < limit:
+                        if roomy or depth + room.need(callee)[0] <= limit:
+                            sibling = self._child(self._parent[here], self._back[here], callee)
+                            work.append((sibling, 0))
+                    elif roomy or (
+                        depth + room.weight(rule, callee) + room.need(callee)[0] <= limit
+                        and depth + room.need(rule)[back] <= limit
+                    ):
                         work.append((self._child(here, back, callee), 0))
                 if accepting[rule][at]:
                     parent = self._parent[here]
@@ -320,13 +361,29 @@ def _group_rests(index: _TokenIndex, split: Following, readable: npt.NDArray[np.
     return known
 
 
-def _direct(trie: TokenTrie, stacks: _Stacks, context: int, state: int) -> list[int] | None:
+def _direct(
+    trie: TokenTrie, stacks: _Stacks, context: int, state: int, whole: bool = False
+) -> list[int] | None:
     """The positions of the tokens the stack ``(context, state)`` reads, when its
     top state reads few bytes: the stack follows the token trie itself (see
     :meth:`TokenTrie.walk_stacks`). None for a wider stack, or when more than
     ``_DIRECT_NODES`` trie nodes and stacks would be live (or surely will: see
-    ``_WIDE_BYTES``)."""
+    ``_WIDE_BYTES``). ``whole``: however wide (a context near the nesting bound,
+    whose rule's walk, shared by every depth, would allow too much)."""
     reads = stacks.reads(context, state)
+    if whole:
+        first = trie.first_node_list
+        seeds = [
+            (first[byte], *pair)
+            for byte in reads
+            if first[byte] >= 0
+            for pair in stacks.step(context, state, byte)
+        ]
+        found = trie.walk_stacks(
+            stacks.tables, stacks.crossings, stacks.reads, stacks.expand, seeds, 1 << 62
+        )
+        assert found is not None  # (no budget)
+        return found
     if len(reads) > _SMALL_BYTES:
         return None
     first, below = trie.first_node_list, trie.first_sizes

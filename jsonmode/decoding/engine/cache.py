@@ -109,10 +109,17 @@ class MaskEngine:
     ``hits`` / ``misses`` count mask-cache lookups.
     """
 
-    def __init__(self, network: Network, vocabulary: Vocabulary, *, max_depth: int = 64) -> None:
+    def __init__(
+        self,
+        network: Network,
+        vocabulary: Vocabulary,
+        *,
+        max_depth: int = 64,
+        levels: bool = False,
+    ) -> None:
         self.network = network
         self.vocabulary = vocabulary
-        self.reference = ReferenceMatcher(network, max_depth=max_depth)
+        self.reference = ReferenceMatcher(network, max_depth=max_depth, levels=levels)
         self.eos = np.array(sorted(vocabulary.eos_ids), dtype=np.int64)
         self._token = next(_engine_ids)
         index = _token_index(vocabulary)
@@ -183,10 +190,12 @@ class MaskEngine:
             if stack:
                 self._add_stack(into, stack)
         if (END in state or (state and not into.set)) and self.eos.size:
-            # (A live state no token continues: only where a grammar's recursion
-            # must nest past max_nesting_depth. End-of-sequence lets the row end
-            # there, the text judged incomplete, rather than leaving nothing to
-            # sample from; see Matcher.advance.)
+            # (A live state no token continues: the nesting bound no longer makes
+            # one (no stack is kept that cannot finish within it, see
+            # jsonmode.decoding.headroom), but a vocabulary that cannot spell what
+            # must follow could. End-of-sequence lets the row end there, the text
+            # judged incomplete, rather than leaving nothing to sample from; see
+            # Matcher.advance.)
             into.ids(self.eos)
         return into.done()
 
@@ -195,7 +204,7 @@ class MaskEngine:
         rule, at = stack[-1]
         stacks = self._current_stacks()
         context = stacks.context(stack[:-1], rule)
-        found = _direct(self._index.trie, stacks, context, at)
+        found = _direct(self._index.trie, stacks, context, at, stacks.near[context])
         if found is not None:
             into.positions(found)
             return
