@@ -103,10 +103,12 @@ def _guarded(name: str, check: Callable[[Any], Any]) -> Callable[[Any], Any]:
             # machinery on first use (rfc3987-syntax compiles its grammar on import,
             # ~1.4 s; see jsonmode/_startup.py), and an import must never be cut short.
             # That one-off time is not taken from the validation's budget.
+            started = time.monotonic()
             with contextlib.suppress(Exception):
                 check("")
             warmed = True
             deadline = None
+            _postpone(time.monotonic() - started)
         if deadline is None:
             deadline = time.monotonic() + FORMAT_TIME_LIMIT
         try:
@@ -115,6 +117,15 @@ def _guarded(name: str, check: Callable[[Any], Any]) -> Callable[[Any], Any]:
             raise FormatUndecided(name, instance) from None
 
     return guarded
+
+
+def _postpone(seconds: float) -> None:
+    """Move the current validation's shared format deadline ``seconds`` later (the
+    one-off warm-up of a checker is not the validation's time: after a 2.6 s import,
+    every later string of the value was undecided at once)."""
+    current = _deadline.get()
+    if current is not None:
+        _deadline.set(current + seconds)  # (budget() restores the outer value on exit)
 
 
 def _malformed(name: str, raises: Any) -> Any:
