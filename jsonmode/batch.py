@@ -61,9 +61,10 @@ from typing import TYPE_CHECKING, Any, TypeVar, Union
 from jsonmode import events
 from jsonmode.backends.base import Completion, Request
 from jsonmode.errors import BackendError, JsonModeError, TransientBackendError, UsageError
+from jsonmode.judging import checked_examples
 from jsonmode.result import Result, Usage
 from jsonmode.schema.core import Schema
-from jsonmode.texts import GrammarJudge, as_grammar
+from jsonmode.texts import GrammarJudge, as_grammar, is_grammar
 
 if TYPE_CHECKING:
     from jsonmode.decoding.grammars import CompiledGrammar
@@ -345,35 +346,20 @@ class _Finish:
         )
 
 
-def _is_grammar(target: object) -> bool:
-    """Whether ``map`` reads ``target`` as a grammar (see the module docstring): a
-    CompiledGrammar, or a string that is not JSON Schema text."""
-    from jsonmode.decoding.grammars import CompiledGrammar
-
-    if isinstance(target, CompiledGrammar):
-        return True
-    if isinstance(target, str):
-        text = target.strip()
-        return not (text.startswith("{") or text in ("true", "false"))
-    return False
-
-
 def _check_once(
     target: object, examples: Sequence[tuple[str, Any]], schema_name: str | None, context: Any
 ) -> Target:
     """What every request of the batch would refuse alike raises once, up front: a
     bad schema or grammar, examples, or schema name. Returns the compiled target."""
-    from jsonmode.facade import _checked_examples
-
     events.check_schema_name(schema_name)
-    if _is_grammar(target):
+    if is_grammar(target):
         if context is not None:
             raise UsageError("context is for a schema's validators, not a grammar")
         grammar = as_grammar(target)
         GrammarJudge(grammar, "strict").first_messages((), examples)  # checks the examples
         return grammar
     spec = Schema.of(target)
-    _checked_examples(spec, examples)
+    checked_examples(spec, examples)
     return spec
 
 

@@ -110,9 +110,9 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from jsonmode import events
+from jsonmode._cli_parser import build_parser
 from jsonmode._json import dumps, has_surrogate
 from jsonmode._text import clip
-from jsonmode.backends.deadline import DEFAULT_TIMEOUT
 from jsonmode.errors import (
     AttemptsExhaustedError,
     BackendError,
@@ -122,7 +122,7 @@ from jsonmode.errors import (
     SchemaError,
     UsageError,
 )
-from jsonmode.reading import MODES, Mode, parse
+from jsonmode.reading import Mode, parse
 from jsonmode.retry import TransportPolicy
 from jsonmode.schema.core import Schema
 
@@ -137,246 +137,6 @@ EXIT_USAGE = 2
 EXIT_BACKEND = 3
 
 _DEFAULT_POLICY = TransportPolicy()
-
-
-# (Schema.warnings: printed by print_schema_warnings)
-_SCHEMA_HELP = "JSON Schema file (unknown keywords are warned about on stderr)"
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="jsonmode", description="Make any LLM return JSON that conforms to a schema."
-    )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def schema_command(
-        name: str, help_text: str, *, grammars: bool = False
-    ) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help_text, description=help_text)
-        if grammars:
-            target = sub.add_mutually_exclusive_group(required=True)
-            target.add_argument("--schema", type=pathlib.Path, help=_SCHEMA_HELP)
-            target.add_argument(
-                "--grammar",
-                type=pathlib.Path,
-                metavar="FILE.gbnf",
-                help="a text matching this GBNF grammar (llama.cpp's), instead of JSON",
-            )
-            target.add_argument(
-                "--regex",
-                metavar="PATTERN",
-                help="a text matching this regular expression as a whole, instead of JSON",
-            )
-        else:
-            sub.add_argument("--schema", required=True, type=pathlib.Path, help=_SCHEMA_HELP)
-        sub.add_argument("--verbose", "-v", action="store_true", help="show every attempt/repair")
-        sub.add_argument("--indent", type=int, default=None, help="pretty-print the output")
-        return sub
-
-    generate = schema_command(
-        "generate",
-        "Generate conforming JSON from a model (or, with --grammar or --regex, a matching text).",
-        grammars=True,
-    )
-    _model_options(generate)
-    generate.add_argument(
-        "--stream",
-        action="store_true",
-        help='show the value as it grows: one JSON line per event on stderr, {"partial": '
-        'VALUE} or {"retry": {...}} (the partials so far are void); the value on stdout',
-    )
-    generate.add_argument("prompt", metavar="PROMPT", help="the prompt ('-' reads stdin)")
-
-    batch = commands.add_parser(
-        "batch",
-        help="Run many prompts: a JSONL file in, a JSONL file out.",
-        description='Run every {"prompt": ...} line of --input (a string or a list of chat '
-        'messages; or an OpenAI Batch request, {"custom_id": ..., "body": {"messages": '
-        '[...]}}). Line i of --output is {"value": ...} or {"error": {"type": ..., '
-        '"message": ...}} for input line i, with the input line\'s other keys (id, '
-        "custom_id ...) copied beside it, written in order as soon as lines 1..i are done; "
-        "a line that cannot be read is an error entry for that line. An existing output "
-        "is never truncated unless --overwrite; --resume adds the lines it lacks. A "
-        "progress bar on a terminal and a summary line on stderr. Exit status 0 when every "
-        "line conformed, 1 when some did not, 2 for bad usage, schema, input or output "
-        "file (or a write that failed), 3 when the backend failed every line sent, 130 on "
-        "Ctrl-C (the summary says what was written), 141 when stdout's reader went away.",
-    )
-    target = batch.add_mutually_exclusive_group(required=True)
-    target.add_argument("--schema", type=pathlib.Path, help=_SCHEMA_HELP)
-    target.add_argument(
-        "--grammar",
-        type=pathlib.Path,
-        metavar="FILE.gbnf",
-        help='texts matching this GBNF grammar instead of JSON ({"value": "the text"})',
-    )
-    target.add_argument(
-        "--regex",
-        metavar="PATTERN",
-        help="texts matching this regular expression as a whole, instead of JSON",
-    )
-    batch.set_defaults(indent=None)  # (--indent is generate's; _grammar asks)
-    batch.add_argument(
-        "--input",
-        required=True,
-        metavar="IN.jsonl",
-        help="{\"prompt\": ...} per line, or OpenAI Batch requests ('-': stdin)",
-    )
-    batch.add_argument(
-        "--output", required=True, metavar="OUT.jsonl", help="results, one per line ('-': stdout)"
-    )
-    existing = batch.add_mutually_exclusive_group()
-    existing.add_argument(
-        "--resume",
-        action="store_true",
-        help="keep the finished lines already in --output (not asked again) and append "
-        "the ones it lacks, in order (a torn last line is written again)",
-    )
-    existing.add_argument(
-        "--overwrite", action="store_true", help="replace an existing --output file"
-    )
-    batch.add_argument(
-        "--concurrency", type=int, default=8, metavar="N", help="requests in flight (default 8)"
-    )
-    batch.add_argument(
-        "--details",
-        action="store_true",
-        help='add "details" to each line: the tier and every attempt (outcome, calls, '
-        "latency, error, repairs, raw output of failed attempts, tokens)",
-    )
-    batch.add_argument("--no-progress", action="store_true", help="no progress bar")
-    batch.add_argument(
-        "--verbose", "-v", action="store_true", help="show transport retries and failed lines"
-    )
-    _model_options(batch)
-
-    for name, text, grammars in (
-        (
-            "validate",
-            "Check that INPUT is JSON conforming to the schema (strict), or a text matching "
-            "the grammar or regular expression (written back unchanged when it does). "
-            "Whitespace after a JSON document is allowed; for a grammar or regular "
-            "expression, one line break (\\n or \\r\\n) at the very end of INPUT is "
-            "not part of the text (INPUT matches as it is or without it), more are.",
-            True,
-        ),
-        ("repair", "Repair INPUT into JSON conforming to the schema; repairs go to stderr.", False),
-    ):
-        sub = schema_command(name, text, grammars=grammars)
-        sub.add_argument("input", nargs="?", default="-", help="file to read (default: stdin)")
-
-    demo = commands.add_parser("demo", help="Run the offline demo.")
-    demo.add_argument("--verbose", "-v", action="store_true")
-    demo.add_argument(
-        "--model", default=None, help="a Hugging Face model name or path (default: a random model)"
-    )
-    demo.add_argument(
-        "--metrics-port",
-        type=int,
-        default=None,
-        metavar="P",
-        help="serve Prometheus metrics on 127.0.0.1:P, then keep sending demo traffic "
-        "(watch it with: jsonmode dashboard)",
-    )
-    demo.add_argument(
-        "--duration",
-        type=float,
-        default=None,
-        metavar="S",
-        help="with --metrics-port: seconds of demo traffic (default: until Ctrl-C)",
-    )
-
-    metrics = commands.add_parser("metrics", help="Prometheus exporter and dashboard assets.")
-    metrics_commands = metrics.add_subparsers(dest="metrics_command", required=True)
-    serve = metrics_commands.add_parser(
-        "serve",
-        help="Serve the metrics of every process that writes to $PROMETHEUS_MULTIPROC_DIR.",
-        description="Serve /metrics aggregated over every process that writes to "
-        "$PROMETHEUS_MULTIPROC_DIR (multiprocess mode). A single process serves its own "
-        "metrics with jsonmode.metrics.serve(port) instead.",
-    )
-    serve.add_argument("--port", type=int, required=True, metavar="P")
-    serve.add_argument("--addr", default="127.0.0.1", help="address to bind (default: loopback)")
-    metrics_commands.add_parser(
-        "assets", help="Print the folder holding the Grafana dashboard and Prometheus rules."
-    )
-
-    dashboard = commands.add_parser(
-        "dashboard",
-        help="Serve a live dashboard page for an exporter.",
-        description="Serve a self-contained live page (no CDN; works offline) that polls "
-        "the exporter and charts conformance, outcomes, latency and decoder costs.",
-    )
-    dashboard.add_argument(
-        "--metrics-url",
-        default="http://127.0.0.1:9464/metrics",
-        metavar="URL",
-        help="the exporter (default: http://127.0.0.1:9464/metrics)",
-    )
-    dashboard.add_argument("--port", type=int, default=8765, metavar="P", help="default 8765")
-    dashboard.add_argument(
-        "--addr", default="127.0.0.1", help="address to bind (default: loopback)"
-    )
-    dashboard.add_argument(
-        "--interval", type=float, default=2.0, metavar="S", help="seconds between polls"
-    )
-    return parser
-
-
-def _model_options(sub: argparse.ArgumentParser) -> None:
-    """The options that choose and drive the model (generate, batch)."""
-    sub.add_argument(
-        "--model",
-        default=os.environ.get("JSONMODE_MODEL"),
-        help="litellm model string, e.g. openai/gpt-4o-mini, or a local folder holding a "
-        "transformers model and its tokenizer (default: $JSONMODE_MODEL)",
-    )
-    sub.add_argument("--mode", choices=MODES, default="strict")
-    sub.add_argument("--api-base", help="endpoint URL, e.g. http://127.0.0.1:8000/v1")
-    sub.add_argument("--api-key", default=None, help="API key (default: provider's env var)")
-    sub.add_argument("--max-attempts", type=int, default=3)
-    sub.add_argument(
-        "--tier",
-        choices=("auto", "constrained", "native", "prompted"),
-        default="auto",
-        help="constrained: decode a local --model folder under the schema's token mask; "
-        "auto picks constrained for a local model, native or prompted for an API model "
-        "(native when --native is given)",
-    )
-    sub.add_argument(
-        "--native",
-        choices=("response_format", "tools"),
-        default=None,
-        help="how the native tier sends the schema to an API model: response_format "
-        "(a JSON Schema) or tools (one forced function call); selects the native tier",
-    )
-    sub.add_argument(
-        "--timeout",
-        type=float,
-        default=None,
-        metavar="S",
-        help="seconds one backend call may take, the whole reply included (default "
-        f"{DEFAULT_TIMEOUT:g} for an API model; none for a local model, whose length "
-        "--max-tokens bounds)",
-    )
-    sub.add_argument(
-        "--max-retry-wait",
-        type=float,
-        default=None,
-        metavar="S",
-        help="stop retrying a failed call (rate limit, 5xx, timeout, no connection) once S "
-        f"seconds have passed since the first; a server asking to wait longer is not waited "
-        f"for (default {_DEFAULT_POLICY.max_delay:g})",
-    )
-    sub.add_argument(
-        "--max-tokens",
-        type=int,
-        default=None,
-        metavar="N",
-        help="longest reply, in tokens (litellm's max_tokens; a local model's "
-        "max_new_tokens, default 512)",
-    )
-    sub.add_argument("--temperature", type=float, default=None)
 
 
 def _stdin() -> str:
@@ -815,7 +575,7 @@ def _exit_status(error: JsonModeError) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     verbose = bool(getattr(args, "verbose", False))
     with warnings.catch_warnings():
         # (the schema's warnings are printed once, as this command's own lines)

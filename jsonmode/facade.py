@@ -6,7 +6,7 @@ Orchestration is an onion, each layer short:
     text / run_text ...   the same for a text under a grammar (jsonmode.texts)
     stream / map ...      the same session, streamed (jsonmode.streaming) or batched
                           (jsonmode.batch)
-    _session ...          one request's judge (_SchemaJudge: a JSON value under a schema;
+    _session ...          one request's judge (judging.SchemaJudge: a JSON value under a schema;
                           _text_session: jsonmode.texts.GrammarJudge, a text under a grammar)
     _attempts             validation attempts: tier, first request, re-asks, final error
     _judged               one output → Attempt (the judge's read: strict or repair)
@@ -28,10 +28,7 @@ from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterat
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-import pydantic
-
 from jsonmode import events
-from jsonmode._json import StrictJSONError, check_value
 from jsonmode.backends import Backend, Completion, Request, resolve
 from jsonmode.backends.options import FACADE_OPTIONS, check_spelling, refuse_retry_options
 from jsonmode.errors import (
@@ -43,11 +40,11 @@ from jsonmode.errors import (
     OutputParseError,
     OutputTruncatedError,
     SchemaViolationError,
-    UnsupportedSchemaError,
     UsageError,
 )
-from jsonmode.prompting import Message, first_messages, reask_messages, user_messages
-from jsonmode.reading import Mode, Parsed, check_mode, parse
+from jsonmode.judging import SchemaJudge
+from jsonmode.prompting import Message, user_messages
+from jsonmode.reading import Mode, check_mode
 from jsonmode.result import Attempt, Outcome, Result, Tier
 from jsonmode.retry import TransportPolicy
 from jsonmode.schema.core import Schema
@@ -579,7 +576,7 @@ class JsonMode:
         spec = Schema.of(schema)
         if warn:
             self._warn_about(spec)
-        judge = _SchemaJudge(spec, self.mode, context)
+        judge = SchemaJudge(spec, self.mode, context)
         return (yield from self._attempts(prompt, judge, examples, schema_name, started, trace))
 
     def _text_session(
@@ -665,49 +662,6 @@ class JsonMode:
         raise error
 
 
-class _SchemaJudge:
-    """The session's judge for a JSON value under a schema (see jsonmode.texts.Judge)."""
-
-    wanted = "conforming JSON"
-
-    def __init__(self, spec: Schema, mode: Mode, context: Any) -> None:
-        self.spec = spec
-        self.mode = mode
-        self.context = context
-
-    def tier(self, tier: Tier, backend: Backend) -> Tier:
-        """Constrained falls back to prompted when the decoder cannot compile this
-        schema (unsupported construct or over a budget)."""
-        if tier != "constrained":
-            return tier
-        try:
-            backend.constrain(self.spec)  # type: ignore[attr-defined]
-        except UnsupportedSchemaError:
-            return "prompted"
-        return "constrained"
-
-    def request(self, messages: tuple[Message, ...], tier: Tier) -> Request:
-        return Request(
-            messages, self.spec, native=tier == "native", constrained=tier == "constrained"
-        )
-
-    def first_messages(
-        self, messages: tuple[Message, ...], examples: Sequence[tuple[str, Any]]
-    ) -> tuple[Message, ...]:
-        return first_messages(self.spec, messages, _checked_examples(self.spec, examples))
-
-    def reask_messages(
-        self, first: tuple[Message, ...], failed: Attempt, max_attempts: int
-    ) -> tuple[Message, ...]:
-        return reask_messages(first, failed, max_attempts)
-
-    def read(self, text: str, truncated: bool) -> Parsed:
-        return parse(text, self.spec, self.mode, truncated=truncated, context=self.context)
-
-    def repairable(self, attempt: Attempt) -> bool:
-        return _repair_would_pass(attempt, self.spec, self.context)
-
-
 def _judged(index: int, reply: _Reply, judge: Judge) -> tuple[Attempt, Any]:
     """One output as an Attempt, and its value when it is valid."""
     completion = reply.completion
@@ -772,18 +726,6 @@ def _outcome(failure: OutputError) -> Outcome:
     return "schema_violation"
 
 
-def _repair_would_pass(attempt: Attempt, spec: Schema, context: Any) -> bool:
-    """Whether repair mode would have read ``attempt``'s output as conforming (so a
-    hint to use it helps); bounded by repair's own limits."""
-    if attempt.outcome in ("valid", "backend_error", "truncated") or not attempt.raw:
-        return False
-    try:
-        parse(attempt.raw, spec, "repair", context=context)
-    except OutputError:
-        return False
-    return True
-
-
 def _outside_jsonmode() -> int:
     """The ``stacklevel`` of the innermost caller outside jsonmode (for warnings)."""
     frame = sys._getframe(1)
@@ -797,22 +739,3 @@ def _outside_jsonmode() -> int:
 def _retries(controller: Any) -> int:
     attempt_number = controller.statistics.get("attempt_number", 1)
     return max(0, int(attempt_number) - 1)
-
-
-def _checked_examples(spec: Schema, examples: Sequence[tuple[str, Any]]) -> list[tuple[str, Any]]:
-    checked: list[tuple[str, Any]] = []
-    for index, example in enumerate(examples):
-        if not (isinstance(example, tuple) and len(example) == 2 and isinstance(example[0], str)):
-            raise UsageError(f"example {index} must be a (prompt, value) pair")
-        prompt, value = example
-        if isinstance(value, pydantic.BaseModel):
-            value = value.model_dump(mode="json")
-        try:
-            check_value(value)  # a number beyond the double range, a lone surrogate
-        except StrictJSONError as exc:
-            raise UsageError(f"example {index} is not a JSON value: {exc}") from None
-        issues = spec.issues(value)
-        if issues:
-            raise UsageError(f"example {index} does not conform to the schema: {issues[0]}")
-        checked.append((prompt, value))
-    return checked
