@@ -14,7 +14,7 @@ from jsonmode.backends.deadline import DEFAULT_TIMEOUT
 from jsonmode.reading import MODES
 from jsonmode.retry import TransportPolicy
 
-__all__ = ["build_parser", "model_options"]
+__all__ = ["build_parser", "model_options", "nesting_option"]
 
 # (Schema.warnings: printed by print_schema_warnings)
 _SCHEMA_HELP = "JSON Schema file (unknown keywords are warned about on stderr)"
@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
                 metavar="PATTERN",
                 help="a text matching this regular expression as a whole, instead of JSON",
             )
+            nesting_option(sub)
         else:
             sub.add_argument("--schema", required=True, type=pathlib.Path, help=_SCHEMA_HELP)
         sub.add_argument("--verbose", "-v", action="store_true", help="show every attempt/repair")
@@ -93,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATTERN",
         help="texts matching this regular expression as a whole, instead of JSON",
     )
+    nesting_option(batch)
     batch.set_defaults(indent=None)  # (--indent is generate's; _grammar asks)
     batch.add_argument(
         "--input",
@@ -199,6 +201,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--interval", type=float, default=2.0, metavar="S", help="seconds between polls"
     )
     return parser
+
+
+def nesting_option(sub: argparse.ArgumentParser) -> None:
+    """``--max-nesting-depth``, for the commands that take ``--grammar``."""
+    sub.add_argument(
+        "--max-nesting-depth",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --grammar: how deep recursive rules may nest in the text (default 256 "
+        "levels; deeper text does not match)",
+    )
 
 
 def model_options(sub: argparse.ArgumentParser) -> None:

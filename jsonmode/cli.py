@@ -3,12 +3,14 @@
     jsonmode generate --schema FILE [--model M] [--mode strict|repair] [--api-base URL]
                       [--max-attempts N] [--tier T] [--native N] [--max-tokens N] [--stream]
                       [--verbose] PROMPT
-    jsonmode generate --grammar FILE.gbnf | --regex PATTERN [the options above] PROMPT
+    jsonmode generate --grammar FILE.gbnf [--max-nesting-depth N] | --regex PATTERN
+                      [the options above] PROMPT
     jsonmode batch    --schema FILE | --grammar FILE.gbnf | --regex PATTERN
                       --input IN.jsonl --output OUT.jsonl [--resume | --overwrite]
                       [--concurrency N] [--details] [--no-progress] [the model options
                       of generate]
-    jsonmode validate --schema FILE | --grammar FILE.gbnf | --regex PATTERN [INPUT]
+    jsonmode validate --schema FILE | --grammar FILE.gbnf [--max-nesting-depth N]
+                      | --regex PATTERN [INPUT]
     jsonmode repair   --schema FILE [INPUT]
     jsonmode demo     [--metrics-port P [--duration S]]
     jsonmode metrics serve --port P [--addr A]
@@ -303,8 +305,14 @@ def _grammar(args: argparse.Namespace) -> Any:
             raise UsageError(f"{flag} is for JSON output (--schema), not a text")
     from jsonmode.decoding.grammars import compile_grammar, compile_regex
 
+    depth = getattr(args, "max_nesting_depth", None)
     if args.regex is not None:
+        if depth is not None:
+            raise UsageError("--max-nesting-depth is for a --grammar, not a --regex")
         return compile_regex(args.regex)
+    if depth is not None and depth < 1:
+        raise UsageError(f"--max-nesting-depth must be 1 or more, not {depth}")
+    options = {} if depth is None else {"max_nesting_depth": depth}
     path: pathlib.Path = args.grammar
     try:
         text = path.read_text(encoding="utf-8")  # a file saved with CRLF reads alike
@@ -313,7 +321,7 @@ def _grammar(args: argparse.Namespace) -> Any:
     except UnicodeDecodeError as exc:
         raise UsageError(f"grammar file {path} is not UTF-8 text (at byte {exc.start})") from None
     try:
-        return compile_grammar(text)
+        return compile_grammar(text, **options)
     except SchemaError as error:  # InvalidGrammarError (line, column), left recursion ...
         error.message = f"grammar file {path}: {error.message}"
         error.args = (error.message,)
@@ -542,7 +550,13 @@ _CLI_SPELLING = (
     ),
 )
 # ... and in the messages.
-_CLI_MESSAGE_SPELLING = (("the transport policy's max_delay", "--max-retry-wait"),)
+_CLI_MESSAGE_SPELLING = (
+    ("the transport policy's max_delay", "--max-retry-wait"),
+    (
+        "compile the grammar with a larger max_nesting_depth=N to raise it",
+        "raise it with --max-nesting-depth N",
+    ),
+)
 
 
 def _cli_hint(error: JsonModeError) -> str | None:

@@ -253,9 +253,23 @@ def test_nesting_past_the_limit_names_the_limit(tmp_path):
     err = done.stderr.decode()
     assert "stops matching at byte 256" in err
     assert "nesting deeper than max_nesting_depth (256)" in err
-    assert "max_nesting_depth=N" in err
+    assert "raise it with --max-nesting-depth N" in err  # what the command can do
     assert 'expected "("' not in err
     assert "expected a character in [0-9]" in err
+    done = command("validate", "--grammar", str(path), "--max-nesting-depth", "300", stdin=deeper)
+    assert (done.returncode, done.stdout) == (0, deeper)
+    done = command(
+        "validate", "--grammar", str(path), "--max-nesting-depth", "3", stdin=b"((((1))))"
+    )
+    assert done.returncode == 1
+    assert "max_nesting_depth (3)" in done.stderr.decode()
+    for bad in (
+        ["--grammar", str(path), "--max-nesting-depth", "0"],
+        ["--regex", "a", "--max-nesting-depth", "9"],
+    ):
+        done = command("validate", *bad, stdin=b"a")
+        assert done.returncode == 2
+        assert "--max-nesting-depth" in done.stderr.decode()
 
 
 def test_a_grammar_over_a_budget_says_grammar(tmp_path):

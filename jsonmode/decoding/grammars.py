@@ -376,6 +376,8 @@ def _compiled(
     ``compile_schema``)."""
     try:
         settings = CompileOptions(**options)
+    except UsageError:
+        raise  # (a TypeError too: an option's value, named in the message)
     except TypeError as exc:
         known = ", ".join(field.name for field in dataclasses.fields(CompileOptions))
         raise UsageError(f"unknown compile option: {exc}", hint=f"known options: {known}") from None
