@@ -37,6 +37,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from jsonmode._text import clip
+
 if TYPE_CHECKING:
     from jsonmode.repair.report import Repair
     from jsonmode.result import Attempt
@@ -206,8 +208,17 @@ class AttemptsExhaustedError(JsonModeError):
     repairable: bool = False
 
 
+#: The longest message a :class:`BackendError` keeps (characters).
+MAX_BACKEND_MESSAGE = 2_000
+
+
 class BackendError(JsonModeError):
     """The model backend failed.
+
+    The message is at most :data:`MAX_BACKEND_MESSAGE` characters: a server's error
+    body can be megabytes (a 400 echoing the request), and it would be repeated on
+    stderr, in every batch line and in each attempt; its head and tail are kept, with
+    a marker saying how much was cut.
 
     Attributes:
         status_code: the HTTP status, when the backend reported one.
@@ -225,7 +236,7 @@ class BackendError(JsonModeError):
         hint: str | None = None,
         attempts: Sequence[Attempt] = (),
     ) -> None:
-        super().__init__(message, hint=hint, attempts=attempts)
+        super().__init__(clip(message, MAX_BACKEND_MESSAGE, tail=200), hint=hint, attempts=attempts)
         self.status_code = status_code
         self.retry_after = retry_after
 

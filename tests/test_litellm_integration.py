@@ -653,3 +653,20 @@ def test_async_reask_matches_sync(openai_server: Start) -> None:
     assert result.value == ADA
     assert server.request_count == 2
     assert "$.age (type)" in assert_reask(server, 1, bad)
+
+
+def test_a_long_error_body_is_clipped_in_the_error(openai_server: Start) -> None:
+    # A 400 whose body echoes a big request put all of it into the message, on stderr
+    # and in every batch line. The message keeps its head and tail, saying how much was
+    # cut. (200 KB here: litellm itself takes superlinear time on bigger bodies.)
+    body = "bad request: " + "x" * 200_000 + " END"
+    server = openai_server(HttpError(400, body))
+    with pytest.raises(PermanentBackendError) as caught:
+        jsonmode(server).run(PROMPT, PERSON)
+    message = caught.value.message
+    assert len(message) < 2_100
+    assert "bad request: xxx" in message
+    assert message.endswith("x END")
+    assert "characters cut" in message
+    assert caught.value.status_code == 400
+    assert server.request_count == 1
