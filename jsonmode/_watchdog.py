@@ -19,9 +19,10 @@ the lexer, the content check, jsonschema's format checkers): an interrupt may la
 any bytecode. User code
 (validators, hooks) must never run under a deadline. The one foreign code that can
 run inside the window is a finalizer or weakref callback called by the cyclic garbage
-collector; an interrupt landing there would be swallowed (and reported as
-"unraisable"), so the watchdog holds its fire while that thread is collecting
-(tracked by a ``gc.callbacks`` entry, registered with the watchdog) and fires again
+collector, or another library's ``gc.callbacks`` entry; an interrupt landing there
+would be swallowed (and reported as "unraisable"), so the watchdog holds its fire
+while that thread is collecting (tracked by two ``gc.callbacks`` entries kept first
+and last, around every other callback) and fires again
 every :data:`TICK` until the work stops.
 
 Where ``PyThreadState_SetAsyncExc`` is unavailable (not CPython), :func:`run_until`
@@ -35,6 +36,7 @@ import gc
 import math
 import os
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -55,11 +57,60 @@ RETRY = 0.002
 _collecting: set[int] = set()
 
 
-def _track_collection(phase: str, info: dict[str, int]) -> None:
-    if phase == "start":
+def _collection_starts(phase: str, info: dict[str, int]) -> None:
+    try:
+        if phase == "start":
+            _collecting.add(threading.get_ident())
+    except _Interrupt:
+        # Fired just before this collection began: lost here (gc would report it as
+        # unraisable), fired again a tick later, once the collection is over.
         _collecting.add(threading.get_ident())
-    else:
+
+
+def _collection_stops(phase: str, info: dict[str, int]) -> None:
+    try:
+        if phase == "stop":
+            _collecting.discard(threading.get_ident())
+    except _Interrupt:  # (as above: fired again a tick later)
         _collecting.discard(threading.get_ident())
+
+
+class _QuietInterrupts:
+    """``sys.unraisablehook`` that drops this module's own interrupt and hands every
+    other event to the hook it wraps. An interrupt can still land on the first line of
+    :func:`_collection_starts` (fired just as a collection began); gc then reports it
+    as unraisable, though nothing is lost (the watchdog fires again a tick later)."""
+
+    def __init__(self, wrapped: Callable[[Any], object]) -> None:
+        self.wrapped = wrapped
+
+    def __call__(self, unraisable: Any) -> None:
+        if unraisable.exc_type is not _Interrupt:
+            self.wrapped(unraisable)
+
+
+def _quiet_interrupts() -> None:
+    """Wrap the current ``sys.unraisablehook`` in :class:`_QuietInterrupts` unless it
+    is one (test runners install their own: checked at each arming, one read)."""
+    if not isinstance(sys.unraisablehook, _QuietInterrupts):
+        sys.unraisablehook = _QuietInterrupts(sys.unraisablehook)
+
+
+def _bracket_collections() -> None:
+    """Keep :func:`_collection_starts` first and :func:`_collection_stops` last in
+    ``gc.callbacks``, so that a collection counts from before any other callback runs
+    to after the last one: another library's callback (Hypothesis registers one) may
+    otherwise run, unguarded, before the start is recorded or after the stop. Cost: two
+    list reads when in place (each arming)."""
+    callbacks = gc.callbacks
+    if callbacks[:1] == [_collection_starts] and callbacks[-1:] == [_collection_stops]:
+        return
+    with contextlib.suppress(ValueError):
+        callbacks.remove(_collection_starts)
+    with contextlib.suppress(ValueError):
+        callbacks.remove(_collection_stops)
+    callbacks.insert(0, _collection_starts)
+    callbacks.append(_collection_stops)
 
 
 class DeadlineExceeded(Exception):
@@ -125,12 +176,12 @@ class _Watchdog:
         if self._thread is None or not self._thread.is_alive():
             with self._start_lock:
                 if self._thread is None or not self._thread.is_alive():
-                    if _track_collection not in gc.callbacks:
-                        gc.callbacks.append(_track_collection)
                     self._thread = threading.Thread(
                         target=self._run, name="jsonmode-watchdog", daemon=True
                     )
                     self._thread.start()
+        _bracket_collections()
+        _quiet_interrupts()
         self._armed[id(entry)] = entry
         if entry.deadline < self._wake_at:
             self._wakeups.put(None)

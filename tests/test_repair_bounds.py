@@ -21,6 +21,7 @@ import jsonmode.reading
 from jsonmode import OutputError, OutputParseError
 from jsonmode.repair.extract import find_candidates
 from jsonmode.repair.syntax import repair_syntax
+from tests.support.bounded import run_python
 
 # The bounds' own names are imported inside the tests that need them, so that every
 # other test here runs (and fails for its own reason) against code without them.
@@ -231,3 +232,47 @@ def test_run_until_works_in_many_threads_at_once() -> None:
     for thread in threads:
         thread.join(5.0)
     assert stopped == [True] * 4
+
+
+def test_an_interrupt_never_lands_in_another_librarys_gc_callback() -> None:
+    # Hypothesis registers a gc callback; one registered before the watchdog's ran,
+    # unguarded, before the collection was recorded (and one after it, after the stop
+    # was), and an interrupt that landed there was swallowed and reported as
+    # unraisable (a CI run failed on it). Foreign callbacks first and last, 5 ms each.
+    code = """
+import gc, sys, time
+from jsonmode._watchdog import DeadlineExceeded, run_until
+
+hit, unraisable = [], []
+
+def busy(phase, when):
+    if phase != when:
+        return
+    try:
+        end = time.monotonic() + 0.005
+        while time.monotonic() < end:
+            pass
+    except BaseException as error:
+        hit.append(type(error).__name__)
+        raise
+
+gc.callbacks.insert(0, lambda phase, info: busy(phase, "start"))
+gc.callbacks.append(lambda phase, info: busy(phase, "stop"))
+sys.unraisablehook = unraisable.append
+
+def work():
+    while True:
+        end = time.monotonic() + 0.01
+        while time.monotonic() < end:
+            pass
+        gc.collect(0)
+
+stopped = 0
+for _ in range(20):
+    try:
+        run_until(time.monotonic() + 0.03, work)
+    except DeadlineExceeded:
+        stopped += 1
+print(stopped, len(hit), len(unraisable))
+"""
+    assert run_python(code, 60).split() == ["20", "0", "0"]
