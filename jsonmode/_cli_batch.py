@@ -138,7 +138,11 @@ def run(args: argparse.Namespace) -> int:
     except _ClosedPipe:
         bar.close()
         writer.close()
-        _quiet_stdout()
+        if _quiet_stdout():
+            # As SIGPIPE would: end now. Requests still in flight (daemon threads
+            # inside the HTTP client) could otherwise hold the interpreter's exit.
+            sys.stderr.flush()
+            os._exit(EXIT_CLOSED_PIPE)
         return EXIT_CLOSED_PIPE
     finally:
         bar.close()
@@ -361,15 +365,17 @@ def _open_output(path: str, resume: bool, keep: int) -> TextIO:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-def _quiet_stdout() -> None:
+def _quiet_stdout() -> bool:
     """stdout's reader is gone: point stdout at /dev/null, so that the interpreter's
-    last flush does not report the pipe again."""
+    last flush does not report the pipe again. False when stdout is not a real file
+    (a stream standing in for it in tests)."""
     try:
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, sys.stdout.fileno())
         os.close(null)
     except (OSError, ValueError, AttributeError):  # not a real stdout (tests)
-        pass
+        return False
+    return True
 
 
 class _InOrder:
