@@ -14,7 +14,7 @@ from jsonmode.backends.deadline import DEFAULT_TIMEOUT
 from jsonmode.reading import MODES
 from jsonmode.retry import TransportPolicy
 
-__all__ = ["build_parser", "model_options", "nesting_option"]
+__all__ = ["build_parser", "model_options", "nesting_option", "targets"]
 
 # (Schema.warnings: printed by print_schema_warnings)
 _SCHEMA_HELP = "JSON Schema file (unknown keywords are warned about on stderr)"
@@ -32,20 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     ) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text, description=help_text)
         if grammars:
-            target = sub.add_mutually_exclusive_group(required=True)
-            target.add_argument("--schema", type=pathlib.Path, help=_SCHEMA_HELP)
-            target.add_argument(
-                "--grammar",
-                type=pathlib.Path,
-                metavar="FILE.gbnf",
-                help="a text matching this GBNF grammar (llama.cpp's), instead of JSON",
-            )
-            target.add_argument(
-                "--regex",
-                metavar="PATTERN",
-                help="a text matching this regular expression as a whole, instead of JSON",
-            )
-            nesting_option(sub)
+            targets(sub, "a text matching", "instead of JSON")
         else:
             sub.add_argument("--schema", required=True, type=pathlib.Path, help=_SCHEMA_HELP)
         sub.add_argument("--verbose", "-v", action="store_true", help="show every attempt/repair")
@@ -81,20 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
         "file (or a write that failed), 3 when the backend failed every line sent, 130 on "
         "Ctrl-C (the summary says what was written), 141 when stdout's reader went away.",
     )
-    target = batch.add_mutually_exclusive_group(required=True)
-    target.add_argument("--schema", type=pathlib.Path, help=_SCHEMA_HELP)
-    target.add_argument(
-        "--grammar",
-        type=pathlib.Path,
-        metavar="FILE.gbnf",
-        help='texts matching this GBNF grammar instead of JSON ({"value": "the text"})',
-    )
-    target.add_argument(
-        "--regex",
-        metavar="PATTERN",
-        help="texts matching this regular expression as a whole, instead of JSON",
-    )
-    nesting_option(batch)
+    targets(batch, "texts matching", 'instead of JSON ({"value": "the text"})')
     batch.set_defaults(indent=None)  # (--indent is generate's; _grammar asks)
     batch.add_argument(
         "--input",
@@ -201,6 +175,25 @@ def build_parser() -> argparse.ArgumentParser:
         "--interval", type=float, default=2.0, metavar="S", help="seconds between polls"
     )
     return parser
+
+
+def targets(sub: argparse.ArgumentParser, matching: str, instead: str) -> None:
+    """``--schema FILE | --grammar FILE.gbnf | --regex PATTERN`` (one required), and
+    ``--max-nesting-depth`` for a grammar; ``matching``/``instead`` word the help."""
+    target = sub.add_mutually_exclusive_group(required=True)
+    target.add_argument("--schema", type=pathlib.Path, help=_SCHEMA_HELP)
+    target.add_argument(
+        "--grammar",
+        type=pathlib.Path,
+        metavar="FILE.gbnf",
+        help=f"{matching} this GBNF grammar (llama.cpp's), {instead}",
+    )
+    target.add_argument(
+        "--regex",
+        metavar="PATTERN",
+        help=f"{matching} this regular expression as a whole, {instead}",
+    )
+    nesting_option(sub)
 
 
 def nesting_option(sub: argparse.ArgumentParser) -> None:
