@@ -1,0 +1,251 @@
+"""The import graph, read from the source: no new import circle and no new private name
+taken from another module (issue 40's measure; ARCHITECTURE.md's layers).
+
+Every import counts: those inside functions, under ``TYPE_CHECKING`` and relative ones.
+A name is private when it starts with one underscore; taking one from another module
+(``from jsonmode.x import _y``, or ``x._y`` through an imported module ``x``) ties the
+two modules' insides together.
+
+What exists today is listed below as a ratchet: a circle or a private import that is not
+listed fails, and so does a listed one that is gone (delete its entry, so the list only
+ever shrinks). The goal is two empty lists.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+from collections.abc import Iterator
+
+PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "jsonmode"
+
+#: Import circles of today, each as its set of modules (issue 40 takes them apart).
+KNOWN_CIRCLES: list[frozenset[str]] = [
+    frozenset(
+        {
+            "jsonmode.errors",
+            "jsonmode.result",
+            "jsonmode.decoding.budget",
+            "jsonmode.decoding.regex",
+            "jsonmode.decoding.regex_bytes",
+            "jsonmode.decoding.regex_dfa",
+            "jsonmode.decoding.regex_parse",
+            "jsonmode.schema.fastcheck",
+            "jsonmode.schema.linear",
+            "jsonmode.schema.metaschema",
+            "jsonmode.schema.patterns",
+            "jsonmode.schema.refs",
+            "jsonmode.schema.spelling",
+            "jsonmode.schema.validation",
+        }
+    ),
+    frozenset(
+        {"jsonmode.decoding.automaton", "jsonmode.decoding.families", "jsonmode.decoding.shapes"}
+    ),
+    frozenset(
+        {"jsonmode.decoding.compiler", "jsonmode.decoding.containers", "jsonmode.decoding.inlining"}
+    ),
+    frozenset({"jsonmode.decoding.engine.facts", "jsonmode.decoding.engine.state"}),
+    frozenset({"jsonmode.batch", "jsonmode.facade", "jsonmode.streaming"}),
+    frozenset({"jsonmode._cli_batch", "jsonmode.cli"}),
+]
+
+#: Modules whose private names other modules take today: (importer, module) -> names.
+KNOWN_PRIVATE: dict[tuple[str, str], frozenset[str]] = {
+    ("_cli_batch", "cli"): frozenset(
+        {"_cli_hint", "_grammar", "_jsonmode", "_message", "_one_line", "_showing_retries"}
+    ),
+    ("batch", "facade"): frozenset({"_Reply", "_Session"}),
+    ("streaming", "facade"): frozenset({"_Reply", "_Trace"}),
+    ("decoding.builtin_grammars", "decoding.grammars"): frozenset({"_bind", "_compiled"}),
+    ("decoding.containers", "decoding.compiler"): frozenset({"_Builder"}),
+    ("decoding.inlining", "decoding.compiler"): frozenset({"_Builder"}),
+    ("decoding.formats", "decoding.regex_dfa"): frozenset({"_known_minimal"}),
+    ("decoding.regex", "decoding.regex_dfa"): frozenset(
+        {"_budget_error", "_merge_row", "_minimize_raw"}
+    ),
+    ("schema.patterns", "decoding.regex_parse"): frozenset({"_Parser", "_is_quantifier_brace"}),
+    ("decoding.engine.boundary", "decoding.engine.facts"): frozenset(
+        {"_Facts", "_ReadLists", "_TokenIndex", "_facts"}
+    ),
+    ("decoding.engine.cache", "decoding.engine.boundary"): frozenset(
+        {"_Stacks", "_direct", "_group_rests"}
+    ),
+    ("decoding.engine.cache", "decoding.engine.facts"): frozenset({"_TokenIndex", "_token_index"}),
+    ("decoding.engine.cache", "decoding.engine.rules"): frozenset({"_Rules"}),
+    ("decoding.engine.cache", "decoding.engine.segments"): frozenset({"_segment_cache"}),
+    ("decoding.engine.cache", "decoding.engine.walk"): frozenset(
+        {"_RETURN", "_Walk", "_Walks", "_local_walk_cache", "_walk_cache"}
+    ),
+    ("decoding.engine.rules", "decoding.engine.facts"): frozenset(
+        {"_Counted", "_QUOTE", "_RuleInfo", "_facts"}
+    ),
+    ("decoding.engine.rules", "decoding.engine.state"): frozenset(
+        {
+            "_HASH_BUDGET",
+            "_byte_classes",
+            "_column_folds",
+            "_grafted_hashes",
+            "_key_hashes",
+            "_plain_loops",
+            "_state_hashes",
+        }
+    ),
+    ("decoding.engine.segments", "decoding.engine.facts"): frozenset({"_RuleInfo", "_TokenIndex"}),
+    ("decoding.engine.slices", "decoding.engine.facts"): frozenset({"_RuleInfo", "_TokenIndex"}),
+    ("decoding.engine.state", "decoding.engine.facts"): frozenset(
+        {"_QUOTE", "_RuleInfo", "_facts"}
+    ),
+    ("decoding.engine.walk", "decoding.engine.facts"): frozenset(
+        {"_BIT", "_Counted", "_QUOTE", "_RuleInfo", "_TokenIndex"}
+    ),
+    ("decoding.engine.walk", "decoding.engine.rules"): frozenset({"_Rules", "_begins"}),
+    ("decoding.engine.walk", "decoding.engine.segments"): frozenset({"_assemble"}),
+}
+
+
+def modules(package: pathlib.Path) -> dict[str, tuple[pathlib.Path, bool]]:
+    """Every module of ``package`` by dotted name, with its file and whether it is a
+    package's ``__init__``."""
+    found: dict[str, tuple[pathlib.Path, bool]] = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = list(path.relative_to(package.parent).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        found[".".join(parts[:-1] if is_package else parts)] = (path, is_package)
+    return found
+
+
+def _imports(
+    name: str, path: pathlib.Path, is_package: bool, known: dict[str, tuple[pathlib.Path, bool]]
+) -> Iterator[tuple[str, str | None]]:
+    """(module imported, private name taken from it or None) for every import in a file
+    and every ``module._name`` reached through an imported module's alias."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    here = name if is_package else name.rpartition(".")[0]
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                target = alias.name if alias.name in known else alias.name.rpartition(".")[0]
+                if target in known:
+                    yield target, None
+                    if alias.asname:
+                        aliases[alias.asname] = target
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here.split(".")[: len(here.split(".")) - node.level + 1]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                submodule = f"{source}.{alias.name}"
+                if submodule in known:
+                    yield submodule, None
+                    aliases[alias.asname or alias.name] = submodule
+                elif source in known:
+                    private = alias.name.startswith("_") and not alias.name.startswith("__")
+                    yield source, alias.name if private else None
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in aliases
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+        ):
+            yield aliases[node.value.id], node.attr
+
+
+def graph(package: pathlib.Path) -> tuple[dict[str, set[str]], dict[tuple[str, str], set[str]]]:
+    """The import edges between a package's modules, and the private names taken."""
+    known = modules(package)
+    edges: dict[str, set[str]] = {name: set() for name in known}
+    private: dict[tuple[str, str], set[str]] = {}
+    for name, (path, is_package) in known.items():
+        for target, taken in _imports(name, path, is_package, known):
+            if target == name:
+                continue
+            edges[name].add(target)
+            if taken is not None:
+                private.setdefault((name, target), set()).add(taken)
+    return edges, private
+
+
+def circles(edges: dict[str, set[str]]) -> list[frozenset[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[frozenset[str]] = []
+    for start in sorted(edges):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(edges[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(frozenset(component))
+    return found
+
+
+def _short(name: str) -> str:
+    return name.removeprefix("jsonmode.")
+
+
+def test_no_new_import_circle() -> None:
+    edges, _ = graph(PACKAGE)
+    assert sorted(map(sorted, circles(edges))) == sorted(map(sorted, KNOWN_CIRCLES))
+
+
+def test_no_new_private_name_taken_from_another_module() -> None:
+    _, private = graph(PACKAGE)
+    found = {(_short(a), _short(b)): frozenset(names) for (a, b), names in private.items()}
+    assert found == KNOWN_PRIVATE
+
+
+def test_the_graph_sees_every_kind_of_import(tmp_path: pathlib.Path) -> None:
+    package = tmp_path / "jsonmode"
+    (package / "inner").mkdir(parents=True)
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    (package / "inner" / "__init__.py").write_text("", encoding="utf-8")
+    (package / "a.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from jsonmode import b\n",
+        encoding="utf-8",
+    )
+    (package / "b.py").write_text(
+        "def f():\n    from .inner import c\n    return c._hidden\n", encoding="utf-8"
+    )
+    (package / "inner" / "c.py").write_text(
+        "import jsonmode.a as a\nfrom ..b import _g\n", encoding="utf-8"
+    )
+    edges, private = graph(package)
+    assert circles(edges) == [frozenset({"jsonmode.a", "jsonmode.b", "jsonmode.inner.c"})]
+    assert private == {
+        ("jsonmode.b", "jsonmode.inner.c"): {"_hidden"},
+        ("jsonmode.inner.c", "jsonmode.b"): {"_g"},
+    }
