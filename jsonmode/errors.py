@@ -35,15 +35,10 @@ keyword); filter it with ``warnings.filterwarnings("ignore", category=JsonModeWa
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from jsonmode._text import clip
-
-if TYPE_CHECKING:
-    from jsonmode.repair.report import Repair
-    from jsonmode.result import Attempt
-    from jsonmode.schema.spelling import SchemaWarning
-    from jsonmode.schema.validation import Issue
+from jsonmode.records import Attempt, Issue, Repair, SchemaWarning
 
 __all__ = [
     "AttemptsExhaustedError",

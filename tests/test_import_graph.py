@@ -22,24 +22,6 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "jsonmode"
 #: Import circles of today, each as its set of modules (issue 40 takes them apart).
 KNOWN_CIRCLES: list[frozenset[str]] = [
     frozenset(
-        {
-            "jsonmode.errors",
-            "jsonmode.result",
-            "jsonmode.decoding.budget",
-            "jsonmode.decoding.regex",
-            "jsonmode.decoding.regex_bytes",
-            "jsonmode.decoding.regex_dfa",
-            "jsonmode.decoding.regex_parse",
-            "jsonmode.schema.fastcheck",
-            "jsonmode.schema.linear",
-            "jsonmode.schema.metaschema",
-            "jsonmode.schema.patterns",
-            "jsonmode.schema.refs",
-            "jsonmode.schema.spelling",
-            "jsonmode.schema.validation",
-        }
-    ),
-    frozenset(
         {"jsonmode.decoding.automaton", "jsonmode.decoding.families", "jsonmode.decoding.shapes"}
     ),
     frozenset(

@@ -35,15 +35,15 @@ from __future__ import annotations
 
 import difflib
 import functools
-import json
 import urllib.parse
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import jsonschema
 from jsonschema_specifications import REGISTRY as _METASCHEMAS
 
+from jsonmode._text import shown
+from jsonmode.records import SchemaWarning
 from jsonmode.schema.keywords import ANNOTATIONS
 from jsonmode.schema.refs import schema_positions
 
@@ -53,37 +53,6 @@ __all__ = ["MAX_SUGGESTED_LENGTH", "MAX_WARNINGS", "SchemaWarning", "unknown_key
 MAX_WARNINGS = 20
 #: Longer unknown keywords get no "did you mean" (no keyword is this long).
 MAX_SUGGESTED_LENGTH = 64
-# Characters of a keyword or a location shown in a message.
-_SHOWN = 80
-
-Severity = Literal["warning", "note"]
-
-
-@dataclass(frozen=True, slots=True)
-class SchemaWarning:
-    """One finding about a schema (a record, not a Python warning category: the façade
-    emits these as :class:`~jsonmode.errors.JsonModeWarning`).
-
-    Attributes:
-        location: the JSON pointer (RFC 6901) of the keyword in the schema document
-            (``/properties/name/requried``); ``""`` (the whole document) for the record
-            that counts the findings left out.
-        keyword: the keyword as written (``""`` for that counting record).
-        message: one line: ``unknown keyword 'requried' (did you mean 'required'?)``.
-        severity: ``"warning"``, or ``"note"`` for a finding that is probably meant
-            (OpenAPI's ``nullable``): the CLI prints it as ``jsonmode: note:``, and the
-            façade does not emit it.
-    """
-
-    location: str
-    keyword: str
-    message: str
-    severity: Severity = "warning"
-
-    def __str__(self) -> str:
-        if not self.location:
-            return self.message
-        return f"{_shown(self.location, middle=True)}: {self.message}"
 
 
 def unknown_keywords(schema: Any, dialect: str | None) -> tuple[SchemaWarning, ...]:
@@ -131,17 +100,17 @@ def _unknown(schema: Any, dialect: str | None) -> Iterator[tuple[tuple[str | int
 
 
 def _message(keyword: str, draft: str) -> str:
-    shown = _shown(keyword)
+    name = shown(keyword)
     other = _drafts_knowing(keyword)
     if other:
         return (
-            f"unknown keyword '{shown}' is ignored: it is a keyword of {_title(other[-1])}, "
+            f"unknown keyword '{name}' is ignored: it is a keyword of {_title(other[-1])}, "
             f"not of {_title(draft)} (this schema's draft)"
         )
     suggestion = _suggestion(keyword, draft)
     if suggestion is None:
-        return f"unknown keyword '{shown}' is ignored"
-    return f"unknown keyword '{shown}' (did you mean '{suggestion}'?)"
+        return f"unknown keyword '{name}' is ignored"
+    return f"unknown keyword '{name}' (did you mean '{suggestion}'?)"
 
 
 def _suggestion(keyword: str, draft: str) -> str | None:
@@ -234,15 +203,3 @@ def known_keywords(draft: str) -> frozenset[str]:
 def _pointer(parts: tuple[str | int, ...]) -> str:
     """RFC 6901: ``("properties", "a/b")`` → ``/properties/a~1b``."""
     return "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in parts)
-
-
-def _shown(text: str, *, middle: bool = False) -> str:
-    """``text`` on one line (control characters escaped as JSON escapes them), at most
-    about :data:`_SHOWN` characters (cut in the middle for a location, else at the end)."""
-    escaped = json.dumps(text, ensure_ascii=False)[1:-1].replace('\\"', '"')
-    if len(escaped) <= _SHOWN:
-        return escaped
-    if middle:
-        half = _SHOWN // 2
-        return escaped[:half] + "…" + escaped[-half:]
-    return escaped[:_SHOWN] + "…"

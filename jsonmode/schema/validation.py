@@ -23,6 +23,7 @@ import jsonschema.validators
 from jsonschema.protocols import Validator as _JsonschemaValidator
 
 from jsonmode._text import clip
+from jsonmode.records import Issue
 from jsonmode.schema.formats import bounded
 from jsonmode.schema.linear import linear_validator_class
 from jsonmode.schema.metaschema import check_schema
@@ -52,25 +53,6 @@ MAX_MESSAGE_CHARS = 1_000
 
 #: The names JSON Schema's ``type`` keyword takes (the metaschemas' ``simpleTypes``).
 JSON_TYPES = ("array", "boolean", "integer", "null", "number", "object", "string")
-
-
-@dataclass(frozen=True, slots=True)
-class Issue:
-    """One reason a value does not conform.
-
-    Attributes:
-        path: JSONPath-style location in the instance, ``$`` for the root (``$.items[0].name``).
-        keyword: the schema keyword that failed (``type``, ``required``, ``enum`` ...),
-            or ``parse``/``model`` for failures outside JSON Schema.
-        message: human-readable explanation, suitable for showing to a model.
-    """
-
-    path: str
-    keyword: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path} ({self.keyword}): {self.message}"
 
 
 def format_path(parts: Iterable[str | int]) -> str:
