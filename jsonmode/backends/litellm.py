@@ -56,6 +56,25 @@ exception's class, the HTTP status, the provider's own words
 repeats. A call that got no response at all (litellm reports it as an HTTP 500) says
 what happened and where instead, with no status: ``cannot connect to 127.0.0.1:8000
 (connection refused)`` (see :mod:`jsonmode.backends.network`); it stays transient.
+
+What jsonmode sets in litellm, and why. When jsonmode is the first to import litellm
+(nobody could have set its switches yet), ``litellm.disable_streaming_logging = True``:
+litellm otherwise submits a task to its logging thread pool for every streamed chunk
+(an event loop and the success handler each), which made a stream of many tiny chunks
+several times slower and grew the pool to its 100 threads, left running; success
+callbacks still get the whole reply once at the end of the stream. A program that
+imported litellm first keeps its own setting (set it there for the same effect); set it
+back to False after jsonmode's import to get per-chunk logging. ``suppress_debug_info``
+and ``telemetry`` are set as before.
+
+Error bodies: for an ``openai/`` model with ``api_base`` and ``api_key`` given (and no
+``client`` option), litellm gets an OpenAI SDK client of jsonmode's
+(:mod:`jsonmode.backends.error_bodies`) built with those same values, ``max_retries=0``
+and ``organization`` when given, whose HTTP client hands on at most 64 KB of an error
+body: litellm runs its secret-redaction regexes over the whole body several times
+(about 10 µs a character), so a 1 MB 400 took 8 to 17 s to raise and a permanent error
+could outlast a short deadline and be retried as a timeout. ``litellm.ssl_verify`` is
+read at each call. Other providers use litellm's own clients.
 """
 
 from __future__ import annotations
@@ -66,12 +85,14 @@ import inspect
 import json
 import os
 import re
+import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from jsonmode.backends import deadline as _deadline
+from jsonmode.backends import error_bodies
 from jsonmode.backends.base import Chunk, Completion, Request
 from jsonmode.backends.deadline import check_timeout
 from jsonmode.backends.network import connection_failure
@@ -169,10 +190,13 @@ def _import() -> ModuleType:
         if _module is None:
             os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
             os.environ.setdefault("LITELLM_TELEMETRY", "False")
+            first = "litellm" not in sys.modules  # nobody could have set its switches yet
             import litellm
 
             litellm.suppress_debug_info = True
             litellm.telemetry = False
+            if first:
+                litellm.disable_streaming_logging = True
             _module = litellm
         return _module
 
@@ -425,6 +449,7 @@ class LiteLLMBackend:
         )
         # litellm's timeout is per read: the same number, as a backstop for abandoned calls
         self._options = {"max_retries": 0, **options, "timeout": self.timeout}
+        self._sdk_clients: dict[bool | str, Any] = {}  # see _sdk_client
         self.native_schema = (
             True if vllm_processor else native_schema_for(model, options.get("api_base"))
         )
@@ -503,10 +528,66 @@ class LiteLLMBackend:
             arguments["stream_options"] = {"include_usage": True}
         return arguments, tool
 
+    def _bounds_error_bodies(self) -> bool:
+        """Whether calls go through an SDK client of ours that bounds error bodies: an
+        ``openai/`` model with ``api_base`` and ``api_key`` given (what litellm would
+        use as they are) and no ``client`` of the caller's."""
+        options = self._options
+        return (
+            self.model.startswith("openai/")
+            and isinstance(options.get("api_base"), str)
+            and isinstance(options.get("api_key"), str)
+            and options.get("client") is None
+        )
+
+    def _sdk_client(self, litellm: ModuleType, *, is_async: bool) -> Any:
+        """The OpenAI SDK client litellm would build, on an HTTP client that hands it
+        at most :data:`~jsonmode.backends.error_bodies.MAX_ERROR_BODY` bytes of an
+        error body. Sync: shared per backend; async: new, for one call."""
+        import openai
+
+        verify = getattr(litellm, "ssl_verify", True)
+        if not isinstance(verify, (bool, str)):
+            verify = True
+        fields = {
+            "api_key": self._options["api_key"],
+            "base_url": self._options["api_base"],
+            "organization": self._options.get("organization"),
+            "max_retries": 0,
+            "timeout": self.timeout,
+        }
+        if is_async:
+            return openai.AsyncOpenAI(**fields, http_client=error_bodies.async_client(verify))
+        key = verify
+        client = self._sdk_clients.get(key)
+        if client is None:
+            client = openai.OpenAI(**fields, http_client=error_bodies.sync_client(verify))
+            self._sdk_clients[key] = client
+        return client
+
+    def _sync_arguments(
+        self, litellm: ModuleType, request: Request, *, stream: bool = False
+    ) -> tuple[dict[str, Any], Tool | None]:
+        arguments, tool = self._arguments(request, stream=stream)
+        if self._bounds_error_bodies():
+            arguments["client"] = self._sdk_client(litellm, is_async=False)
+        return arguments, tool
+
+    def _async_arguments(
+        self, litellm: ModuleType, request: Request, *, stream: bool = False
+    ) -> tuple[dict[str, Any], Tool | None, Any]:
+        """The arguments, and the SDK client made for this call (None: litellm's own),
+        which the caller closes when the call ends."""
+        arguments, tool = self._arguments(request, stream=stream)
+        client = None
+        if self._bounds_error_bodies():
+            client = arguments["client"] = self._sdk_client(litellm, is_async=True)
+        return arguments, tool, client
+
     def complete(self, request: Request) -> Completion:
         """One call, ended by ``timeout`` (TransientBackendError past it)."""
         litellm = _litellm()  # imported before the deadline starts: the import takes seconds
-        arguments, tool = self._arguments(request)
+        arguments, tool = self._sync_arguments(litellm, request)
 
         def call() -> Completion:
             try:
@@ -527,7 +608,7 @@ class LiteLLMBackend:
     async def acomplete(self, request: Request) -> Completion:
         """One call, cancelled at ``timeout`` (TransientBackendError)."""
         litellm = _litellm()
-        arguments, tool = self._arguments(request)
+        arguments, tool, client = self._async_arguments(litellm, request)
 
         async def call() -> Completion:
             try:
@@ -541,6 +622,9 @@ class LiteLLMBackend:
                 raise
             except Exception as exc:
                 raise map_error(exc) from exc
+            finally:
+                if client is not None:
+                    await client.close()
             return to_completion(response, tool)
 
         return await _deadline.acall(call, self.timeout, self.name)
@@ -552,7 +636,7 @@ class LiteLLMBackend:
         ``complete``'s, at any point. Closing the iterator early stops the worker and
         closes the connection when its next event arrives."""
         litellm = _litellm()
-        arguments, tool = self._arguments(request, stream=True)
+        arguments, tool = self._sync_arguments(litellm, request, stream=True)
 
         def chunks() -> Iterator[Chunk]:
             try:
@@ -580,7 +664,7 @@ class LiteLLMBackend:
         """:meth:`stream` for async code: each step is awaited under what is left of
         ``timeout`` and cancelled at it; closing the iterator closes the connection."""
         litellm = _litellm()
-        arguments, tool = self._arguments(request, stream=True)
+        arguments, tool, client = self._async_arguments(litellm, request, stream=True)
 
         async def chunks() -> AsyncIterator[Chunk]:
             try:
@@ -602,5 +686,8 @@ class LiteLLMBackend:
                 raise
             except Exception as exc:
                 raise map_error(exc) from exc
+            finally:
+                if client is not None:
+                    await client.close()
 
         return _deadline.astream(chunks, self.timeout, self.name)

@@ -47,8 +47,14 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
 
 
 def _classes(exc: BaseException) -> set[str]:
-    """``module.Name`` of every class ``exc`` is an instance of."""
-    return {f"{cls.__module__}.{cls.__qualname__}" for cls in type(exc).__mro__}
+    """``module.Name`` of every class ``exc`` is an instance of (``httpx2``, the httpx
+    fork newer OpenAI SDKs are built on, read as ``httpx``)."""
+    return {
+        f"{_HTTPX2.sub('httpx', cls.__module__)}.{cls.__qualname__}" for cls in type(exc).__mro__
+    }
+
+
+_HTTPX2 = re.compile(r"^httpx2(?=\.|$)")
 
 
 # A node that says "a response came": the SDK's and httpx's own status errors (litellm's
@@ -172,8 +178,10 @@ def _host_port(node: BaseException) -> tuple[str, int | None] | None:
         request = getattr(node, "request", None)  # httpx's raises when it was never set
     except Exception:
         return None
-    httpx = sys.modules.get("httpx")
-    if httpx is None or not isinstance(request, httpx.Request):
+    requests = tuple(
+        module.Request for name in ("httpx", "httpx2") if (module := sys.modules.get(name))
+    )
+    if not requests or not isinstance(request, requests):
         return None
     url = request.url
     if not url.host:
