@@ -116,6 +116,7 @@ _NEVER = Alt(())
 _SPACE = re.compile(r"(?:[ \t]|#[^\r\n]*)*")
 _SPACE_NL = re.compile(r"(?:[ \t\r\n]|#[^\r\n]*)*")
 _NAME = re.compile(r"[a-zA-Z0-9-]+")
+_NAME_SPACE = re.compile(r"([a-zA-Z0-9-]+)(?:[ \t]|#[^\r\n]*)*")  # a name, then _SPACE
 _DIGITS = re.compile(r"[0-9]+")
 _PLAIN = re.compile(r'[^"\\]+')
 _HEX = re.compile(r"[0-9a-fA-F]*")
@@ -231,6 +232,7 @@ class _Parser:
         self.defined: dict[str, int] = {}
         self.references: list[tuple[str, int]] = []
         self.classes: dict[tuple[tuple[int, int], ...], Expr] = {}
+        self.calls: dict[str, Call] = {}  # one per rule name, shared
         self.groups: list[int] = []  # offsets of the open parentheses
 
     # -- positions and errors ---------------------------------------------------------
@@ -376,7 +378,8 @@ class _Parser:
         text = self.text
         items: list[tuple[Expr, int]] = []
         while self.pos < len(text):
-            checkpoint()
+            if not len(items) & 63:
+                checkpoint()
             start = self.pos
             char = text[start]
             if char == '"':
@@ -404,28 +407,33 @@ class _Parser:
                     hint="write the token's text as a string literal",
                 )
             else:
-                match = _NAME.match(text, start)
+                match = _NAME_SPACE.match(text, start)
                 if match is None:
                     break
                 self.pos = match.end()
-                self.space(False)
                 if text.startswith("::=", self.pos):
                     if self.groups:
                         line, column = self.position(self.groups[-1])
                         raise self.error(
-                            f"a rule definition ({match.group()!r}) inside parentheses: the "
+                            f"a rule definition ({match.group(1)!r}) inside parentheses: the "
                             f"'(' at line {line}, column {column} is not closed",
                             start,
                             hint="close the parenthesis (a '#' comment runs to the end of its "
                             "line, hiding a ')' written after it)",
                         )
                     raise self.error(
-                        f"'::=' after {match.group()!r}: the previous rule is not ended",
+                        f"'::=' after {match.group(1)!r}: the previous rule is not ended",
                         start,
                         hint="each rule starts on a new line",
                     )
-                self.references.append((match.group(), start))
-                items.append((Call(match.group()), 0))
+                name = match.group(1)
+                self.references.append((name, start))
+                call = self.calls.get(name)
+                if call is None:
+                    call = self.calls[name] = Call(name)
+                items.append((call, 0))
+                if not nested:
+                    continue  # (the spaces after the name are read)
             self.space(nested)
         if not items:
             return EMPTY, 0

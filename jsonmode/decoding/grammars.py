@@ -53,7 +53,7 @@ from jsonmode.decoding.grammar import (
 from jsonmode.decoding.reference import ReferenceMatcher
 from jsonmode.decoding.regex_parse import RegexSyntaxError
 from jsonmode.decoding.rule_graph import calls as calls_of
-from jsonmode.decoding.rule_graph import reachable
+from jsonmode.decoding.rule_graph import components
 from jsonmode.errors import (
     BudgetExceededError,
     InvalidGrammarError,
@@ -266,7 +266,7 @@ def compile_grammar(
                     f"rule {name!r} is both defined in the grammar and bound to a schema",
                     hint="remove its definition, or bind another name",
                 )
-        return _bind(_inlined(parsed), bound, settings)
+        return _bind(_inlined(parsed, settings.max_rule_states), bound, settings)
 
     options.setdefault("max_nesting_depth", GRAMMAR_NESTING_DEPTH)
     return _compiled(key, build, vocabulary, options, "gbnf", text, bound)
@@ -402,8 +402,14 @@ def _compiled(
                     events.emit(events.CompileFinished(elapsed))
                 checkpoint()
         except RecursionError:
-            raise _reworded(
-                BudgetExceededError("expression nesting depth", sys.getrecursionlimit()), kind
+            # (No option sets this bound, so the hint names what does: the reader
+            # bounds nesting and inlining stays under it, so a grammar text never gets here.)
+            raise BudgetExceededError(
+                "Python's recursion depth (sys.getrecursionlimit())",
+                sys.getrecursionlimit(),
+                hint=f"split the deepest expressions of the {_NOUNS[kind]} into rules of "
+                "their own, or raise Python's limit with sys.setrecursionlimit",
+                doing=f"compiling the {_NOUNS[kind]}",
             ) from None
         except BudgetExceededError as exc:
             raise _reworded(exc, kind) from None
@@ -444,59 +450,164 @@ def _bind(
 
 
 #: A rule whose body (after inlining its own callees) has more expression nodes than
-#: this stays a call, so that inlining never grows a grammar past a small multiple.
+#: this (a repetition's item counted as many times as the automaton writes it out)
+#: stays a call, so that inlining never grows a grammar past a small multiple.
 MAX_INLINE_NODES = 400
+#: The most nodes inlining adds to the whole grammar (counting each rule's growth past
+#: MAX_INLINE_NODES); past it, calls stay calls. Each rule also grows by at most
+#: ``max_rule_states`` nodes.
+MAX_INLINED_NODES = 1_000_000
+#: Inlining never makes an expression deeper than this (the GBNF reader's own bound,
+#: ``gbnf.MAX_DEPTH``): the automaton builder walks expressions recursively.
+MAX_INLINE_DEPTH = 128
+
+_HUGE = 1 << 62  # sizes saturate here (nested counted repetitions multiply)
 
 
-def _inlined(grammar: Grammar) -> Grammar:
+def _inlined(grammar: Grammar, rule_nodes: int) -> Grammar:
     """``grammar`` with every call to a rule that cannot reach itself replaced by the
     rule's body: only recursion needs a call (a stack); a non-recursive rule is a
     regular part of its caller, and written in place it costs the mask engine no
     call/return at each of its bytes (a GBNF ``char`` rule called once per character of
     a string made masks ~100 times slower). Rules left uncalled are dropped.
 
-    Bodies over :data:`MAX_INLINE_NODES` nodes stay calls. Cost: linear in the grammar
-    plus the inlined copies.
+    Inlining changes no language, so it stops where it would cost: bodies over
+    :data:`MAX_INLINE_NODES` nodes, a rule grown by ``rule_nodes`` nodes (the compile's
+    ``max_rule_states``), a grammar grown by :data:`MAX_INLINED_NODES`, an expression
+    deeper than :data:`MAX_INLINE_DEPTH` — past any of these, calls stay calls (``root
+    ::= b b b ...`` with 400 000 calls is 400 001 nodes, where copying ``b`` each time
+    made 52 million). Copies are shared, never duplicated in memory.
+
+    Cost: linear in the grammar (one pass of strongly connected components, rules
+    written callees first, without recursion across rules: a chain of 100 000 rules is
+    fine); checks the compile's deadline per rule.
     """
-    rules = grammar.rules
-    recursive = {
-        name for name in rules if any(name in reachable(rules, c) for c in calls_of(rules[name]))
-    }
-    done: dict[str, Expr] = {}
-    sizes: dict[str, int] = {}
+    return _Inliner(grammar.rules, rule_nodes).run(grammar.root)
 
-    def body(name: str) -> Expr:
-        if name not in done:
-            done[name] = substitute(rules[name])
-            sizes[name] = _size(done[name])
-        return done[name]
 
-    def substitute(expr: Expr) -> Expr:
+class _Inliner:
+    """One inlining pass (see :func:`_inlined`); single use, not thread-safe."""
+
+    def __init__(self, rules: Mapping[str, Expr], rule_nodes: int) -> None:
+        self.rules = rules
+        self.rule_nodes = rule_nodes
+        self.bodies: dict[str, Expr] = {}
+        self.inlinable: set[str] = set()  # the rules that cannot reach themselves
+        # id → (node, size, height) of each node written (the node kept: ids stay unique)
+        self.measured: dict[int, tuple[Expr, int, int]] = {}
+        self.spent = 0  # nodes copied into the grammar so far (see substitute)
+        self.added = 0  # nodes copied into the rule being written
+
+    def run(self, root: str) -> Grammar:
+        for members, recursive in components(self.rules):  # callees first
+            for name in members:
+                checkpoint()
+                self.added = 0
+                self.bodies[name] = self.substitute(self.rules[name], 0, 1)
+            if not recursive:
+                self.inlinable.update(members)
+        kept = {root: self.bodies[root]}
+        todo = [root]
+        while todo:  # the rules still called (recursive, or too big to copy), from the root
+            checkpoint()
+            for callee in calls_of(kept[todo.pop()]):
+                if callee in self.rules and callee not in kept:
+                    kept[callee] = self.bodies[callee]
+                    todo.append(callee)
+        return Grammar(root, kept)
+
+    def substitute(self, expr: Expr, depth: int, times: int) -> Expr:
+        """``expr`` with its calls inlined where the budgets allow; ``depth``: its own
+        depth in the rule, ``times``: how often the automaton writes it out. Recurses
+        into the rule's own expression only (the reader bounds its depth)."""
         if isinstance(expr, Call):
             name = expr.rule
-            if name not in rules or name in recursive:
+            if name not in self.inlinable:
                 return expr
-            inner = body(name)
-            return inner if sizes[name] <= MAX_INLINE_NODES else expr
+            body = self.bodies[name]
+            size, height = self.measure(body)
+            cost = min(size * times, _HUGE)
+            # (The grammar-wide count takes a rule's growth past MAX_INLINE_NODES
+            # only: a body still under it may be copied on and dropped itself.)
+            spent = self.spent + max(0, self.added + cost - max(MAX_INLINE_NODES, self.added))
+            if (
+                size > MAX_INLINE_NODES
+                or depth + height > MAX_INLINE_DEPTH
+                or self.added + cost > self.rule_nodes
+                or spent > MAX_INLINED_NODES
+            ):
+                return expr
+            self.added += cost
+            self.spent = spent
+            return body
         if isinstance(expr, Seq):
-            return seq(*(substitute(item) for item in expr.items))
-        if isinstance(expr, Alt):
-            return alt(*(substitute(option) for option in expr.options))
-        if isinstance(expr, Rep):
-            return Rep(substitute(expr.item), expr.low, expr.high)
-        return expr
+            made = seq(*[self.substitute(item, depth + 1, times) for item in expr.items])
+        elif isinstance(expr, Alt):
+            made = alt(*[self.substitute(option, depth + 1, times) for option in expr.options])
+        elif isinstance(expr, Rep):
+            inner = self.substitute(expr.item, depth + 1, min(times * _copies(expr), _HUGE))
+            made = Rep(inner, expr.low, expr.high)
+        else:
+            return expr
+        self.measure(made)
+        return made
 
-    kept = {grammar.root: body(grammar.root)}
-    todo = [grammar.root]
-    while todo:  # the rules still called (recursive, or too big to copy), from the root
-        for callee in calls_of(kept[todo.pop()]):
-            if callee in rules and callee not in kept:
-                kept[callee] = body(callee)
-                todo.append(callee)
-    return Grammar(grammar.root, kept)
+    def measure(self, expr: Expr) -> tuple[int, int]:
+        """``expr``'s size (nodes, repetitions counted as written out) and height,
+        memoised per node: linear in the nodes not measured yet, without recursion."""
+        if isinstance(expr, (Lit, Lex, Call)):
+            return 1, 1
+        measured = self.measured
+        known = measured.get(id(expr))
+        if known is None:
+            stack: list[tuple[Expr, bool]] = [(expr, False)]
+            while stack:
+                node, ready = stack.pop()
+                if id(node) in measured:
+                    continue
+                parts, copies = _parts(node)
+                if not ready:
+                    stack.append((node, True))
+                    stack.extend((part, False) for part in parts if _composite(part))
+                    continue
+                size, height = 1, 0
+                for part in parts:
+                    if _composite(part):
+                        _, part_size, part_height = measured[id(part)]
+                    else:
+                        part_size, part_height = 1, 1
+                    size += part_size * copies
+                    height = max(height, part_height)
+                measured[id(node)] = (node, min(size, _HUGE), height + 1)
+            known = measured[id(expr)]
+        return known[1], known[2]
+
+
+def _composite(expr: Expr) -> bool:
+    return isinstance(expr, (Seq, Alt, Rep, Members))
+
+
+def _copies(rep: Rep) -> int:
+    """How many copies of its item the automaton builder writes for ``rep``."""
+    return rep.high if rep.high is not None else rep.low + 1
+
+
+def _parts(expr: Expr) -> tuple[tuple[Expr, ...], int]:
+    """A node's parts, and how many copies of each the automaton writes."""
+    if isinstance(expr, Seq):
+        return expr.items, 1
+    if isinstance(expr, Alt):
+        return expr.options, 1
+    if isinstance(expr, Rep):
+        return (expr.item,), max(1, _copies(expr))
+    if isinstance(expr, Members):
+        extra = () if expr.extra is None else (expr.extra,)
+        return (*(member for member, _ in expr.members), expr.sep, *extra), 1
+    return (), 1
 
 
 def _size(expr: Expr) -> int:
+    """The number of nodes in ``expr`` (a shared node once per place it appears)."""
     count = 0
     stack = [expr]
     while stack:

@@ -3,14 +3,19 @@ empty text, left recursion, and tail calls made loops.
 
 Used by the GBNF reader (:mod:`jsonmode.decoding.gbnf`: unreachable rules, left
 recursion, tail loops) and by :mod:`jsonmode.decoding.grammars` (inlining rules that
-cannot recurse). Every function is linear in the size of the rules (the nullable
-fixpoint included) and iterative: no grammar can exhaust Python's stack here.
+cannot recurse: :func:`components`). Every whole-grammar function is linear in the size
+of the rules (the nullable fixpoint and the strongly connected components included),
+iterative over the rules (no chain of rules, however long, can exhaust Python's stack
+here; only :func:`tail_loop` and the left-call walk recurse, into one rule's expression,
+whose depth the reader bounds), and checks the compile's deadline
+(:func:`~jsonmode.decoding.budget.checkpoint`) as it goes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from jsonmode.decoding.budget import checkpoint
 from jsonmode.decoding.grammar import (
     EMPTY,
     Alt,
@@ -26,7 +31,15 @@ from jsonmode.decoding.grammar import (
     seq,
 )
 
-__all__ = ["calls", "left_cycle", "nullable_rules", "reachable", "show_cycle", "tail_loop"]
+__all__ = [
+    "calls",
+    "components",
+    "left_cycle",
+    "nullable_rules",
+    "reachable",
+    "show_cycle",
+    "tail_loop",
+]
 
 
 # -- tail recursion ---------------------------------------------------------------------
@@ -100,9 +113,12 @@ def _calls_set(expr: Expr) -> set[str]:
 
 
 def reachable(rules: Mapping[str, Expr], root: str) -> set[str]:
+    """The rules ``root`` calls, directly or not, and ``root`` itself (names of external
+    rules included). Linear in the rules' size."""
     seen = {root}
     todo = [root]
     while todo:
+        checkpoint()
         name = todo.pop()
         expr = rules.get(name)
         if expr is None:
@@ -115,6 +131,59 @@ def reachable(rules: Mapping[str, Expr], root: str) -> set[str]:
 
 
 calls = called  # the walker lives with the IR (Grammar.calls uses it too)
+
+
+def components(rules: Mapping[str, Expr]) -> list[tuple[list[str], bool]]:
+    """The strongly connected components of the call graph (calls to names outside
+    ``rules`` ignored), callees first: a component comes after every component its
+    rules call. Each is ``(names, recursive)``; ``recursive``: its rules can reach
+    themselves (it has two rules or more, or its one rule calls itself).
+
+    Tarjan's algorithm without recursion: one pass, linear in the rules' size (a chain
+    of 100 000 rules is as cheap as 100 000 unrelated ones); checks the deadline per rule.
+    """
+    graph: dict[str, list[str]] = {}
+    for name, expr in rules.items():
+        checkpoint()
+        graph[name] = list(dict.fromkeys(callee for callee in calls(expr) if callee in rules))
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[tuple[list[str], bool]] = []
+    for first in rules:
+        if first in index:
+            continue
+        index[first] = low[first] = len(index)
+        stack.append(first)
+        on_stack.add(first)
+        work = [(first, iter(graph[first]))]
+        while work:
+            name, callees = work[-1]
+            callee = next(callees, None)
+            if callee is not None:
+                if callee not in index:
+                    checkpoint()
+                    index[callee] = low[callee] = len(index)
+                    stack.append(callee)
+                    on_stack.add(callee)
+                    work.append((callee, iter(graph[callee])))
+                elif callee in on_stack and index[callee] < low[name]:
+                    low[name] = index[callee]
+                continue
+            work.pop()
+            if work and low[name] < low[work[-1][0]]:
+                low[work[-1][0]] = low[name]
+            if low[name] == index[name]:
+                members: list[str] = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    members.append(member)
+                    if member == name:
+                        break
+                found.append((members, len(members) > 1 or name in graph[name]))
+    return found
 
 
 def nullable_rules(rules: dict[str, Expr]) -> set[str]:
@@ -131,6 +200,7 @@ def nullable_rules(rules: dict[str, Expr]) -> set[str]:
     calls: dict[str, list[int]] = {}
     ready: list[int] = []
     for name, body in rules.items():
+        checkpoint()
         stack: list[tuple[Expr, int]] = [(body, -1)]
         while stack:
             expr, parent = stack.pop()
@@ -139,11 +209,13 @@ def nullable_rules(rules: dict[str, Expr]) -> set[str]:
             if parent < 0:
                 body_of[node] = name
             if isinstance(expr, Seq):
-                missing.append(len(expr.items))
-                stack.extend((item, node) for item in expr.items)
+                if any(_solid(item) for item in expr.items):
+                    missing.append(-1)  # (its parts matter to nothing else: not walked)
+                else:
+                    missing.append(_parts_of(expr.items, node, calls, stack))
             elif isinstance(expr, Alt):
-                missing.append(1)
-                stack.extend((option, node) for option in expr.options)
+                _parts_of(expr.options, node, calls, stack)
+                missing.append(1)  # (NEVER, no option, never becomes nullable)
             elif isinstance(expr, Rep) and expr.low > 0:
                 missing.append(1)
                 stack.append((expr.item, node))
@@ -161,6 +233,7 @@ def nullable_rules(rules: dict[str, Expr]) -> set[str]:
         node = ready.pop()
         parent = parents[node]
         if parent < 0:
+            checkpoint()
             name = body_of[node]
             nullable.add(name)
             for call in calls.get(name, ()):
@@ -172,6 +245,35 @@ def nullable_rules(rules: dict[str, Expr]) -> set[str]:
             if missing[parent] == 0:
                 ready.append(parent)
     return nullable
+
+
+def _solid(expr: Expr) -> bool:
+    """Whether ``expr`` reads a byte at least, whatever the rules: a non-empty
+    literal, a lexeme."""
+    return (type(expr) is Lit and bool(expr.data)) or type(expr) is Lex
+
+
+def _parts_of(
+    parts: tuple[Expr, ...],
+    node: int,
+    calls: dict[str, list[int]],
+    stack: list[tuple[Expr, int]],
+) -> int:
+    """Queue a sequence's or alternative's parts as children of ``node``, its calls
+    to one rule counted once (``root ::= b b b ...`` waits on ``b`` once); how many
+    distinct parts it waits on."""
+    called: set[str] = set()
+    count = 0
+    for part in parts:
+        if type(part) is Call:
+            if part.rule not in called:
+                called.add(part.rule)
+                calls.setdefault(part.rule, []).append(node)
+                count += 1
+        else:
+            stack.append((part, node))
+            count += 1
+    return count
 
 
 def _nullable(expr: Expr, nullable: set[str]) -> bool:
@@ -218,6 +320,7 @@ def left_cycle(rules: dict[str, Expr]) -> list[str]:
     nullable = nullable_rules(rules)
     graph: dict[str, list[str]] = {}
     for name, expr in rules.items():
+        checkpoint()
         callees: list[str] = []
         _left_calls(expr, nullable, callees)
         graph[name] = list(dict.fromkeys(callee for callee in callees if callee in rules))
@@ -239,6 +342,7 @@ def left_cycle(rules: dict[str, Expr]) -> list[str]:
             if callee in on_path:
                 return [*path[path.index(callee) :], callee]
             if callee not in done:
+                checkpoint()
                 path.append(callee)
                 on_path.add(callee)
                 iterators.append(iter(graph[callee]))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from jsonmode.decoding.budget import checkpoint
 from jsonmode.decoding.families import LATTICE_MEMBERS
 from jsonmode.decoding.grammar import Alt, Call, Expr, Lex, Lit, Members, Rep, Seq
 
@@ -52,7 +53,9 @@ class Shape:
 
 
 def shape_of(expr: Expr) -> Shape:
-    """``expr``'s shape (see module)."""
+    """``expr``'s shape (see module). Checks the compile's deadline first (a network
+    of many rules takes their shapes in one go)."""
+    checkpoint()
     walk = _Walk()
     walk.spell(expr)
     return Shape("".join(walk.parts), tuple(walk.names), walk.structural, walk.families, expr)
