@@ -19,19 +19,41 @@ requests of the batch are never touched.
 Contract:
 
 - **Admission.** :meth:`JsonModeLogitsProcessor.validate_params` runs where vLLM
-  admits the request (the API server answers HTTP 400): the schema is parsed and
-  compiled (grammar only, cached per process), and a request is refused when its
-  schema is invalid, unsupported or over a compile budget, when it also asks for a
-  vLLM built-in structured output (two grammars on one row can leave no token at
-  all, which the engine answers with HTTP 500), or when it sets ``min_tokens`` (the
-  document may be complete before, and the end-of-sequence would be banned).
+  admits the request, in the API server's process (HTTP 400 when it refuses): the
+  schema is parsed and compiled there, and only there, and a request is refused
+  when its schema is invalid, unsupported or over the compile budget, when it also
+  asks for a vLLM built-in structured output (two grammars on one row can leave no
+  token at all, which the engine answers with HTTP 500), or when it sets
+  ``min_tokens`` (the document may be complete before, and the end-of-sequence
+  would be banned).
+- **Compile budget.** The server's ``JSONMODE_VLLM_MAX_COMPILE_SECONDS`` (in the API
+  server's environment; default 10, compile_schema's), checked while compiling; a
+  request may lower it for its own schema with ``json_schema_max_compile_seconds``
+  (a positive number; a higher one is held to the server's). A misconfigured value
+  refuses every constrained request, naming the variable. Admission runs on vLLM's
+  renderer threads for raw prompts and on the API server's event loop for rendered
+  ones (chat): there a compile holds the server's other admissions and responses,
+  never the engine, for at most the budget: set it to what a step of your clients'
+  patience allows (a schema compiled before costs a cache lookup).
+- **Compiled once, loaded in the engine.** Admission hands the compiled automata to
+  the engine process through a private directory (:mod:`jsonmode.adapters.handoff`:
+  ``JSONMODE_VLLM_STORE``, default ``<tmp>/jsonmode-vllm-<uid>``, mode 0700, owned by
+  the server's user; content-addressed by schema text and jsonmode's code; bounded,
+  oldest dropped first); the engine's :meth:`~JsonModeLogitsProcessor.update_state`
+  only loads them (a read and an unpickle of a file only this user can have
+  written: ~15 ms for a 1 KB schema that takes seconds to compile), keeping the last 64
+  schemas' mask engines. The engine step never compiles: a row whose automata are
+  not there (the API server and the engine do not share the directory, or the
+  entry was dropped while the request waited) may only end, and the error is
+  logged. The tokenizer's vocabulary and the mask engines' per-vocabulary set-up
+  are made when the engine starts (~2 s), not in the first constrained step.
 - **Per request.** Each opted-in request gets its own :class:`~jsonmode.decoding.
-  matcher.Matcher` over a schema compiled once per process and tokenizer (the
-  compile cache), advanced by the request's generated tokens before each sampling
-  step. The batch bookkeeping follows vLLM's :class:`BatchUpdate` exactly: removed,
-  then added (an added row may replace one), then moved (one-way or swap); a
-  preempted request comes back as an added row whose generated tokens are replayed;
-  tokens vLLM discards (a failed KV load) are rolled back.
+  matcher.Matcher` over its schema's shared mask engine, advanced by the request's
+  generated tokens before each sampling step. The batch bookkeeping follows vLLM's
+  :class:`BatchUpdate` exactly: removed, then added (an added row may replace one),
+  then moved (one-way or swap); a preempted request comes back as an added row
+  whose generated tokens are replayed; tokens vLLM discards (a failed KV load) are
+  rolled back.
 - **Masks.** All constrained rows are masked at once by
   :class:`~jsonmode.decoding.batch.BatchMasker` (cached rows, tensor operations, no
   Python loop over the vocabulary); end-of-sequence is allowed exactly when the
@@ -60,9 +82,11 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -90,9 +114,11 @@ except ModuleNotFoundError as _missing:
     ) from _missing
 
 from jsonmode import events
+from jsonmode.adapters.handoff import STORE_ENV, Automata, Handoff, default_directory, entry_key
 from jsonmode.decoding.batch import BatchMasker
-from jsonmode.decoding.compiled import CompiledSchema, compile_schema
-from jsonmode.decoding.matcher import Matcher
+from jsonmode.decoding.compiled import compile_schema
+from jsonmode.decoding.compiler import CompileOptions
+from jsonmode.decoding.matcher import MaskEngine, Matcher
 from jsonmode.decoding.vocabulary import Vocabulary
 from jsonmode.errors import JsonModeError
 
@@ -100,10 +126,24 @@ if TYPE_CHECKING:
     from vllm import SamplingParams
     from vllm.config import VllmConfig
 
-__all__ = ["SCHEMA_ARGUMENT", "JsonModeLogitsProcessor"]
+__all__ = [
+    "BUDGET_ARGUMENT",
+    "BUDGET_ENV",
+    "SCHEMA_ARGUMENT",
+    "JsonModeLogitsProcessor",
+]
 
 #: The per-request argument that carries the JSON Schema.
 SCHEMA_ARGUMENT = "json_schema"
+#: The per-request argument that lowers the compile budget (seconds) for its schema.
+BUDGET_ARGUMENT = "json_schema_max_compile_seconds"
+#: The environment variable of the API server's process that sets the compile budget
+#: (seconds; default: compile_schema's, 10 s): a request may lower it, never raise it.
+BUDGET_ENV = "JSONMODE_VLLM_MAX_COMPILE_SECONDS"
+# The compile options the stored automata are made with (compile_schema's defaults).
+_OPTIONS = "defaults"
+# Mask engines (one per schema) an engine process keeps.
+_ENGINES_KEPT = 64
 #: vLLM's stand-in for a token sampled but not yet copied back (asynchronous scheduling).
 _PLACEHOLDER = -1
 
@@ -149,7 +189,8 @@ class JsonModeLogitsProcessor(LogitsProcessor):
     Cost per step: nothing when no row is constrained; otherwise one
     :meth:`Matcher.advance` per new token and one batched mask application (cached
     masks: tens of microseconds a row on CPU; a state seen for the first time costs
-    the mask engine's walk, once per process).
+    the mask engine's walk, once per process); a new row, one load from the handoff
+    store (milliseconds), never a compile.
     """
 
     @classmethod
@@ -173,12 +214,27 @@ class JsonModeLogitsProcessor(LogitsProcessor):
                 "may be complete before min_tokens, and end-of-sequence would be banned",
                 parameter="min_tokens",
             )
+        seconds = _compile_seconds(sampling_params)
         try:
-            compile_schema(schema)  # the grammar only: no vocabulary in this process
-        except JsonModeError as exc:
+            # the grammar only: no vocabulary in this process, and none needed
+            compiled = compile_schema(schema, max_compile_seconds=seconds)
+            key = entry_key(_schema_text(schema), _OPTIONS)
+            store = _handoff()
+        except (JsonModeError, TypeError, ValueError) as exc:
             raise VLLMValidationError(
                 f"{SCHEMA_ARGUMENT}: {exc}", parameter=SCHEMA_ARGUMENT
             ) from None
+        if store.touch(key):
+            return  # (stored for an earlier request: the engine loads it from there)
+        automata = Automata(
+            compiled.network, compiled.options.max_nesting_depth, compiled.depth_in_levels
+        )
+        if not store.put(key, automata):
+            raise VLLMValidationError(
+                f"{SCHEMA_ARGUMENT}: the compiled schema cannot be handed to the engine "
+                f"(the server's log says why: too large, or {store.directory} is full)",
+                parameter=SCHEMA_ARGUMENT,
+            )
 
     def __init__(self, vllm_config: VllmConfig, device: torch.device, is_pin_memory: bool):
         # vLLM builds one instance per way it was named (the entry point and
@@ -190,7 +246,21 @@ class JsonModeLogitsProcessor(LogitsProcessor):
         self._device = device
         self._rows: dict[int, _Row] = {}
         self._vocabulary: Vocabulary | None = None
+        self._engines: OrderedDict[str, MaskEngine] = OrderedDict()
         self._masker: BatchMasker | None = None
+        self._unreadable: Exception | None = None
+        if not self._standby:
+            # Now, while the engine starts (~2 s): in the first constrained request's
+            # step it would stall every row of that step.
+            try:
+                self._vocabulary = _vocabulary_of(self._model_config, self._width)
+                # and the per-vocabulary set-up of the mask engines (~1 s: the token
+                # index and trie), made with the first one, and the batch masker
+                compile_schema({"type": "string"}, self._vocabulary).engine  # noqa: B018
+                self._batch_masker()
+            except Exception as exc:  # constrained requests end; the engine serves the rest
+                self._unreadable = exc
+                log.error("jsonmode: cannot read the tokenizer's vocabulary: %r", exc)
         _serve_metrics()
 
     def is_argmax_invariant(self) -> bool:
@@ -221,21 +291,54 @@ class JsonModeLogitsProcessor(LogitsProcessor):
                 rows[source] = other
 
     def _new_row(self, schema: str | dict[str, Any], output: list[int]) -> _Row:
-        label = schema if isinstance(schema, str) else json.dumps(schema)
+        """The row of a request admitted by :meth:`validate_params`: its automata are
+        loaded from the handoff store, never compiled here (the engine step serves
+        every row of the batch). A request whose automata cannot be had may only end."""
         try:
-            compiled = self._compile(schema)
+            text = _schema_text(schema)
+            engine = self._engine(entry_key(text, _OPTIONS))
         except Exception as exc:  # never the engine: it serves every other request too
-            # validate_params refused what fails here; a compile budget can still be
-            # met only in this process (another machine's speed): end the request.
-            log.error("jsonmode: cannot compile %.200s: %r; the request may only end", label, exc)
-            return _Row(label, output, None, failed=True)
-        return _Row(label, output, compiled.matcher())
+            label = schema if isinstance(schema, str) else repr(schema)
+            log.error("jsonmode: no automata for %.200s: %r; the request may only end", label, exc)
+            return _Row(label if isinstance(schema, str) else "", output, None, failed=True)
+        if engine is None:
+            log.error(
+                "jsonmode: the schema %.200s was not compiled at admission, or its automata "
+                "were dropped from %s before the request ran (the API server and the "
+                "engine must share that directory: %s); the request may only end",
+                text,
+                _handoff().directory,
+                STORE_ENV,
+            )
+            return _Row(text, output, None, failed=True)
+        return _Row(text, output, Matcher(engine))
 
-    def _compile(self, schema: str | dict[str, Any]) -> CompiledSchema:
-        return compile_schema(schema, self._vocab())
+    def _engine(self, key: str) -> MaskEngine | None:
+        """The mask engine for the automata stored under ``key`` (one per schema in
+        this process, its mask caches shared by the rows; the last
+        :data:`_ENGINES_KEPT` kept). Cost: a dictionary lookup, or one read of the
+        store (~15 ms for a 1 KB schema of nested ``anyOf`` that takes seconds to compile)."""
+        engines = self._engines
+        engine = engines.get(key)
+        if engine is not None:
+            engines.move_to_end(key)
+            return engine
+        automata = _handoff().get(key)
+        if automata is None:
+            return None
+        engine = MaskEngine(
+            automata.network, self._vocab(), max_depth=automata.max_depth, levels=automata.levels
+        )
+        engines[key] = engine
+        if len(engines) > _ENGINES_KEPT:
+            engines.popitem(last=False)
+        return engine
 
     def _vocab(self) -> Vocabulary:
-        """The tokenizer's vocabulary, built on the first constrained request (~1 s)."""
+        """The tokenizer's vocabulary, read when the engine starts (~1 s). Raises what
+        reading it raised (UsageError: no tokenizer.json)."""
+        if self._unreadable is not None:
+            raise self._unreadable
         if self._vocabulary is None:
             self._vocabulary = _vocabulary_of(self._model_config, self._width)
         return self._vocabulary
@@ -368,6 +471,62 @@ def _report(rows: Any, started: float) -> None:
     for engine in engines.values():
         events.decoder_finished(engine)
     events.emit(events.MaskTimed(time.perf_counter() - started))
+
+
+def _schema_text(schema: str | dict[str, Any]) -> str:
+    """The schema as the text the handoff store is keyed by: JSON text as sent, a
+    dict (offline) as ``json.dumps`` writes it (its key order kept, as vLLM keeps
+    it on the way to the engine)."""
+    if isinstance(schema, str):
+        return schema
+    return json.dumps(schema, ensure_ascii=False, allow_nan=False)
+
+
+def _compile_seconds(params: SamplingParams) -> float:
+    """The compile budget for this request: the server's (:data:`BUDGET_ENV`, else
+    compile_schema's default), or the request's :data:`BUDGET_ARGUMENT` when lower.
+
+    Raises VLLMValidationError for a request's value that is not a positive number,
+    or a server's that is not (naming the variable: a misconfigured server refuses
+    every constrained request rather than compile without the budget it was given).
+    """
+    ceiling = CompileOptions.max_compile_seconds
+    configured = os.environ.get(BUDGET_ENV)
+    if configured:
+        try:
+            ceiling = float(configured)
+        except ValueError:
+            ceiling = math.nan
+        if not ceiling > 0:
+            raise VLLMValidationError(
+                f"the server's {BUDGET_ENV}={configured[:40]!r} is not a positive number "
+                "of seconds; ask the server's operator to fix it",
+                parameter=SCHEMA_ARGUMENT,
+            )
+    asked = (params.extra_args or {}).get(BUDGET_ARGUMENT)
+    if asked is None:
+        return ceiling
+    if isinstance(asked, bool) or not isinstance(asked, int | float) or not asked > 0:
+        raise VLLMValidationError(
+            f"{BUDGET_ARGUMENT} must be a positive number of seconds, not {str(asked)[:40]!r}",
+            parameter=BUDGET_ARGUMENT,
+        )
+    return min(float(asked), ceiling)
+
+
+_stores: dict[str, Handoff] = {}
+_stores_lock = threading.Lock()
+
+
+def _handoff() -> Handoff:
+    """This process's handoff store (the directory :func:`default_directory` names
+    now; checked when first used). Raises UsageError when it is not private."""
+    directory = default_directory()
+    with _stores_lock:
+        store = _stores.get(str(directory))
+        if store is None:
+            store = _stores[str(directory)] = Handoff(directory)
+        return store
 
 
 def _vocabulary_of(model_config: Any, width: int) -> Vocabulary:

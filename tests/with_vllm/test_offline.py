@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import gc
 import gzip
+import itertools
 import json
+import time
+import uuid
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -189,3 +192,43 @@ def test_a_bad_schema_is_refused_at_admission_and_the_engine_carries_on(llm: LLM
         llm.generate(["x"], both, use_tqdm=False)
     (output,) = llm.generate(["x"], constrained(SCHEMAS[2], 1), use_tqdm=False)
     assert json.loads(output.outputs[0].text) in SCHEMAS[2]["enum"]
+
+
+def test_a_slow_schema_never_stalls_the_other_rows(llm: LLM) -> None:
+    """A schema that takes ~1 s to compile joins a batch mid-generation: the other
+    row's tokens keep coming (compiling happens at admission, never in the engine
+    step), and the schema's row still conforms."""
+    levels = 12  # d_i = {"anyOf": [ref d_{i+1}, ref d_{i+1}]}: 2**levels ways to compile
+    defs: dict[str, Any] = {
+        f"d{i}": {"anyOf": [{"$ref": f"#/$defs/d{i + 1}"}, {"$ref": f"#/$defs/d{i + 1}"}]}
+        for i in range(levels)
+    }
+    defs[f"d{levels}"] = {"type": "string", "maxLength": 3, "description": uuid.uuid4().hex}
+    slow = {"$ref": "#/$defs/d0", "$defs": defs}  # new text: no cache anywhere has it
+    engine = llm.llm_engine
+    engine.add_request(
+        "plain", {"prompt": "Tell me a story."}, SamplingParams(max_tokens=1900, ignore_eos=True)
+    )
+    produced = 0
+    while produced < 4:
+        produced = max([len(o.outputs[0].token_ids) for o in engine.step()] + [produced])
+    admitted = time.perf_counter()
+    engine.add_request("slow", {"prompt": "Reply."}, constrained(json.dumps(slow), 5, 60))
+    compile_seconds = time.perf_counter() - admitted  # validate_params compiled it
+    arrivals: list[float] = []
+    text = None
+    while text is None:
+        for output in engine.step():
+            if output.request_id == "plain":
+                arrivals.append(time.perf_counter())
+                assert not output.finished, "the plain request ran out before the slow one"
+            elif output.finished:
+                assert output.outputs[0].finish_reason == "stop", output.outputs[0].text
+                text = output.outputs[0].text
+    engine.abort_request(["plain"])
+    while engine.has_unfinished_requests():
+        engine.step()
+    conforms(text, slow)
+    stall = max(later - earlier for earlier, later in itertools.pairwise(arrivals))
+    assert compile_seconds > 0.3, compile_seconds  # (the schema is slow, on any machine)
+    assert stall < compile_seconds / 3, (stall, compile_seconds)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import random
 from importlib.metadata import entry_points
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -41,6 +42,14 @@ def vocabulary() -> jsonmode.Vocabulary:
     return jsonmode.Vocabulary.from_tokenizer(TOKENIZERS / "qwen2.5", vocab_size=WIDTH)
 
 
+@pytest.fixture(autouse=True)
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A handoff store of this test's own (admission writes it, the rows read it)."""
+    directory = tmp_path / "store"
+    monkeypatch.setenv("JSONMODE_VLLM_STORE", str(directory))
+    return directory
+
+
 @pytest.fixture
 def processor(
     vocabulary: jsonmode.Vocabulary, monkeypatch: pytest.MonkeyPatch
@@ -71,13 +80,19 @@ class Request:
     def __init__(self, schema: dict[str, Any] | None, vocabulary: jsonmode.Vocabulary) -> None:
         self.schema = schema
         self.output: list[int] = []
+        # (a budget of its own: a cache entry of its own, never the processor's)
         self.matcher = (
-            None if schema is None else jsonmode.compile_schema(schema, vocabulary).matcher()
+            None
+            if schema is None
+            else jsonmode.compile_schema(schema, vocabulary, max_compile_seconds=60).matcher()
         )
 
     def added(self, index: int) -> tuple[int, SamplingParams, list[int], list[int]]:
+        """The row vLLM adds for this request, once admitted (validate_params)."""
         schema = None if self.schema is None else json.dumps(self.schema)
-        return (index, params(schema), [1, 2, 3], self.output)
+        admitted = params(schema)
+        JsonModeLogitsProcessor.validate_params(admitted)
+        return (index, admitted, [1, 2, 3], self.output)
 
 
 def step(
@@ -345,3 +360,98 @@ def test_a_failure_to_mask_ends_the_constrained_requests_only(
     assert torch.equal(out[0, eos], before[0, eos])  # the end keeps its logits
     assert torch.equal(out[1], before[1])
     assert processor._rows[0].failed
+
+
+def nested_any_of(levels: int, salt: str = "") -> dict[str, Any]:
+    """``d_i = {"anyOf": [ref d_{i+1}, ref d_{i+1}]}``: compiling takes time
+    exponential in ``levels`` (16: ~8 s here); ``salt`` makes each text new."""
+    defs: dict[str, Any] = {
+        f"d{i}": {"anyOf": [{"$ref": f"#/$defs/d{i + 1}"}, {"$ref": f"#/$defs/d{i + 1}"}]}
+        for i in range(levels)
+    }
+    defs[f"d{levels}"] = {"type": "string", "maxLength": 3, "description": salt}
+    return {"$ref": "#/$defs/d0", "$defs": defs}
+
+
+def test_the_engine_step_never_compiles(
+    processor: JsonModeLogitsProcessor, vocabulary: jsonmode.Vocabulary
+) -> None:
+    from jsonmode import events
+
+    schema = nested_any_of(9, salt=f"{random.random()}")  # new to every cache
+    request = Request(schema, vocabulary)
+    compiles: list[str] = []
+    unsubscribe = events.subscribe(
+        lambda event: compiles.append(stage) if isinstance(event, events.CompileFinished) else None
+    )
+    try:
+        stage = "admission"
+        added = request.added(0)  # validate_params, as vLLM's API server runs it
+        stage = "engine step"
+        step(processor, [request], BatchUpdate(1, [], [added], []), random.Random(3))
+        step(processor, [request], None, random.Random(4))
+    finally:
+        unsubscribe()
+    assert compiles == ["admission"]  # once, in the API server's process, never in a step
+    assert not processor._rows[0].failed
+
+
+def test_a_row_whose_automata_cannot_be_had_may_only_end(
+    processor: JsonModeLogitsProcessor, vocabulary: jsonmode.Vocabulary, store: Path
+) -> None:
+    # admitted, then the store lost the entry (another machine's directory, or dropped)
+    admitted = params(json.dumps(nested_any_of(3, salt="lost")))
+    JsonModeLogitsProcessor.validate_params(admitted)
+    for entry in store.glob("*"):
+        entry.unlink()
+    plain = Request(None, vocabulary)
+    processor.update_state(BatchUpdate(2, [], [(0, admitted, [1], []), plain.added(1)], []))
+    logits = torch.randn(2, WIDTH)
+    before = logits.clone()
+    out = processor.apply(logits)
+    assert eos_only(out[0], vocabulary)
+    assert torch.equal(out[1], before[1])
+
+
+def test_the_compile_budget_is_the_servers_and_a_request_may_lower_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import time
+
+    slow = json.dumps(nested_any_of(11, salt=f"{random.random()}"))  # ~0.5 s here
+    started = time.perf_counter()
+    with pytest.raises(VLLMValidationError, match=r"compile time \(seconds\)"):
+        JsonModeLogitsProcessor.validate_params(
+            SamplingParams(
+                extra_args={"json_schema": slow, "json_schema_max_compile_seconds": 0.02}
+            )
+        )
+    # the server's ceiling holds whatever a request asks
+    monkeypatch.setenv("JSONMODE_VLLM_MAX_COMPILE_SECONDS", "0.02")
+    with pytest.raises(VLLMValidationError, match=r"compile time \(seconds\)"):
+        JsonModeLogitsProcessor.validate_params(
+            SamplingParams(extra_args={"json_schema": slow, "json_schema_max_compile_seconds": 60})
+        )
+    assert time.perf_counter() - started < 0.4
+    for bad in (0, -1, "1", True, float("nan")):
+        with pytest.raises(VLLMValidationError, match="json_schema_max_compile_seconds must be"):
+            JsonModeLogitsProcessor.validate_params(
+                SamplingParams(
+                    extra_args={"json_schema": "{}", "json_schema_max_compile_seconds": bad}
+                )
+            )
+    monkeypatch.setenv("JSONMODE_VLLM_MAX_COMPILE_SECONDS", "soon")
+    with pytest.raises(VLLMValidationError, match="JSONMODE_VLLM_MAX_COMPILE_SECONDS"):
+        JsonModeLogitsProcessor.validate_params(params("{}"))
+
+
+def test_a_store_others_may_write_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv("JSONMODE_VLLM_STORE", str(shared))
+    with pytest.raises(VLLMValidationError, match="JSONMODE_VLLM_STORE"):
+        JsonModeLogitsProcessor.validate_params(params('{"type": "integer"}'))
+    assert not list(shared.iterdir())
