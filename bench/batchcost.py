@@ -88,9 +88,9 @@ def _engine_caches() -> list[Any]:
     from jsonmode.decoding.engine import boundary, rules, segments, walk
 
     return [
-        walk._walk_cache,
-        walk._local_walk_cache,
-        segments._segment_cache,
+        walk.walk_cache,
+        walk.local_walk_cache,
+        segments.segment_cache,
         rules._hash_cache,
         rules._count_cache,
         rules._lexeme_infos,

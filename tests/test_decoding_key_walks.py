@@ -12,7 +12,8 @@ from jsonmode.decoding.automaton import key_rule_names, quoted_rule
 from jsonmode.decoding.compiled import compile_schema
 from jsonmode.decoding.engine import rules as rules_module
 from jsonmode.decoding.engine import state as state_module
-from jsonmode.decoding.engine.facts import _token_index
+from jsonmode.decoding.engine.facts import token_index
+from jsonmode.decoding.engine.keyhashes import KeyHashes
 from jsonmode.decoding.keys import built_names, extra_key_body
 from jsonmode.decoding.vocabulary import Vocabulary
 
@@ -43,10 +44,10 @@ NAMES = [
 
 @pytest.mark.parametrize("name", ["qwen2.5", "mistral-7b-v0.1", "gpt2"])
 def test_tokens_with_a_quote_are_found_by_their_text_before_it(name):
-    """``_TokenIndex.quoted`` holds, per text before a token's first quote, exactly
+    """``TokenIndex.quoted`` holds, per text before a token's first quote, exactly
     the positions of the tokens with that text and a quote, as one range."""
     vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / name)
-    index = _token_index(vocabulary)
+    index = token_index(vocabulary)
     expected: dict[bytes, list[int]] = {}
     for position in range(index.lengths.size):
         token = bytes(index.matrix[position, : index.lengths[position]])
@@ -69,8 +70,8 @@ def test_key_walks_equal_computed_walks(name):
     engine = compile_schema(schema, vocabulary).engine
     rule, automaton = key_lexeme(engine)
     info = engine._rules.info(rule)
-    assert isinstance(info.hashes, state_module.KeyHashes)
-    quoted = _token_index(vocabulary).quoted
+    assert isinstance(info.hashes, KeyHashes)
+    quoted = token_index(vocabulary).quoted
     compared = refused = 0
     for state in range(automaton.n_states):
         walk = engine._walks._key_walk(info, state)
@@ -178,12 +179,12 @@ def test_key_tables_are_trusted_only_as_built():
     state_module._key_layout = spy
     try:
         trusted = engine._rules.key_hashes(automaton.keys, crossing, trans)
-        assert isinstance(trusted, state_module.KeyHashes)
+        assert isinstance(trusted, KeyHashes)
         assert not checked
         copy = trans.copy()
         assert key_rule_names(copy) is None
         again = engine._rules.key_hashes(automaton.keys, crossing, copy)
-        assert isinstance(again, state_module.KeyHashes)
+        assert isinstance(again, KeyHashes)
         assert checked
         for state in range(1, 8):
             assert again[1, state] == trusted[1, state]

@@ -188,9 +188,9 @@ def test_process_wide_caches_stay_within_their_budgets():
     caches = [
         cache_module._mask_cache,
         cache_module._bits_cache,
-        walk_module._walk_cache,
-        walk_module._local_walk_cache,
-        segments_module._segment_cache,
+        walk_module.walk_cache,
+        walk_module.local_walk_cache,
+        segments_module.segment_cache,
     ]
     saved = [cache.budget for cache in caches]
     try:
@@ -352,7 +352,7 @@ def test_state_hashes_equal_the_plain_computation():
             trans = np.ascontiguousarray(rule.trans, dtype=np.int32)
             crossing = rule.accepting | np.array([bool(c) for c in rule.calls])
             for depths in ((7, 40), (3, 129)):
-                fast = state_module._state_hashes(trans, crossing, depths)
+                fast = state_module.state_hashes(trans, crossing, depths)
                 assert fast is not None
                 assert np.array_equal(fast, _dense_state_hashes(trans, crossing, depths))
                 compared += 1
@@ -429,7 +429,7 @@ def test_lexemes_hashed_together_equal_each_hashed_alone(monkeypatch):
     # plain string and the key lexeme get grafted hashes when they need them.
     def grafted(rule):
         _, crossing, trans = engine._rules.signature(rule)
-        return state_module._plain_loops(trans, crossing).size > 0
+        return state_module.plain_loops(trans, crossing).size > 0
 
     counted = [rule for rule in engine._rules.lexemes if engine.network.rules[rule].lengths]
     lexemes = [rule for rule in engine._rules.lexemes if rule not in counted and not grafted(rule)]
@@ -444,12 +444,12 @@ def test_lexemes_hashed_together_equal_each_hashed_alone(monkeypatch):
     engine._rules.hash_lexemes(big)
     for rule in lexemes:
         signature, crossing, trans = engine._rules.signature(rule)
-        alone = state_module._state_hashes(trans, crossing, depths)
+        alone = state_module.state_hashes(trans, crossing, depths)
         cached = rules_module._hash_cache.get((signature, engine._rules.depth))
         assert cached is not None
         assert np.array_equal(cached, alone)
     _, crossing, trans = engine._rules.signature(lexemes[0])
-    assert np.array_equal(first, state_module._state_hashes(trans, crossing, depths))
+    assert np.array_equal(first, state_module.state_hashes(trans, crossing, depths))
 
 
 def test_reference_flags_of_big_rules_are_worked_out_per_state(monkeypatch):
@@ -655,7 +655,7 @@ def test_rule_information_and_walks_are_shared_between_schemas(monkeypatch):
         raise AssertionError("walked again")
 
     for name in ("_compute_walk", "_patched_walk", "_sliced_walk"):
-        monkeypatch.setattr(walk_module._Walks, name, refuse)
+        monkeypatch.setattr(walk_module.Walks, name, refuse)
     for state, walk in enumerate(walked):
         again = second.walk(second.network.root, state)
         assert np.array_equal(again.inside, walk.inside)
@@ -739,7 +739,7 @@ def _visited_stacks(compiled, seed: int, walks: int) -> list[tuple]:
 @pytest.mark.parametrize("name", ["qwen2.5", "llama-3"])
 def test_direct_walks_equal_vectorised_walks(name, monkeypatch):
     """A stack whose top state reads few bytes follows the token trie itself
-    (engine.boundary._direct): it allows exactly the tokens the vectorised walk and the
+    (engine.boundary.direct): it allows exactly the tokens the vectorised walk and the
     finishing of its boundary tokens allow, also where its tokens pass calls and
     returns."""
     from jsonmode.decoding.engine import boundary as boundary_module
@@ -761,10 +761,7 @@ def test_direct_walks_equal_vectorised_walks(name, monkeypatch):
     for stack in stacks:
         numbering = engine._current_stacks()
         context = numbering.context(stack[:-1], stack[-1][0])
-        if (
-            boundary_module._direct(engine._index.trie, numbering, context, stack[-1][1])
-            is not None
-        ):
+        if boundary_module.direct(engine._index.trie, numbering, context, stack[-1][1]) is not None:
             direct[stack] = _stack_mask(engine, stack)
     assert len(direct) > 40
     crossed = engine._current_stacks()._expanded
@@ -807,11 +804,11 @@ def test_direct_walks_give_way_at_once_to_a_string_body(monkeypatch):
     key, value = quoted(b"{"), quoted(b'{"name":')
     with monkeypatch.context() as patched:
         patched.setattr(type(trie), "walk_stacks", no_trie_steps)
-        assert boundary_module._direct(trie, *value) is None
-    assert boundary_module._direct(trie, *key)  # (the tokens of '"name', '"n', ...)
+        assert boundary_module.direct(trie, *value) is None
+    assert boundary_module.direct(trie, *key)  # (the tokens of '"name', '"n', ...)
     # Without the shortcut the walk is tried, and gives way at the node budget.
     monkeypatch.setattr(boundary_module, "_WIDE_BYTES", 256)
-    assert boundary_module._direct(trie, *value) is None
+    assert boundary_module.direct(trie, *value) is None
 
 
 def _reads(engine, stack):
@@ -839,6 +836,7 @@ def test_key_lexemes_take_the_plain_strings_hashes_and_share_equal_states():
     prefix states of different key lexemes ("nam" where only "name" goes on) hash
     alike, unequal ones ("nam" where "names" goes on too) apart."""
     from jsonmode.decoding.engine import state as state_module
+    from jsonmode.decoding.engine.keyhashes import KeyHashes
 
     vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / "qwen2.5")
 
@@ -847,7 +845,7 @@ def test_key_lexemes_take_the_plain_strings_hashes_and_share_equal_states():
         engine = compile_schema(schema, vocabulary).engine
         rule, automaton = key_lexeme(engine)
         info = engine._rules.info(rule)
-        assert isinstance(info.hashes, state_module.KeyHashes)
+        assert isinstance(info.hashes, KeyHashes)
         plain_of = state_module._plain_states(automaton.trans, automaton.accepting)
         known = np.flatnonzero(plain_of >= 0)
         assert known.size == engine._rules.plain().crossing.size - 1  # all but before the quote
@@ -942,6 +940,7 @@ def test_key_hashes_from_the_names_part_states_as_grafted_hashes_do():
     hashes) says so. A table that is not the names' own is refused (None), never
     hashed as if it were."""
     from jsonmode.decoding.engine import state as state_module
+    from jsonmode.decoding.engine.keyhashes import KeyHashes
 
     vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / "qwen2.5")
     rng = random.Random(11)
@@ -971,8 +970,8 @@ def test_key_hashes_from_the_names_part_states_as_grafted_hashes_do():
         assert set(automaton.keys) == set(names)
         _, crossing, trans = engine._rules.signature(rule)
         got = engine._rules.key_hashes(automaton.keys, crossing, trans)
-        assert isinstance(got, state_module.KeyHashes)
-        assert isinstance(engine._rules.info(rule).hashes, state_module.KeyHashes)
+        assert isinstance(got, KeyHashes)
+        assert isinstance(engine._rules.info(rule).hashes, KeyHashes)
         graft = engine._rules.grafted_hashes(crossing, trans)
         assert graft is not None
         for row in (0, 1):
@@ -1036,7 +1035,7 @@ def test_stack_numbering_steps_as_the_reference_and_is_replaced_when_full(monkey
     compiled = compile_schema(SCHEMA, synthetic_vocabulary())
     engine = compiled.engine
     reference = compiled.reference()
-    numbering = boundary_module._Stacks(reference)
+    numbering = boundary_module.Stacks(reference)
     state = reference.initial()
     checked = 0
     for byte in b'{"name":"z","n":7,"tags":["a","bc"],"sub":{"x":1.5}}':
@@ -1187,7 +1186,7 @@ def test_memoised_rests_equal_fresh_ones():
                         rest = bytes(index.matrix[position, col : index.lengths[position]])
                         expected.setdefault(rest, []).append(position)
                 assert (
-                    _rests_as_dict(boundary_module._group_rests(engine._index, group, readable))
+                    _rests_as_dict(boundary_module.group_rests(engine._index, group, readable))
                     == expected
                 )
     assert len(boundary_module._rests) > 0
@@ -1207,11 +1206,11 @@ def test_read_lists_equal_a_scan_of_each_row(monkeypatch):
             trans[state, rng.choice(256, size=count, replace=False)] = state
         expected = [np.flatnonzero(row >= 0).tolist() for row in trans]
         for _ in range(2):  # (the second pass meets the row memo)
-            lists = facts_module._ReadLists(trans)
+            lists = facts_module.ReadLists(trans)
             assert [lists[state] for state in range(states)] == expected
     monkeypatch.setattr(facts_module, "_ROWS_KEPT", 2)
     monkeypatch.setattr(facts_module, "_row_reads", {})
-    lists = facts_module._ReadLists(trans)
+    lists = facts_module.ReadLists(trans)
     assert [lists[state] for state in range(states)] == expected
     assert len(facts_module._row_reads) <= 2
 

@@ -27,7 +27,6 @@ KNOWN_CIRCLES: list[frozenset[str]] = [
     frozenset(
         {"jsonmode.decoding.compiler", "jsonmode.decoding.containers", "jsonmode.decoding.inlining"}
     ),
-    frozenset({"jsonmode.decoding.engine.facts", "jsonmode.decoding.engine.state"}),
     frozenset({"jsonmode.batch", "jsonmode.facade", "jsonmode.streaming"}),
     frozenset({"jsonmode._cli_batch", "jsonmode.cli"}),
 ]
@@ -47,42 +46,6 @@ KNOWN_PRIVATE: dict[tuple[str, str], frozenset[str]] = {
         {"_budget_error", "_merge_row", "_minimize_raw"}
     ),
     ("schema.patterns", "decoding.regex_parse"): frozenset({"_Parser", "_is_quantifier_brace"}),
-    ("decoding.engine.boundary", "decoding.engine.facts"): frozenset(
-        {"_Facts", "_ReadLists", "_TokenIndex", "_facts"}
-    ),
-    ("decoding.engine.cache", "decoding.engine.boundary"): frozenset(
-        {"_Stacks", "_direct", "_group_rests"}
-    ),
-    ("decoding.engine.cache", "decoding.engine.facts"): frozenset({"_TokenIndex", "_token_index"}),
-    ("decoding.engine.cache", "decoding.engine.rules"): frozenset({"_Rules"}),
-    ("decoding.engine.cache", "decoding.engine.segments"): frozenset({"_segment_cache"}),
-    ("decoding.engine.cache", "decoding.engine.walk"): frozenset(
-        {"_RETURN", "_Walk", "_Walks", "_local_walk_cache", "_walk_cache"}
-    ),
-    ("decoding.engine.rules", "decoding.engine.facts"): frozenset(
-        {"_Counted", "_QUOTE", "_RuleInfo", "_facts"}
-    ),
-    ("decoding.engine.rules", "decoding.engine.state"): frozenset(
-        {
-            "_HASH_BUDGET",
-            "_byte_classes",
-            "_column_folds",
-            "_grafted_hashes",
-            "_key_hashes",
-            "_plain_loops",
-            "_state_hashes",
-        }
-    ),
-    ("decoding.engine.segments", "decoding.engine.facts"): frozenset({"_RuleInfo", "_TokenIndex"}),
-    ("decoding.engine.slices", "decoding.engine.facts"): frozenset({"_RuleInfo", "_TokenIndex"}),
-    ("decoding.engine.state", "decoding.engine.facts"): frozenset(
-        {"_QUOTE", "_RuleInfo", "_facts"}
-    ),
-    ("decoding.engine.walk", "decoding.engine.facts"): frozenset(
-        {"_BIT", "_Counted", "_QUOTE", "_RuleInfo", "_TokenIndex"}
-    ),
-    ("decoding.engine.walk", "decoding.engine.rules"): frozenset({"_Rules", "_begins"}),
-    ("decoding.engine.walk", "decoding.engine.segments"): frozenset({"_assemble"}),
 }
 
 

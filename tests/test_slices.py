@@ -23,7 +23,7 @@ from support.reference_masks import reference_mask
 
 import jsonmode
 from jsonmode.decoding.engine import slices
-from jsonmode.decoding.engine.facts import _token_index
+from jsonmode.decoding.engine.facts import token_index
 from jsonmode.decoding.vocabulary import Vocabulary
 
 TOKENIZERS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tokenizers"
@@ -55,7 +55,7 @@ def _fate(data: bytes) -> int:
 @pytest.mark.parametrize("name", ["qwen2.5", "gpt2", "mistral-7b-v0.1"])
 def test_the_slice_sorts_every_token_as_utf8_does(name: str) -> None:
     vocabulary = _vocabulary(name)
-    index = _token_index(vocabulary)
+    index = token_index(vocabulary)
     piece = slices.clean_slice(index, vocabulary.size)
     fates = np.array(
         [_fate(bytes(index.matrix[p, : index.lengths[p]])) for p in range(index.lengths.size)]

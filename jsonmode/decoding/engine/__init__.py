@@ -1,30 +1,36 @@
 """The mask engine: which tokens a matcher state allows, computed fast in Python.
 
-One module per stage of a mask (see ARCHITECTURE.md, "How the engine gets fast")::
+One module per stage of a mask (see ARCHITECTURE.md, "How the engine gets fast"),
+each built on the stages above it::
 
     matcher state: the reference matcher's closed set of parse stacks
       │  each stack's top frame (rule, state)
       ▼
-    state     what a rule state will do on the next bytes, as a hash (and rules:
-              each rule's signature, table, hashes, counted-string form)
+    1 state     what a rule state will do on the next bytes, as a hash (and rules:
+                each rule's signature, table, hashes, counted-string form)
       ▼
-    walk      the (rule, state)'s walk over the vocabulary: tokens read inside the
-              rule, boundary tokens passing a call or return point; shared by hash
+    2 segments  per-first-byte segments of a walk, shared by hash; missing ones
+                walk the token trie along live prefixes only
+      slices    (or: a string-like state's walk as the clean tokens, whole, plus a
+                walk of the ~1 700 tokens with a quote or backslash)
       ▼
-    segments  a walk assembled from per-first-byte segments, shared by hash
-    slices    (or: a string-like state's walk as the clean tokens, whole, plus a
-              walk of the ~1 700 tokens with a quote or backslash)
+    3 walk      the (rule, state)'s walk over the vocabulary: tokens read inside the
+                rule, boundary tokens passing a call or return point; shared by hash
       ▼
-    trie      the vocabulary as a trie: missing segments walk live prefixes only
+    4 boundary  boundary tokens finished from the real stack; narrow stacks walk the
+                token trie themselves
       ▼
-    boundary  boundary tokens finished from the real stack; narrow stacks walk the
-              token trie themselves
-      ▼
-    cache     MaskEngine: the union over the state's stacks, as bits (a token
-              bitmask) or bools, cached per state
+    5 cache     MaskEngine: the union over the state's stacks, as bits (a token
+                bitmask) or bools, cached per state
 
-(``facts`` holds the records every stage reads: the token index, each automaton's
-read lists and crossing states, each rule's information.)
+Under every stage: ``trie`` (the vocabulary as a trie), ``keyhashes`` (a key
+lexeme's state hashes) and ``facts`` (the records every stage reads: the token
+index, each automaton's read lists and crossing states, each rule's information).
+
+Imports follow the stages, without a circle: a module imports only those before it
+in ``trie, keyhashes, facts, state, rules, segments, slices, walk, boundary, cache``
+(and this package only ``cache``), and only their public names
+(tests/test_engine_layers.py holds it so).
 
 1. A matcher state is the reference matcher's closed set of parse stacks. Masks
    are cached per state, across steps, sequences and requests (JSON generation

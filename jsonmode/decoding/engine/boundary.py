@@ -3,16 +3,16 @@
 A walk (:mod:`~jsonmode.decoding.engine.walk`) leaves the tokens that pass a call or
 return point as boundary groups. Which of them are allowed depends on the whole
 stack: the stacks a boundary leads to (the caller's continuation after a return, the
-callee after a call) are numbered ``(context, rule state)`` pairs (:class:`_Stacks`),
+callee after a call) are numbered ``(context, rule state)`` pairs (:class:`Stacks`),
 stepped by the rules' byte tables. The tokens of a group whose rest starts with a
 byte those stacks can read are kept as a small trie of their *rests*
 (:class:`_Rests`; the same few dozen rests, such as ``",`` and ``"}`` after a string,
-recur in every schema: memoised by content, ``_group_rests``), and the stacks walk
-that trie (:meth:`_Stacks.finish`): one step per distinct rest prefix.
+recur in every schema: memoised by content, ``group_rests``), and the stacks walk
+that trie (:meth:`Stacks.finish`): one step per distinct rest prefix.
 
 A stack whose top state reads few bytes (a literal's next bytes, a number's digits,
 the ``:`` after a key) skips walks, hashes and caches altogether: the stack itself
-follows the token trie in plain Python (:func:`_direct`); NumPy's per-call overhead
+follows the token trie in plain Python (:func:`direct`); NumPy's per-call overhead
 would cost several times such a walk.
 
 Cost: plain Python, per distinct rest prefix or live trie node visited, not per
@@ -28,16 +28,16 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from jsonmode.decoding.engine.facts import _Facts, _facts, _ReadLists, _TokenIndex
+from jsonmode.decoding.engine.facts import Facts, ReadLists, TokenIndex, facts
 from jsonmode.decoding.engine.trie import Following, TokenTrie
 from jsonmode.decoding.families import TAIL
 from jsonmode.decoding.lru import Lru
 from jsonmode.decoding.reference import ReferenceMatcher, Stack
 
-Pair = tuple[int, int]  # (context, rule state): one parse stack, see _Stacks
+Pair = tuple[int, int]  # (context, rule state): one parse stack, see Stacks
 
 # A stack whose top state reads at most _SMALL_BYTES first bytes is walked through
-# the token trie in plain Python with the whole stack (see _direct), while
+# the token trie in plain Python with the whole stack (see direct), while
 # at most _DIRECT_NODES (trie node, stack) pairs are live in all; past that, the
 # vectorised walk takes over. It does at once where a first byte leads a stack to a
 # state reading more than _WIDE_BYTES bytes (a string's body after its opening quote)
@@ -47,7 +47,7 @@ _DIRECT_NODES = 256
 _WIDE_BYTES = 128
 
 
-class _Stacks:
+class Stacks:
     """Parse stacks numbered for walking tokens one stack at a time.
 
     A stack is a pair ``(context, state)``: the state is its top rule's state, the
@@ -79,13 +79,13 @@ class _Stacks:
         self._numbers: dict[tuple[Stack, int], int] = {}
         self._expanded: dict[Pair, tuple[Pair, ...]] = {}
         self._returns: dict[int, tuple[Pair, ...]] = {}
-        self._reads: list[_ReadLists] = []  # per context, its rule's
+        self._reads: list[ReadLists] = []  # per context, its rule's
         self._readable: dict[tuple[Pair, ...], npt.NDArray[np.bool_]] = {}
-        self._facts: dict[int, _Facts] = {}
+        self._facts: dict[int, Facts] = {}
         # Near the nesting bound, a context's table and read lists leave out the bytes
         # into states that cannot finish within it (by rule and depth left; see near).
         self.near: list[bool] = []
-        self._bounded: dict[tuple[int, int], tuple[memoryview, _ReadLists]] = {}
+        self._bounded: dict[tuple[int, int], tuple[memoryview, ReadLists]] = {}
         self._lock = threading.Lock()
 
     @property
@@ -140,7 +140,7 @@ class _Stacks:
                     self._children[key] = known
         return known
 
-    def _bounded_table(self, rule: int, room: int) -> tuple[memoryview, _ReadLists]:
+    def _bounded_table(self, rule: int, room: int) -> tuple[memoryview, ReadLists]:
         """The rule's table and read lists less the bytes into states that need more
         than ``room`` depth to finish (see :mod:`~jsonmode.decoding.headroom`)."""
         key = (rule, room)
@@ -151,7 +151,7 @@ class _Stacks:
             live = trans >= 0
             kept = np.where(live & (need[np.where(live, trans, 0)] <= room), trans, -1)
             kept = np.ascontiguousarray(kept, dtype=np.int32)
-            known = self._bounded[key] = (memoryview(kept.reshape(-1)), _ReadLists(kept))  # type: ignore[arg-type]
+            known = self._bounded[key] = (memoryview(kept.reshape(-1)), ReadLists(kept))  # type: ignore[arg-type]
         return known
 
     def stack(self, context: int, state: int) -> Stack:
@@ -162,10 +162,10 @@ class _Stacks:
             context, state = self._parent[context], self._back[context]
         return tuple(reversed(frames))
 
-    def _rule_facts(self, rule: int) -> _Facts:
+    def _rule_facts(self, rule: int) -> Facts:
         known = self._facts.get(rule)
         if known is None:
-            known = self._facts[rule] = _facts(self.reference.network.rules[rule])
+            known = self._facts[rule] = facts(self.reference.network.rules[rule])
         return known
 
     def reads(self, context: int, state: int) -> list[int]:
@@ -330,12 +330,12 @@ class _Rests:
         return _Rests(byte, kids, ends)
 
 
-# Rests by group content and readable bytes (see _group_rests): ~90 distinct ones
+# Rests by group content and readable bytes (see group_rests): ~90 distinct ones
 # serve the benchmark's 7,000 boundary groups.
 _rests: Lru[tuple[bytes, bytes, bytes], _Rests] = Lru(8 << 20)
 
 
-def _group_rests(index: _TokenIndex, split: Following, readable: npt.NDArray[np.bool_]) -> _Rests:
+def group_rests(index: TokenIndex, split: Following, readable: npt.NDArray[np.bool_]) -> _Rests:
     """The rests of the tokens of ``split`` whose rest starts with a ``readable``
     byte, memoised by content (the same groups recur across rules and schemas)."""
     key = (split.lo.tobytes(), split.col.tobytes(), readable.tobytes())
@@ -361,8 +361,8 @@ def _group_rests(index: _TokenIndex, split: Following, readable: npt.NDArray[np.
     return known
 
 
-def _direct(
-    trie: TokenTrie, stacks: _Stacks, context: int, state: int, whole: bool = False
+def direct(
+    trie: TokenTrie, stacks: Stacks, context: int, state: int, whole: bool = False
 ) -> list[int] | None:
     """The positions of the tokens the stack ``(context, state)`` reads, when its
     top state reads few bytes: the stack follows the token trie itself (see

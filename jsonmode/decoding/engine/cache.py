@@ -2,7 +2,7 @@
 
 A matcher state is the reference matcher's closed set of parse stacks. Its mask is
 the union over its stacks: a stack that reads few bytes walks the token trie itself
-(:func:`~jsonmode.decoding.engine.boundary._direct`); any other takes its top
+(:func:`~jsonmode.decoding.engine.boundary.direct`); any other takes its top
 ``(rule, state)``'s walk (:mod:`~jsonmode.decoding.engine.walk`), allows the tokens
 inside, and finishes the boundary groups from the stack
 (:mod:`~jsonmode.decoding.engine.boundary`). Masks are cached per engine and state,
@@ -35,18 +35,18 @@ import numpy as np
 import numpy.typing as npt
 
 from jsonmode.decoding.automaton import Network
-from jsonmode.decoding.engine.boundary import _direct, _group_rests, _Stacks
+from jsonmode.decoding.engine.boundary import Stacks, direct, group_rests
 from jsonmode.decoding.engine.facts import (
     Bits,
-    _token_index,
-    _TokenIndex,
+    TokenIndex,
     bits_size,
     set_ids,
+    token_index,
     unpack_bits,
 )
-from jsonmode.decoding.engine.rules import _Rules
-from jsonmode.decoding.engine.segments import _segment_cache
-from jsonmode.decoding.engine.walk import _RETURN, _local_walk_cache, _Walk, _walk_cache, _Walks
+from jsonmode.decoding.engine.rules import Rules
+from jsonmode.decoding.engine.segments import segment_cache
+from jsonmode.decoding.engine.walk import RETURN, Walk, Walks, local_walk_cache, walk_cache
 from jsonmode.decoding.lru import Lru
 from jsonmode.decoding.reference import END, ReferenceMatcher, Stack, State
 from jsonmode.decoding.vocabulary import Vocabulary
@@ -60,7 +60,7 @@ Mask = npt.NDArray[np.bool_]
 _bits_cache: Lru[tuple[int, State], Bits] = Lru(32 << 20)
 _mask_cache: Lru[tuple[int, State], Mask] = Lru(64 << 20)
 _engine_ids = itertools.count()
-_primed: weakref.WeakSet[_TokenIndex] = weakref.WeakSet()  # indexes of primed vocabularies
+_primed: weakref.WeakSet[TokenIndex] = weakref.WeakSet()  # indexes of primed vocabularies
 # A stack numbering holding more contexts and closures than this is replaced.
 _STACKS = 1 << 15
 
@@ -88,10 +88,10 @@ def configure_caches(
     Lowering a budget evicts at the next insert.
     """
     if walk_bytes is not None:
-        _walk_cache.budget = int(walk_bytes) // 4
-        _local_walk_cache.budget = int(walk_bytes) - int(walk_bytes) // 4
+        walk_cache.budget = int(walk_bytes) // 4
+        local_walk_cache.budget = int(walk_bytes) - int(walk_bytes) // 4
     if segment_bytes is not None:
-        _segment_cache.budget = int(segment_bytes)
+        segment_cache.budget = int(segment_bytes)
     if mask_bytes is not None:
         _bits_cache.budget = int(mask_bytes) // 3
         _mask_cache.budget = int(mask_bytes) - int(mask_bytes) // 3
@@ -122,13 +122,13 @@ class MaskEngine:
         self.reference = ReferenceMatcher(network, max_depth=max_depth, levels=levels)
         self.eos = np.array(sorted(vocabulary.eos_ids), dtype=np.int64)
         self._token = next(_engine_ids)
-        index = _token_index(vocabulary)
+        index = token_index(vocabulary)
         self._index = index
         self._ids = index.ids
         self._size = bits_size(vocabulary.size)
-        # (State hashes look as far as the longest token: see _Rules.)
-        self._rules = _Rules(network, index.longest)
-        self._walks = _Walks(self._rules, vocabulary, index)
+        # (State hashes look as far as the longest token: see Rules.)
+        self._rules = Rules(network, index.longest)
+        self._walks = Walks(self._rules, vocabulary, index)
         if index not in _primed:
             # Per-vocabulary set-up, with the token index, not left to a first mask:
             # the plain string's walk (what every string and key shares) and what it
@@ -136,13 +136,13 @@ class MaskEngine:
             self._walks.prime()
             _primed.add(index)
         self._next: dict[tuple[State, int], State] = {}
-        self._stacks = _Stacks(self.reference)
+        self._stacks = Stacks(self.reference)
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
 
-    def walk(self, rule: int, state: int) -> _Walk:
-        """The vocabulary walk of ``(rule, state)`` (see :meth:`_Walks.walk`)."""
+    def walk(self, rule: int, state: int) -> Walk:
+        """The vocabulary walk of ``(rule, state)`` (see :meth:`Walks.walk`)."""
         return self._walks.walk(rule, state)
 
     # -- per matcher state ----------------------------------------------------------------
@@ -204,7 +204,7 @@ class MaskEngine:
         rule, at = stack[-1]
         stacks = self._current_stacks()
         context = stacks.context(stack[:-1], rule)
-        found = _direct(self._index.trie, stacks, context, at, stacks.near[context])
+        found = direct(self._index.trie, stacks, context, at, stacks.near[context])
         if found is not None:
             into.positions(found)
             return
@@ -214,13 +214,13 @@ class MaskEngine:
         else:
             into.ids(walk.inside)
         for stop, split in walk.groups:
-            pairs = stacks.returns(context) if stop == _RETURN else stacks.readers(context, stop)
+            pairs = stacks.returns(context) if stop == RETURN else stacks.readers(context, stop)
             if pairs:
-                rests = _group_rests(self._index, split, stacks.readable(pairs))
+                rests = group_rests(self._index, split, stacks.readable(pairs))
                 found = stacks.finish(rests, pairs)
                 into.positions(found)
 
-    def _current_stacks(self) -> _Stacks:
+    def _current_stacks(self) -> Stacks:
         """The engine's stack numbering, replaced by a fresh one once it holds more
         than ``_STACKS`` entries (a caller keeps the one it started with: numbers from
         two numberings are never mixed)."""
@@ -228,7 +228,7 @@ class MaskEngine:
         if stacks.size > _STACKS:
             with self._lock:
                 if self._stacks is stacks:
-                    self._stacks = _Stacks(self.reference)
+                    self._stacks = Stacks(self.reference)
                 stacks = self._stacks
         return stacks
 

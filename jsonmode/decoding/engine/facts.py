@@ -1,12 +1,12 @@
 """Facts every stage of the mask engine reads, built once and shared.
 
-Of the vocabulary: :class:`_TokenIndex`, its tokens in lexicographic byte order with
+Of the vocabulary: :class:`TokenIndex`, its tokens in lexicographic byte order with
 the token trie over them (built once per vocabulary and process: ~20 MB and ~0.3 s
-for Qwen2.5). Of one automaton: :class:`_Facts`, its crossing states and the bytes
-each state reads (:class:`_ReadLists`), worked out once per automaton and process.
-Of one rule as the walks see it: :class:`_RuleInfo` (its content signature, flat
+for Qwen2.5). Of one automaton: :class:`Facts`, its crossing states and the bytes
+each state reads (:class:`ReadLists`), worked out once per automaton and process.
+Of one rule as the walks see it: :class:`RuleInfo` (its content signature, flat
 table and state hashes; :mod:`~jsonmode.decoding.engine.rules` fills it in) and,
-for a string with length bounds only, :class:`_Counted`.
+for a string with length bounds only, :class:`Counted`.
 
 Records only: computing them is left to the stages. Everything here is immutable once
 built or memoised by idempotent writes of equal values: thread-safe.
@@ -17,25 +17,23 @@ from __future__ import annotations
 import threading
 import weakref
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import Any, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
 
 from jsonmode.decoding.automaton import RuleDFA
+from jsonmode.decoding.engine.keyhashes import KeyHashes
 from jsonmode.decoding.engine.trie import TokenTrie, lexicographic_order
 from jsonmode.decoding.vocabulary import Vocabulary
 
-if TYPE_CHECKING:
-    from jsonmode.decoding.engine.state import KeyHashes
-
 Rows = npt.NDArray[np.int64]
-# A rule's state hashes, ``hashes[row, state]`` (see _RuleInfo): an array of all, or a
-# key lexeme's, worked out per state (state.KeyHashes).
+# A rule's state hashes, ``hashes[row, state]`` (see RuleInfo): an array of all, or a
+# key lexeme's, worked out per state (keyhashes.KeyHashes).
 StateHashes: TypeAlias = "npt.NDArray[np.uint64] | KeyHashes"
 
-_QUOTE = ord('"')
-# Token matrix rows searched at once for quotes (see _TokenIndex.quoted): ~2 MB a copy.
+QUOTE = ord('"')
+# Token matrix rows searched at once for quotes (see TokenIndex.quoted): ~2 MB a copy.
 _CHUNK_ROWS = 16_384
 
 # -- token sets as bits ----------------------------------------------------------------------
@@ -48,7 +46,7 @@ _CHUNK_ROWS = 16_384
 # is built, kept and copied with that much less memory traffic.
 
 Bits = npt.NDArray[np.uint8]
-_BIT = np.array([1 << shift for shift in range(8)], dtype=np.uint8)
+BIT = np.array([1 << shift for shift in range(8)], dtype=np.uint8)
 # Ids set one by one up to this many (``np.bitwise_or.at``); more through flags.
 _FEW_IDS = 1024
 
@@ -75,7 +73,7 @@ def unpack_bits(bits: Bits, size: int) -> npt.NDArray[np.bool_]:
 def set_ids(bits: Bits, ids: npt.NDArray[np.integer[Any]]) -> None:
     """Set the bits of ``ids`` in place (a few ids one by one, many through flags)."""
     if ids.size <= _FEW_IDS:
-        np.bitwise_or.at(bits, ids >> 3, _BIT[ids & 7])
+        np.bitwise_or.at(bits, ids >> 3, BIT[ids & 7])
     else:
         flags = np.zeros(bits.size * 8, dtype=np.bool_)
         flags[ids] = True
@@ -90,7 +88,7 @@ def has_id(bits: Bits, token: int) -> bool:
 # -- of the vocabulary ---------------------------------------------------------------------
 
 
-class _TokenIndex:
+class TokenIndex:
     """The vocabulary's tokens in lexicographic byte order ("positions").
 
     ``matrix``/``lengths``/``ids`` are the vocabulary's, in position order; the
@@ -143,25 +141,25 @@ class _TokenIndex:
         return known
 
 
-_indexes: dict[str, _TokenIndex] = {}
+_indexes: dict[str, TokenIndex] = {}
 _indexes_lock = threading.Lock()
 
 
-def _token_index(vocabulary: Vocabulary) -> _TokenIndex:
+def token_index(vocabulary: Vocabulary) -> TokenIndex:
     """The vocabulary's token index (the last 8 vocabularies' are kept)."""
     with _indexes_lock:
         index = _indexes.get(vocabulary.fingerprint)
         if index is None:
             if len(_indexes) >= 8:
                 _indexes.pop(next(iter(_indexes)))
-            index = _indexes[vocabulary.fingerprint] = _TokenIndex(vocabulary)
+            index = _indexes[vocabulary.fingerprint] = TokenIndex(vocabulary)
         return index
 
 
 # -- of one automaton ----------------------------------------------------------------------
 
 
-class _ReadLists(dict[int, list[int]]):
+class ReadLists(dict[int, list[int]]):
     """The bytes each state of one automaton reads, ascending (lists shared: never
     to be changed), worked out on first lookup from the state's row as 256 bits.
     A small automaton's rows are bit-packed at once, a big one's row by row (a walk
@@ -215,28 +213,28 @@ _row_reads: dict[bytes, list[int]] = {}
 
 
 @dataclass(frozen=True, slots=True)
-class _Facts:
+class Facts:
     """What the walks read of one automaton: its crossing states (as flags and as
     0/1 bytes, see :func:`_crossing_states`) and its read lists."""
 
     crossing: npt.NDArray[np.bool_]
     flags: bytes
-    reads: _ReadLists
+    reads: ReadLists
 
 
 # Per automaton (lexemes are shared by the networks that use them), its facts.
-_facts_of: weakref.WeakKeyDictionary[RuleDFA, _Facts] = weakref.WeakKeyDictionary()
+_facts_of: weakref.WeakKeyDictionary[RuleDFA, Facts] = weakref.WeakKeyDictionary()
 _facts_lock = threading.Lock()
 
 
-def _facts(rule: RuleDFA) -> _Facts:
-    """The automaton's :class:`_Facts`, worked out once per process."""
+def facts(rule: RuleDFA) -> Facts:
+    """The automaton's :class:`Facts`, worked out once per process."""
     with _facts_lock:
         known = _facts_of.get(rule)
     if known is None:
         crossing = _crossing_states(rule)
         crossing.flags.writeable = False  # (shared)
-        known = _Facts(crossing, crossing.astype(np.uint8).tobytes(), _ReadLists(rule.trans))
+        known = Facts(crossing, crossing.astype(np.uint8).tobytes(), ReadLists(rule.trans))
         with _facts_lock:
             known = _facts_of.setdefault(rule, known)
     return known
@@ -254,7 +252,7 @@ def _crossing_states(automaton: RuleDFA) -> npt.NDArray[np.bool_]:
 
 
 @dataclass(frozen=True, slots=True)
-class _RuleInfo:
+class RuleInfo:
     """What the walks need of one rule automaton: its content signature, its
     crossing states (accepting or calling), its flat transition table (-1: no
     transition), and per state bounded-depth behaviour hashes (None for automata too
@@ -268,7 +266,7 @@ class _RuleInfo:
     crossing: npt.NDArray[np.bool_]
     flat: npt.NDArray[np.int32]
     hashes: StateHashes | None
-    counted: _Counted | None = None
+    counted: Counted | None = None
     readable: dict[int, list[int]] = field(default_factory=dict)  # memo of reads()
     dead_memo: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_]]] = field(
         default_factory=list
@@ -297,7 +295,7 @@ class _RuleInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class _Counted:
+class Counted:
     """A string with length bounds only (``RuleDFA.lengths``) as the plain string
     (``plain``) plus a count: per state, the plain string's state it acts as
     (``plain_of``) and the characters begun so far (``chars``; capped at ``low``
@@ -305,7 +303,7 @@ class _Counted:
     state, except that it dies once it begins more than ``high - chars`` characters,
     or closes the string after fewer than ``low - chars``."""
 
-    plain: _RuleInfo
+    plain: RuleInfo
     plain_of: npt.NDArray[np.int64]
     chars: npt.NDArray[np.int64]
     low: int
@@ -314,4 +312,4 @@ class _Counted:
     @property
     def between(self) -> int:
         """The plain string's state between characters."""
-        return int(self.plain.flat[_QUOTE])
+        return int(self.plain.flat[QUOTE])

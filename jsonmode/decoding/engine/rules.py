@@ -1,6 +1,6 @@
-"""Stage 1, per rule: the :class:`_RuleInfo` the walks read of each rule of a network.
+"""Stage 1, per rule: the :class:`RuleInfo` the walks read of each rule of a network.
 
-:class:`_Rules` (one per mask engine) gives each rule index its content signature,
+:class:`Rules` (one per mask engine) gives each rule index its content signature,
 crossing states, flat table and state hashes (:mod:`~jsonmode.decoding.engine.state`),
 and recognises a string with length bounds only as the plain string plus a count
 (:func:`_count_states`). Lexemes (call-free rules) recur across properties and
@@ -27,20 +27,20 @@ import numpy as np
 import numpy.typing as npt
 
 from jsonmode.decoding.automaton import Network, RuleDFA, key_rule_names, plain_string_rule
-from jsonmode.decoding.engine.facts import _QUOTE, StateHashes, _Counted, _facts, _RuleInfo
+from jsonmode.decoding.engine.facts import QUOTE, Counted, RuleInfo, StateHashes, facts
+from jsonmode.decoding.engine.keyhashes import KeyHashes
 from jsonmode.decoding.engine.state import (
-    _HASH_BUDGET,
-    KeyHashes,
-    _byte_classes,
-    _column_folds,
-    _grafted_hashes,
-    _key_hashes,
-    _plain_loops,
-    _state_hashes,
+    HASH_BUDGET,
+    byte_classes,
+    column_folds,
+    grafted_hashes,
+    key_hashes,
+    plain_loops,
+    state_hashes,
 )
 from jsonmode.decoding.lru import IdentityMemo, Lru
 
-# A lexeme joins another's hashing pass (see _Rules.hash_lexemes) only when it
+# A lexeme joins another's hashing pass (see Rules.hash_lexemes) only when it
 # has at most this many states: a small lexeme's pass costs mostly per depth step,
 # which the batch shares, while a big one's costs per state, which batching does not
 # save, only moves into the mask call that hashes the batch (a 130 ms first mask
@@ -56,14 +56,14 @@ _count_cache: Lru[bytes, tuple[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64
     8 << 20
 )
 _lexeme_contents: IdentityMemo[tuple[bytes, npt.NDArray[np.bool_]]] = IdentityMemo()
-_lexeme_infos: Lru[tuple[bytes, int], _RuleInfo] = Lru(32 << 20)
+_lexeme_infos: Lru[tuple[bytes, int], RuleInfo] = Lru(32 << 20)
 # Structural rules' tables, numbered by identity (see _structural_content).
 _table_numbers: IdentityMemo[int] = IdentityMemo()
 _table_serial = itertools.count()
-_plain_infos: dict[int, _RuleInfo] = {}  # by hash depth (see _Rules.plain)
+_plain_infos: dict[int, RuleInfo] = {}  # by hash depth (see Rules.plain)
 
 
-class _Rules:
+class Rules:
     """The rule information of one network's rules, for one hash depth (the longest
     token's length). Thread-safe."""
 
@@ -71,13 +71,13 @@ class _Rules:
         self.network = network
         # Hash depths: a token after its first byte, and a whole token (a byte to spare).
         self.depth = depth
-        self._infos: dict[int, _RuleInfo] = {}
+        self._infos: dict[int, RuleInfo] = {}
         self._signatures: dict[int, tuple[bytes, npt.NDArray[np.bool_], npt.NDArray[np.int32]]] = {}
         self.lexemes = [k for k, rule in enumerate(network.rules) if not any(rule.calls)]
         self.lexeme_set = set(self.lexemes)
         self.hashed: set[int] = set()  # lexemes whose hashes were computed (or refused)
 
-    def info(self, rule: int) -> _RuleInfo:
+    def info(self, rule: int) -> RuleInfo:
         """Content signature, crossing states, transitions and state hashes of a rule."""
         known = self._infos.get(rule)
         if known is not None:
@@ -103,7 +103,7 @@ class _Rules:
             if known_states[0] is not None:
                 plain_of, chars = known_states[0]
                 low, high = automaton.lengths
-                counted = _Counted(self.plain(), plain_of, chars, low, high)
+                counted = Counted(self.plain(), plain_of, chars, low, high)
         hashes = None
         if counted is None and lexeme:
             # A counted string's states need no hashes: those between characters are
@@ -111,7 +111,7 @@ class _Rules:
             hashes = _hash_cache.get((signature, self.depth))
             if hashes is None and rule not in self.hashed:
                 hashes = self.hash_lexemes(rule)
-        known = _RuleInfo(signature, crossing, trans.reshape(-1), hashes, counted)
+        known = RuleInfo(signature, crossing, trans.reshape(-1), hashes, counted)
         self._infos[rule] = known
         if lexeme and (hashes is not None or counted is not None):
             # (Not without hashes: they may just have been evicted, or be another
@@ -119,14 +119,14 @@ class _Rules:
             _lexeme_infos.put((signature, self.depth), known, 3 * known.flat.nbytes)
         return known
 
-    def plain(self) -> _RuleInfo:
+    def plain(self) -> RuleInfo:
         """The plain string's rule information (what ``lengths`` rules count over, and
         key lexemes graft onto): one per process and hash depth."""
         known = _plain_infos.get(self.depth)
         if known is None:
             signature, crossing, trans = _content(plain_string_rule())
-            hashes = _state_hashes(trans, crossing, (self.depth, self.depth + 1))
-            known = _plain_infos[self.depth] = _RuleInfo(
+            hashes = state_hashes(trans, crossing, (self.depth, self.depth + 1))
+            known = _plain_infos[self.depth] = RuleInfo(
                 signature, crossing, trans.reshape(-1), hashes
             )
         return known
@@ -153,18 +153,18 @@ class _Rules:
     def grafted_hashes(
         self, crossing: npt.NDArray[np.bool_], trans: npt.NDArray[np.int32]
     ) -> npt.NDArray[np.uint64] | None:
-        """:func:`_grafted_hashes` onto this depth's plain string."""
-        return _grafted_hashes(self.plain(), crossing, trans)
+        """:func:`~jsonmode.decoding.engine.state.grafted_hashes` onto this depth's plain string."""
+        return grafted_hashes(self.plain(), crossing, trans)
 
     def key_hashes(
         self, names: tuple[str, ...], crossing: npt.NDArray[np.bool_], trans: npt.NDArray[np.int32]
     ) -> KeyHashes | None:
-        """:func:`_key_hashes` onto this depth's plain string."""
-        return _key_hashes(self.plain(), self.depth, names, crossing, trans)
+        """:func:`~jsonmode.decoding.engine.state.key_hashes` onto this depth's plain string."""
+        return key_hashes(self.plain(), self.depth, names, crossing, trans)
 
     def hash_lexemes(self, rule: int) -> StateHashes | None:
         """The state hashes of lexeme ``rule``, computed in one pass with those of the
-        network's other lexemes not hashed yet (within ``_HASH_BUDGET``): a pass costs
+        network's other lexemes not hashed yet (within ``HASH_BUDGET``): a pass costs
         mostly per depth step, so one for all of a schema's lexemes beats one each
         (~20 % less hashing time over the benchmark). Each lexeme's hashes are cached
         by its signature; None when ``rule`` is too big to hash. A lexeme that acts
@@ -191,9 +191,9 @@ class _Rules:
             if automaton.n_states > _BATCH_STATES:
                 continue  # (hashed when it needs them: see _BATCH_STATES)
             signature, crossing, trans = self.signature(other)
-            if _plain_loops(trans, crossing).size:
+            if plain_loops(trans, crossing).size:
                 continue  # (its hashes are grafted when it needs them)
-            fits = (total + trans.shape[0]) * depths[-1] <= _HASH_BUDGET
+            fits = (total + trans.shape[0]) * depths[-1] <= HASH_BUDGET
             if fits and _hash_cache.get((signature, self.depth)) is None:
                 batch.append(other)
                 total += trans.shape[0]
@@ -205,10 +205,10 @@ class _Rules:
             for (_, _, t), start in zip(parts, starts[:-1].tolist(), strict=True)
         ]
         crossing = np.concatenate([c for _, c, _ in parts])
-        hashes = _state_hashes(np.concatenate(joined), crossing, depths)
+        hashes = state_hashes(np.concatenate(joined), crossing, depths)
         if hashes is None:  # the batch is too big for another bound: this lexeme alone
             batch, parts = [rule], parts[:1]
-            hashes = _state_hashes(parts[0][2], parts[0][1], depths)
+            hashes = state_hashes(parts[0][2], parts[0][1], depths)
         self.hashed.update(batch)
         if hashes is None:
             return None
@@ -233,7 +233,7 @@ def _structural_content(
     number = _table_numbers.get(table)
     if number is None:
         number = _table_numbers.put(table, next(_table_serial))
-    crossing = _facts(automaton).crossing
+    crossing = facts(automaton).crossing
     digest = hashlib.blake2b(b"table %d;" % number, digest_size=16)
     digest.update(crossing.tobytes())
     return digest.digest(), crossing, np.ascontiguousarray(table, dtype=np.int32)
@@ -243,7 +243,7 @@ def _content(automaton: RuleDFA) -> tuple[bytes, npt.NDArray[np.bool_], npt.NDAr
     """A lexeme's content signature, crossing states (accepting or calling) and
     transitions. Equal tables and flags sign alike, unequal ones apart up to 64-bit
     collisions of a per-process keyed hash (as state hashes are up to theirs)."""
-    crossing = _facts(automaton).crossing
+    crossing = facts(automaton).crossing
     trans = np.ascontiguousarray(automaton.trans, dtype=np.int32)
     names = automaton.keys
     if names is not None and key_rule_names(automaton.trans) == names:
@@ -256,7 +256,7 @@ def _content(automaton: RuleDFA) -> tuple[bytes, npt.NDArray[np.bool_], npt.NDAr
     if big:
         # The distinct columns and which byte has which (most bytes' columns repeat:
         # hashing those costs a fraction of hashing every byte's).
-        first, inverse = _byte_classes(trans)
+        first, inverse = byte_classes(trans)
         data = trans[:, first].tobytes() + inverse.astype(np.uint8).tobytes()
     else:  # (as 16-bit ints, half the bytes to hash: a table this small fits them)
         data = trans.astype(np.int16).tobytes()
@@ -275,13 +275,13 @@ _BIG_TABLE = 256  # states: a table this big is hashed by its byte classes
 # -- strings with length bounds only, as the plain string plus a count ---------------------
 
 
-def _begins(plain: npt.NDArray[np.int32]) -> npt.NDArray[np.bool_]:
+def character_begins(plain: npt.NDArray[np.int32]) -> npt.NDArray[np.bool_]:
     """Per plain-string state and byte: whether the byte begins a character (any
     byte the body's between-characters state reads, but the closing quote)."""
-    between = int(plain[0, _QUOTE])
+    between = int(plain[0, QUOTE])
     begins = np.zeros(plain.shape, dtype=np.bool_)
     begins[between] = plain[between] >= 0
-    begins[between, _QUOTE] = False
+    begins[between, QUOTE] = False
     return begins
 
 
@@ -307,8 +307,8 @@ def _count_states(
     low, high = rule.lengths
     trans, size = rule.trans, rule.trans.shape[0]
     top = high if high is not None else low
-    between, closing = int(plain[0, _QUOTE]), plain.shape[0] - 1
-    chain = [int(trans[0, _QUOTE])]
+    between, closing = int(plain[0, QUOTE]), plain.shape[0] - 1
+    chain = [int(trans[0, QUOTE])]
     for _ in range(top):
         chain.append(int(trans[chain[-1], ord("a")]) if chain[-1] >= 0 else -1)
     # (Distinct states, none of them the start's or the end's.)
@@ -318,12 +318,12 @@ def _count_states(
         return None
     begins, first, inverse = _plain_classes(plain)
     # Bytes that the plain string treats alike, as one class each: the rule must too.
-    folds = _column_folds(trans)
+    folds = column_folds(trans)
     if (folds != folds[first[inverse]]).any():
         return None
     theirs_of, begins_of = plain[:, first], begins[:, first]
     ours_of = trans[:, first]
-    is_quote = first == _QUOTE
+    is_quote = first == QUOTE
     chains = np.array(chain, dtype=np.int64)
     plain_of = np.full(size, -1, dtype=np.int64)
     chars = np.full(size, -1, dtype=np.int64)
@@ -367,12 +367,12 @@ _PLAIN_CLASSES: dict[bytes, _Classes] = {}  # see _plain_classes
 
 
 def _plain_classes(plain: npt.NDArray[np.int32]) -> _Classes:
-    """The plain string's :func:`_begins` and the byte classes it and they treat
-    alike (:func:`_byte_classes`), memoised by table."""
+    """The plain string's :func:`character_begins` and the byte classes it and they treat
+    alike (:func:`byte_classes`), memoised by table."""
     key = plain.tobytes()
     known = _PLAIN_CLASSES.get(key)
     if known is None:
-        begins = _begins(plain)
-        first, inverse = _byte_classes(np.concatenate([plain, begins.astype(np.int32)]))
+        begins = character_begins(plain)
+        first, inverse = byte_classes(np.concatenate([plain, begins.astype(np.int32)]))
         known = _PLAIN_CLASSES[key] = (begins, first, inverse)
     return known

@@ -1,4 +1,4 @@
-"""Stage 3: a walk assembled from per-first-byte segments, shared process-wide.
+"""Stage 2: a walk assembled from per-first-byte segments, shared process-wide.
 
 The tokens starting with byte ``b`` fare, from a state, as the state after ``b`` makes
 them: a :class:`_Segment` is their fate (inside the rule, or boundary entries), keyed
@@ -10,7 +10,7 @@ token trie (:mod:`~jsonmode.decoding.engine.trie`) along live prefixes only.
 Cost: a cached segment costs a lookup; missing ones one trie walk for all of them (up
 to ~10 ms for a state that reads most bytes, with Qwen2.5's vocabulary; far less for
 a narrow one).
-Segments live in a process-wide byte-bounded cache (``_segment_cache``, 64 MiB by
+Segments live in a process-wide byte-bounded cache (``segment_cache``, 64 MiB by
 default, see ``configure_caches``). Thread-safe: pure functions over shared read-only
 indexes, and a thread-safe cache.
 """
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from jsonmode.decoding.engine.facts import Rows, _RuleInfo, _TokenIndex
+from jsonmode.decoding.engine.facts import Rows, RuleInfo, TokenIndex
 from jsonmode.decoding.engine.trie import Boundaries, TrieWalk
 from jsonmode.decoding.lru import Lru
 
@@ -38,7 +38,7 @@ _WIDE = 40_000
 _UNSPLIT = 32
 # Segments by vocabulary, the state-after-the-byte's hash (or the rule's content and
 # that state) and the byte, held as plain tuples (see _Segment.pack).
-_segment_cache: Lru[tuple[str, bytes, int, int], tuple[Any, ...]] = Lru(64 << 20)
+segment_cache: Lru[tuple[str, bytes, int, int], tuple[Any, ...]] = Lru(64 << 20)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,13 +64,13 @@ class _Segment:
         return _Segment(packed[0], Boundaries(*packed[1:]))
 
 
-def _assemble(index: _TokenIndex, info: _RuleInfo, state: int) -> tuple[Rows, Boundaries]:
+def assemble(index: TokenIndex, info: RuleInfo, state: int) -> tuple[Rows, Boundaries]:
     """Assemble a walk from per-first-byte segments, computing the missing ones: the
     ids of the tokens inside and the boundary entries (sorted by position).
 
     The fate of a token depends only on its bytes and on what the automaton does
     from the state after its first byte, up to the longest token: segments are
-    keyed by that state's bounded-depth hash (see ``state._state_hashes``), so they
+    keyed by that state's bounded-depth hash (see ``state.state_hashes``), so they
     are shared by every state, rule and schema that behaves alike on the next
     bytes (a plain string body, the states of a key that left the declared names,
     a long ``maxLength`` string far from its bound, ...). Where a boundary token
@@ -90,7 +90,7 @@ def _assemble(index: _TokenIndex, info: _RuleInfo, state: int) -> tuple[Rows, Bo
             keys[byte] = (fingerprint, info.signature, target, byte)
         else:
             keys[byte] = (fingerprint, b"", int(hashes[0, target]), byte)
-        packed = _segment_cache.get(keys[byte])
+        packed = segment_cache.get(keys[byte])
         if packed is None:
             missing.append((byte, target))
         else:
@@ -104,7 +104,7 @@ def _assemble(index: _TokenIndex, info: _RuleInfo, state: int) -> tuple[Rows, Bo
         for (byte, target), segment in zip(
             missing, _compute_segments(index, info, missing), strict=True
         ):
-            _segment_cache.put(keys[byte], segment.pack(), segment.nbytes)
+            segment_cache.put(keys[byte], segment.pack(), segment.nbytes)
             segments.append((byte, target, segment))
     inside: list[npt.NDArray[np.int32]] = []
     bounds: list[Boundaries] = []
@@ -116,7 +116,7 @@ def _assemble(index: _TokenIndex, info: _RuleInfo, state: int) -> tuple[Rows, Bo
     return ids, Boundaries.join(bounds)
 
 
-def _trie_walk(index: _TokenIndex, info: _RuleInfo, missing: list[tuple[int, int]]) -> TrieWalk:
+def _trie_walk(index: TokenIndex, info: RuleInfo, missing: list[tuple[int, int]]) -> TrieWalk:
     """One walk of the token trie for ``(first byte, state after it)`` pairs,
     following live prefixes only (every node of the first levels when wide)."""
     trie = index.trie
@@ -130,7 +130,7 @@ def _trie_walk(index: _TokenIndex, info: _RuleInfo, missing: list[tuple[int, int
 
 
 def _compute_segments(
-    index: _TokenIndex, info: _RuleInfo, missing: list[tuple[int, int]]
+    index: TokenIndex, info: RuleInfo, missing: list[tuple[int, int]]
 ) -> list[_Segment]:
     """The segments of ``(first byte, state after it)`` pairs, from one trie walk."""
     found = _trie_walk(index, info, missing)

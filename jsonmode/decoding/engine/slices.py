@@ -1,4 +1,4 @@
-"""The clean slice: tokens a string-like state takes whole, without a trie walk.
+"""Stage 2 (beside segments): the clean slice, tokens a string-like state takes whole.
 
 Most of a vocabulary is *clean* text: tokens whose bytes are complete UTF-8
 characters other than ``"``, ``\\`` and the control characters U+0000..U+001F (Qwen2.5:
@@ -19,7 +19,7 @@ states), run until it settles or for as many steps as the longest token has byte
 
 Cost: the slice, ~5 ms once per vocabulary and process (one gather per trie level);
 the safe states, one pass of ~470 gathers per state per step until the fixed point,
-once per automaton (memoised in its :class:`~jsonmode.decoding.engine.facts._RuleInfo`;
+once per automaton (memoised in its :class:`~jsonmode.decoding.engine.facts.RuleInfo`;
 automata over ``_MAX_STATES`` states are not tried); a sliced walk, a trie walk over the
 nodes above unclean tokens (~1/30 of a full one) and a copy of the slice's flags.
 Thread-safe: memo writes are idempotent (equal values whoever computes them).
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from jsonmode.decoding.engine.facts import _RuleInfo, _TokenIndex
+from jsonmode.decoding.engine.facts import RuleInfo, TokenIndex
 from jsonmode.decoding.engine.trie import Boundaries, TokenTrie
 from jsonmode.decoding.lru import Lru
 
@@ -109,11 +109,11 @@ class CleanSlice:
     nodes: tuple[Ints, ...]
 
 
-_slices: weakref.WeakKeyDictionary[_TokenIndex, CleanSlice] = weakref.WeakKeyDictionary()
+_slices: weakref.WeakKeyDictionary[TokenIndex, CleanSlice] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
-def clean_slice(index: _TokenIndex, size: int) -> CleanSlice:
+def clean_slice(index: TokenIndex, size: int) -> CleanSlice:
     """The clean slice of ``index``'s vocabulary of ``size`` ids (built once per
     index)."""
     with _lock:
@@ -137,7 +137,7 @@ def clean_slice(index: _TokenIndex, size: int) -> CleanSlice:
         return _slices.setdefault(index, known)
 
 
-def safe_states(info: _RuleInfo, longest: int) -> Bools | None:
+def safe_states(info: RuleInfo, longest: int) -> Bools | None:
     """Per state of ``info``'s automaton, whether it is *safe*: every clean text of at
     most ``longest`` bytes read from it keeps it alive without reaching a crossing
     state (nor is the state itself crossing), and on the way every byte that ends
@@ -189,7 +189,7 @@ def _safe_states(flat: npt.NDArray[np.int32], crossing: Bools, longest: int) -> 
 
 
 def sliced_walk(
-    index: _TokenIndex, size: int, info: _RuleInfo, state: int
+    index: TokenIndex, size: int, info: RuleInfo, state: int
 ) -> tuple[Bools, Boundaries] | None:
     """The walk of ``state`` as the clean slice plus a walk of the quoted tokens'
     trie: the inside tokens as flags over ids (a fresh array) and the boundary entries

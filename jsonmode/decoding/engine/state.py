@@ -4,16 +4,17 @@ Walks and segments are shared between states that act alike on the next bytes, o
 any rule and any schema (see :mod:`~jsonmode.decoding.engine`): this module says
 which states those are.
 
-- :func:`_state_hashes`: per state, a bounded-depth behaviour hash (a depth-bounded
+- :func:`state_hashes`: per state, a bounded-depth behaviour hash (a depth-bounded
   bisimulation class, up to 64-bit collisions), one vectorised pass per depth step
   (~130 steps for Qwen2.5's longest token) over the automaton folded into weighted
-  edges; within ``_HASH_BUDGET`` (states x depth), else no hashes (no sharing).
-- :func:`_plain_states` and :func:`_grafted_hashes`: a lexeme that acts as the plain
+  edges; within ``HASH_BUDGET`` (states x depth), else no hashes (no sharing).
+- :func:`_plain_states` and :func:`grafted_hashes`: a lexeme that acts as the plain
   JSON string but for an acyclic part in front (a key that is not a declared name)
   takes the plain string's hashes and hashes the rest in one pass in plain Python;
-  :class:`KeyHashes` (from :func:`_key_hashes`) hashes a key lexeme's states a state
-  at a time, on first use, from the names they still spell.
-- :func:`_byte_classes` / :func:`_column_folds`: the bytes every state treats alike
+  :func:`key_hashes` gives a key lexeme's states hashes a state at a time, on first
+  use, from the names they still spell (a
+  :class:`~jsonmode.decoding.engine.keyhashes.KeyHashes`).
+- :func:`byte_classes` / :func:`column_folds`: the bytes every state treats alike
   (also the signature of a big table, see :mod:`~jsonmode.decoding.engine.rules`).
 
 Pure functions of their arguments but for process-wide memos of equal values
@@ -23,15 +24,14 @@ never leave the process.
 
 from __future__ import annotations
 
-import bisect
 import functools
-import hashlib
 
 import numpy as np
 import numpy.typing as npt
 
 from jsonmode.decoding.automaton import RuleDFA, key_rule_names, plain_string_rule, quoted_rule
-from jsonmode.decoding.engine.facts import _QUOTE, _facts, _RuleInfo
+from jsonmode.decoding.engine.facts import QUOTE, RuleInfo, facts
+from jsonmode.decoding.engine.keyhashes import KeyHashes
 from jsonmode.decoding.keys import KeyTrie, extra_key_body, is_plain_name, key_trie
 
 _PLAIN_CHAR = ord("a")
@@ -41,12 +41,12 @@ _PLAIN_CHAR = ord("a")
 _BYTE_WEIGHTS = np.random.default_rng(0x6A736F6E).integers(1, 2**63, size=256, dtype=np.uint64) | 1
 _BYTE_WEIGHT_LIST: list[int] = _BYTE_WEIGHTS.tolist()
 _DEAD = np.uint64(0x9E3779B97F4A7C15)
-_HASH_BUDGET = 4_000_000  # states x depth (see _state_hashes); beyond it, no sharing
+HASH_BUDGET = 4_000_000  # states x depth (see state_hashes); beyond it, no sharing
 _FOLD_WEIGHTS = (
-    np.random.default_rng(0x636C6173).integers(1, 2**31, size=(2, _HASH_BUDGET // 64)) | 1
+    np.random.default_rng(0x636C6173).integers(1, 2**31, size=(2, HASH_BUDGET // 64)) | 1
 ).astype(np.int32)
 _SHIFT_1, _SHIFT_2, _MULTIPLIER = np.uint64(31), np.uint64(29), np.uint64(0xBF58476D1CE4E5B9)
-# The two values a state's own hash starts from in _grafted_hashes (not the depth
+# The two values a state's own hash starts from in grafted_hashes (not the depth
 # hashes' own: its values must not meet theirs).
 _TREE_CROSSING, _TREE_INNER = 0xD6E8FEB86659FD93, 0xA0761D6478BD642F
 _WORD = (1 << 64) - 1
@@ -67,7 +67,7 @@ _PLAIN_SUMS: dict[bytes, tuple[list[int], list[int]]] = {}  # see _plain_sums (o
 def _plain_sums(hashes: npt.NDArray[np.uint64]) -> tuple[list[int], list[int]]:
     """Per plain string state, for each of its two hash rows, the sum over bytes of
     the byte's weight times its target's hash (dead: ``_DEAD``), modulo 2**64: what
-    :func:`_grafted_hashes` corrects for a state that reads like it."""
+    :func:`grafted_hashes` corrects for a state that reads like it."""
     key = hashes.tobytes()
     known = _PLAIN_SUMS.get(key)
     if known is None:
@@ -81,7 +81,7 @@ def _plain_sums(hashes: npt.NDArray[np.uint64]) -> tuple[list[int], list[int]]:
 
 
 # A key lexeme's tree state differing from the plain between-characters state in more
-# bytes than this is compared with every plain state (see _grafted_hashes).
+# bytes than this is compared with every plain state (see grafted_hashes).
 _FEW_FIXES = 16
 _BACKSLASH = ord("\\")
 # The escape states' hashes of key lexemes by hash depth (see _key_escapes).
@@ -97,17 +97,17 @@ def _mix(values: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
     return values
 
 
-def _byte_classes(
+def byte_classes(
     trans: npt.NDArray[np.int32],
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """The bytes that every state treats alike, as classes: each class's first byte,
     and each byte's class. Columns are compared by a 64-bit fold (two 32-bit ones),
     so equal up to 64-bit collisions, like the state hashes themselves."""
-    _, first, inverse = np.unique(_column_folds(trans), return_index=True, return_inverse=True)
+    _, first, inverse = np.unique(column_folds(trans), return_index=True, return_inverse=True)
     return first.astype(np.int64), inverse.reshape(-1).astype(np.int64)
 
 
-def _column_folds(trans: npt.NDArray[np.int32]) -> npt.NDArray[np.int64]:
+def column_folds(trans: npt.NDArray[np.int32]) -> npt.NDArray[np.int64]:
     """Per byte, a 64-bit fold of its column (two 32-bit weighted sums, wrapping)."""
     states = trans.shape[0]
     weights = _FOLD_WEIGHTS[:, np.arange(states) % _FOLD_WEIGHTS.shape[1]]
@@ -125,10 +125,10 @@ def _weighted_edges(
     summed byte weights of the bytes that lead there
     (``summed``): a few per state, where bytes are 256. Bytes every state treats alike
     are folded into one class first. None when states x byte classes exceed
-    ``_HASH_BUDGET // 2``."""
+    ``HASH_BUDGET // 2``."""
     states = trans.shape[0]
-    first, inverse = _byte_classes(trans)
-    if states * first.size > _HASH_BUDGET // 2:
+    first, inverse = byte_classes(trans)
+    if states * first.size > HASH_BUDGET // 2:
         return None
     weights = np.zeros(first.size, dtype=np.uint64)
     np.add.at(weights, inverse.reshape(-1), _BYTE_WEIGHTS)
@@ -146,7 +146,7 @@ def _weighted_edges(
     return kept // (states + 1), (kept % (states + 1)).astype(np.intp), summed
 
 
-def _state_hashes(
+def state_hashes(
     trans: npt.NDArray[np.int32], crossing: npt.NDArray[np.bool_], depths: tuple[int, ...]
 ) -> npt.NDArray[np.uint64] | None:
     """Per state, for each ``d`` of ``depths`` (ascending; one row each), a hash of
@@ -158,14 +158,14 @@ def _state_hashes(
     class, up to 64-bit collisions). Bytes that every state treats alike are folded
     into one class first, and the classes leading one state to one target into one
     weighted edge, so a step costs the distinct (state, target) pairs; None when states
-    x depth, states x byte classes or pairs x depth exceed ``_HASH_BUDGET`` (or twice
+    x depth, states x byte classes or pairs x depth exceed ``HASH_BUDGET`` (or twice
     it; big structural rules, which rarely recur anyway).
     """
     states, deepest = trans.shape[0], depths[-1]
-    if states * deepest > _HASH_BUDGET:
+    if states * deepest > HASH_BUDGET:
         return None
     edges = _weighted_edges(trans)
-    if edges is None or edges[0].size * deepest > 2 * _HASH_BUDGET:
+    if edges is None or edges[0].size * deepest > 2 * HASH_BUDGET:
         return None
     source, target, summed = edges
     bounds = np.searchsorted(source, np.arange(states))
@@ -186,13 +186,13 @@ def _state_hashes(
 # -- the plain string, and states that act as its states --------------------------------
 
 
-def _plain_loops(
+def plain_loops(
     trans: npt.NDArray[np.int32], crossing: npt.NDArray[np.bool_]
 ) -> npt.NDArray[np.int64]:
     """The states that read like the plain string between characters: a loop on a
     plain character, the same bytes readable, the same crossing flag."""
     plain = plain_string_rule()
-    between = int(plain.trans[0, _QUOTE])
+    between = int(plain.trans[0, QUOTE])
     looping = trans[:, _PLAIN_CHAR] == np.arange(trans.shape[0])
     looping &= crossing == plain.accepting[between]
     candidates = np.flatnonzero(looping)
@@ -207,7 +207,7 @@ def _plain_paths() -> tuple[tuple[int, bytes], ...]:
     """Each plain string state reachable from the between-characters state, with a
     shortest byte string that leads there from it (the between state first)."""
     plain = plain_string_rule().trans
-    between = int(plain[0, _QUOTE])
+    between = int(plain[0, QUOTE])
     paths = {between: b""}
     queue = [between]
     for state in queue:
@@ -225,7 +225,7 @@ def _plain_states(
     """Per state, the plain string's state it acts exactly as (-1: none); None when
     there are none.
 
-    From each state of :func:`_plain_loops`, the plain string's states are paired
+    From each state of :func:`plain_loops`, the plain string's states are paired
     with the states their paths (:func:`_plain_paths`) lead to here; the pairing
     stands if it is a bisimulation: paired states read the same bytes into paired
     states and have the same crossing flag (one vectorised check per candidate)."""
@@ -238,7 +238,7 @@ def _plain_states(
     plain_of = np.full(trans.shape[0], -1, dtype=np.int64)
     table = memoryview(np.ascontiguousarray(trans).reshape(-1))  # type: ignore[arg-type]
     found = False
-    for candidate in _plain_loops(trans, crossing).tolist():
+    for candidate in plain_loops(trans, crossing).tolist():
         ours = []
         for _, path in paths:
             here = candidate
@@ -264,8 +264,8 @@ def _plain_states(
 # -- hashes grafted onto the plain string's --------------------------------------------
 
 
-def _grafted_hashes(
-    plain: _RuleInfo, crossing: npt.NDArray[np.bool_], trans: npt.NDArray[np.int32]
+def grafted_hashes(
+    plain: RuleInfo, crossing: npt.NDArray[np.bool_], trans: npt.NDArray[np.int32]
 ) -> npt.NDArray[np.uint64] | None:
     """State hashes for a lexeme whose states act exactly as the plain string's
     (:func:`_plain_states`) but for an acyclic part in front of them: a key that
@@ -306,7 +306,7 @@ def _grafted_hashes(
     # The model: the between-characters state, unless the row differs from it in
     # many bytes (the opening quote's state, or inside a multibyte character):
     # then the plain state it agrees with most.
-    models = np.full(rest.size, int(plain.flat[_QUOTE]), dtype=np.int64)
+    models = np.full(rest.size, int(plain.flat[QUOTE]), dtype=np.int64)
     differ = mapped != plain_rows[models]
     far = np.flatnonzero(differ.sum(axis=1) > _FEW_FIXES)
     if far.size:
@@ -360,82 +360,8 @@ def _grafted_hashes(
     return np.array([low[:states], high[:states]], dtype=np.uint64)
 
 
-class KeyHashes:
-    """The state hashes of a key lexeme (``RuleDFA.keys``), each worked out when first
-    asked for (``hashes[row, state]``, as of an array of :func:`_state_hashes`' rows).
-
-    The layout is :func:`extra_key_body`'s: state 0 before the opening quote, one state
-    per prefix of the names (:class:`KeyTrie` order), the four escape states, then
-    the plain string body's states. The plain part takes the plain string's hashes and
-    the escape states the values they have in every key lexeme (:func:`_key_escapes`).
-    A prefix's state acts exactly as the rest of the names it still spells say (its
-    *suffixes*: the next letters lead to the prefixes one letter longer, the closing
-    quote is refused after a declared name, any other byte leaves the names as in the
-    plain body): its hash, for both rows, is a digest of those suffixes. Equal suffixes
-    in any key lexeme hash alike ("nam" where only "name" goes on, in any schema),
-    unequal ones apart (up to 64-bit collisions, as the depth hashes). A mask walks a
-    handful of a lexeme's prefix states, where hashing them all took a pass over every
-    prefix (~150 us per key lexeme over the benchmark, in the first mask of each new
-    object). Thread-safe: the memo is written with equal values whoever computes them.
-    """
-
-    __slots__ = ("_escapes", "_known", "_plain", "_shift", "_trie")
-
-    def __init__(
-        self, plain: npt.NDArray[np.uint64], escapes: tuple[list[int], list[int]], trie: KeyTrie
-    ) -> None:
-        self._plain = plain
-        self._escapes = escapes
-        self._trie = trie
-        self._shift = trie.size + 4
-        self._known: dict[int, int] = {}
-
-    @property
-    def nbytes(self) -> int:
-        """About what the memo and the trie hold (for cache budgets)."""
-        trie = self._trie
-        return 64 * len(self._known) + 20 * trie.size + sum(map(len, trie.names)) + 256
-
-    def __getitem__(self, item: tuple[int, int]) -> int:
-        row, state = item
-        shift = self._shift
-        if state > shift:
-            return int(self._plain[row, state - shift])
-        if state > shift - 4:
-            return self._escapes[row][state - shift + 3]
-        known = self._known.get(state)
-        if known is None:
-            suffixes = self.suffixes(state)
-            if suffixes is not None:
-                known = _digest(b"key prefix", *suffixes)
-            else:  # (reads the opening quote only, into the empty prefix's state)
-                known = _digest(b"key opening", b"%d" % self[1, 1])
-            self._known[state] = known
-        return known
-
-    def suffixes(self, state: int) -> list[bytes] | None:
-        """The rest of each name that the prefix of rule state ``state`` begins (``b""``
-        for the prefix itself when it is a name), in order; None where ``state`` is
-        not a prefix's (before the opening quote, an escape or the plain body)."""
-        trie = self._trie
-        if not 1 <= state <= trie.size:
-            return None
-        prefix, names = trie.prefix(state - 1), trie.names
-        # (Names are printable ASCII: those that begin with the prefix sort between
-        # it and the prefix followed by DEL.)
-        begin = bisect.bisect_left(names, prefix)
-        end = bisect.bisect_left(names, prefix + "\x7f", begin)
-        width = len(prefix)
-        return [name[width:].encode() for name in names[begin:end]]
-
-
-def _digest(*parts: bytes) -> int:
-    """A 64-bit hash of ``parts`` (kept apart: no part may hold a NUL byte)."""
-    return int.from_bytes(hashlib.blake2b(b"\0".join(parts), digest_size=8).digest(), "little")
-
-
-def _key_hashes(
-    plain: _RuleInfo,
+def key_hashes(
+    plain: RuleInfo,
     depth: int,
     names: tuple[str, ...],
     crossing: npt.NDArray[np.bool_],
@@ -460,7 +386,7 @@ def _key_hashes(
 
 
 def _key_layout(
-    plain: _RuleInfo, trie: KeyTrie, crossing: npt.NDArray[np.bool_], trans: npt.NDArray[np.int32]
+    plain: RuleInfo, trie: KeyTrie, crossing: npt.NDArray[np.bool_], trans: npt.NDArray[np.int32]
 ) -> bool:
     """Whether ``trans`` is the quoted key lexeme of ``trie``'s names, checked whole:
     the size, state 0, the rows and crossing flags of the escape states and of the
@@ -476,16 +402,16 @@ def _key_layout(
         return False
     if crossing[: shift - 3].any() or not np.array_equal(crossing[shift - 3 :], tail_crossing):
         return False
-    if trans[0, _QUOTE] != 1 or np.count_nonzero(trans[0] >= 0) != 1:
+    if trans[0, QUOTE] != 1 or np.count_nonzero(trans[0] >= 0) != 1:
         return False
-    base = trans[shift + int(plain.flat[_QUOTE])].copy()  # the body between characters
+    base = trans[shift + int(plain.flat[QUOTE])].copy()  # the body between characters
     base[_BACKSLASH] = shift - 3
     prefixes = trans[1 : count + 1]  # (body state i is rule state i + 1)
     # (A next letter's target, a prefix's state, and the quote refused after a name
     # differ from the base's entries, which lead into the escapes or the plain part.)
     if not np.array_equal(prefixes[trie.parents, trie.letters], np.arange(2, count + 1)):
         return False
-    if (prefixes[trie.named, _QUOTE] != -1).any():
+    if (prefixes[trie.named, QUOTE] != -1).any():
         return False
     return bool(np.count_nonzero(prefixes != base) == trie.letters.size + trie.named.size)
 
@@ -493,17 +419,17 @@ def _key_layout(
 @functools.cache
 def _key_tail() -> tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_]]:
     """What every key lexeme ends with, its escape states' and plain part's rows
-    (targets less the lexeme's shift, see :func:`_key_hashes`) and crossing flags:
+    (targets less the lexeme's shift, see :func:`key_hashes`) and crossing flags:
     those of the key lexeme of no names, checked once per process against the plain
     string (its plain part must be the plain string's states, as their hashes say)."""
     lexeme, shift = _no_names_lexeme(), 5  # (state 0, the empty prefix, the escapes)
     ours = lexeme.trans[shift - 3 :]
     tail = np.where(ours >= 0, ours - shift, -1).astype(np.int32)
     plain = plain_string_rule()
-    crossing = _facts(lexeme).crossing
+    crossing = facts(lexeme).crossing
     body = tail[4:]  # (the plain part: a plain state k here is k + shift there)
     same = np.array_equal(body, plain.trans[1:]) and not crossing[:2].any()
-    same = same and np.array_equal(crossing[shift + 1 :], _facts(plain).crossing[1:])
+    same = same and np.array_equal(crossing[shift + 1 :], facts(plain).crossing[1:])
     if not same:  # pragma: no cover - keys.py's layout changed
         raise AssertionError("key lexemes must end with the plain string's states")
     return tail, crossing[shift - 3 :]
@@ -517,14 +443,14 @@ def _no_names_lexeme() -> RuleDFA:
     return quoted_rule("key", body)
 
 
-def _key_escapes(plain: _RuleInfo, depth: int) -> tuple[list[int], list[int]] | None:
+def _key_escapes(plain: RuleInfo, depth: int) -> tuple[list[int], list[int]] | None:
     """The hashes of the four escape states of a key lexeme (after ``\\``,
     ``\\u``, ``\\u0``, ``\\u00``): alike in every key lexeme, they are those of the
     key lexeme of no names, grafted once per process and hash depth."""
     known = _KEY_ESCAPES.get(depth)
     if known is None:
         lexeme = _no_names_lexeme()
-        hashes = _grafted_hashes(plain, _facts(lexeme).crossing, lexeme.trans)
+        hashes = grafted_hashes(plain, facts(lexeme).crossing, lexeme.trans)
         if hashes is None:
             return None
         low, high = hashes[:, 2:6].tolist()

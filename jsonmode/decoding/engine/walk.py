@@ -1,6 +1,6 @@
-"""Stage 2: what one ``(rule, state)`` decides for the whole vocabulary: its walk.
+"""Stage 3: what one ``(rule, state)`` decides for the whole vocabulary: its walk.
 
-A :class:`_Walk` says which tokens are read entirely inside the rule (allowed
+A :class:`Walk` says which tokens are read entirely inside the rule (allowed
 whatever the stack) and which *boundary* tokens pass a point where the rule could
 call another rule or return (left to :mod:`~jsonmode.decoding.engine.boundary`,
 grouped by that point). Its rule-independent part, a :class:`_SharedWalk`, is shared
@@ -10,10 +10,10 @@ process-wide by every state that acts alike (keyed by the state's hash, see
 - assembled from per-first-byte segments (:mod:`~jsonmode.decoding.engine.segments`);
 - for an extra key still spelling a prefix of the declared names, as the plain
   string's walk less the tokens that spell a name's rest and its closing quote
-  (:meth:`_Walks._key_walk`);
+  (:meth:`Walks._key_walk`);
 - as a *patch* of its twin's walk, for a wide state that differs from the state most
   of its bytes lead to in few places: only the trie subtrees where the two part are
-  walked again (:meth:`_Walks._patched_walk`);
+  walked again (:meth:`Walks._patched_walk`);
 - for a state of a string-like lexeme that reads every clean text, as the clean
   slice plus a walk of the other tokens (:mod:`~jsonmode.decoding.engine.slices`);
 - for a string with length bounds only, between characters: the plain string's walk
@@ -23,9 +23,9 @@ process-wide by every state that acts alike (keyed by the state's hash, see
 Cost: a cached walk costs a lookup and an unpack; a new one a trie walk (up to ~10 ms
 for a state that reads most bytes, with Qwen2.5's vocabulary) or, for a patch or a
 counted string, a few vector operations over the vocabulary. Walks live in process-wide
-byte-bounded caches (``_walk_cache``: shared parts, ``_local_walk_cache``: walks with
+byte-bounded caches (``walk_cache``: shared parts, ``local_walk_cache``: walks with
 their groups; 64 MiB together by default, see ``configure_caches``). Thread-safe:
-one :class:`_Walks` per engine, read-only but for thread-safe caches.
+one :class:`Walks` per engine, read-only but for thread-safe caches.
 """
 
 from __future__ import annotations
@@ -38,29 +38,29 @@ import numpy as np
 import numpy.typing as npt
 
 from jsonmode.decoding.engine.facts import (
-    _BIT,
-    _QUOTE,
+    BIT,
+    QUOTE,
+    Counted,
     Rows,
-    _Counted,
-    _RuleInfo,
-    _TokenIndex,
+    RuleInfo,
+    TokenIndex,
     pack_flags,
     unpack_bits,
 )
-from jsonmode.decoding.engine.rules import _begins, _Rules
-from jsonmode.decoding.engine.segments import _assemble
+from jsonmode.decoding.engine.keyhashes import KeyHashes
+from jsonmode.decoding.engine.rules import Rules, character_begins
+from jsonmode.decoding.engine.segments import assemble
 from jsonmode.decoding.engine.slices import sliced_walk
-from jsonmode.decoding.engine.state import KeyHashes
 from jsonmode.decoding.engine.trie import Boundaries, Following, ranges
 from jsonmode.decoding.lru import Lru
 from jsonmode.decoding.vocabulary import Vocabulary
 
 # Replaying at most this many bytes in all is done in plain Python (see _replay).
 _FEW_BYTES = 512
-# A lexeme walk's one boundary group stops here (see _Walk): its boundary tokens all
+# A lexeme walk's one boundary group stops here (see Walk): its boundary tokens all
 # return from the lexeme, whichever of its states they pass.
-_RETURN = -1
-# A state is walked as a patch of its twin's walk (see _Walks._patched_walk) when
+RETURN = -1
+# A state is walked as a patch of its twin's walk (see Walks._patched_walk) when
 # it reads at least _PATCH_MIN_BYTES bytes, at most _PATCH_MAX_BYTES of them lead
 # elsewhere than the twin's, and at most _PATCH_MAX_PAIRS trie nodes must be followed
 # at once to find where the two walks part.
@@ -72,14 +72,14 @@ _NAMELESS_KEPT = 1 << 14
 
 
 @dataclass(frozen=True, slots=True)
-class _Walk:
+class Walk:
     """What one ``(rule automaton, state)`` decides for the whole vocabulary.
 
     ``inside``: tokens read entirely within the rule (allowed whatever the stack), as
     bits over ids when there are many (``dense``; see ``facts.pack_flags``), else as
     ids. ``groups``: per state where boundary tokens pass a call or return point, those
     tokens split by the byte their rest starts with. A lexeme's walk has one group,
-    stopping at ``_RETURN``: a lexeme calls nothing, so its boundary tokens return from
+    stopping at ``RETURN``: a lexeme calls nothing, so its boundary tokens return from
     it, and what reads their rest is the caller's continuation whichever state they pass
     (the lexeme's own continuation from that state is in the walk already: the inside
     tokens and the later boundary tokens). So a lexeme's walk is shared by every state
@@ -96,19 +96,19 @@ class _Walk:
 
     def pack(self) -> tuple[object, ...]:
         """A plain tuple of arrays and numbers: the form the caches hold (see
-        ``_walk_cache``)."""
+        ``walk_cache``)."""
         groups = tuple((stop, *split.pack()) for stop, split in self.groups)
         return self.inside, self.dense, groups
 
     @staticmethod
-    def unpack(packed: tuple[Any, ...]) -> _Walk:
+    def unpack(packed: tuple[Any, ...]) -> Walk:
         inside, dense, groups = packed
-        return _Walk(inside, dense, tuple((g[0], Following(*g[1:])) for g in groups))
+        return Walk(inside, dense, tuple((g[0], Following(*g[1:])) for g in groups))
 
 
 @dataclass(frozen=True, slots=True)
 class _SharedWalk:
-    """The rule-independent part of a walk: tokens inside (as in :class:`_Walk`), and
+    """The rule-independent part of a walk: tokens inside (as in :class:`Walk`), and
     the boundary tokens (as trie subtrees, sorted by position)."""
 
     inside: npt.NDArray[np.uint8] | npt.NDArray[np.int32]
@@ -146,20 +146,20 @@ class _CharCounts:
 
 # Walks are keyed by vocabulary and by a state's behaviour hash, a lexeme's content and
 # state (equal lexemes of different schemas share them), a structural rule's signature
-# (its table and crossing states: see _Rules.signature) and state, or a counted string's
-# budget (see _Walks._shared_walk). Walks and segments are held as plain tuples of
+# (its table and crossing states: see Rules.signature) and state, or a counted string's
+# budget (see Walks._shared_walk). Walks and segments are held as plain tuples of
 # arrays and numbers (their ``pack``): the garbage collector stops tracking those, where
 # tens of thousands of dataclass instances would be traversed by every full collection
 # (~1 us each, inside mask calls).
-_walk_cache: Lru[tuple[str, bytes, int], tuple[Any, ...]] = Lru(16 << 20)
-_local_walk_cache: Lru[tuple[str, bytes, int], tuple[Any, ...]] = Lru(48 << 20)
+walk_cache: Lru[tuple[str, bytes, int], tuple[Any, ...]] = Lru(16 << 20)
+local_walk_cache: Lru[tuple[str, bytes, int], tuple[Any, ...]] = Lru(48 << 20)
 _char_counts: Lru[str, _CharCounts] = Lru(16 << 20)  # by vocabulary
 
 
-class _Walks:
+class Walks:
     """The walks of one network's ``(rule, state)`` pairs over one vocabulary."""
 
-    def __init__(self, rules: _Rules, vocabulary: Vocabulary, index: _TokenIndex) -> None:
+    def __init__(self, rules: Rules, vocabulary: Vocabulary, index: TokenIndex) -> None:
         self._rules = rules
         self.vocabulary = vocabulary
         self._index = index
@@ -174,17 +174,17 @@ class _Walks:
         counts, and the tokens with a quote by their text before it (~30 ms for
         Qwen2.5; they stay in the process-wide caches)."""
         plain = self._rules.plain()
-        self._shared_walk(plain, int(plain.flat[_QUOTE]), patch=True, lexeme=True)
+        self._shared_walk(plain, int(plain.flat[QUOTE]), patch=True, lexeme=True)
         self._char_counts(plain)
         self._index.quoted  # noqa: B018 (what key lexemes' walks look up)
 
-    def walk(self, rule: int, state: int) -> _Walk:
+    def walk(self, rule: int, state: int) -> Walk:
         """The vocabulary walk of ``(rule, state)``.
 
         The rule-independent part (which tokens stay inside, which pass a call or
         return point and where) is cached process-wide by the state's behaviour hash
         (or the rule's signature). A lexeme's walk is that part with all its boundary
-        tokens in one group (see :class:`_Walk`), cached by the same key: shared by
+        tokens in one group (see :class:`Walk`), cached by the same key: shared by
         every state of any lexeme that acts alike. A structural rule's boundary tokens
         are grouped by the state where each passed its call or return point, replayed
         in this rule; its walk is cached by its signature and state, shared by every
@@ -195,20 +195,20 @@ class _Walks:
         if lexeme and isinstance(info.hashes, KeyHashes) and self._spells_no_name(rule, state):
             # (The plain string's walk between characters, less nothing: its own.)
             info = self._rules.plain()
-            state = int(info.flat[_QUOTE])
+            state = int(info.flat[QUOTE])
         if lexeme:
             shared_key, _ = self._shared_key(info, state)
             local_key = (shared_key[0], b"return " + shared_key[1], shared_key[2])
         else:
             local_key = (self.vocabulary.fingerprint, info.signature, state)
-        local = _local_walk_cache.get(local_key)
+        local = local_walk_cache.get(local_key)
         if local is not None:
-            return _Walk.unpack(local)
+            return Walk.unpack(local)
         shared = self._shared_walk(info, state, patch=True, lexeme=lexeme)
         bounds, trie = shared.bounds, self._index.trie
         groups: list[tuple[int, Following]] = []
         if bounds.size and lexeme:
-            groups.append((_RETURN, trie.following(bounds)))
+            groups.append((RETURN, trie.following(bounds)))
         elif bounds.size:
             stops = self._replay(info.flat, state, bounds.lo, bounds.col)
             order = np.argsort(stops, kind="stable")
@@ -217,13 +217,11 @@ class _Walks:
             for begin, end in itertools.pairwise(edges):
                 part = bounds.take(order[begin:end])
                 groups.append((int(stops[begin]), trie.following(part)))
-        walk = _Walk(shared.inside, shared.dense, tuple(groups))
-        _local_walk_cache.put(local_key, walk.pack(), walk.nbytes)
+        walk = Walk(shared.inside, shared.dense, tuple(groups))
+        local_walk_cache.put(local_key, walk.pack(), walk.nbytes)
         return walk
 
-    def _shared_walk(
-        self, info: _RuleInfo, state: int, *, patch: bool, lexeme: bool
-    ) -> _SharedWalk:
+    def _shared_walk(self, info: RuleInfo, state: int, *, patch: bool, lexeme: bool) -> _SharedWalk:
         """The rule-independent part of a walk, from the cache or computed: for a key
         lexeme's state still spelling a prefix of its names, from the plain string's
         walk (a few vector operations); (``patch``) from a neighbour state's walk when
@@ -231,7 +229,7 @@ class _Walks:
         takes every clean token, as the clean slice plus a walk of the quoted tokens
         (~0.3 ms); else from segments (up to ~10 ms)."""
         key, budget = self._shared_key(info, state)
-        packed = _walk_cache.get(key)
+        packed = walk_cache.get(key)
         if packed is not None:
             return _SharedWalk.unpack(packed)
         if budget is not None:
@@ -244,11 +242,11 @@ class _Walks:
                 or (self._sliced_walk(info, state) if lexeme else None)
                 or self._compute_walk(info, state)
             )
-        _walk_cache.put(key, shared.pack(), shared.nbytes)
+        walk_cache.put(key, shared.pack(), shared.nbytes)
         return shared
 
     def _shared_key(
-        self, info: _RuleInfo, state: int
+        self, info: RuleInfo, state: int
     ) -> tuple[tuple[str, bytes, int], tuple[int, int] | None]:
         """The key of a state's shared walk, and its character budget (see
         :meth:`_budget`) for a state of a counted string."""
@@ -260,7 +258,7 @@ class _Walks:
             return (fingerprint, info.signature, state), None
         return (fingerprint, b"", int(info.hashes[1, state])), None
 
-    def _budget(self, counted: _Counted, state: int) -> tuple[int, int] | None:
+    def _budget(self, counted: Counted, state: int) -> tuple[int, int] | None:
         """For a state of a string with length bounds that is between characters: the
         most characters a token may still begin, and the fewest it must begin before
         closing the string (clipped to what a token can hold: states far from their
@@ -271,13 +269,13 @@ class _Walks:
         most = cap if counted.high is None else min(counted.high - begun, cap)
         return most, min(max(counted.low - begun, 0), cap + 1)
 
-    def _counted_walk(self, plain: _RuleInfo, most: int, least: int) -> _SharedWalk:
+    def _counted_walk(self, plain: RuleInfo, most: int, least: int) -> _SharedWalk:
         """The walk of a between-characters state of a string with length bounds (see
         :meth:`_budget`): the plain string's walk less the tokens that begin more than
         ``most`` characters or close the string after fewer than ``least``. A few
         vector operations over the vocabulary: a trie walk costs ~10x more, and every
         state within a token's length of a bound needs its own."""
-        between = int(plain.flat[_QUOTE])
+        between = int(plain.flat[QUOTE])
         base = self._shared_walk(plain, between, patch=True, lexeme=True)
         counts = self._char_counts(plain)
         # (Flags by token id: no gather of the ~130,000 ids kept, no scatter of them.)
@@ -288,7 +286,7 @@ class _Walks:
         bounds = (at_close >= least) & (at_close <= most)
         return self._shared(keep, base.bounds.take(bounds))
 
-    def _char_counts(self, plain: _RuleInfo) -> _CharCounts:
+    def _char_counts(self, plain: RuleInfo) -> _CharCounts:
         """What every token does from the plain string's between-characters state (see
         :class:`_CharCounts`): one replay of the token trie, cached per vocabulary."""
         key = self.vocabulary.fingerprint
@@ -299,9 +297,9 @@ class _Walks:
         closing = dead - 1  # the plain string's last state: after the closing quote
         table, _ = plain.dead()
         begins = np.zeros(table.size, dtype=np.int16)
-        begins[: plain.flat.size] = _begins(plain.flat.reshape(-1, 256)).reshape(-1)
+        begins[: plain.flat.size] = character_begins(plain.flat.reshape(-1, 256)).reshape(-1)
         trie = self._index.trie
-        states, chars = trie.replay(table, int(plain.flat[_QUOTE]), begins)
+        states, chars = trie.replay(table, int(plain.flat[QUOTE]), begins)
         ends = trie.end_nodes
         at_end = states[ends]
         by_id = np.full(self.vocabulary.size, -1, dtype=np.int16)
@@ -331,7 +329,7 @@ class _Walks:
             self._nameless[(rule, state)] = known
         return known
 
-    def _key_walk(self, info: _RuleInfo, state: int) -> _SharedWalk | None:
+    def _key_walk(self, info: RuleInfo, state: int) -> _SharedWalk | None:
         """The walk of a key lexeme's state that still spells a prefix of its names:
         the plain string's walk between characters less the tokens that spell the
         rest of a name and then the closing quote. None for its other states.
@@ -351,7 +349,7 @@ class _Walks:
         if suffixes is None:
             return None
         plain = self._rules.plain()
-        base = self._shared_walk(plain, int(plain.flat[_QUOTE]), patch=True, lexeme=True)
+        base = self._shared_walk(plain, int(plain.flat[QUOTE]), patch=True, lexeme=True)
         quoted = self._index.quoted
         refused = sorted((*quoted[rest], len(rest) + 1) for rest in suffixes if rest in quoted)
         if not refused:
@@ -380,12 +378,12 @@ class _Walks:
         inside = base.inside
         if whole.size and base.dense:
             inside = inside.copy()
-            np.bitwise_and.at(inside, whole >> 3, ~_BIT[whole & 7])
+            np.bitwise_and.at(inside, whole >> 3, ~BIT[whole & 7])
         elif whole.size:
             inside = np.setdiff1d(inside, whole.astype(np.int32), assume_unique=True)
         return _SharedWalk(inside, base.dense, bounds.take(~gone))
 
-    def _patched_walk(self, info: _RuleInfo, state: int, lexeme: bool) -> _SharedWalk | None:
+    def _patched_walk(self, info: RuleInfo, state: int, lexeme: bool) -> _SharedWalk | None:
         """The walk of a wide state as its *twin*'s walk with a few subtrees redone.
 
         The twin is the state most of this state's bytes lead to (a key still
@@ -426,7 +424,7 @@ class _Walks:
         return self._patch(base, info, parted) if parted else base
 
     def _patch(
-        self, base: _SharedWalk, info: _RuleInfo, parted: list[tuple[int, int, int]]
+        self, base: _SharedWalk, info: RuleInfo, parted: list[tuple[int, int, int]]
     ) -> _SharedWalk:
         """``base`` with the tokens below each parting node walked again from our state
         there: their inside bits and their boundary entries from the node's depth on
@@ -478,7 +476,7 @@ class _Walks:
             joined = joined.take(np.argsort(joined.lo, kind="stable"))
         return _SharedWalk(inside, base.dense, joined)
 
-    def _sliced_walk(self, info: _RuleInfo, state: int) -> _SharedWalk | None:
+    def _sliced_walk(self, info: RuleInfo, state: int) -> _SharedWalk | None:
         """The walk of a state that takes every clean token (see
         :mod:`~jsonmode.decoding.engine.slices`): the clean slice plus a walk of the
         others. None for any other state."""
@@ -488,9 +486,9 @@ class _Walks:
         flags, bounds = found
         return _SharedWalk(pack_flags(flags), True, bounds)
 
-    def _compute_walk(self, info: _RuleInfo, state: int) -> _SharedWalk:
-        """A walk assembled from per-first-byte segments (:func:`_assemble`)."""
-        return self._shared(*_assemble(self._index, info, state))
+    def _compute_walk(self, info: RuleInfo, state: int) -> _SharedWalk:
+        """A walk assembled from per-first-byte segments (:func:`assemble`)."""
+        return self._shared(*assemble(self._index, info, state))
 
     def _shared(self, inside: Rows | npt.NDArray[np.bool_], bounds: Boundaries) -> _SharedWalk:
         """A walk from the tokens inside (their ids, or flags over ids) and the boundary
