@@ -539,7 +539,7 @@ class JsonMode:
         """:meth:`_call`'s transport policy over calls made by the resumer (see
         :meth:`_steps`)."""
         started = time.perf_counter()
-        controller = self.transport.retrying()
+        controller = self.transport.moving_retrying()
         completion: Completion | None = None
         try:
             for attempt in controller:
