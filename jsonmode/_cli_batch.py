@@ -161,6 +161,14 @@ def _run(args: argparse.Namespace, target: Any, source: _Input) -> int:
             f"written{where_to}{again}",
             file=sys.stderr,
         )
+        if _whole_process():
+            # As SIGINT's default action would: end now. Requests still in flight (on
+            # map's daemon threads) and threads the HTTP client leaves behind (litellm's
+            # logging pool, joined at exit) could otherwise hold the interpreter's exit.
+            with contextlib.suppress(OSError, ValueError):
+                sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(EXIT_INTERRUPTED)
         return EXIT_INTERRUPTED
     except _ClosedPipe:
         bar.close()
@@ -460,6 +468,18 @@ def _open_output(path: str, resume: bool, keep: int) -> TextIO:
         return open(path, "w", encoding="utf-8", newline="\n")
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _whole_process() -> bool:
+    """This process runs the command line itself (``python -m jsonmode.cli`` or the
+    ``jsonmode`` script), rather than a program that called ``cli.main``: the command
+    may then end the process at once."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name == "jsonmode.cli":
+        return True
+    name = os.path.basename(getattr(main, "__file__", None) or "")
+    return name in ("jsonmode", "jsonmode.exe", "jsonmode-script.py")
 
 
 def _quiet_stdout() -> bool:

@@ -198,3 +198,76 @@ def test_a_thread_that_cannot_start_loses_nothing(monkeypatch, can_start):
     monkeypatch.undo()
     assert [entry.data for entry in results] == [{"p": f"p{i}"} for i in range(20)]
     assert started == can_start
+
+
+# The real command in a child, as `python -m jsonmode.cli` runs it, against a function
+# backend whose calls from line 3 on never return, with a non-daemon thread that never
+# ends (as litellm's logging pool would if a task of it hung): the interpreter's exit
+# joins such a thread.
+HELD_AT_EXIT = r"""
+import runpy, sys, threading, warnings
+import jsonmode._cli_startup as startup
+from jsonmode import JsonMode, cli
+
+startup.import_litellm_early = lambda *args, **kwargs: None
+forever = threading.Event()
+threading.Thread(target=forever.wait, name="held-at-exit").start()  # not a daemon
+
+def model(prompt: str) -> str:
+    n = int(prompt.rsplit("#", 1)[1])
+    if n >= 3:
+        forever.wait()  # a request still in flight at Ctrl-C
+    return '{"n": %d, "word": "w"}' % n
+
+cli._jsonmode = lambda args: JsonMode(model, args.mode, args.max_attempts)
+sys.argv = ["jsonmode", *sys.argv[1:]]
+warnings.filterwarnings("ignore", "'jsonmode.cli' found in sys.modules", RuntimeWarning)
+runpy.run_module("jsonmode.cli", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_ctrl_c_ends_the_command_even_when_a_thread_would_hold_the_exit(tmp_path):
+    """SIGINT with requests in flight: exit 130 at once, the finished lines on disk. The
+    old command returned 130 and the interpreter's exit then waited on the thread."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps({"type": "object", "required": ["n", "word"]}))
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps({"prompt": f"item #{n}"}) + "\n" for n in range(8)))
+    target = tmp_path / "out.jsonl"
+    argv = [sys.executable, "-c", HELD_AT_EXIT, "batch", "--schema", str(schema)]
+    argv += ["--input", str(source), "--output", str(target), "--no-progress", "--model", "x"]
+    process = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=python_env(),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        end = time.monotonic() + 60
+        while not (target.exists() and target.read_bytes().count(b"\n") == 3):
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < end, "the first 3 lines never came"
+            time.sleep(0.05)
+        time.sleep(0.2)
+        process.send_signal(signal.SIGINT)
+        try:
+            _, stderr = process.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the command was still running 15 s after Ctrl-C")
+    finally:
+        if process.poll() is None:
+            os.kill(process.pid, signal.SIGKILL)
+            process.wait()
+    assert process.returncode == 130, stderr
+    (message,) = stderr.decode().splitlines()
+    assert message.startswith("jsonmode: interrupted after 3 prompts: 3 conformed")
+    assert message.endswith(
+        f"3 of 8 lines written in {target}; run the same command with --resume to do the rest"
+    )
+    assert [json.loads(line)["value"]["n"] for line in target.read_text().splitlines()] == [0, 1, 2]
