@@ -1,8 +1,12 @@
 """``jsonmode batch``: prompts from JSON Lines, one output line per input line, in order.
 
 The command's contract is in :mod:`jsonmode.cli`'s docstring. Lines are written as
-soon as every line before them is known (:class:`_InOrder`), so an interrupted batch
-keeps them and ``--resume`` appends the rest; the prompts run through ``JsonMode.map``.
+soon as every line before them is known, so an interrupted batch keeps them and
+``--resume`` appends the rest; the prompts run through :func:`jsonmode.batch.stream`
+(``map``'s workers, entries handed out in order): the input is read a line at a time as
+prompts are sent, each output line is dropped once written, and the summary keeps
+counts, so memory is bounded whatever the input's size (``--resume`` reads both files a
+line at a time too).
 
 Definitions the options rely on:
 
@@ -23,17 +27,18 @@ Definitions the options rely on:
   (--resume)``, and its exit status counts the failed lines it kept.
 - **An OpenAI Batch request** runs ``body.messages``; the body's other keys (``model``,
   ``max_tokens``, ``response_format`` ...) are not used, since one command runs one model
-  with its own options: a ``jsonmode: note:`` line names them once. A ``url`` other than
-  ``.../chat/completions`` is an error entry. ``custom_id``, ``method``, ``url`` are
-  carried.
+  with its own options: a ``jsonmode: note:`` line names them once, before the
+  summary. A ``url`` other than ``.../chat/completions`` is an error entry.
+  ``custom_id``, ``method``, ``url`` are carried.
 - **Repairs and details**: a value repair mode repaired has ``"repairs": [{"path",
   "kind"}]`` (short: the kind says what changed); ``--details`` adds ``"details": {"tier",
   "attempts": [{"outcome", "calls", "latency_s", "error", "issues", "repairs" (with
   before and after), "raw" (failed attempts only), "usage"}]}`` to every line.
-- **Ctrl-C** stops ``map`` at once (the requests in flight are abandoned), keeps every
+- **Ctrl-C** stops the batch at once (the requests in flight are abandoned), keeps every
   line written and prints ``jsonmode: interrupted after <the summary of the prompts that
   finished>; K of N lines written in OUT; run the same command with --resume to do the
-  rest`` (exit 130).
+  rest`` (exit 130; when this process runs the command line, it ends at once, as
+  SIGINT would: nothing left in flight can hold the interpreter's exit).
 - **A failed write** is a UsageError naming the lines surely written (exit 2); a reader
   of stdout that went away (EPIPE) ends the batch quietly with status 141.
 """

@@ -27,11 +27,17 @@ What a batch guarantees:
   when its first non-blank character is ``{`` (or it is ``true``/``false``), GBNF
   text otherwise.
 - **Bounded concurrency**: at most ``concurrency`` requests in flight (threads for
-  ``map``, tasks on the running loop for ``amap``). For a local model that exposes
-  ``complete_batch`` (the transformers backend) in the constrained tier, ``map`` instead
-  generates ``concurrency`` prompts per ``generate`` call, a matcher per row; re-asks
-  and transport retries (up to the policy's ``max_retries``, without its waits: a local
-  model has no server to wait for) join a later batch.
+  ``map``, tasks on the running loop for ``amap``). ``map`` runs at most ``concurrency``
+  worker threads plus one that watches the calls' deadlines: each backend call runs in
+  its worker (:func:`jsonmode.backends.deadline.inline`), and a call past its timeout is
+  given up, its prompt going on (a transport retry) in another worker. A thread that
+  cannot start (an address-space or pid limit) leaves ``map`` running with the threads
+  it has, or in the caller's thread: no result is lost (see :mod:`jsonmode._ordered`).
+  For a local model that exposes ``complete_batch`` (the transformers backend) in the
+  constrained tier, ``map`` instead generates ``concurrency`` prompts per ``generate``
+  call, a matcher per row, the first requests of prompts not started before re-asks and
+  transport retries (up to the policy's ``max_retries``, without its waits: a local
+  model has no server to wait for), which join a later batch.
 - **Shared backpressure** (:class:`Gate`): a ``Retry-After`` received by one request
   holds every request of the batch until it has passed (each request still runs its
   own transport policy); and when the backend fails :attr:`Gate.give_up_after` calls in
@@ -40,6 +46,9 @@ What a batch guarantees:
   e.g. ``...; the last: cannot connect to ...``), instead of each waiting out its own
   retries against a backend that is down: a prompt not started yet fails without a
   call (its one ``backend_error`` attempt records why).
+- **Memory**: ``map`` returns every entry, so it holds them all; :func:`stream` (what
+  ``jsonmode batch`` uses) pulls the prompts as it goes and hands each entry out in
+  order, then drops it: memory bounded whatever the input's size.
 - **Progress**: a tqdm bar on stderr (``progress=None``: only when stderr is a
   terminal), and :attr:`BatchResults.summary`.
 
