@@ -309,10 +309,12 @@ class Ordered(Generic[I]):
                 self._out.notify()
         return True
 
-    def _arm(self, hand: _Hand, timeout: float, what: str) -> Callable[[], bool]:
-        """A call of ``hand``'s job starts (in ``hand``'s thread): watch its deadline."""
+    def _arm(self, hand: _Hand, timeout: float, what: str) -> Callable[[], bool] | None:
+        """A call of ``hand``'s job starts (in ``hand``'s thread): watch its deadline.
+        None for a call outside a job's (made by a ``finished`` callback): as usual."""
         task = hand.task
-        assert task is not None, "a backend call outside a job"
+        if task is None:
+            return None
         index, item, job = task
 
         def expire(error: BaseException) -> None:  # on the watchdog's thread

@@ -151,8 +151,8 @@ class GivenUp(BaseException):
     Exception`` on the way out mistakes it for the call's own failure)."""
 
 
-#: Under :func:`inline`: arm(timeout, what) -> settle(); see :func:`inline`.
-Arm = Callable[[float, str], Callable[[], bool]]
+#: Under :func:`inline`: arm(timeout, what) -> settle() or None; see :func:`inline`.
+Arm = Callable[[float, str], Callable[[], bool] | None]
 _inline: contextvars.ContextVar[Arm | None] = contextvars.ContextVar(
     "jsonmode_deadline_inline", default=None
 )
@@ -162,9 +162,10 @@ _inline: contextvars.ContextVar[Arm | None] = contextvars.ContextVar(
 def inline(arm: Arm) -> Generator[None, None, None]:
     """Within this block (in this thread's context), :func:`call` with a timeout runs
     its work in the calling thread: ``arm(timeout, what)`` first (it may raise
-    TransientBackendError to refuse the call), which returns ``settle``; ``settle()``
-    after the work returns or raises: False means the call was given up meanwhile, and
-    :func:`call` then raises :class:`GivenUp`. A call made inside that work (nested)
+    TransientBackendError to refuse the call), which returns ``settle`` (or None: this
+    call runs as usual, in a worker thread); ``settle()`` after the work returns or
+    raises: False means the call was given up meanwhile, and :func:`call` then raises
+    :class:`GivenUp`. A call made inside that work (nested)
     runs as usual. Use :meth:`Watchdog.arm` to build ``arm``."""
     token = _inline.set(arm)
     try:
@@ -341,8 +342,8 @@ def call(fn: Callable[[], T], timeout: float | None, what: str) -> T:
     if timeout is None:
         return fn()
     arm = _inline.get()
-    if arm is not None:
-        settle = arm(timeout, what)
+    settle = None if arm is None else arm(timeout, what)
+    if settle is not None:
         nested = _inline.set(None)
         try:
             value = fn()
