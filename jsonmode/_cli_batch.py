@@ -1,8 +1,12 @@
 """``jsonmode batch``: prompts from JSON Lines, one output line per input line, in order.
 
 The command's contract is in :mod:`jsonmode.cli`'s docstring. Lines are written as
-soon as every line before them is known (:class:`_InOrder`), so an interrupted batch
-keeps them and ``--resume`` appends the rest; the prompts run through ``JsonMode.map``.
+soon as every line before them is known, so an interrupted batch keeps them and
+``--resume`` appends the rest; the prompts run through :func:`jsonmode.batch.stream`
+(``map``'s workers, entries handed out in order): the input is read a line at a time as
+prompts are sent, each output line is dropped once written, and the summary keeps
+counts, so memory is bounded whatever the input's size (``--resume`` reads both files a
+line at a time too).
 
 Definitions the options rely on:
 
@@ -23,17 +27,18 @@ Definitions the options rely on:
   (--resume)``, and its exit status counts the failed lines it kept.
 - **An OpenAI Batch request** runs ``body.messages``; the body's other keys (``model``,
   ``max_tokens``, ``response_format`` ...) are not used, since one command runs one model
-  with its own options: a ``jsonmode: note:`` line names them once. A ``url`` other than
-  ``.../chat/completions`` is an error entry. ``custom_id``, ``method``, ``url`` are
-  carried.
+  with its own options: a ``jsonmode: note:`` line names them once, before the
+  summary. A ``url`` other than ``.../chat/completions`` is an error entry.
+  ``custom_id``, ``method``, ``url`` are carried.
 - **Repairs and details**: a value repair mode repaired has ``"repairs": [{"path",
   "kind"}]`` (short: the kind says what changed); ``--details`` adds ``"details": {"tier",
   "attempts": [{"outcome", "calls", "latency_s", "error", "issues", "repairs" (with
   before and after), "raw" (failed attempts only), "usage"}]}`` to every line.
-- **Ctrl-C** stops ``map`` at once (the requests in flight are abandoned), keeps every
+- **Ctrl-C** stops the batch at once (the requests in flight are abandoned), keeps every
   line written and prints ``jsonmode: interrupted after <the summary of the prompts that
   finished>; K of N lines written in OUT; run the same command with --resume to do the
-  rest`` (exit 130).
+  rest`` (exit 130; when this process runs the command line, it ends at once, as
+  SIGINT would: nothing left in flight can hold the interpreter's exit).
 - **A failed write** is a UsageError naming the lines surely written (exit 2); a reader
   of stdout that went away (EPIPE) ends the batch quietly with status 141.
 """
@@ -42,20 +47,22 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import errno
+import functools
 import os
-import pathlib
 import stat
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from jsonmode import cli
 from jsonmode._json import StrictJSONError, dumps, loads_strict
 from jsonmode._text import clip
-from jsonmode.batch import BatchResults, Progress
-from jsonmode.errors import BackendError, JsonModeError, UsageError
+from jsonmode.batch import BatchSummary, Progress, Tally, stream
+from jsonmode.errors import JsonModeError, UsageError
 from jsonmode.result import Attempt, Result
 from jsonmode.schema.core import Schema
 
@@ -67,7 +74,6 @@ RESERVED = ("value", "error", "repairs", "details")
 #: a tool that SIGPIPE ended).
 EXIT_CLOSED_PIPE = 141
 EXIT_INTERRUPTED = 130
-_DONE = object()  # an output line an earlier run wrote (--resume)
 
 
 @dataclass
@@ -85,7 +91,10 @@ class _ClosedPipe(Exception):
 
 
 def run(args: argparse.Namespace) -> int:
-    """``jsonmode batch`` (see :mod:`jsonmode.cli`)."""
+    """``jsonmode batch`` (see :mod:`jsonmode.cli`). Memory stays bounded whatever the
+    input's size: lines are read as the prompts are sent, and each output line is
+    written and dropped (at most ``2 * --concurrency`` lines held, see
+    :func:`jsonmode.batch.stream`); the summary keeps counts only."""
     if args.concurrency < 1:
         raise UsageError(f"--concurrency must be positive, not {args.concurrency}")
     grammar = cli._grammar(args)
@@ -94,46 +103,77 @@ def run(args: argparse.Namespace) -> int:
         target = Schema.of(args.schema)
         cli.print_schema_warnings(target)
     _check_paths(args)
-    lines = [_read_line(raw) for raw in _raw_lines(args.input)]
+    source = _Input(args.input)
+    try:
+        return _run(args, target, source)
+    finally:
+        source.close()
+
+
+def _run(args: argparse.Namespace, target: Any, source: _Input) -> int:
+    ignored: set[str] = set()
+    lines = _read_lines(source, ignored)
     done, failed_before, keep = _finished(args.output, lines) if args.resume else (0, 0, 0)
-    _note_ignored(lines[done:])
-    entries: list[Any] = [_DONE] * done + [line.error for line in lines[done:]]
-    where = [index for index in range(done, len(lines)) if lines[index].error is None]
     jm = cli._jsonmode(args)
     out = sys.stdout if args.output == "-" else _open_output(args.output, args.resume, keep)
-    unread = len(lines) - done - len(where)
-    writer = _InOrder(entries, lines, out, args, done)
-    bar = Progress(
-        len(lines), False if args.no_progress else None, initial=done + unread, failed=unread
-    )
+    writer = _Writer(out, args, done)
+    total = source.count()
+    bar = Progress(total or 0, False if args.no_progress else None, initial=done)
+    tally = Tally()
+    unread = 0
+
+    def finished(_: int, line: _Line, entry: Any) -> None:  # one call at a time
+        nonlocal unread
+        bar.done(entry)
+        if line.error is None:
+            tally.add(entry)
+        else:
+            unread += 1
+
+    say = functools.partial(_above_a_bar, file=sys.stderr)
     started = time.perf_counter()
     try:
-        writer.flush()  # unreadable lines at the head are written at once
-
-        def finished(position: int, entry: Any) -> None:
-            bar.done(entry)
-            writer.put(where[position], entry)
-
         with cli._showing_retries(args.verbose, above_a_bar=True):
-            results = jm.map(
-                [lines[index].prompt for index in where],
-                target,
-                concurrency=args.concurrency,
-                progress=False,
-                on_result=finished,
+            jm.prepare()  # before the clock: no duration includes importing litellm
+            started = time.perf_counter()
+            entries = stream(
+                jm, lines, _prompt, target, concurrency=args.concurrency, finished=finished
             )
+            try:
+                for line, entry in entries:
+                    writer.write(_line_text(entry, line.carried, writer.details))
+                    if args.verbose and isinstance(entry, JsonModeError):
+                        say(f"line {writer.written}: {cli._one_line(entry)}")
+                    if not entries.ready():
+                        writer.flush()
+            finally:
+                entries.close()
+            writer.flush()
     except KeyboardInterrupt:
         bar.close()
         writer.close()
-        ran = [entry for entry in entries[done:] if entry is not None]
-        summary = BatchResults(ran, time.perf_counter() - started).summary
+        _note_ignored(ignored)
+        summary = tally.summary(time.perf_counter() - started)
+        if unread:
+            summary = dataclasses.replace(
+                summary, total=summary.total + unread, failed=summary.failed + unread
+            )
         where_to = "" if args.output == "-" else f" in {args.output}"
         again = "" if args.output == "-" else "; run the same command with --resume to do the rest"
+        of = f" of {total}" if total is not None else ""
         print(
-            f"jsonmode: interrupted after {summary}; {writer.written} of {len(lines)} lines "
+            f"jsonmode: interrupted after {summary}; {writer.written}{of} lines "
             f"written{where_to}{again}",
             file=sys.stderr,
         )
+        if _whole_process():
+            # As SIGINT's default action would: end now. Requests still in flight (on
+            # map's daemon threads) and threads the HTTP client leaves behind (litellm's
+            # logging pool, joined at exit) could otherwise hold the interpreter's exit.
+            with contextlib.suppress(OSError, ValueError):
+                sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(EXIT_INTERRUPTED)
         return EXIT_INTERRUPTED
     except _ClosedPipe:
         bar.close()
@@ -147,24 +187,28 @@ def run(args: argparse.Namespace) -> int:
     finally:
         bar.close()
         writer.close()
-    return _report(args, results, entries, where, unread, done, failed_before)
+    _note_ignored(ignored)
+    summary = tally.summary(time.perf_counter() - started)
+    return _report(summary, tally.backend_failed, unread, done, failed_before)
+
+
+def _above_a_bar(text: str, file: TextIO) -> None:
+    from tqdm.auto import tqdm
+
+    tqdm.write(text, file=file)
+
+
+def _prompt(line: _Line) -> Any:
+    """A line's prompt, or its error (then its entry)."""
+    if line.error is not None:
+        raise line.error
+    return line.prompt
 
 
 def _report(
-    args: argparse.Namespace,
-    results: BatchResults,
-    entries: list[Any],
-    where: list[int],
-    unread: int,
-    done: int,
-    failed_before: int,
+    summary: BatchSummary, backend_failed: int, unread: int, done: int, failed_before: int
 ) -> int:
-    """The summary line (and failed lines with ``--verbose``); the exit status."""
-    summary = results.summary
-    if args.verbose:
-        for number, entry in enumerate(entries, 1):
-            if isinstance(entry, JsonModeError):
-                print(f"line {number}: {cli._one_line(entry)}", file=sys.stderr)
+    """The summary line; the exit status."""
     tail = f" ({unread} unreadable line{'s' * (unread != 1)})" if unread else ""
     if done:
         failed = f", {failed_before} of them failed" if failed_before else ""
@@ -177,8 +221,7 @@ def _report(
         f"{summary.duration_s:.1f} s{tail}",
         file=sys.stderr,
     )
-    sent = [entries[index] for index in where]
-    if sent and all(isinstance(entry, BackendError) for entry in sent):
+    if summary.total and backend_failed == summary.total:
         return cli.EXIT_BACKEND  # the backend failed every line sent
     return 0 if summary.failed + unread + failed_before == 0 else cli.EXIT_NONCONFORMING
 
@@ -186,24 +229,80 @@ def _report(
 # -- reading the input ---------------------------------------------------------------------
 
 
-def _raw_lines(source: str) -> list[bytes]:
-    """The input's lines as bytes: split at ``\\n`` only (a JSON string may hold
-    U+2028 as is), a final newline ends the last line, a ``\\r`` before a newline goes
-    with it. Each line is decoded alone, so one bad byte costs only its line."""
-    try:
-        if source == "-":
-            buffer = getattr(sys.stdin, "buffer", None)
-            if buffer is None:  # a text stream standing in for stdin (tests)
-                data = sys.stdin.read().encode("utf-8", "surrogateescape")
+#: Bytes read at a time when counting a file's lines for the progress bar.
+_CHUNK = 1 << 20
+
+
+class _Input:
+    """The input's lines as bytes, read one at a time: split at ``\\n`` only (a JSON
+    string may hold U+2028 as is), a final newline ends the last line, a ``\\r``
+    before a newline goes with it. Each line is decoded alone, so one bad byte costs
+    only its line. Opening fails at once with a UsageError; a later read error is a
+    UsageError too (it stops the batch, keeping the lines written)."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self._file: Any = None
+        try:
+            if source == "-":
+                self._stream: Any = getattr(sys.stdin, "buffer", None)
+                if self._stream is None:  # a text stream standing in for stdin (tests)
+                    self._stream = _Encoded(sys.stdin)
             else:
-                data = bytes(buffer.read())
-        else:
-            data = pathlib.Path(source).read_bytes()
-    except OSError as exc:
-        raise UsageError(f"cannot read {source}: {exc.strerror or exc}") from None
-    if not data:
-        return []
-    return [line.removesuffix(b"\r") for line in data.removesuffix(b"\n").split(b"\n")]
+                self._file = self._stream = open(source, "rb")  # noqa: SIM115 - closed by close()
+        except OSError as exc:
+            raise UsageError(f"cannot read {source}: {exc.strerror or exc}") from None
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            for line in self._stream:
+                yield bytes(line).removesuffix(b"\n").removesuffix(b"\r")
+        except OSError as exc:
+            raise UsageError(f"cannot read {self.source}: {exc.strerror or exc}") from None
+
+    def count(self) -> int | None:
+        """The lines of a regular file (read through once, in constant memory, without
+        moving this reader); None for anything else (stdin, a pipe)."""
+        if self._file is None:
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(self._file.fileno()).st_mode):
+                return None
+            lines = 0
+            last = b"\n"
+            with open(self.source, "rb") as again:
+                while chunk := again.read(_CHUNK):
+                    lines += chunk.count(b"\n")
+                    last = chunk[-1:]
+        except OSError:
+            return None
+        return lines + (last != b"\n")
+
+    def close(self) -> None:
+        if self._file is not None:
+            with contextlib.suppress(OSError):
+                self._file.close()
+
+
+class _Encoded:
+    """A text stream's lines as UTF-8 bytes (lone surrogates kept as they were read)."""
+
+    def __init__(self, text: TextIO) -> None:
+        self._text = text
+
+    def __iter__(self) -> Iterator[bytes]:
+        for line in self._text:
+            yield line.encode("utf-8", "surrogateescape")
+
+
+def _read_lines(source: _Input, ignored: set[str]) -> Iterator[_Line]:
+    """The input's lines, read; the OpenAI Batch body keys they do not use are added to
+    ``ignored`` (at most :data:`_MAX_IGNORED` names: a note lists them)."""
+    for raw in source:
+        line = _read_line(raw)
+        if line.ignored and len(ignored) < _MAX_IGNORED:
+            ignored.update(line.ignored[: _MAX_IGNORED - len(ignored)])
+        yield line
 
 
 def _read_line(raw: bytes) -> _Line:
@@ -271,13 +370,18 @@ def _openai_line(body: dict[str, Any], carried: dict[str, Any]) -> _Line:
     return _Line(messages, carried=carried, ignored=ignored)
 
 
-def _note_ignored(lines: list[_Line]) -> None:
-    """One note on stderr naming the OpenAI Batch body keys this run does not use."""
-    ignored = sorted({name for line in lines for name in line.ignored})
+#: Names the note on unused OpenAI Batch body keys lists at most.
+_MAX_IGNORED = 32
+
+
+def _note_ignored(ignored: set[str]) -> None:
+    """One note on stderr naming the OpenAI Batch body keys this run did not use."""
     if ignored:
+        more = " ..." if len(ignored) >= _MAX_IGNORED else ""
         print(
             f"jsonmode: note: not used from the OpenAI Batch request bodies: "
-            f"{', '.join(ignored)} (this command's options apply: --model, --max-tokens ...)",
+            f"{', '.join(sorted(ignored))}{more} (this command's options apply: --model, "
+            "--max-tokens ...)",
             file=sys.stderr,
         )
 
@@ -315,41 +419,47 @@ def _check_paths(args: argparse.Namespace) -> None:
         )
 
 
-def _finished(path: str, lines: list[_Line]) -> tuple[int, int, int]:
+def _finished(path: str, lines: Iterator[_Line]) -> tuple[int, int, int]:
     """``--resume``: (finished output lines, how many of them are errors, the bytes they
     take) of the output file at ``path`` (see the module docstring); UsageError when it
-    is not this input's output."""
+    is not this input's output. Reads both files a line at a time, taking one input
+    line from ``lines`` per finished output line (the rest are left for the batch)."""
     try:
-        data = pathlib.Path(path).read_bytes()
+        output = open(path, "rb")  # noqa: SIM115 - closed below
     except FileNotFoundError:
         return 0, 0, 0
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
     count = failed = keep = 0
     start_over = "check --input and --output, or pass --overwrite to start over"
-    while (end := data.find(b"\n", keep)) >= 0:
-        number = count + 1
-        try:
-            entry = loads_strict(data[keep:end].decode("utf-8"))
-        except (UnicodeDecodeError, StrictJSONError):
-            entry = None
-        if not (isinstance(entry, dict) and ("value" in entry) != ("error" in entry)):
-            raise UsageError(
-                f"{path} line {number} is not an output line of jsonmode batch", hint=start_over
-            )
-        if count == len(lines):
-            raise UsageError(f"{path} has more lines than the input", hint=start_over)
-        carried = {name: value for name, value in entry.items() if name not in RESERVED}
-        if carried != lines[count].carried:
-            raise UsageError(
-                f"{path} line {number} is not the output of input line {number}: "
-                f"it carries {clip(dumps(carried), 200)}, the input line "
-                f"{clip(dumps(lines[count].carried), 200)}",
-                hint=start_over,
-            )
-        failed += "error" in entry
-        count += 1
-        keep = end + 1
+    with output:
+        for raw in output:
+            if not raw.endswith(b"\n"):
+                break  # a torn last line: written again
+            number = count + 1
+            try:
+                entry = loads_strict(raw[:-1].decode("utf-8"))
+            except (UnicodeDecodeError, StrictJSONError):
+                entry = None
+            if not (isinstance(entry, dict) and ("value" in entry) != ("error" in entry)):
+                raise UsageError(
+                    f"{path} line {number} is not an output line of jsonmode batch",
+                    hint=start_over,
+                )
+            line = next(lines, None)
+            if line is None:
+                raise UsageError(f"{path} has more lines than the input", hint=start_over)
+            carried = {name: value for name, value in entry.items() if name not in RESERVED}
+            if carried != line.carried:
+                raise UsageError(
+                    f"{path} line {number} is not the output of input line {number}: "
+                    f"it carries {clip(dumps(carried), 200)}, the input line "
+                    f"{clip(dumps(line.carried), 200)}",
+                    hint=start_over,
+                )
+            failed += "error" in entry
+            count += 1
+            keep += len(raw)
     return count, failed, keep
 
 
@@ -365,6 +475,18 @@ def _open_output(path: str, resume: bool, keep: int) -> TextIO:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
+def _whole_process() -> bool:
+    """This process runs the command line itself (``python -m jsonmode.cli`` or the
+    ``jsonmode`` script), rather than a program that called ``cli.main``: the command
+    may then end the process at once."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name == "jsonmode.cli":
+        return True
+    name = os.path.basename(getattr(main, "__file__", None) or "")
+    return name in ("jsonmode", "jsonmode.exe", "jsonmode-script.py")
+
+
 def _quiet_stdout() -> bool:
     """stdout's reader is gone: point stdout at /dev/null, so that the interpreter's
     last flush does not report the pipe again. False when stdout is not a real file
@@ -378,22 +500,13 @@ def _quiet_stdout() -> bool:
     return True
 
 
-class _InOrder:
-    """Writes output line i as soon as lines 0..i are all known, flushing each: an
-    interrupted batch leaves every line up to the first unfinished one on disk. A
-    failed write raises a UsageError (``_ClosedPipe`` for a reader that went away);
-    after :meth:`close` nothing more is written. Callers hold ``map``'s lock."""
+class _Writer:
+    """Writes output lines (:meth:`write`), handing them to the system at each
+    :meth:`flush`: an interrupted batch keeps every line written. A failed write raises
+    a UsageError (``_ClosedPipe`` for a reader that went away); after :meth:`close`
+    nothing more is written. One thread at a time."""
 
-    def __init__(
-        self,
-        entries: list[Any],
-        lines: list[_Line],
-        out: TextIO,
-        args: argparse.Namespace,
-        written: int,
-    ) -> None:
-        self.entries = entries
-        self.lines = lines
+    def __init__(self, out: TextIO, args: argparse.Namespace, written: int) -> None:
         self.out = out
         self.name = "stdout" if args.output == "-" else args.output
         self.details = bool(args.details)
@@ -401,21 +514,13 @@ class _InOrder:
         self.flushed = written  # lines surely handed to the system
         self.closed = False
 
-    def put(self, index: int, entry: Any) -> None:
-        self.entries[index] = entry
-        self.flush()
+    def write(self, text: str) -> None:
+        if not self.closed:
+            self._write(text)
+            self.written += 1
 
     def flush(self) -> None:
-        start = self.written
-        while (
-            not self.closed
-            and self.written < len(self.entries)
-            and self.entries[self.written] is not None
-        ):
-            index = self.written
-            self._write(_line_text(self.entries[index], self.lines[index].carried, self.details))
-            self.written += 1
-        if self.written > start:
+        if not self.closed and self.flushed < self.written:
             self._write(None)
             self.flushed = self.written
 

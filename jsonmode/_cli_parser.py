@@ -61,7 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
         '[...]}}). Line i of --output is {"value": ...} or {"error": {"type": ..., '
         '"message": ...}} for input line i, with the input line\'s other keys (id, '
         "custom_id ...) copied beside it, written in order as soon as lines 1..i are done; "
-        "a line that cannot be read is an error entry for that line. An existing output "
+        "a line that cannot be read is an error entry for that line. The input is read "
+        "as the prompts are sent and each output line is dropped once written: memory "
+        "stays bounded whatever the input's size. An existing output "
         "is never truncated unless --overwrite; --resume adds the lines it lacks. A "
         "progress bar on a terminal and a summary line on stderr. Exit status 0 when every "
         "line conformed, 1 when some did not, 2 for bad usage, schema, input or output "
@@ -90,7 +92,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--overwrite", action="store_true", help="replace an existing --output file"
     )
     batch.add_argument(
-        "--concurrency", type=int, default=8, metavar="N", help="requests in flight (default 8)"
+        "--concurrency",
+        type=int,
+        default=8,
+        metavar="N",
+        help="requests in flight, and worker threads (default 8); at most 2N lines are "
+        "held in memory while a slow line holds back the output after it",
     )
     batch.add_argument(
         "--details",

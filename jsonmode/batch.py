@@ -27,11 +27,17 @@ What a batch guarantees:
   when its first non-blank character is ``{`` (or it is ``true``/``false``), GBNF
   text otherwise.
 - **Bounded concurrency**: at most ``concurrency`` requests in flight (threads for
-  ``map``, tasks on the running loop for ``amap``). For a local model that exposes
-  ``complete_batch`` (the transformers backend) in the constrained tier, ``map`` instead
-  generates ``concurrency`` prompts per ``generate`` call, a matcher per row; re-asks
-  and transport retries (up to the policy's ``max_retries``, without its waits: a local
-  model has no server to wait for) join a later batch.
+  ``map``, tasks on the running loop for ``amap``). ``map`` runs at most ``concurrency``
+  worker threads plus one that watches the calls' deadlines: each backend call runs in
+  its worker (:func:`jsonmode.backends.deadline.inline`), and a call past its timeout is
+  given up, its prompt going on (a transport retry) in another worker. A thread that
+  cannot start (an address-space or pid limit) leaves ``map`` running with the threads
+  it has, or in the caller's thread: no result is lost (see :mod:`jsonmode._ordered`).
+  For a local model that exposes ``complete_batch`` (the transformers backend) in the
+  constrained tier, ``map`` instead generates ``concurrency`` prompts per ``generate``
+  call, a matcher per row, the first requests of prompts not started before re-asks and
+  transport retries (up to the policy's ``max_retries``, without its waits: a local
+  model has no server to wait for), which join a later batch.
 - **Shared backpressure** (:class:`Gate`): a ``Retry-After`` received by one request
   holds every request of the batch until it has passed (each request still runs its
   own transport policy); and when the backend fails :attr:`Gate.give_up_after` calls in
@@ -40,6 +46,9 @@ What a batch guarantees:
   e.g. ``...; the last: cannot connect to ...``), instead of each waiting out its own
   retries against a backend that is down: a prompt not started yet fails without a
   call (its one ``backend_error`` attempt records why).
+- **Memory**: ``map`` returns every entry, so it holds them all; :func:`stream` (what
+  ``jsonmode batch`` uses) pulls the prompts as it goes and hands each entry out in
+  order, then drops it: memory bounded whatever the input's size.
 - **Progress**: a tqdm bar on stderr (``progress=None``: only when stderr is a
   terminal), and :attr:`BatchResults.summary`.
 
@@ -50,15 +59,17 @@ up front (a bad schema or grammar raises at once, before any request).
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, Union
 
 from jsonmode import events
+from jsonmode._ordered import Job, Ordered
 from jsonmode.backends.base import Completion, Request
 from jsonmode.errors import BackendError, JsonModeError, TransientBackendError, UsageError
 from jsonmode.judging import checked_examples
@@ -70,9 +81,10 @@ if TYPE_CHECKING:
     from jsonmode.decoding.grammars import CompiledGrammar
     from jsonmode.facade import JsonMode, Prompt, _Session
 
-__all__ = ["BatchResults", "BatchSummary", "Gate", "Options", "Progress"]
+__all__ = ["BatchResults", "BatchSummary", "Gate", "Options", "Progress", "Tally", "stream"]
 
 T = TypeVar("T")
+I = TypeVar("I")  # noqa: E741 - an input item
 Entry = Result[Any] | JsonModeError
 Target = Union[Schema, "CompiledGrammar"]  # what each prompt's session is judged against
 
@@ -120,27 +132,45 @@ class BatchResults(list[Entry]):
     @property
     def summary(self) -> BatchSummary:
         """Counts over the entries (computed on each access)."""
-        outcomes = {"first_try": 0, "repaired": 0, "retried": 0}
-        usage = Usage()
-        failed = 0
+        tally = Tally()
         for entry in self:
-            attempts = entry.attempts
-            for attempt in attempts:
-                if attempt.usage is not None:
-                    usage = usage + attempt.usage
-            if isinstance(entry, Result):
-                outcomes[events.request_outcome(attempts, True)] += 1
-            else:
-                failed += 1
+            tally.add(entry)
+        return tally.summary(self.duration_s)
+
+
+class Tally:
+    """A :class:`BatchSummary`'s counts, kept as entries come (a few integers: what a
+    batch that drops its entries keeps). Not thread-safe: one caller at a time."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.outcomes = {"first_try": 0, "repaired": 0, "retried": 0}
+        self.failed = 0
+        self.backend_failed = 0  # entries that are a BackendError
+        self.usage = Usage()
+
+    def add(self, entry: Entry) -> None:
+        self.total += 1
+        attempts = entry.attempts
+        for attempt in attempts:
+            if attempt.usage is not None:
+                self.usage = self.usage + attempt.usage
+        if isinstance(entry, Result):
+            self.outcomes[events.request_outcome(attempts, True)] += 1
+        else:
+            self.failed += 1
+            self.backend_failed += isinstance(entry, BackendError)
+
+    def summary(self, duration_s: float) -> BatchSummary:
         return BatchSummary(
-            len(self),
-            len(self) - failed,
-            outcomes["first_try"],
-            outcomes["repaired"],
-            outcomes["retried"],
-            failed,
-            usage,
-            self.duration_s,
+            self.total,
+            self.total - self.failed,
+            self.outcomes["first_try"],
+            self.outcomes["repaired"],
+            self.outcomes["retried"],
+            self.failed,
+            self.usage,
+            duration_s,
         )
 
 
@@ -374,8 +404,16 @@ def run_map(
     finish = _Finish(len(items), options)
     try:
         if jm.tier == "constrained" and callable(getattr(jm.backend, "complete_batch", None)):
-            sessions = [options.session(jm, prompt, target) for prompt in items]
-            _lockstep(jm, sessions, options.concurrency, finish)
+            steps = _Lockstep(
+                jm,
+                items,
+                lambda prompt: options.session(jm, prompt, target),
+                options.concurrency,
+                None,
+                lambda index, _, entry: finish(index, entry),
+            )
+            for _ in steps:
+                pass
         else:
             _threaded(jm, items, target, options, finish)
     except BaseException:
@@ -405,94 +443,201 @@ def _reply(
     return _Reply(completion, error, elapsed, retries)
 
 
+def _job(jm: JsonMode, session: _Session, gate: Gate) -> Job:
+    """One prompt's :data:`~jsonmode._ordered.Job`: its session under the transport
+    policy, or at once its refusal when the gate refuses calls."""
+    refusal = gate.refused()
+    if refusal is not None:
+        return _refused(session, refusal)
+    return (yield from jm._steps(session))
+
+
+def _pool(
+    jm: JsonMode,
+    items: Iterable[I],
+    prompt: Callable[[I], Prompt],
+    target: Target,
+    options: Options,
+    finished: Callable[[int, I, Entry], None],
+    window: int | None,
+) -> Ordered[I]:
+    """The prompts of ``items`` on :class:`~jsonmode._ordered.Ordered`'s worker threads
+    (at most ``concurrency``), one :class:`Gate` for all; ``prompt(item)`` may raise a
+    JsonModeError, the item's entry."""
+    gate = Gate()
+    return Ordered(
+        items,
+        lambda item: _job(jm, options.session(jm, prompt(item), target), gate),
+        gate.wrap(jm.backend.complete),
+        concurrency=options.concurrency,
+        window=window,
+        finished=finished,
+        expired=lambda error: gate._record(error),
+        stopped=gate.stop,
+    )
+
+
 def _threaded(
     jm: JsonMode, items: list[Prompt], target: Target, options: Options, finish: _Finish
 ) -> None:
-    """``concurrency`` daemon worker threads take the prompts in input order; the first
-    error that is not a JsonModeError (or Ctrl-C in the caller's thread) stops them."""
-    if not items:
-        return
-    gate = Gate()
-    gated = gate.wrap(jm.backend.complete)
-    lock = threading.Lock()
-    over = threading.Event()  # every prompt finished, or the batch stopped
-    todo = iter(range(len(items)))
-    left = len(items)
-    failures: list[BaseException] = []
+    """``map`` on worker threads (see :mod:`jsonmode._ordered`); the first error that is
+    not a JsonModeError (or Ctrl-C in the caller's thread) stops them."""
+    run = _pool(
+        jm, items, lambda prompt: prompt, target, options, lambda i, _, e: finish(i, e), None
+    )
+    try:
+        for _ in run:
+            pass
+    finally:
+        run.close()
 
-    def one(index: int) -> None:
+
+class _Lockstep(Generic[I]):
+    """Sessions advanced together, in the caller's thread: each round sends up to
+    ``concurrency`` pending requests to the backend's ``complete_batch`` (one generate
+    call), the first requests of prompts not started yet before re-asks and retries;
+    prompts are pulled from ``items`` as rounds have room (with a ``window``: no more
+    than that many taken and not handed out). Entries come out as ``(item, entry)`` in
+    input order, like :class:`~jsonmode._ordered.Ordered`'s."""
+
+    def __init__(
+        self,
+        jm: JsonMode,
+        items: Iterable[I],
+        start: Callable[[I], _Session],
+        concurrency: int,
+        window: int | None,
+        finished: Callable[[int, I, Entry], None],
+    ) -> None:
+        self._jm = jm
+        self._items = enumerate(items)
+        self._start = start
+        self._concurrency = concurrency
+        self._window = window
+        self._finished = finished
+        self._exhausted = False
+        self._taken = 0
+        self._next = 0
+        self._done: dict[int, tuple[I, Entry]] = {}
+        self._live: dict[int, tuple[I, _Session]] = {}
+        self._pending: collections.deque[tuple[int, Request]] = collections.deque()
+        self._retries: dict[int, int] = {}  # transport retries of a prompt's current attempt
+
+    def __iter__(self) -> Iterator[tuple[I, Entry]]:
+        return self
+
+    def __next__(self) -> tuple[I, Entry]:
+        while self._next not in self._done:
+            if self._exhausted and not self._pending and not self._live:
+                raise StopIteration
+            self._round()
+        self._next += 1
+        return self._done.pop(self._next - 1)
+
+    def ready(self) -> bool:
+        return self._next in self._done
+
+    def close(self) -> None:
+        self._live.clear()
+        self._pending.clear()
+        self._exhausted = True
+
+    def _settle(self, index: int, step: Callable[[], Request]) -> None:
         try:
-            session = options.session(jm, items[index], target)
-            refusal = gate.refused()
-            entry = _refused(session, refusal) if refusal else jm._drive(session, gated)
+            self._pending.append((index, step()))
+            return
+        except StopIteration as done:
+            entry = done.value
         except JsonModeError as error:
             entry = error
-        finish(index, entry)
+        item, _ = self._live.pop(index)
+        self._retries.pop(index, None)
+        self._finished(index, item, entry)
+        self._done[index] = (item, entry)
 
-    def work() -> None:
-        nonlocal left
-        while True:
-            with lock:
-                index = None if over.is_set() else next(todo, None)
-            if index is None:
-                return
+    def _round(self) -> None:
+        fresh: list[tuple[int, Request]] = []
+        while (
+            len(fresh) < self._concurrency
+            and not self._exhausted
+            and (self._window is None or self._taken < self._next + self._window)
+        ):
+            found = next(self._items, None)
+            if found is None:
+                self._exhausted = True
+                break
+            index, item = found
+            self._taken += 1
             try:
-                one(index)
-            except BaseException as error:  # a bug, on_result's error: stop the batch
-                with lock:
-                    failures.append(error)
-                over.set()
-                return
-            with lock:
-                left -= 1
-                if left == 0:
-                    over.set()
-
-    for number in range(min(options.concurrency, len(items))):
-        threading.Thread(target=work, name=f"jsonmode-map-{number}", daemon=True).start()
-    try:
-        over.wait()
-    except BaseException:  # Ctrl-C
-        over.set()
-        gate.stop()
-        raise
-    if failures:
-        gate.stop()
-        raise failures[0]
-
-
-def _lockstep(jm: JsonMode, sessions: list[_Session], concurrency: int, finish: _Finish) -> None:
-    """Sessions advanced together: each round sends up to ``concurrency`` pending
-    requests to the backend's ``complete_batch`` (one generate call)."""
-    pending: list[tuple[int, Request]] = []
-
-    def settle(index: int, step: Callable[[], Request]) -> None:
-        try:
-            pending.append((index, step()))
-        except StopIteration as done:
-            finish(index, done.value)
-        except JsonModeError as error:
-            finish(index, error)
-
-    retries = [0] * len(sessions)  # transport retries of each prompt's current attempt
-    for index, session in enumerate(sessions):
-        settle(index, session.__next__)
-    while pending:
-        round_, pending = pending[:concurrency], pending[concurrency:]
+                session = self._start(item)
+            except JsonModeError as error:
+                self._finished(index, item, error)
+                self._done[index] = (item, error)
+                continue
+            self._live[index] = (item, session)
+            self._settle(index, session.__next__)
+            if self._pending and self._pending[-1][0] == index:
+                fresh.append(self._pending.pop())
+        round_ = fresh
+        while len(round_) < self._concurrency and self._pending:
+            round_.append(self._pending.popleft())
+        if not round_:
+            return
+        jm = self._jm
         started = time.perf_counter()
         replies = jm.backend.complete_batch([request for _, request in round_])  # type: ignore[attr-defined]
         elapsed = time.perf_counter() - started
         for (index, request), reply in zip(round_, replies, strict=True):
+            retries = self._retries.get(index, 0)
             if isinstance(reply, BackendError):
-                if reply.retryable and retries[index] < jm.transport.max_retries:
-                    retries[index] += 1  # the same request again, in a later round
-                    pending.append((index, request))
+                if reply.retryable and retries < jm.transport.max_retries:
+                    self._retries[index] = retries + 1  # the same request, a later round
+                    self._pending.append((index, request))
                     continue
-                sent = _reply(None, reply, elapsed, retries[index])
+                sent = _reply(None, reply, elapsed, retries)
             else:
-                sent = _reply(reply, None, elapsed, retries[index])
-            retries[index] = 0
-            settle(index, functools.partial(sessions[index].send, sent))
+                sent = _reply(reply, None, elapsed, retries)
+            self._retries.pop(index, None)
+            session = self._live[index][1]
+            self._settle(index, functools.partial(session.send, sent))
+
+
+def stream(
+    jm: JsonMode,
+    items: Iterable[I],
+    prompt: Callable[[I], Prompt],
+    schema: object,
+    *,
+    concurrency: int,
+    finished: Callable[[int, I, Entry], None],
+) -> Ordered[I] | _Lockstep[I]:
+    """``map`` for an input of any size (``jsonmode batch``): ``(item, entry)`` in input
+    order, each handed out as soon as the entries before it are, and dropped then.
+
+    ``items`` is pulled one at a time as there is room (from worker threads, one at a
+    time: an error it raises stops the batch); ``prompt(item)`` is the item's prompt,
+    or raises a JsonModeError, the item's entry. ``finished(index, item, entry)`` is
+    called as each item ends (in finish order, one call at a time). At most
+    ``2 * concurrency`` items are taken and not handed out, so memory stays bounded
+    whatever the input's size: a slow item holds the ones after it back. Iterate it in
+    one thread, then ``close()`` it (which stops it early: Ctrl-C); ``ready()`` tells
+    whether the next entry is known. The target is checked once (bad: raised here);
+    the backend is prepared here.
+    """
+    target = _check_once(schema, (), None, None)
+    options = Options(concurrency, False, (), None, None, None)
+    jm.prepare()
+    window = 2 * concurrency
+    if jm.tier == "constrained" and callable(getattr(jm.backend, "complete_batch", None)):
+        return _Lockstep(
+            jm,
+            items,
+            lambda item: options.session(jm, prompt(item), target),
+            concurrency,
+            window,
+            finished,
+        )
+    return _pool(jm, items, prompt, target, options, finished, window)
 
 
 async def run_amap(

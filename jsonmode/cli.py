@@ -69,9 +69,12 @@ errors). A backend that cannot stream shows no partials.
 
 ``batch`` reads one JSON object per line, ``{"prompt": "..."}`` (a string, or a list of
 chat messages) or an OpenAI Batch request (``{"custom_id": ..., "body": {"messages":
-[...]}}``; the body's other keys are not used, and a ``jsonmode: note:`` line names them),
+[...]}}``; the body's other keys are not used, and a ``jsonmode: note:`` line before the
+summary names them),
 and writes line *i* of the output for line *i* of the input, in order, as soon as lines
-1..*i* are done (flushed each time): ``{"value": ...}`` or ``{"error": {"type": ...,
+1..*i* are done (flushed each time); the input is read as the prompts are sent and each
+output line dropped once written, so memory is bounded whatever the input's size:
+``{"value": ...}`` or ``{"error": {"type": ...,
 "message": ..., "hint": ...}}``, beside the input line's other keys (``id``, ``custom_id``
 ...). A repaired value lists its ``"repairs"``; ``--details`` adds every line's tier and
 attempts. A line that cannot be read (not UTF-8, not JSON, no prompt) is an error entry

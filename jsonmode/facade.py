@@ -520,6 +520,35 @@ class JsonMode:
             except StopIteration as done:
                 return done.value  # type: ignore[no-any-return]
 
+    def _steps(self, session: _Session) -> Generator[Request, Completion, Result[Any]]:
+        """:meth:`_drive` turned inside out, for drivers that make the backend calls
+        themselves (``map``'s workers): yields each call's Request (a transport retry is
+        another call) and is sent its Completion, or thrown its error, by whichever
+        thread made the call; returns the Result (or raises the session's error). The
+        transport policy's waits are slept in the thread that resumes it. Not
+        thread-safe: one thread at a time resumes it."""
+        request = next(session)
+        while True:
+            reply = yield from self._tries(request)
+            try:
+                request = session.send(reply)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+
+    def _tries(self, request: Request) -> Generator[Request, Completion, _Reply]:
+        """:meth:`_call`'s transport policy over calls made by the resumer (see
+        :meth:`_steps`)."""
+        started = time.perf_counter()
+        controller = self.transport.moving_retrying()
+        completion: Completion | None = None
+        try:
+            for attempt in controller:
+                with attempt:
+                    completion = yield request
+        except BackendError as error:
+            return _Reply(None, error, time.perf_counter() - started, _retries(controller))
+        return _Reply(completion, None, time.perf_counter() - started, _retries(controller))
+
     def _call(self, request: Request, complete: Any = None) -> _Reply:
         started = time.perf_counter()
         controller = self.transport.retrying()

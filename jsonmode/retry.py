@@ -159,6 +159,11 @@ class _StopWhen(tenacity.stop.stop_base):
         return self._predicate(retry_state)
 
 
+class _Unshared:
+    """Stands in for a tenacity controller's ``threading.local`` (attributes set at
+    will), for a controller used by one thread at a time, not always the same."""
+
+
 @dataclass(frozen=True)
 class TransportPolicy:
     """Exponential backoff with full jitter for transient backend failures.
@@ -242,6 +247,16 @@ class TransportPolicy:
         ``controller.statistics["attempt_number"]`` is the number of calls it made.
         """
         return tenacity.Retrying(sleep=self.sleep, **self._options())  # type: ignore[arg-type]
+
+    def moving_retrying(self) -> tenacity.Retrying:
+        """:meth:`retrying` for a call sequence that moves between threads (one thread
+        at a time: ``map``'s jobs, see :mod:`jsonmode._ordered`), driven by iterating
+        it. tenacity keeps a controller's state (statistics, the pending actions) in a
+        ``threading.local``, which a job resumed by another thread would not find; this
+        controller keeps it in a plain object instead."""
+        controller = self.retrying()
+        controller._local = _Unshared()  # type: ignore[assignment]
+        return controller
 
     def aretrying(self) -> tenacity.AsyncRetrying:
         """A fresh tenacity controller for one asynchronous call."""

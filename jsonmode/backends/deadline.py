@@ -43,6 +43,16 @@ starts nothing). Past it the consumer gets TransientBackendError.
 
 A stream read whole inside the function given to ``call`` / ``acall`` falls under
 that call's deadline as well.
+
+**Inline calls** (for a pool of threads that each make one call at a time, such as
+``JsonMode.map``'s workers): inside :func:`inline`, ``call(...)`` starts no thread. It
+runs the work in the calling thread after arming a :class:`Watchdog` (one daemon
+thread for any number of calls); at the deadline the watchdog hands the caller's
+continuation a TransientBackendError through the ``on_expire`` callback the pool gave
+(the pool goes on without the thread), and when the work returns at last, ``call``
+raises :class:`GivenUp` in that thread instead of returning (its result is dropped).
+Such a thread counts as abandoned, under the same :data:`MAX_ABANDONED` limit, until
+its work returns.
 """
 
 from __future__ import annotations
@@ -50,6 +60,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import heapq
+import itertools
 import math
 import queue
 import sys
@@ -63,12 +75,15 @@ from jsonmode.errors import TransientBackendError, UsageError
 __all__ = [
     "DEFAULT_TIMEOUT",
     "MAX_ABANDONED",
+    "GivenUp",
+    "Watchdog",
     "abandoned",
     "acall",
     "acall_sync",
     "astream",
     "call",
     "check_timeout",
+    "inline",
     "stream",
 ]
 
@@ -119,6 +134,151 @@ def timed_out(what: str, timeout: float) -> TransientBackendError:
     )
 
 
+def _refuse_when_too_many(what: str) -> None:
+    with _lock:
+        if _abandoned >= MAX_ABANDONED:
+            raise TransientBackendError(
+                f"{what}: {_abandoned} earlier calls abandoned at their deadline are "
+                "still running; not starting another",
+                hint="the backend is not answering in time; try later",
+            )
+
+
+class GivenUp(BaseException):
+    """Raised by :func:`call` under :func:`inline` in the thread that ran the work, once
+    it returns, when the watchdog gave the call up at its deadline meanwhile: whoever
+    armed it went on without this thread (a BaseException, so that no ``except
+    Exception`` on the way out mistakes it for the call's own failure)."""
+
+
+#: Under :func:`inline`: arm(timeout, what) -> settle() or None; see :func:`inline`.
+Arm = Callable[[float, str], Callable[[], bool] | None]
+_inline: contextvars.ContextVar[Arm | None] = contextvars.ContextVar(
+    "jsonmode_deadline_inline", default=None
+)
+
+
+@contextlib.contextmanager
+def inline(arm: Arm) -> Generator[None, None, None]:
+    """Within this block (in this thread's context), :func:`call` with a timeout runs
+    its work in the calling thread: ``arm(timeout, what)`` first (it may raise
+    TransientBackendError to refuse the call), which returns ``settle`` (or None: this
+    call runs as usual, in a worker thread); ``settle()`` after the work returns or
+    raises: False means the call was given up meanwhile, and :func:`call` then raises
+    :class:`GivenUp`. A call made inside that work (nested)
+    runs as usual. Use :meth:`Watchdog.arm` to build ``arm``."""
+    token = _inline.set(arm)
+    try:
+        yield
+    finally:
+        _inline.reset(token)
+
+
+class _Ticket:
+    __slots__ = ("ends", "on_expire", "state", "timeout", "what")
+
+    def __init__(
+        self, ends: float, timeout: float, what: str, on_expire: Callable[[BaseException], None]
+    ) -> None:
+        self.ends = ends
+        self.timeout = timeout
+        self.what = what
+        self.on_expire = on_expire
+        self.state = "armed"  # then "settled" (returned in time) or "expired"
+
+
+class Watchdog:
+    """Deadlines of inline calls (see :func:`inline`), all watched by one daemon thread.
+
+    :meth:`arm` registers a call (a few microseconds, a heap push) and starts the thread
+    the first time; past the call's deadline the thread calls its ``on_expire`` with
+    the TransientBackendError the call would have raised, and the call counts as
+    abandoned until it returns. ``on_expire`` runs on the watchdog's thread while it
+    holds the watchdog's lock (the ``settle`` of that call waits for it to return): keep
+    it short, and never arm or settle inside it. :meth:`close` ends the thread; calls
+    still armed are then never given up. Thread-safe. Memory: one entry per armed call
+    (settled entries are dropped as they surface, and the heap is rebuilt when they
+    outnumber the armed ones).
+    """
+
+    def __init__(self, name: str = "jsonmode-deadlines") -> None:
+        self._name = name
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, _Ticket]] = []
+        self._armed = 0
+        self._order = itertools.count()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def arm(
+        self, timeout: float, what: str, on_expire: Callable[[BaseException], None]
+    ) -> Callable[[], bool]:
+        """Watch a call that starts now; returns its ``settle()`` (False: given up).
+
+        Raises:
+            TransientBackendError: :data:`MAX_ABANDONED` abandoned calls are still
+                running, or the watchdog's thread cannot start.
+        """
+        _refuse_when_too_many(what)
+        ticket = _Ticket(time.monotonic() + timeout, timeout, what, on_expire)
+        with self._cond:
+            if self._thread is None and not self._closed:
+                thread = threading.Thread(target=self._watch, name=self._name, daemon=True)
+                try:
+                    thread.start()
+                except RuntimeError as exc:  # out of threads
+                    raise TransientBackendError(
+                        f"{what}: cannot start the deadline thread: {exc}"
+                    ) from None
+                self._thread = thread
+            heapq.heappush(self._heap, (ticket.ends, next(self._order), ticket))
+            self._armed += 1
+            if len(self._heap) > 2 * self._armed + 64:  # settled entries: drop them
+                self._heap = [entry for entry in self._heap if entry[2].state == "armed"]
+                heapq.heapify(self._heap)
+            if self._heap[0][2] is ticket:
+                self._cond.notify()
+        return lambda: self._settle(ticket)
+
+    def _settle(self, ticket: _Ticket) -> bool:
+        global _abandoned
+        with self._cond:
+            if ticket.state == "expired":
+                with _lock:
+                    _abandoned -= 1
+                return False
+            ticket.state = "settled"
+            self._armed -= 1
+            return True
+
+    def close(self) -> None:
+        """End the thread (calls still armed are never given up). Idempotent."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+
+    def _watch(self) -> None:
+        global _abandoned
+        with self._cond:
+            while not self._closed:
+                heap = self._heap
+                while heap and heap[0][2].state != "armed":
+                    heapq.heappop(heap)
+                if not heap:
+                    self._cond.wait()
+                    continue
+                left = heap[0][0] - time.monotonic()
+                if left > 0:
+                    self._cond.wait(left)
+                    continue
+                ticket = heapq.heappop(heap)[2]
+                ticket.state = "expired"
+                self._armed -= 1
+                with _lock:
+                    _abandoned += 1
+                ticket.on_expire(timed_out(ticket.what, ticket.timeout))
+
+
 class _Worker(Generic[T]):
     """One call in a daemon thread; counted while abandoned and still running."""
 
@@ -132,13 +292,7 @@ class _Worker(Generic[T]):
         self._finished = False
 
     def start(self, what: str) -> None:
-        with _lock:
-            if _abandoned >= MAX_ABANDONED:
-                raise TransientBackendError(
-                    f"{what}: {_abandoned} earlier calls abandoned at their deadline are "
-                    "still running; not starting another",
-                    hint="the backend is not answering in time; try later",
-                )
+        _refuse_when_too_many(what)
         context = contextvars.copy_context()
         thread = threading.Thread(
             target=context.run, args=(self._run,), name="jsonmode-call", daemon=True
@@ -182,10 +336,26 @@ def call(fn: Callable[[], T], timeout: float | None, what: str) -> T:
 
     With ``timeout=None`` ``fn`` runs in the caller's thread, with no deadline.
     Otherwise it runs in a worker thread (see the module docstring for what becomes of
-    it past the deadline); its exceptions are raised here as they are.
+    it past the deadline); its exceptions are raised here as they are. Under
+    :func:`inline` it runs in the caller's thread, watched (see :func:`inline`).
     """
     if timeout is None:
         return fn()
+    arm = _inline.get()
+    settle = None if arm is None else arm(timeout, what)
+    if settle is not None:
+        nested = _inline.set(None)
+        try:
+            value = fn()
+        except BaseException:
+            _inline.reset(nested)
+            if not settle():
+                raise GivenUp from None
+            raise
+        _inline.reset(nested)
+        if not settle():
+            raise GivenUp
+        return value
     worker: _Worker[T] = _Worker(fn)
     worker.start(what)
     try:
