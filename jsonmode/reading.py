@@ -115,6 +115,8 @@ def parse(
             not conform; the error carries the raw text, every issue and the repairs tried.
         InvalidSchemaError, UsageError: bad schema or mode; ``text`` neither ``str``
             nor UTF-8 ``bytes``/``bytearray`` (undecodable bytes are an OutputParseError).
+        BudgetExceededError: a schema over a size cap, or whose reading runs past its
+            deadline (see :meth:`Schema.of`).
 
     Bounded: repair by the limits above; every format check of the call (each
     candidate, before and after coercion) shares one deadline

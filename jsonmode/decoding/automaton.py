@@ -87,6 +87,9 @@ class _NFA:
             if not data:
                 self.eps[start].append(end)
                 return
+            if len(self.eps) + len(data) > budget * _NFA_PER_DFA_STATE:
+                # (A state per byte: a 6 MB literal took 39 s and 2.7 GB to be refused.)
+                raise BudgetExceededError("states per rule", budget)
             here = start
             for index, byte in enumerate(data):
                 there = end if index == len(data) - 1 else self.state()

@@ -21,15 +21,28 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
+from typing import Any, TypeVar
 
+from jsonmode._watchdog import DeadlineExceeded, run_until
 from jsonmode.errors import BudgetExceededError
 
-__all__ = ["checkpoint", "deadline"]
+T = TypeVar("T")
+
+__all__ = [
+    "DEFAULT_SECONDS",
+    "checkpoint",
+    "deadline",
+    "ensure_deadline",
+    "run_within",
+]
 
 #: The name :class:`~jsonmode.errors.BudgetExceededError` gives the time budget.
 TIME_BUDGET = "compile time (seconds)"
+#: The default budget: ``CompileOptions.max_compile_seconds``, and the deadline a
+#: schema is read under when no compile is under way (``parse``, ``Schema.of``).
+DEFAULT_SECONDS = 10.0
 
 
 class Deadline:
@@ -59,9 +72,39 @@ def deadline(seconds: float) -> Iterator[None]:
         _current.reset(token)
 
 
+@contextlib.contextmanager
+def ensure_deadline(seconds: float | None = None) -> Iterator[None]:
+    """The current deadline for the ``with`` block when there is one (a compile under
+    way keeps its own budget), else a new one ``seconds`` from now (None:
+    :data:`DEFAULT_SECONDS`, read at each call). Thread-safe."""
+    if _current.get() is not None:
+        yield
+        return
+    with deadline(DEFAULT_SECONDS if seconds is None else seconds):
+        yield
+
+
 def checkpoint() -> None:
     """Raise :class:`~jsonmode.errors.BudgetExceededError` when the current compile's
     deadline has passed; nothing outside a compile. Cost: ~0.1 µs."""
     current = _current.get()
     if current is not None and time.perf_counter() > current.ends:
         raise BudgetExceededError(TIME_BUDGET, current.seconds)
+
+
+def run_within(work: Callable[..., T], *args: Any) -> T:
+    """``work(*args)``, stopped at the current deadline with a
+    :class:`~jsonmode.errors.BudgetExceededError` (interrupted by
+    :func:`jsonmode._watchdog.run_until`, so only for foreign pure-Python work that
+    holds no locks: Python's ``re`` compiling a schema's pattern); a plain call outside
+    a compile. Cost: a few microseconds beyond ``work``."""
+    current = _current.get()
+    if current is None:
+        return work(*args)
+    left = current.ends - time.perf_counter()
+    if left <= 0:
+        raise BudgetExceededError(TIME_BUDGET, current.seconds)
+    try:
+        return run_until(time.monotonic() + left, work, *args)
+    except DeadlineExceeded:
+        raise BudgetExceededError(TIME_BUDGET, current.seconds) from None

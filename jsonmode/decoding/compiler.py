@@ -36,7 +36,7 @@ import jsonschema
 
 from jsonmode.decoding import containers, inlining
 from jsonmode.decoding import regex as rx
-from jsonmode.decoding.budget import checkpoint
+from jsonmode.decoding.budget import DEFAULT_SECONDS, checkpoint
 from jsonmode.decoding.containers import any_exprs as _any_exprs
 from jsonmode.decoding.containers import count as _count
 from jsonmode.decoding.families import LATTICE_MEMBERS
@@ -160,7 +160,7 @@ class CompileOptions:
     max_rule_states: int = 20_000
     max_repeat: int = 256
     max_nesting_depth: int = 64
-    max_compile_seconds: float = 10.0
+    max_compile_seconds: float = DEFAULT_SECONDS
 
     def __post_init__(self) -> None:
         for name, names in _CHOICES.items():

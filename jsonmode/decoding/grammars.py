@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from jsonmode import events
+from jsonmode import events, limits
 from jsonmode._text import clip
 from jsonmode.decoding import regex as rx
 from jsonmode.decoding.automaton import build_network
@@ -303,7 +303,9 @@ def compile_choice(
 ) -> CompiledGrammar:
     """Exactly one of ``choices`` (strings, at least one; duplicates are one choice).
 
-    Raises UsageError when there is no choice or one is not a string.
+    Raises UsageError when there is no choice or one is not a string;
+    BudgetExceededError when the list's JSON text is longer than
+    :data:`~jsonmode.limits.MAX_SCHEMA_CHARS`, or over a compile budget.
     """
     if isinstance(choices, str):
         raise UsageError("choices must be a list of strings, not one string")
@@ -314,6 +316,7 @@ def compile_choice(
         if not isinstance(item, str):
             raise UsageError(f"every choice must be a string, not {type(item).__name__}")
     source = json.dumps(items, ensure_ascii=False)
+    limits.check_schema_size(len(source), "the list of choices")
 
     def build(settings: CompileOptions) -> tuple[Grammar, tuple[str, ...]]:
         return Grammar("root", {"root": alt(*(Lit(item.encode("utf-8")) for item in items))}), ()

@@ -71,6 +71,7 @@ from jsonmode.decoding.regex_parse import (
     Repeat,
     parse,
 )
+from jsonmode.limits import check_pattern
 
 __all__ = [
     "DEFAULT_MAX_STATES",
@@ -238,7 +239,10 @@ def compile_pattern(
     Raises:
         UnsupportedSchemaError: unsupported or malformed syntax (the message names the
             fragment), or a budget exceeded (the message says which).
+        BudgetExceededError: a pattern longer than
+            :data:`~jsonmode.limits.MAX_PATTERN_CHARS` (refused before it is read).
     """
+    check_pattern(pattern)
     branches = parse(pattern)
     pos = _Positions(POSITIONS_PER_STATE * max_states, pattern, max_states)
     groups: dict[tuple[bool, bool], list[Node]] = {}

@@ -30,14 +30,17 @@ import pydantic
 import referencing.exceptions
 from jsonschema.protocols import Validator as _JsonschemaValidator
 
+from jsonmode import limits
 from jsonmode._json import decode_message
+from jsonmode.decoding.budget import checkpoint, ensure_deadline
 from jsonmode.errors import InvalidSchemaError, UnsupportedSchemaError, UsageError
 from jsonmode.schema.fastcheck import compile_check
 from jsonmode.schema.formats import FormatUndecided, bounded
 from jsonmode.schema.formats import budget as format_budget
 from jsonmode.schema.linear import without_memo
 from jsonmode.schema.patterns import PatternUndecidedError
-from jsonmode.schema.refs import analyse
+from jsonmode.schema.patterns import compiled as compiled_pattern
+from jsonmode.schema.refs import analyse, schema_positions
 from jsonmode.schema.spelling import SchemaWarning, unknown_keywords
 from jsonmode.schema.validation import (
     MAX_ISSUES,
@@ -102,6 +105,16 @@ class Schema:
     _text: str | None = field(init=False, default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        # Read under the compile's deadline, or (parse, validate, Schema.of) one of
+        # its own: the metaschema check, the references and the compiled check stop
+        # there with a BudgetExceededError.
+        with ensure_deadline():
+            self._read()
+
+    def _read(self) -> None:
+        """Check, resolve and compile the schema (see ``__post_init__``)."""
+        declared = self.json_schema.get("$schema") if isinstance(self.json_schema, dict) else None
+        found = _patterns(self.json_schema, declared if isinstance(declared, str) else None)
         cls = self._checked_class(self.json_schema)
         if self.json_schema is False:
             raise UnsupportedSchemaError("the schema `false` accepts no value at all")
@@ -123,9 +136,13 @@ class Schema:
             # verdicts are not shared between places; see schema.verdicts.)
             cls = without_memo(cls)
         object.__setattr__(self, "_validator_class", cls)
-        object.__setattr__(
-            self, "_fast", compile_check(self.json_schema, bounded(cls.FORMAT_CHECKER))
-        )
+        fast = compile_check(self.json_schema, bounded(cls.FORMAT_CHECKER))
+        object.__setattr__(self, "_fast", fast)
+        if fast is None:
+            # (The compiled check compiles every pattern it meets; without it, they
+            # are compiled now, under the deadline, never while validating.)
+            for pattern in found:
+                compiled_pattern(pattern)
 
     @staticmethod
     def _checked_class(
@@ -170,6 +187,12 @@ class Schema:
                 document (files and URLs are never read: see :mod:`jsonmode.schema.refs`),
                 or a reference cycle that never descends into the value.
             UnsupportedSchemaError: a schema that accepts nothing.
+            BudgetExceededError: JSON text over :data:`~jsonmode.limits.MAX_SCHEMA_CHARS`
+                (a file is read no further), a ``pattern`` or ``patternProperties`` name
+                over :data:`~jsonmode.limits.MAX_PATTERN_CHARS` (the message names its
+                location), or reading the schema past the current compile deadline
+                (outside a compile, one of
+                :data:`~jsonmode.decoding.budget.DEFAULT_SECONDS`).
         """
         if isinstance(schema, Schema):
             return schema if name is None or name == schema.name else schema.renamed(name)
@@ -198,8 +221,10 @@ class Schema:
     def _from_file(cls, path: pathlib.Path, name: str | None) -> Schema:
         """The schema in a file, read now (cached by its text, never by its path: the
         file may change). Every error names the file."""
+        cap = limits.MAX_SCHEMA_CHARS
         try:
-            text = path.read_text(encoding="utf-8")
+            with path.open(encoding="utf-8") as handle:
+                text = handle.read(cap + 1)  # (never more than the cap allows)
         except OSError as exc:
             raise InvalidSchemaError(
                 f"cannot read schema file {path}: {exc.strerror or exc}"
@@ -208,6 +233,8 @@ class Schema:
             raise InvalidSchemaError(
                 f"schema file {path} is not UTF-8 text (at byte {exc.start})"
             ) from None
+        if len(text) > cap:
+            limits.check_schema_size(len(text), f"schema file {path}", read=True)
         return cls._cached(text, name, path)
 
     @classmethod
@@ -222,6 +249,7 @@ class Schema:
         ``file``: where the text ``schema`` was read from (named in every error)."""
         if isinstance(schema, str):
             source = "schema text" if file is None else f"schema file {file}"
+            limits.check_schema_size(len(schema), source)
             try:
                 schema = json.loads(schema)
             except RecursionError:
@@ -243,6 +271,7 @@ class Schema:
                     text = json.dumps(schema, allow_nan=False)
             except (TypeError, ValueError, RecursionError) as exc:
                 raise InvalidSchemaError(f"schema is not JSON-serialisable: {exc}") from None
+            limits.check_schema_size(len(text))
             # A private deep copy, as JSON reads it: the caller may mutate their dict later.
             owned = json.loads(text)
             title = owned.get("title") if isinstance(owned, dict) else None
@@ -561,6 +590,30 @@ def _is_typing_form(obj: object) -> bool:
     return type(obj).__module__ in ("typing", "types", "typing_extensions") or hasattr(
         obj, "__origin__"
     )
+
+
+def _patterns(schema: Any, dialect: str | None) -> list[str]:
+    """Every ``pattern`` and ``patternProperties`` name at the schema's positions
+    (:func:`~jsonmode.schema.refs.schema_positions`: where the metaschema checks a
+    schema), each checked against :data:`~jsonmode.limits.MAX_PATTERN_CHARS` (the
+    error names its location) before anything reads it. One pass over the schema's
+    keys, checking the deadline per subschema; tolerant of what the metaschema check,
+    next, refuses."""
+    found: list[str] = []
+    for parts, node, _ in schema_positions(schema, dialect):
+        checkpoint()
+        where = "/" + "/".join(str(part) for part in parts) if parts else ""
+        pattern = node.get("pattern")
+        if isinstance(pattern, str):
+            limits.check_pattern(pattern, f"{where}/pattern")
+            found.append(pattern)
+        named = node.get("patternProperties")
+        if isinstance(named, dict):
+            for name in named:
+                if isinstance(name, str):
+                    limits.check_pattern(name, f"{where}/patternProperties")
+                    found.append(name)
+    return found
 
 
 def _cache_key(schema: object, name: str | None) -> object | None:

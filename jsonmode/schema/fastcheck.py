@@ -145,10 +145,17 @@ _LEGACY_TYPES: dict[str, Check] = {
 
 
 class _Compiler:
-    def __init__(self, root: Any, formats: FormatChecker, types: dict[str, Check]) -> None:
+    def __init__(
+        self,
+        root: Any,
+        formats: FormatChecker,
+        types: dict[str, Check],
+        step: Callable[[], None] | None = None,
+    ) -> None:
         self.root = root
         self.formats = formats
         self.types = types
+        self.step = step
         self.refs: dict[str, Check] = {}
 
     def ref(self, pointer: str) -> Check:
@@ -162,10 +169,13 @@ class _Compiler:
                 raise _Unsupported(pointer)
             table[pointer] = self.compile(target)
         table = self.refs
+        step = self.step
 
         def check(value: Any) -> bool:
             # (Each value judged once per reference within one call: branches that
             # reach the same child, of anyOf, allOf, if..., share its verdict.)
+            if step is not None:
+                step()
             verdicts = _verdicts.get()
             if verdicts is None:
                 return bool(table[pointer](value))
@@ -501,18 +511,25 @@ def _number_argument(arg: Any) -> None:
 
 
 def compile_check(
-    schema: Any, formats: FormatChecker, *, legacy_integers: bool = False
+    schema: Any,
+    formats: FormatChecker,
+    *,
+    legacy_integers: bool = False,
+    step: Callable[[], None] | None = None,
 ) -> Check | None:
     """A predicate exactly equal to jsonschema's verdict, or None (unsupported schema).
 
     ``legacy_integers``: "integer" as draft 4 has it (``1.0`` is not one), for a
-    draft 4 document restated with 2020-12 keywords (the draft 4 metaschema)."""
+    draft 4 document restated with 2020-12 keywords (the draft 4 metaschema).
+    ``step``: called each time the predicate follows a reference (a metaschema's
+    check passes :func:`~jsonmode.decoding.budget.checkpoint`: once per subschema of
+    the schema it checks); whatever it raises propagates."""
     if isinstance(schema, dict):
         declared = schema.get("$schema")
         if declared is not None and declared not in _DRAFT_2020_12:
             return None
     types = _LEGACY_TYPES if legacy_integers else _TYPES
-    compiler = _Compiler(schema, formats, types)
+    compiler = _Compiler(schema, formats, types, step)
     try:
         check = compiler.compile(schema)
     except (_Unsupported, RecursionError, TypeError, AttributeError):

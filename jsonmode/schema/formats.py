@@ -40,7 +40,9 @@ from typing import Any
 
 from jsonschema import FormatChecker
 
+from jsonmode import limits
 from jsonmode._watchdog import DeadlineExceeded, run_until
+from jsonmode.decoding.budget import run_within
 
 __all__ = [
     "ALSO_MALFORMED",
@@ -151,8 +153,9 @@ def bounded(checker: FormatChecker) -> FormatChecker:
 @functools.lru_cache(maxsize=16)
 def tolerant(checker: FormatChecker) -> FormatChecker:
     """``checker`` with what :data:`ALSO_MALFORMED` lists counted as not conforming
-    (no deadline: for checking a schema against its metaschema, where a schema's own
-    ``pattern`` is checked as a ``regex``).
+    (no format deadline: for checking a schema against its metaschema, where a
+    schema's own ``pattern`` is checked as a ``regex``: that check is capped and runs
+    under the compile deadline instead, see :func:`_capped`).
 
     Cached per checker (a draft's ``FORMAT_CHECKER``); the original is not changed.
     """
@@ -164,7 +167,26 @@ def _rebuilt(checker: FormatChecker, *, deadline: bool) -> FormatChecker:
     conforming, each run under the format deadline when ``deadline``."""
     copy = FormatChecker(formats=())
     copy.checkers = {
-        name: (_guarded(name, check) if deadline else check, _malformed(name, raises))
+        name: (
+            _guarded(name, check) if deadline else _capped(check) if name == "regex" else check,
+            _malformed(name, raises),
+        )
         for name, (check, raises) in checker.checkers.items()
     }
     return copy
+
+
+def _capped(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """The metaschema's ``regex`` check (Python's ``re`` compiling a schema's
+    pattern: ~4 µs a character) within the bounds of reading a schema: a string over
+    :data:`~jsonmode.limits.MAX_PATTERN_CHARS` is refused unread, and the compile is
+    interrupted at the current compile deadline (:func:`~jsonmode.decoding.budget.run_within`);
+    both are :class:`~jsonmode.errors.BudgetExceededError`."""
+
+    def capped(instance: Any) -> Any:
+        if not isinstance(instance, str):
+            return check(instance)
+        limits.check_pattern(instance)
+        return run_within(check, instance)
+
+    return capped

@@ -29,9 +29,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import jsonschema
+import jsonschema.exceptions
 import jsonschema.validators
 from jsonschema.protocols import Validator
 
+from jsonmode.decoding.budget import checkpoint
 from jsonmode.schema.fastcheck import compile_check
 from jsonmode.schema.formats import tolerant
 
@@ -64,7 +66,12 @@ _DROPPED = frozenset({"$id", "$schema", "$vocabulary", "$dynamicAnchor", "$comme
 def check_schema(cls: type[Validator], schema: Any) -> None:
     """Raise :class:`jsonschema.exceptions.SchemaError` when ``schema`` is not valid
     under ``cls``'s metaschema (as ``cls.check_schema(schema)`` does; a ``regex`` that
-    ``re`` refuses with an OverflowError is not valid either: SchemaError too)."""
+    ``re`` refuses with an OverflowError is not valid either: SchemaError too).
+
+    Bounded: the check stops at the current compile deadline (checked per subschema,
+    and Python's ``re`` compiling a ``regex`` is interrupted there), and a ``regex``
+    over :data:`~jsonmode.limits.MAX_PATTERN_CHARS` is refused unread; both raise
+    :class:`~jsonmode.errors.BudgetExceededError`."""
     fast = None
     if cls is jsonschema.Draft202012Validator:
         fast = _flat_check()
@@ -76,7 +83,37 @@ def check_schema(cls: type[Validator], schema: Any) -> None:
                 return
         except RecursionError:  # (nested deeper than the fast check's recursion allows)
             pass
-    cls.check_schema(schema, format_checker=tolerant(cls.FORMAT_CHECKER))
+    for error in _official(cls).iter_errors(schema):
+        raise jsonschema.exceptions.SchemaError.create_from(error)
+
+
+def _official(cls: type[Validator]) -> Validator:
+    """What ``cls.check_schema`` checks with (the validator of ``cls``'s metaschema,
+    its format checker made :func:`~jsonmode.schema.formats.tolerant`), with a
+    :func:`~jsonmode.decoding.budget.checkpoint` before each keyword it evaluates: the
+    official check of a large schema (draft 2019-09's ``$recursiveRef``: 7 s for the
+    largest Kubernetes schema) stops at the compile deadline. Immutable, thread-safe."""
+    known = _officials.get(cls)
+    if known is not None:
+        return known
+    meta = jsonschema.validators.validator_for(cls.META_SCHEMA, default=cls)
+    stepping = jsonschema.validators.extend(
+        meta, {name: _stepping(check) for name, check in meta.VALIDATORS.items()}
+    )
+    made: Validator = stepping(cls.META_SCHEMA, format_checker=tolerant(cls.FORMAT_CHECKER))
+    _officials[cls] = made  # (two threads may each make one: either is the same)
+    return made
+
+
+_officials: dict[type[Validator], Validator] = {}
+
+
+def _stepping(check: Callable[..., Any]) -> Callable[..., Any]:
+    def stepped(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+        checkpoint()
+        return check(validator, value, instance, schema)
+
+    return stepped
 
 
 # The older metaschemas checked by fastcheck, restated in 2020-12 keywords.
@@ -122,7 +159,9 @@ def _restate(cls: type[Validator]) -> Callable[[Any], bool] | None:
         meta.pop(identifier, None)
     if any("$ref" in sub and len(sub.keys() - _INERT) > 1 for sub in _subschemas(meta)):
         return None
-    return compile_check(meta, tolerant(cls.FORMAT_CHECKER), legacy_integers=legacy)
+    return compile_check(
+        meta, tolerant(cls.FORMAT_CHECKER), legacy_integers=legacy, step=checkpoint
+    )
 
 
 # Keywords beside a "$ref" that change nothing in any draft.
@@ -158,7 +197,7 @@ def _flat_check() -> Callable[[Any], bool] | None:
     if flat is None:
         return None
     cls = jsonschema.Draft202012Validator
-    compiled = compile_check(flat.schema, tolerant(cls.FORMAT_CHECKER))
+    compiled = compile_check(flat.schema, tolerant(cls.FORMAT_CHECKER), step=checkpoint)
     return compiled if compiled is not None else flat.is_valid
 
 

@@ -60,7 +60,9 @@ import regex as _regex
 from jsonschema.exceptions import ValidationError
 from referencing.jsonschema import lookup_recursive_ref
 
+from jsonmode import limits
 from jsonmode.decoding import regex as _dfa
+from jsonmode.decoding.budget import checkpoint
 from jsonmode.decoding.lru import Lru
 from jsonmode.decoding.regex_parse import (
     DOT,
@@ -248,12 +250,19 @@ _cache: Lru[str, CompiledPattern] = Lru(CACHE_BYTES)
 def compiled(pattern: str) -> CompiledPattern:
     """The compiled form of ``pattern``, cached (thread-safe; see :data:`CACHE_BYTES`).
 
-    Never raises: a pattern neither engine accepts compiles to one whose searches
-    raise :class:`PatternUndecidedError`.
+    Never raises (but :class:`~jsonmode.errors.BudgetExceededError` when the current
+    compile's deadline passes): a pattern neither engine accepts, or one longer than
+    :data:`~jsonmode.limits.MAX_PATTERN_CHARS`, compiles to one whose searches raise
+    :class:`PatternUndecidedError`.
     """
     hit = _cache.get(pattern)
     if hit is not None:
         return hit
+    if len(pattern) > limits.MAX_PATTERN_CHARS:
+        # (Not cached: the cap may be raised.) A schema's own patterns are refused
+        # before this, when it is read (Schema.of); this guards every other caller.
+        why = f"longer than the {limits.MAX_PATTERN_CHARS:,} characters it may have"
+        return CompiledPattern(pattern, "none", f"{why} (jsonmode.limits.MAX_PATTERN_CHARS)")
     built = _build(pattern)
     _cache.put(pattern, built, _size(built))
     return built
@@ -290,6 +299,7 @@ def _build(pattern: str) -> CompiledPattern:
     else:
         sure = _sure_states(dfa)
         return CompiledPattern(pattern, "dfa", _dfa=dfa, _sure=sure, _rows=_ascii_rows(dfa, sure))
+    checkpoint()  # (the fallback's compile is one uninterrupted call, bounded by the length cap)
     try:
         backtracking = _regex.compile(translate(pattern))
     except (UnsupportedSchemaError, _regex.error, RecursionError, OverflowError, ValueError):
