@@ -38,7 +38,6 @@ KNOWN_PRIVATE: dict[tuple[str, str], frozenset[str]] = {
     ),
     ("batch", "facade"): frozenset({"_Reply", "_Session"}),
     ("streaming", "facade"): frozenset({"_Reply", "_Trace"}),
-    ("decoding.builtin_grammars", "decoding.grammars"): frozenset({"_bind", "_compiled"}),
     ("decoding.containers", "decoding.compiler"): frozenset({"_Builder"}),
     ("decoding.inlining", "decoding.compiler"): frozenset({"_Builder"}),
     ("decoding.formats", "decoding.regex_dfa"): frozenset({"_known_minimal"}),

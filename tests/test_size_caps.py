@@ -178,3 +178,25 @@ def test_parse_reads_a_schema_under_the_default_deadline() -> None:
         "    print(error.budget)\n"
     )
     assert run_python(code, 20).strip() == "compile time (seconds)"
+
+
+@pytest.mark.parametrize(
+    "compile_with",
+    [
+        lambda schema: jsonmode.compile_jsonl(schema, max_compile_seconds=0.5),
+        lambda schema: jsonmode.compile_csv(schema, max_compile_seconds=0.5),
+        lambda schema: jsonmode.compile_grammar(
+            "root ::= doc", schemas={"doc": schema}, max_compile_seconds=0.5
+        ),
+    ],
+    ids=["jsonl", "csv", "grammar"],
+)
+def test_grammars_read_their_schemas_under_the_callers_budget(compile_with) -> None:
+    """A schema bound into a grammar is read under ``max_compile_seconds``, as
+    ``compile_schema`` reads its own (it was read first, under the 10 s default)."""
+    names = {f"q{i}": {"type": "string", "pattern": f"[a-z]{{{i % 7}}}z{i}"} for i in range(20_000)}
+    schema = {"$schema": "https://json-schema.org/draft/2019-09/schema", "properties": names}
+    started = time.perf_counter()
+    with pytest.raises(BudgetExceededError, match="compile time"):
+        compile_with(schema)
+    assert time.perf_counter() - started < 2.5

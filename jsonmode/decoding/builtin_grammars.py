@@ -29,7 +29,12 @@ from jsonmode.decoding.budget import checkpoint
 from jsonmode.decoding.compiler import CompileOptions
 from jsonmode.decoding.formats import FORMAT_EXACTNESS, format_dfa
 from jsonmode.decoding.grammar import EMPTY, Call, Expr, Grammar, Lex, Lit, Rep, alt, seq
-from jsonmode.decoding.grammars import CompiledGrammar, _bind, _compiled
+from jsonmode.decoding.grammars import (
+    CompiledGrammar,
+    bind_schemas,
+    compiled_constraint,
+    read_schema,
+)
 from jsonmode.decoding.numbers import Bounds, integer_range, number_dfa
 from jsonmode.errors import BudgetExceededError, UnsupportedSchemaError, UsageError
 from jsonmode.schema.core import UNDECIDED, Schema
@@ -95,7 +100,7 @@ def compile_jsonl(
             "line breaks inside a document",
             hint="leave whitespace at 'standard' (at most one space after ',' and ':')",
         )
-    spec = Schema.of(schema)
+    spec = read_schema(schema, options)
     schema_json = json.dumps(spec.json_schema)  # not sorted: property order is decoding order
     bound = {"doc": spec}
 
@@ -107,7 +112,7 @@ def compile_jsonl(
             Rep(Lit(b"\n"), 0, 1),
         )
         root = alt(EMPTY, lines) if low == 0 else lines
-        return _bind(Grammar("root", {"root": root}), bound, settings)
+        return bind_schemas(Grammar("root", {"root": root}), bound, settings)
 
     count = _describe_count(low, high, "document")
     source = (
@@ -115,7 +120,7 @@ def compile_jsonl(
         f"each conforming to this JSON Schema:\n{schema_json}"
     )
     key = ("jsonl", schema_json, low, high)
-    return _compiled(key, build, vocabulary, options, "jsonl", source, bound)
+    return compiled_constraint(key, build, vocabulary, options, "jsonl", source, bound)
 
 
 # -- CSV ------------------------------------------------------------------------------------
@@ -191,7 +196,7 @@ def compile_csv(
     if not isinstance(header, bool):
         raise UsageError(f"header is True or False, not {header!r}")
     low, high = _counts("min_rows", min_rows, "max_rows", max_rows)
-    spec = Schema.of(row_schema)
+    spec = read_schema(row_schema, options)
     schema_json = json.dumps(spec.json_schema)
     bound = {"row": spec}
 
@@ -211,7 +216,7 @@ def compile_csv(
         "booleans true/false. Each row, as an object, conforms to this JSON Schema:\n" + schema_json
     )
     key = ("csv", schema_json, header, delimiter, low, high)
-    return _compiled(key, build, vocabulary, options, "csv", source, bound)
+    return compiled_constraint(key, build, vocabulary, options, "csv", source, bound)
 
 
 # -- helpers --------------------------------------------------------------------------------

@@ -69,9 +69,13 @@ if TYPE_CHECKING:
 __all__ = [
     "CompiledGrammar",
     "Mismatch",
+    "bind_schemas",
     "compile_choice",
     "compile_grammar",
     "compile_regex",
+    "compile_settings",
+    "compiled_constraint",
+    "read_schema",
 ]
 
 Syntax = Literal["gbnf"]
@@ -253,7 +257,7 @@ def compile_grammar(
         raise UsageError(f"unknown grammar syntax {syntax!r}", hint='syntax="gbnf"')
     if not isinstance(text, str):
         raise UsageError(f"a grammar is text, not {type(text).__name__}")
-    bound = {name: Schema.of(schema) for name, schema in (schemas or {}).items()}
+    bound = {name: read_schema(schema, options) for name, schema in (schemas or {}).items()}
     key = ("gbnf", text, tuple((n, json.dumps(s.json_schema)) for n, s in bound.items()))
 
     def build(settings: CompileOptions) -> tuple[Grammar, tuple[str, ...]]:
@@ -266,10 +270,10 @@ def compile_grammar(
                     f"rule {name!r} is both defined in the grammar and bound to a schema",
                     hint="remove its definition, or bind another name",
                 )
-        return _bind(_inlined(parsed, settings.max_rule_states), bound, settings)
+        return bind_schemas(_inlined(parsed, settings.max_rule_states), bound, settings)
 
     options.setdefault("max_nesting_depth", GRAMMAR_NESTING_DEPTH)
-    return _compiled(key, build, vocabulary, options, "gbnf", text, bound)
+    return compiled_constraint(key, build, vocabulary, options, "gbnf", text, bound)
 
 
 def compile_regex(
@@ -295,7 +299,7 @@ def compile_regex(
             raise UnsupportedSchemaError(f"the pattern {pattern!r} matches no text at all")
         return Grammar("root", {"root": Lex(f"regex:{pattern}", rx.utf8_byte_dfa(dfa))}), ()
 
-    return _compiled(("regex", pattern), build, vocabulary, options, "regex", pattern, {})
+    return compiled_constraint(("regex", pattern), build, vocabulary, options, "regex", pattern, {})
 
 
 def compile_choice(
@@ -321,7 +325,7 @@ def compile_choice(
     def build(settings: CompileOptions) -> tuple[Grammar, tuple[str, ...]]:
         return Grammar("root", {"root": alt(*(Lit(item.encode("utf-8")) for item in items))}), ()
 
-    return _compiled(("choice", source), build, vocabulary, options, "choice", source, {})
+    return compiled_constraint(("choice", source), build, vocabulary, options, "choice", source, {})
 
 
 def _regex_error(exc: RegexSyntaxError) -> JsonModeError:
@@ -366,7 +370,36 @@ def _reworded(exc: BudgetExceededError, kind: Kind) -> BudgetExceededError:
 # -- shared machinery ---------------------------------------------------------------------
 
 
-def _compiled(
+def compile_settings(options: Mapping[str, Any]) -> CompileOptions:
+    """The :class:`CompileOptions` that keyword ``options`` spell.
+
+    Raises:
+        UsageError: an unknown option (the message lists the known ones), or a bad value.
+    """
+    try:
+        return CompileOptions(**options)
+    except UsageError:
+        raise  # (a TypeError too: an option's value, named in the message)
+    except TypeError as exc:
+        known = ", ".join(field.name for field in dataclasses.fields(CompileOptions))
+        raise UsageError(f"unknown compile option: {exc}", hint=f"known options: {known}") from None
+
+
+def read_schema(schema: Any, options: Mapping[str, Any]) -> Schema:
+    """``Schema.of(schema)`` within the compile time budget ``options`` name
+    (``max_compile_seconds``), as ``compile_schema`` reads its schema: a schema bound
+    into a grammar, a JSON Lines document or a CSV row is read under the caller's
+    budget, not a default one.
+
+    Raises:
+        what ``Schema.of`` raises; BudgetExceededError past the budget; UsageError
+        for bad options.
+    """
+    with deadline(compile_settings(options).max_compile_seconds):
+        return Schema.of(schema)
+
+
+def compiled_constraint(
     key: tuple[Any, ...],
     build: Any,
     vocabulary: Vocabulary | None,
@@ -375,15 +408,22 @@ def _compiled(
     source: str,
     bound: Mapping[str, Schema],
 ) -> CompiledGrammar:
-    """Look up or build one compiled constraint (the cache and budgets of
-    ``compile_schema``)."""
-    try:
-        settings = CompileOptions(**options)
-    except UsageError:
-        raise  # (a TypeError too: an option's value, named in the message)
-    except TypeError as exc:
-        known = ", ".join(field.name for field in dataclasses.fields(CompileOptions))
-        raise UsageError(f"unknown compile option: {exc}", hint=f"known options: {known}") from None
+    """Look up or build one compiled constraint: the cache and budgets of
+    ``compile_schema``, shared by every grammar front end (GBNF, regex, choice, and the
+    built-in JSON Lines and CSV grammars).
+
+    ``key`` names the constraint's text (with ``vocabulary``'s fingerprint and the
+    settings it is the cache key); ``build(settings)`` returns its grammar and the
+    unenforced keyword locations, and runs with the rule automata under
+    ``max_compile_seconds`` as one deadline; ``kind``, ``source`` and ``bound`` (the
+    schemas bound into it) are kept on the result. Thread-safe; a hit costs a lock and a
+    dict lookup.
+
+    Raises:
+        UsageError: bad options; BudgetExceededError: over a budget;
+        UnsupportedSchemaError: what the grammar cannot express, or no text at all.
+    """
+    settings = compile_settings(options)
     full_key = (*key, vocabulary.fingerprint if vocabulary is not None else "", settings)
     with _lock:
         hit = _cache.get(full_key)
@@ -434,11 +474,13 @@ def _compiled(
     return compiled
 
 
-def _bind(
+def bind_schemas(
     grammar: Grammar, bound: Mapping[str, Schema], settings: CompileOptions
 ) -> tuple[Grammar, tuple[str, ...]]:
     """``grammar`` with each bound rule name made the root of its schema's grammar
-    (the schema's own rules are renamed ``name/rule`` so that nothing collides)."""
+    (the schema's own rules are renamed ``name/rule`` so that nothing collides), and
+    the unenforced keyword locations of those schemas. Runs inside a compile's
+    deadline (``build`` of :func:`compiled_constraint`)."""
     if not bound:
         return grammar, ()
     rules = dict(grammar.rules)
