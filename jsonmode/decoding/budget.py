@@ -35,24 +35,47 @@ TIME_BUDGET = "compile time (seconds)"
 class Deadline:
     """A point in time (``time.perf_counter``) after which compiling gives up.
 
-    Immutable once made; cheap to check. ``seconds`` is the budget it was made from.
+    Immutable once made; cheap to check. ``seconds`` is the budget it was made from;
+    ``budget``, ``doing`` and ``hint`` word the error (None: the error's defaults).
     """
 
-    __slots__ = ("ends", "seconds")
+    __slots__ = ("budget", "doing", "ends", "hint", "seconds")
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(
+        self,
+        seconds: float,
+        budget: str = TIME_BUDGET,
+        doing: str | None = None,
+        hint: str | None = None,
+    ) -> None:
         self.seconds = seconds
         self.ends = time.perf_counter() + seconds
+        self.budget = budget
+        self.doing = doing
+        self.hint = hint
+
+    def exceeded(self) -> BudgetExceededError:
+        """The error for this deadline having passed."""
+        if self.doing is None:
+            return BudgetExceededError(self.budget, self.seconds, hint=self.hint)
+        return BudgetExceededError(self.budget, self.seconds, hint=self.hint, doing=self.doing)
 
 
 _current: ContextVar[Deadline | None] = ContextVar("jsonmode_compile_deadline", default=None)
 
 
 @contextlib.contextmanager
-def deadline(seconds: float) -> Iterator[None]:
+def deadline(
+    seconds: float,
+    budget: str = TIME_BUDGET,
+    *,
+    doing: str | None = None,
+    hint: str | None = None,
+) -> Iterator[None]:
     """Make a deadline ``seconds`` from now current for the ``with`` block (nested
-    blocks restore the outer deadline on exit). Thread-safe: per context."""
-    token = _current.set(Deadline(seconds))
+    blocks restore the outer deadline on exit). ``budget``, ``doing`` and ``hint`` word
+    the error (defaults: the compile time budget's). Thread-safe: per context."""
+    token = _current.set(Deadline(seconds, budget, doing, hint))
     try:
         yield
     finally:
@@ -64,4 +87,4 @@ def checkpoint() -> None:
     deadline has passed; nothing outside a compile. Cost: ~0.1 µs."""
     current = _current.get()
     if current is not None and time.perf_counter() > current.ends:
-        raise BudgetExceededError(TIME_BUDGET, current.seconds)
+        raise current.exceeded()
