@@ -13,6 +13,10 @@ each asyncio task) compiling at the same time sees its own, and code run outside
 compile (a regex compiled for post-validation, a test building an automaton by hand)
 sees none and is never interrupted.
 
+Checking a text against a compiled constraint runs under a deadline of the same kind,
+worded as its own budget (:func:`jsonmode.decoding.textcheck.checking`): the walk and
+the nesting headroom it may work out call :func:`checkpoint` too.
+
 Cost: :func:`checkpoint` is a context-variable read and a clock read (~0.1 µs);
 the hot loops call it once per automaton state or per schema node, not per edge.
 """

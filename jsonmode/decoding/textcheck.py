@@ -26,7 +26,7 @@ Thread-safe: a checker is stateless but for its matcher's lazily refined thresho
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import numpy.typing as npt
@@ -137,10 +137,14 @@ class TextChecker:
             depth = below.depth + self._room.weight(below.rule, rule)
         return _Stack(below, rule, state, depth)
 
-    def close(self, stacks: Iterable[_Stack | None]) -> Checked:
+    def close(self, stacks: list[_Stack | None]) -> Checked:
         """The closure (:meth:`ReferenceMatcher.close`'s, stack for stack)."""
         reference = self.reference
         reads, calls, accepting = self._reads, self._calls, self._accepting
+        if len(stacks) == 1 and stacks[0] is not None:  # (settled: its own closure)
+            rule, state = stacks[0].rule, stacks[0].state
+            if reads[rule][state] and not calls[rule][state] and not accepting[rule][state]:
+                return (stacks[0],)
         max_stacks = reference.max_stacks
         safe = reference.safe
         done: dict[_Stack | None, None] = {}
