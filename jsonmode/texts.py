@@ -259,9 +259,13 @@ class GrammarJudge:
         )
 
     def _could_go_on(self, text: str) -> bool:
-        reference = self.grammar.reference()
-        state = reference.feed(reference.initial(), text.encode("utf-8", "surrogatepass"))
-        return bool(reference.allowed_bytes(state).any())
+        from jsonmode.decoding.textcheck import checking  # (decoding loads on demand)
+
+        checker = self.grammar.checker()
+        data = text.encode("utf-8", "surrogatepass")
+        with checking(self.grammar.options.max_compile_seconds, len(data)):
+            state = checker.feed(checker.initial(), data)
+            return bool(checker.allowed_bytes(state).any())
 
     def repairable(self, attempt: Attempt) -> bool:
         if attempt.outcome != "schema_violation" or not attempt.raw:

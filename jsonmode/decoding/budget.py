@@ -13,6 +13,10 @@ each asyncio task) compiling at the same time sees its own, and code run outside
 compile (a regex compiled for post-validation, a test building an automaton by hand)
 sees none and is never interrupted.
 
+Checking a text against a compiled constraint runs under a deadline of the same kind,
+worded as its own budget (:func:`jsonmode.decoding.textcheck.checking`): the walk and
+the nesting headroom it may work out call :func:`checkpoint` too.
+
 Cost: :func:`checkpoint` is a context-variable read and a clock read (~0.1 µs);
 the hot loops call it once per automaton state or per schema node, not per edge.
 """
@@ -48,24 +52,47 @@ DEFAULT_SECONDS = 10.0
 class Deadline:
     """A point in time (``time.perf_counter``) after which compiling gives up.
 
-    Immutable once made; cheap to check. ``seconds`` is the budget it was made from.
+    Immutable once made; cheap to check. ``seconds`` is the budget it was made from;
+    ``budget``, ``doing`` and ``hint`` word the error (None: the error's defaults).
     """
 
-    __slots__ = ("ends", "seconds")
+    __slots__ = ("budget", "doing", "ends", "hint", "seconds")
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(
+        self,
+        seconds: float,
+        budget: str = TIME_BUDGET,
+        doing: str | None = None,
+        hint: str | None = None,
+    ) -> None:
         self.seconds = seconds
         self.ends = time.perf_counter() + seconds
+        self.budget = budget
+        self.doing = doing
+        self.hint = hint
+
+    def exceeded(self) -> BudgetExceededError:
+        """The error for this deadline having passed."""
+        if self.doing is None:
+            return BudgetExceededError(self.budget, self.seconds, hint=self.hint)
+        return BudgetExceededError(self.budget, self.seconds, hint=self.hint, doing=self.doing)
 
 
 _current: ContextVar[Deadline | None] = ContextVar("jsonmode_compile_deadline", default=None)
 
 
 @contextlib.contextmanager
-def deadline(seconds: float) -> Iterator[None]:
+def deadline(
+    seconds: float,
+    budget: str = TIME_BUDGET,
+    *,
+    doing: str | None = None,
+    hint: str | None = None,
+) -> Iterator[None]:
     """Make a deadline ``seconds`` from now current for the ``with`` block (nested
-    blocks restore the outer deadline on exit). Thread-safe: per context."""
-    token = _current.set(Deadline(seconds))
+    blocks restore the outer deadline on exit). ``budget``, ``doing`` and ``hint`` word
+    the error (defaults: the compile time budget's). Thread-safe: per context."""
+    token = _current.set(Deadline(seconds, budget, doing, hint))
     try:
         yield
     finally:
@@ -89,7 +116,7 @@ def checkpoint() -> None:
     deadline has passed; nothing outside a compile. Cost: ~0.1 µs."""
     current = _current.get()
     if current is not None and time.perf_counter() > current.ends:
-        raise BudgetExceededError(TIME_BUDGET, current.seconds)
+        raise current.exceeded()
 
 
 def run_within(work: Callable[..., T], *args: Any) -> T:
@@ -103,8 +130,8 @@ def run_within(work: Callable[..., T], *args: Any) -> T:
         return work(*args)
     left = current.ends - time.perf_counter()
     if left <= 0:
-        raise BudgetExceededError(TIME_BUDGET, current.seconds)
+        raise current.exceeded()
     try:
         return run_until(time.monotonic() + left, work, *args)
     except DeadlineExceeded:
-        raise BudgetExceededError(TIME_BUDGET, current.seconds) from None
+        raise current.exceeded() from None

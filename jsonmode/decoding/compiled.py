@@ -25,6 +25,7 @@ from jsonmode.decoding.compiler import CompileOptions, build_grammar
 from jsonmode.decoding.grammar import Grammar
 from jsonmode.decoding.matcher import MaskEngine, Matcher
 from jsonmode.decoding.reference import ReferenceMatcher
+from jsonmode.decoding.textcheck import TextChecker, checking
 from jsonmode.errors import (
     BudgetExceededError,
     JsonModeError,
@@ -121,16 +122,19 @@ class Compiled:
     def accepts(self, text: str | bytes | bytearray) -> bool:
         """Whether ``text`` is in the constraint's language (no vocabulary needed).
 
-        Cost: one byte-at-a-time walk through a reference matcher — for tests and
-        diagnostics, not for the generation hot path. A ``str`` that is not Unicode
-        text (a lone surrogate: no UTF-8 bytes spell it) is not accepted.
+        Cost: one byte-at-a-time walk (:meth:`checker`'s, linear in the text however
+        deep it nests) — for tests and diagnostics, not for the generation hot path. A
+        ``str`` that is not Unicode text (a lone surrogate: no UTF-8 bytes spell it) is
+        not accepted.
 
         Raises:
             UsageError: ``text`` is neither ``str`` nor bytes (``bytes``,
                 ``bytearray``).
             BudgetExceededError: an ambiguous schema makes a state of the walk hold
                 more than ``MAX_STACKS`` parse stacks (see
-                :class:`~jsonmode.decoding.reference.ReferenceMatcher`).
+                :class:`~jsonmode.decoding.reference.ReferenceMatcher`); checking takes
+                longer than ``max_compile_seconds`` plus 0.1 ms per byte of the text
+                (see :mod:`~jsonmode.decoding.textcheck`).
         """
         data = text_argument(text, "accepts")
         if isinstance(data, str):
@@ -138,11 +142,23 @@ class Compiled:
                 data = data.encode("utf-8")
             except UnicodeEncodeError:
                 return False
-        return self._acceptor().accepts(data)
+        checker = self.checker()
+        with checking(self.options.max_compile_seconds, len(data)):
+            return checker.accepts(data)
 
     def _acceptor(self) -> ReferenceMatcher:
         """The reference matcher :meth:`accepts` walks (the decoder's own here)."""
         return self.reference()
+
+    def checker(self) -> TextChecker:
+        """The walk :meth:`accepts` checks a text with: the reference matcher's, over
+        linked stacks (see :mod:`~jsonmode.decoding.textcheck`). Made on first use,
+        then shared; thread-safe."""
+        return self._checker
+
+    @functools.cached_property
+    def _checker(self) -> TextChecker:
+        return TextChecker(self._acceptor())
 
     def reference(self) -> ReferenceMatcher:
         """The slow, obviously correct byte-level matcher for this constraint."""

@@ -54,6 +54,7 @@ from jsonmode.decoding.reference import ReferenceMatcher
 from jsonmode.decoding.regex_parse import RegexSyntaxError
 from jsonmode.decoding.rule_graph import calls as calls_of
 from jsonmode.decoding.rule_graph import components
+from jsonmode.decoding.textcheck import TextChecker, checking, raise_if_time
 from jsonmode.errors import (
     BudgetExceededError,
     InvalidGrammarError,
@@ -144,41 +145,47 @@ class CompiledGrammar(Compiled):
     def diagnose(self, text: str | bytes) -> Mismatch | None:
         """None when ``text`` is accepted, else where and why it is not.
 
-        Cost: one walk of the reference matcher over the text (like :meth:`accepts`);
-        on a refused byte, one more walk up to it with a far larger nesting bound, to
-        tell the bound from a mismatch (``Mismatch.depth``).
+        Cost: one walk over the text (like :meth:`accepts`: linear in the text); on a
+        refused byte, one more walk up to it with a far larger nesting bound, to tell
+        the bound from a mismatch (``Mismatch.depth``).
 
         Raises:
             UsageError: ``text`` is neither ``str`` nor bytes.
+            BudgetExceededError: as :meth:`accepts` (the time budget covers both walks).
         """
         given = text_argument(text, "diagnose")
         data = given.encode("utf-8", "surrogatepass") if isinstance(given, str) else given
-        reference = self.reference()
-        state = reference.initial()
-        for offset, byte in enumerate(data):
-            following = reference.step(state, byte)
-            if not following:
-                expected = _describe(reference.allowed_bytes(state))
-                depth = self.options.max_nesting_depth
-                deeper = depth if self._deeper_takes(data[: offset + 1]) else None
-                return Mismatch(offset, expected, False, deeper)
-            state = following
-        if reference.can_end(state):
-            return None
-        return Mismatch(len(data), _describe(reference.allowed_bytes(state)), True)
+        checker = self.checker()
+        with checking(self.options.max_compile_seconds, len(data)):
+            state = checker.initial()
+            for offset, byte in enumerate(data):
+                following = checker.step(state, byte)
+                if not following:
+                    expected = _describe(checker.allowed_bytes(state))
+                    depth = self.options.max_nesting_depth
+                    deeper = depth if self._deeper_takes(data[: offset + 1]) else None
+                    return Mismatch(offset, expected, False, deeper)
+                state = following
+            if checker.can_end(state):
+                return None
+            return Mismatch(len(data), _describe(checker.allowed_bytes(state)), True)
 
     def _deeper_takes(self, data: bytes) -> bool:
         """Whether a matcher with a far larger nesting bound reads all of ``data``
         (a prefix the bounded one refuses at its last byte): the bound is the cause.
-        Bounded: a text of n bytes nests at most n levels."""
-        deeper = ReferenceMatcher(
-            self.network,
-            max_depth=self.options.max_nesting_depth + len(data) + 64,
-            levels=self.depth_in_levels,
+        Bounded: a text of n bytes nests at most n levels; the caller's time budget
+        running out is raised, not taken for a "no"."""
+        deeper = TextChecker(
+            ReferenceMatcher(
+                self.network,
+                max_depth=self.options.max_nesting_depth + len(data) + 64,
+                levels=self.depth_in_levels,
+            )
         )
         try:
             return bool(deeper.feed(deeper.initial(), data))
-        except BudgetExceededError:
+        except BudgetExceededError as error:
+            raise_if_time(error)
             return False
 
 

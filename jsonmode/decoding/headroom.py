@@ -31,13 +31,14 @@ Rules made while matching (the rules of any-order objects, see
 that fits), and their calls count as a frame's (by frames) or none (by levels); a tail
 call (theirs only) counts as the call it replaces.
 
-Cost: linear passes over the calling rules' automata per round, as many rounds as the
-deepest need (call-free rules need nothing and are skipped); memoised per network.
+Cost: one pass over the calling rules' states and edges, O((states + edges) log
+states) (call-free rules need nothing and are skipped); memoised per network.
 Thread-safe (a race computes equal values twice).
 """
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import threading
 import weakref
@@ -46,7 +47,8 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from jsonmode.decoding.automaton import Network, RuleDFA
+from jsonmode.decoding.automaton import Network
+from jsonmode.decoding.budget import checkpoint
 from jsonmode.decoding.families import TAIL
 
 __all__ = ["UNREACHABLE", "Headroom", "headroom"]
@@ -164,40 +166,121 @@ def headroom(network: Network, levels: bool) -> Headroom:
 def _needs(
     network: Network, room: Headroom
 ) -> tuple[list[npt.NDArray[np.int64] | _Nothing], list[int]]:
-    """Every static rule's needs, and the largest finite one per rule: a worklist over
-    the calling rules, each settled given its callees' needs at their first state, a
-    rule's callers settled again when that changes."""
+    """Every static rule's needs, and the largest finite one per rule, in one pass over
+    every calling rule's states at once (Knuth's generalisation of Dijkstra's
+    algorithm: each option of a state, a byte or a call, is a function of other states'
+    needs at least as large as each of them, so the states settle smallest first).
+
+    A state's options: 0 when it accepts; a byte into ``t``: ``t``'s need; a call of
+    ``callee`` returning to ``back``: the callee's weight plus its need at its first
+    state, or ``back``'s need if larger (a tail call: the callee's need). A rule that
+    calls nothing needs nothing. Cost: O((states + edges) log states) in plain Python
+    lists, the byte edges found with a few NumPy calls per million table cells (not
+    per rule); checks the current deadline (:func:`~jsonmode.decoding.budget.checkpoint`)
+    as it goes."""
     count = len(network.rules)
     rules = [network.rules[number] for number in range(count)]
-    needs: list[npt.NDArray[np.int64] | _Nothing] = [_NOTHING] * count
-    callers: dict[int, set[int]] = {}
     calling = [number for number, rule in enumerate(rules) if any(rule.calls)]
+    # Each calling rule's states are numbered consecutively: node = base[rule] + state.
+    base = [-1] * count
+    total = 0
     for number in calling:
-        needs[number] = np.full(rules[number].n_states, UNREACHABLE, dtype=np.int64)
-        for callee in room._callees[number]:
-            callers.setdefault(callee, set()).add(number)
-    inbound: dict[int, list[list[int]]] = {}
-    todo = list(reversed(calling))
-    queued = set(calling)
-    while todo:
-        number = todo.pop()
-        queued.discard(number)
-        if number not in inbound:
-            inbound[number] = _predecessors(rules[number])
-        before = needs[number][0]
-        needs[number] = _settle(rules[number], number, needs, room, inbound[number])
-        if needs[number][0] != before:
-            for caller in callers.get(number, ()):
-                if caller not in queued:
-                    queued.add(caller)
-                    todo.append(caller)
+        base[number] = total
+        total += rules[number].n_states
+    starts, sources = _inbound([rules[number].trans for number in calling], total)
+    best = [UNREACHABLE] * total
+    settled = bytearray(total)
+    heap: list[tuple[int, int]] = []
+    # Calls, as sites: (node they are an option of, weight, callee node or -1 for a
+    # callee that needs nothing, back node or -1 for a tail call); each waits for its
+    # inputs to settle (``pending``), listed by input in ``waiting``.
+    sites: list[tuple[int, int, int, int]] = []
+    pending: list[int] = []
+    waiting: dict[int, list[int]] = {}
+    for number in calling:
+        rule, first = rules[number], base[number]
+        accepting = rule.accepting.tolist()
+        for state, calls in enumerate(rule.calls):
+            node = first + state
+            if accepting[state]:
+                best[node] = 0
+                heap.append((0, node))
+            for callee, back in calls:
+                entry = base[callee] if callee < count else -1
+                returns = -1 if back == TAIL else first + back
+                weight = 0 if back == TAIL else room.weight(number, callee)
+                site = len(sites)
+                sites.append((node, weight, entry, returns))
+                inputs = [given for given in (entry, returns) if given >= 0]
+                pending.append(len(inputs))
+                for given in inputs:
+                    waiting.setdefault(given, []).append(site)
+                if not inputs and best[node] > 0:  # (a tail call of one needing nothing)
+                    best[node] = 0
+                    heap.append((0, node))
+    heapq.heapify(heap)
+    popped = 0
+    while heap:
+        value, node = heapq.heappop(heap)
+        if settled[node]:
+            continue
+        settled[node] = 1
+        popped += 1
+        if not popped & 1023:
+            checkpoint()
+        for source in sources[starts[node] : starts[node + 1]]:
+            if value < best[source]:
+                best[source] = value
+                heapq.heappush(heap, (value, source))
+        for site in waiting.get(node, ()):
+            pending[site] -= 1
+            if pending[site]:
+                continue
+            target, weight, entry, returns = sites[site]
+            offered = weight + (best[entry] if entry >= 0 else 0)
+            if returns >= 0:
+                offered = max(offered, best[returns])
+            if offered < best[target]:
+                best[target] = offered
+                heapq.heappush(heap, (offered, target))
+    # (Unsettled states keep UNREACHABLE: best only lowers on a settled input's offer.)
+    values = np.asarray(best, dtype=np.int64)
+    needs: list[npt.NDArray[np.int64] | _Nothing] = [_NOTHING] * count
     most = [0] * count
     for number in calling:
-        need = needs[number]
-        assert isinstance(need, np.ndarray)
-        finite = need[need < UNREACHABLE]
-        most[number] = int(finite.max()) if finite.size else 0
+        first = base[number]
+        need = values[first : first + rules[number].n_states]
+        needs[number] = need
+        finite = [value for value in best[first : first + len(need)] if value < UNREACHABLE]
+        most[number] = max(finite, default=0)
     return needs, most
+
+
+def _inbound(tables: list[npt.NDArray[np.int32]], total: int) -> tuple[list[int], list[int]]:
+    """The byte edges of the automata, states numbered consecutively table after
+    table, reversed: the states with a byte into node ``n`` are
+    ``sources[starts[n]:starts[n + 1]]`` (each once). A few NumPy calls per chunk of
+    about a million table cells."""
+    pairs: list[npt.NDArray[np.int64]] = []
+    first = 0
+    chunk: list[npt.NDArray[np.int32]] = []
+    cells = 0
+    for index, trans in enumerate(tables):
+        chunk.append(trans)
+        cells += trans.size
+        if cells >= 1 << 20 or index == len(tables) - 1:
+            cat = np.concatenate(chunk) if len(chunk) > 1 else chunk[0]
+            sizes = np.fromiter((table.shape[0] for table in chunk), np.int64, len(chunk))
+            bases = np.repeat(np.cumsum(sizes) - sizes + first, sizes)
+            rows, columns = np.nonzero(cat >= 0)
+            targets = cat[rows, columns].astype(np.int64) + bases[rows]
+            pairs.append(np.unique(targets * max(total, 1) + rows + first))
+            first += int(sizes.sum())
+            chunk, cells = [], 0
+    joined = np.unique(np.concatenate(pairs)) if pairs else np.zeros(0, np.int64)
+    targets, sources = np.divmod(joined, max(total, 1))
+    starts = np.searchsorted(targets, np.arange(total + 1))
+    return starts.tolist(), sources.tolist()
 
 
 def _longest_chain(callees: list[list[int]]) -> int:
@@ -286,59 +369,3 @@ def _back_edges(callees: list[list[int]], root: int) -> frozenset[tuple[int, int
                 colour[callee] = 1
                 work.append((callee, iter(callees[callee])))
     return frozenset(edges)
-
-
-def _predecessors(rule: RuleDFA) -> list[list[int]]:
-    """Per state, the states with a byte into it."""
-    trans = rule.trans
-    sources, columns = np.nonzero(trans >= 0)
-    count = rule.n_states
-    pairs = np.unique(trans[sources, columns].astype(np.int64) * count + sources)
-    into: list[list[int]] = [[] for _ in range(count)]
-    for pair in pairs.tolist():
-        into[pair // count].append(pair % count)
-    return into
-
-
-def _settle(
-    rule: RuleDFA,
-    number: int,
-    needs: list[npt.NDArray[np.int64] | _Nothing],
-    room: Headroom,
-    inbound: list[list[int]],
-) -> npt.NDArray[np.int64]:
-    """The rule's needs given its callees' (at their first state): each state's own
-    (0 when it accepts; through each call, the callee's weight and need, then the
-    return state's), spread backwards along bytes, smallest first; again until its
-    own return states settle."""
-    current = needs[number]
-    assert isinstance(current, np.ndarray)
-    while True:
-        own = current.copy()
-        for state, calls in enumerate(rule.calls):
-            best = 0 if rule.accepting[state] else UNREACHABLE
-            for callee, back in calls:
-                if callee == number:
-                    entered = int(current[0])
-                else:
-                    entered = int(needs[callee][0]) if callee < len(needs) else 0
-                if back == TAIL:  # (counted as the call it replaces: see the module)
-                    value = entered
-                else:
-                    value = max(room.weight(number, callee) + entered, int(current[back]))
-                best = min(best, value)
-            if best < own[state]:
-                own[state] = best
-        out = np.full(rule.n_states, UNREACHABLE, dtype=np.int64)
-        for value in sorted({int(v) for v in own.tolist() if v < UNREACHABLE}):
-            work = [state for state in np.flatnonzero(own == value).tolist() if out[state] > value]
-            for state in work:
-                out[state] = value
-            while work:
-                for source in inbound[work.pop()]:
-                    if out[source] > value:
-                        out[source] = value
-                        work.append(source)
-        if np.array_equal(out, current):
-            return out
-        current = out

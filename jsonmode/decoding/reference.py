@@ -156,12 +156,7 @@ class ReferenceMatcher:
             if reads[rule][state]:
                 done.add(stack)
                 if len(done) > self.max_stacks:
-                    raise BudgetExceededError(
-                        "parse stacks per state",
-                        self.max_stacks,
-                        doing="matching the text",
-                        hint=_GRAMMAR_STACKS_HINT if self.levels else _SCHEMA_STACKS_HINT,
-                    )
+                    raise self.too_many_stacks()
             for callee, back in calls[rule][state]:
                 if back == TAIL:  # (the callee replaces the frame)
                     pushed = (*stack[:-1], (callee, 0))
@@ -174,6 +169,15 @@ class ReferenceMatcher:
             if accepting[rule][state]:
                 work.append(stack[:-1])
         return tuple(sorted(done))
+
+    def too_many_stacks(self) -> BudgetExceededError:
+        """The error for a state of more than ``max_stacks`` stacks."""
+        return BudgetExceededError(
+            "parse stacks per state",
+            self.max_stacks,
+            doing="matching the text",
+            hint=_GRAMMAR_STACKS_HINT if self.levels else _SCHEMA_STACKS_HINT,
+        )
 
     def step(self, state: State, byte: int) -> State:
         """The state after reading ``byte`` (empty: the byte is not allowed)."""
