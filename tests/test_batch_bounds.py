@@ -17,17 +17,17 @@ from typing import Any
 
 import pytest
 from support.binaries import python_env
-from support.bounded import run_python
+from support.bounded import PEAK_MB, run_python
 
 from jsonmode import JsonMode, Result
 from jsonmode.backends import deadline
 from jsonmode.retry import TransportPolicy
 
 # The child runs `jsonmode batch` three times in one process against a fast function
-# backend: 50 lines (imports, caches), n lines, then 4n. ru_maxrss is a high-water
+# backend: 50 lines (imports, caches), n lines, then 4n. peak_mb() is a high-water
 # mark: a batch whose memory does not grow with its input leaves it where n put it.
 BATCH_TWICE = r"""
-import json, os, resource, sys, tempfile
+import json, os, sys, tempfile
 import jsonmode._cli_startup as startup
 from jsonmode import JsonMode, cli
 from jsonmode.retry import TransportPolicy
@@ -60,7 +60,7 @@ for lines in (50, count, 4 * count):  # the first run takes the one-time costs
     with open(out, "rb") as file:
         assert sum(1 for _ in file) == lines
     os.remove(source)
-    peaks.append(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    peaks.append(peak_mb())
 print(json.dumps(peaks[1:]))
 """
 
@@ -72,7 +72,7 @@ def batch_peaks(count: int, line_bytes: int, reply_bytes: int) -> tuple[float, f
     saved = dict(os.environ)
     os.environ.update(env)  # PYTHONPATH: this checkout
     try:
-        out = run_python(BATCH_TWICE, 120, str(count), str(line_bytes), str(reply_bytes))
+        out = run_python(PEAK_MB + BATCH_TWICE, 120, str(count), str(line_bytes), str(reply_bytes))
     finally:
         os.environ.clear()
         os.environ.update(saved)

@@ -18,11 +18,11 @@ import pytest
 
 from jsonmode.decoding.grammar import Call, Lit, Seq
 from jsonmode.decoding.grammars import _size, compile_grammar
-from tests.support.bounded import run_python
+from tests.support.bounded import PEAK_MB, run_python
 
 # The child prints one JSON line: what happened, how long it took, its peak memory.
 _CHILD = """
-import json, resource, sys, time
+import json, sys, time
 from jsonmode.decoding.grammars import compile_grammar
 text = {text}
 started = time.perf_counter()
@@ -34,7 +34,7 @@ except BaseException as exc:
     outcome = {{"ok": False, "type": type(exc).__name__, "budget": getattr(exc, "budget", None),
                "message": str(exc)}}
 outcome["seconds"] = time.perf_counter() - started
-outcome["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+outcome["rss_mb"] = peak_mb()
 print(json.dumps(outcome))
 """
 
@@ -42,7 +42,7 @@ print(json.dumps(outcome))
 def _compile_in_child(
     text: str, seconds: float, probes: tuple[str, ...] = (), **options: object
 ) -> dict[str, object]:
-    code = _CHILD.format(text=text, probes=probes, options=options)
+    code = PEAK_MB + _CHILD.format(text=text, probes=probes, options=options)
     return json.loads(run_python(code, seconds).strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 

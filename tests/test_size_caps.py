@@ -14,11 +14,11 @@ import pytest
 import jsonmode
 from jsonmode import BudgetExceededError, Schema, limits
 from jsonmode.decoding import budget
-from tests.support.bounded import run_python
+from tests.support.bounded import PEAK_MB, run_python
 
 # The child prints its verdict, the seconds it took and its peak memory (MB).
 _MEASURED = """
-import resource, sys, time
+import sys, time
 import jsonmode
 started = time.perf_counter()
 try:
@@ -27,7 +27,7 @@ try:
 except jsonmode.JsonModeError as error:
     verdict = type(error).__name__ + ": " + str(error)[:300]
 seconds = time.perf_counter() - started
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+peak = peak_mb()
 print(verdict, "|", round(seconds, 2), "|", round(peak))
 """
 
@@ -35,6 +35,7 @@ print(verdict, "|", round(seconds, 2), "|", round(peak))
 def _measured(call: str, seconds: float = 60) -> tuple[str, float, float]:
     out = run_python(
         "import jsonmode.decoding.compiled, jsonmode.decoding.grammars\n"
+        + PEAK_MB
         + _MEASURED.format(call=call),
         seconds,
     )

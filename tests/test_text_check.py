@@ -23,7 +23,7 @@ from jsonmode.decoding.grammars import compile_grammar
 from jsonmode.decoding.reference import ReferenceMatcher
 from jsonmode.decoding.textcheck import TEXT_BUDGET, TextChecker
 from jsonmode.errors import BudgetExceededError
-from tests.support.bounded import run_python
+from tests.support.bounded import PEAK_MB, run_python
 
 _CYCLE = (
     "'root ::= r0\\n' + ''.join(f'r{i} ::= \"a\" r{i + 1}\\n' for i in range(5000))"
@@ -32,7 +32,7 @@ _CYCLE = (
 
 # The child prints one JSON line: what each call gave and how long it took.
 _CHILD = """
-import json, resource, time
+import json, time
 from jsonmode.decoding.grammars import compile_grammar
 compiled = compile_grammar({grammar}, **{options!r})
 found = {{}}
@@ -45,7 +45,7 @@ for name, call in {calls!r}:
         found[name] = {{"error": type(exc).__name__, "budget": getattr(exc, "budget", None),
                        "message": str(exc)}}
     found[name]["seconds"] = time.perf_counter() - started
-found["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+found["rss_mb"] = peak_mb()
 print(json.dumps(found))
 """
 
@@ -53,7 +53,7 @@ print(json.dumps(found))
 def _in_child(
     grammar: str, calls: list[tuple[str, str]], seconds: float, **options: object
 ) -> dict[str, dict[str, object]]:
-    code = _CHILD.format(grammar=grammar, calls=calls, options=options)
+    code = PEAK_MB + _CHILD.format(grammar=grammar, calls=calls, options=options)
     return json.loads(run_python(code, seconds).strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 

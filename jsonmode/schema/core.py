@@ -602,18 +602,25 @@ def _patterns(schema: Any, dialect: str | None) -> list[str]:
     found: list[str] = []
     for parts, node, _ in schema_positions(schema, dialect):
         checkpoint()
-        where = "/" + "/".join(str(part) for part in parts) if parts else ""
         pattern = node.get("pattern")
         if isinstance(pattern, str):
-            limits.check_pattern(pattern, f"{where}/pattern")
+            _check_length(pattern, parts, "pattern")
             found.append(pattern)
         named = node.get("patternProperties")
         if isinstance(named, dict):
             for name in named:
                 if isinstance(name, str):
-                    limits.check_pattern(name, f"{where}/patternProperties")
+                    _check_length(name, parts, "patternProperties")
                     found.append(name)
     return found
+
+
+def _check_length(pattern: str, parts: tuple[str | int, ...], keyword: str) -> None:
+    """:func:`~jsonmode.limits.check_pattern` naming where ``keyword`` of the subschema
+    at ``parts`` is (the pointer made only for a pattern over the cap)."""
+    if len(pattern) > limits.MAX_PATTERN_CHARS:
+        where = "".join(f"/{part}" for part in (*parts, keyword))
+        limits.check_pattern(pattern, where)
 
 
 def _cache_key(schema: object, name: str | None) -> object | None:

@@ -27,3 +27,18 @@ def run_python(code: str, seconds: float, *args: str, what: str = "the child") -
         pytest.fail(f"{what} was still running after {seconds} s")
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
+
+
+#: Python source that defines ``peak_mb()`` in a child: its own peak resident memory
+#: in MB (``VmHWM``, the high-water mark of its address space). Not ``ru_maxrss``:
+#: Linux carries a process's peak across fork and exec, so a child started by a large
+#: pytest process reads the parent's size (an 800 MB parent: 813 MB for a child that
+#: held 14 MB), and a growth measured from it reads zero.
+PEAK_MB = """
+def peak_mb():
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+"""
