@@ -302,11 +302,20 @@ def _determinise(pos: _Positions, last: frozenset[int], max_states: int) -> Char
         k += 1
         if not k & 15:
             checkpoint()
-        by_cs: dict[int, frozenset[int]] = {}
+        # (Each class's follow sets are gathered, then joined once: joining them one
+        # at a time copied the growing set each time, cubic in a long literal.)
+        gathered: dict[int, list[frozenset[int]]] = {}
         for p in state:
             for c, qs in groups[p]:
-                got = by_cs.get(c)
-                by_cs[c] = qs if got is None else got | qs
+                got = gathered.get(c)
+                if got is None:
+                    gathered[c] = [qs]
+                else:
+                    got.append(qs)
+        by_cs = {
+            c: parts[0] if len(parts) == 1 else frozenset().union(*parts)
+            for c, parts in gathered.items()
+        }
         classes = frozenset(by_cs)
         segs = segments.get(classes)
         if segs is None:
