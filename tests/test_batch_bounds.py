@@ -28,8 +28,9 @@ from jsonmode.retry import TransportPolicy
 # mark: a batch whose memory does not grow with its input leaves it where n put it.
 BATCH_TWICE = r"""
 import json, os, sys, tempfile
-import jsonmode._cli_startup as startup
+import jsonmode.cli.startup as startup
 from jsonmode import JsonMode, cli
+from jsonmode.cli import common
 from jsonmode.retry import TransportPolicy
 
 startup.import_litellm_early = lambda *args, **kwargs: None  # not this test's memory
@@ -45,7 +46,7 @@ def model(prompt: str) -> str:
     n = int(prompt.split("#", 1)[1].split(" ", 1)[0])
     return '{"n": %d, "w": "%s"}' % (n, word)
 
-cli._jsonmode = lambda args: JsonMode(model, args.mode, args.max_attempts)
+common.build_jsonmode = lambda args: JsonMode(model, args.mode, args.max_attempts)
 peaks = []
 for lines in (50, count, 4 * count):  # the first run takes the one-time costs
     source = os.path.join(folder, f"in{lines}.jsonl")
@@ -218,9 +219,10 @@ def test_a_thread_that_cannot_start_loses_nothing(monkeypatch, can_start):
 # ends (as litellm's logging pool would if a task of it hung): the interpreter's exit
 # joins such a thread.
 HELD_AT_EXIT = r"""
-import runpy, sys, threading, warnings
-import jsonmode._cli_startup as startup
-from jsonmode import JsonMode, cli
+import runpy, sys, threading
+import jsonmode.cli.startup as startup
+from jsonmode import JsonMode
+from jsonmode.cli import common
 
 startup.import_litellm_early = lambda *args, **kwargs: None
 forever = threading.Event()
@@ -232,9 +234,8 @@ def model(prompt: str) -> str:
         forever.wait()  # a request still in flight at Ctrl-C
     return '{"n": %d, "word": "w"}' % n
 
-cli._jsonmode = lambda args: JsonMode(model, args.mode, args.max_attempts)
+common.build_jsonmode = lambda args: JsonMode(model, args.mode, args.max_attempts)
 sys.argv = ["jsonmode", *sys.argv[1:]]
-warnings.filterwarnings("ignore", "'jsonmode.cli' found in sys.modules", RuntimeWarning)
 runpy.run_module("jsonmode.cli", run_name="__main__", alter_sys=True)
 """
 
@@ -288,15 +289,16 @@ def test_ctrl_c_ends_the_command_even_when_a_thread_would_hold_the_exit(tmp_path
 
 ECHO_BATCH = r"""
 import sys
-import jsonmode._cli_startup as startup
+import jsonmode.cli.startup as startup
 from jsonmode import JsonMode, cli
+from jsonmode.cli import common
 
 startup.import_litellm_early = lambda *args, **kwargs: None
 
 def model(prompt: str) -> str:
     return '{"n": %s, "word": "w"}' % prompt.rsplit("#", 1)[1]
 
-cli._jsonmode = lambda args: JsonMode(model, args.mode, args.max_attempts)
+common.build_jsonmode = lambda args: JsonMode(model, args.mode, args.max_attempts)
 sys.exit(cli.main(sys.argv[1:]))
 """
 

@@ -134,8 +134,9 @@ def test_console_script_is_installed_and_validate_starts_fast(schema_file):
 def scripted(monkeypatch):
     """``scripted(*replies)``: the next ``generate`` talks to a ScriptedBackend (no
     sleeps between transport retries); returns the backend."""
-    from jsonmode import JsonMode, cli
+    from jsonmode import JsonMode
     from jsonmode.backends import ScriptedBackend
+    from jsonmode.cli import common
     from jsonmode.retry import TransportPolicy
 
     def install(*replies):
@@ -149,7 +150,7 @@ def scripted(monkeypatch):
                 transport=TransportPolicy(sleep=lambda _: None),
             )
 
-        monkeypatch.setattr(cli, "_jsonmode", build)
+        monkeypatch.setattr(common, "build_jsonmode", build)
         return backend
 
     return install
@@ -235,12 +236,12 @@ def test_exhausted_strict_attempts_never_print_the_python_hint(capsys, scripted,
 
 
 def test_repairable_exhaustion_hints_in_cli_syntax(capsys):
-    from jsonmode.cli import _report
+    from jsonmode.cli.common import report
     from jsonmode.errors import AttemptsExhaustedError
 
     error = AttemptsExhaustedError("no conforming JSON", hint="mode='repair' fixes common slips")
     error.repairable = True  # type: ignore[attr-defined]
-    _report(error, verbose=False)
+    report(error, verbose=False)
     assert capsys.readouterr().err.splitlines() == [
         "jsonmode: error: AttemptsExhaustedError: no conforming JSON",
         "jsonmode: hint: --mode repair would repair the last output",
@@ -272,16 +273,16 @@ def test_model_option_errors(capsys, schema_file, tmp_path):
 
 
 def test_a_retry_line_names_the_status_once():
-    from jsonmode.cli import _retry_line
+    from jsonmode.cli.common import retry_line
     from jsonmode.events import TransportRetried
 
     said = TransportRetried("TransientBackendError: RateLimitError (HTTP 429): slow", 429, 1.5, 2)
-    assert _retry_line(said) == (
+    assert retry_line(said) == (
         "transport: call 2 failed (TransientBackendError: RateLimitError (HTTP 429): slow); "
         "retrying in 1.50 s"
     )
     unsaid = TransportRetried("TransientBackendError: busy", 503, 0.25, 1)
-    assert _retry_line(unsaid) == (
+    assert retry_line(unsaid) == (
         "transport: call 1 failed (TransientBackendError, HTTP 503: busy); retrying in 0.25 s"
     )
 
@@ -329,18 +330,18 @@ def _hinted_errors():
 
 
 def test_every_hint_names_only_what_the_command_can_do():
-    from jsonmode.cli import _cli_hint
+    from jsonmode.cli.common import cli_hint
 
     for error, said in _hinted_errors():
-        hint = _cli_hint(error)
+        hint = cli_hint(error)
         assert hint == said
         assert not _PYTHON_SPELLING.search(hint), hint
 
 
 def test_the_retry_budget_is_named_as_the_commands_flag():
-    from jsonmode.cli import _one_line
+    from jsonmode.cli.common import one_line
 
-    line = _one_line(_gave_up_on_a_long_retry_after())
+    line = one_line(_gave_up_on_a_long_retry_after())
     assert "transport policy" not in line
     assert line.endswith(" s left of --max-retry-wait (5 s)")
 
@@ -360,21 +361,21 @@ def test_a_slow_litellm_import_is_said_on_a_terminal(monkeypatch, terminal, note
     import threading
 
     import jsonmode.backends.litellm as litellm_backend
-    from jsonmode import _cli_startup
+    from jsonmode.cli import startup
 
     release = threading.Event()
     importer = threading.Thread(target=release.wait, daemon=True)
     importer.start()
     monkeypatch.setattr(litellm_backend, "import_in_background", lambda: importer)
-    monkeypatch.setattr(_cli_startup, "NOTE_AFTER", 0.0)
+    monkeypatch.setattr(startup, "NOTE_AFTER", 0.0)
     stderr = _Terminal() if terminal else io.StringIO()
     monkeypatch.setattr(sys, "stderr", stderr)
     try:
-        _cli_startup.import_litellm_early("openai/x", note=note)
+        startup.import_litellm_early("openai/x", note=note)
         for thread in threading.enumerate():
             if thread.name == "jsonmode-import-note":
                 thread.join()
     finally:
         release.set()
         importer.join()
-    assert stderr.getvalue() == (_cli_startup.NOTE + "\n" if shown else "")
+    assert stderr.getvalue() == (startup.NOTE + "\n" if shown else "")

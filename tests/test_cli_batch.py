@@ -27,8 +27,8 @@ import pytest
 from support.binaries import JSONMODE, python_env
 from support.openai_server import Delay, HttpError, OpenAIServer, Recorded, Reply
 
-from jsonmode import JsonMode, cli
-from jsonmode.cli import main
+from jsonmode import JsonMode
+from jsonmode.cli import common, main
 from jsonmode.errors import TransientBackendError
 from jsonmode.retry import TransportPolicy
 
@@ -83,7 +83,7 @@ def backend(monkeypatch):
                 transport=TransportPolicy(sleep=lambda _: None),
             )
 
-        monkeypatch.setattr(cli, "_jsonmode", build)
+        monkeypatch.setattr(common, "build_jsonmode", build)
 
     return install
 
@@ -270,7 +270,7 @@ def test_stream_writes_partials_and_retries_as_json_lines(capsys, backend, schem
 def test_stream_of_a_backend_that_cannot_stream_shows_only_the_value(
     capsys, monkeypatch, schema_file
 ):
-    monkeypatch.setattr(cli, "_jsonmode", lambda args: JsonMode(_Whole(DOC)))
+    monkeypatch.setattr(common, "build_jsonmode", lambda args: JsonMode(_Whole(DOC)))
     status = main(["generate", "--stream", "--schema", str(schema_file), "--model", "x", "hi"])
     out, err = capsys.readouterr()
     assert (status, json.loads(out), err) == (0, json.loads(DOC), "")

@@ -295,8 +295,9 @@ factor ::= [0-9]+ | "(" expr ")"
 @pytest.fixture
 def scripted(monkeypatch):
     """``scripted(*replies)``: the next ``generate`` talks to a ScriptedBackend."""
-    from jsonmode import JsonMode, cli
+    from jsonmode import JsonMode
     from jsonmode.backends import ScriptedBackend
+    from jsonmode.cli import common
     from jsonmode.retry import TransportPolicy
 
     def install(*replies: Any) -> ScriptedBackend:
@@ -310,7 +311,7 @@ def scripted(monkeypatch):
                 transport=TransportPolicy(sleep=lambda _: None),
             )
 
-        monkeypatch.setattr(cli, "_jsonmode", build)
+        monkeypatch.setattr(common, "build_jsonmode", build)
         return backend
 
     return install

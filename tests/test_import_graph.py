@@ -28,14 +28,10 @@ KNOWN_CIRCLES: list[frozenset[str]] = [
         {"jsonmode.decoding.compiler", "jsonmode.decoding.containers", "jsonmode.decoding.inlining"}
     ),
     frozenset({"jsonmode.batch", "jsonmode.facade", "jsonmode.streaming"}),
-    frozenset({"jsonmode._cli_batch", "jsonmode.cli"}),
 ]
 
 #: Modules whose private names other modules take today: (importer, module) -> names.
 KNOWN_PRIVATE: dict[tuple[str, str], frozenset[str]] = {
-    ("_cli_batch", "cli"): frozenset(
-        {"_cli_hint", "_grammar", "_jsonmode", "_message", "_one_line", "_showing_retries"}
-    ),
     ("batch", "facade"): frozenset({"_Reply", "_Session"}),
     ("streaming", "facade"): frozenset({"_Reply", "_Trace"}),
     ("decoding.containers", "decoding.compiler"): frozenset({"_Builder"}),

@@ -1,7 +1,7 @@
 """The ``jsonmode`` command's arguments: every subcommand, option and help text.
 
 What each command does with them is in :mod:`jsonmode.cli` (and ``jsonmode batch`` in
-:mod:`jsonmode._cli_batch`); this module only declares them.
+:mod:`jsonmode.cli.batch`); this module only declares them.
 """
 
 from __future__ import annotations

@@ -58,10 +58,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from jsonmode import cli
 from jsonmode._json import StrictJSONError, dumps, loads_strict
 from jsonmode._text import clip
 from jsonmode.batch import BatchSummary, Progress, Tally, stream
+from jsonmode.cli import common
 from jsonmode.errors import JsonModeError, UsageError
 from jsonmode.result import Attempt, Result
 from jsonmode.schema.core import Schema
@@ -97,11 +97,11 @@ def run(args: argparse.Namespace) -> int:
     :func:`jsonmode.batch.stream`); the summary keeps counts only."""
     if args.concurrency < 1:
         raise UsageError(f"--concurrency must be positive, not {args.concurrency}")
-    grammar = cli._grammar(args)
+    grammar = common.compiled_grammar(args)
     target: Any = grammar
     if grammar is None:
         target = Schema.of(args.schema)
-        cli.print_schema_warnings(target)
+        common.print_schema_warnings(target)
     _check_paths(args)
     source = _Input(args.input)
     try:
@@ -114,7 +114,7 @@ def _run(args: argparse.Namespace, target: Any, source: _Input) -> int:
     ignored: set[str] = set()
     lines = _read_lines(source, ignored)
     done, failed_before, keep = _finished(args.output, lines) if args.resume else (0, 0, 0)
-    jm = cli._jsonmode(args)
+    jm = common.build_jsonmode(args)
     out = sys.stdout if args.output == "-" else _open_output(args.output, args.resume, keep)
     writer = _Writer(out, args, done)
     total = source.count()
@@ -133,7 +133,7 @@ def _run(args: argparse.Namespace, target: Any, source: _Input) -> int:
     say = functools.partial(_above_a_bar, file=sys.stderr)
     started = time.perf_counter()
     try:
-        with cli._showing_retries(args.verbose, above_a_bar=True):
+        with common.showing_retries(args.verbose, above_a_bar=True):
             jm.prepare()  # before the clock: no duration includes importing litellm
             started = time.perf_counter()
             entries = stream(
@@ -143,7 +143,7 @@ def _run(args: argparse.Namespace, target: Any, source: _Input) -> int:
                 for line, entry in entries:
                     writer.write(_line_text(entry, line.carried, writer.details))
                     if args.verbose and isinstance(entry, JsonModeError):
-                        say(f"line {writer.written}: {cli._one_line(entry)}")
+                        say(f"line {writer.written}: {common.one_line(entry)}")
                     if not entries.ready():
                         writer.flush()
             finally:
@@ -222,8 +222,8 @@ def _report(
         file=sys.stderr,
     )
     if summary.total and backend_failed == summary.total:
-        return cli.EXIT_BACKEND  # the backend failed every line sent
-    return 0 if summary.failed + unread + failed_before == 0 else cli.EXIT_NONCONFORMING
+        return common.EXIT_BACKEND  # the backend failed every line sent
+    return 0 if summary.failed + unread + failed_before == 0 else common.EXIT_NONCONFORMING
 
 
 # -- reading the input ---------------------------------------------------------------------
@@ -476,12 +476,13 @@ def _open_output(path: str, resume: bool, keep: int) -> TextIO:
 
 
 def _whole_process() -> bool:
-    """This process runs the command line itself (``python -m jsonmode.cli`` or the
-    ``jsonmode`` script), rather than a program that called ``cli.main``: the command
-    may then end the process at once."""
+    """This process runs the command line itself (``python -m jsonmode.cli``, whose
+    ``__main__`` is :mod:`jsonmode.cli.__main__`, or the ``jsonmode`` script), rather than
+    a program that called ``jsonmode.cli.main``: the command may then end the process at
+    once."""
     main = sys.modules.get("__main__")
     spec = getattr(main, "__spec__", None)
-    if spec is not None and spec.name == "jsonmode.cli":
+    if spec is not None and spec.name == "jsonmode.cli.__main__":
         return True
     name = os.path.basename(getattr(main, "__file__", None) or "")
     return name in ("jsonmode", "jsonmode.exe", "jsonmode-script.py")
@@ -574,8 +575,11 @@ def _entry(entry: Result[Any] | JsonModeError, details: bool) -> dict[str, Any]:
         if entry.repairs:
             line["repairs"] = [{"path": r.path, "kind": r.kind} for r in entry.repairs]
     else:
-        error: dict[str, Any] = {"type": type(entry).__name__, "message": cli._message(entry)}
-        hint = cli._cli_hint(entry)
+        error: dict[str, Any] = {
+            "type": type(entry).__name__,
+            "message": common.error_message(entry),
+        }
+        hint = common.cli_hint(entry)
         if hint:
             error["hint"] = " ".join(hint.split())
         line = {"error": error}
