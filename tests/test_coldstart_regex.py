@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import pytest
 
 from jsonmode.decoding import regex as rx
-from jsonmode.decoding.regex_dfa import CharDFA, Edge, _minimize_raw
+from jsonmode.decoding.regex_dfa import CharDFA, Edge, minimize_raw
 
 MAX = 0x10FFFF
 
@@ -117,7 +117,7 @@ def test_minimisation_equals_moore(seed: int) -> None:
     rng = random.Random(seed)
     for _ in range(25):
         start, accepting, rows = _random_dfa(rng)
-        got = _minimize_raw(start, accepting, rows)
+        got = minimize_raw(start, accepting, rows)
         assert got == reference_minimize(start, accepting, rows)
         assert got._minimal
         # and it is a fixed point of the reference

@@ -36,11 +36,6 @@ KNOWN_PRIVATE: dict[tuple[str, str], frozenset[str]] = {
     ("streaming", "facade"): frozenset({"_Reply", "_Trace"}),
     ("decoding.containers", "decoding.compiler"): frozenset({"_Builder"}),
     ("decoding.inlining", "decoding.compiler"): frozenset({"_Builder"}),
-    ("decoding.formats", "decoding.regex_dfa"): frozenset({"_known_minimal"}),
-    ("decoding.regex", "decoding.regex_dfa"): frozenset(
-        {"_budget_error", "_merge_row", "_minimize_raw"}
-    ),
-    ("schema.patterns", "decoding.regex_parse"): frozenset({"_Parser", "_is_quantifier_brace"}),
 }
 
 

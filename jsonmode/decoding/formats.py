@@ -69,7 +69,7 @@ import zlib
 from typing import Literal
 
 from jsonmode.decoding.regex import CharDFA, compile_pattern
-from jsonmode.decoding.regex_dfa import _known_minimal
+from jsonmode.decoding.regex_dfa import known_minimal
 
 __all__ = ["FORMAT_EXACTNESS", "FORMAT_PATTERNS", "format_dfa"]
 
@@ -255,7 +255,7 @@ def _decode(data: str) -> CharDFA:
     start, acc, rows = json.loads(zlib.decompress(base64.b64decode(data)))
     edges = tuple(tuple(zip(row[0::3], row[1::3], row[2::3], strict=True)) for row in rows)
     # The table holds what build_format_dfa returned: trimmed, minimal and canonical.
-    return _known_minimal(CharDFA(start, tuple(c == "1" for c in acc), edges))
+    return known_minimal(CharDFA(start, tuple(c == "1" for c in acc), edges))
 
 
 def _from_table(name: str) -> CharDFA | None:

@@ -51,14 +51,14 @@ from jsonmode.decoding.regex_dfa import (
     DEFAULT_MAX_STATES,
     CharDFA,
     Edge,
-    _budget_error,
-    _merge_row,
-    _minimize_raw,
     any_char_dfa,
+    budget_error,
     complement,
     intersect,
     literal_dfa,
+    merge_row,
     minimize,
+    minimize_raw,
     union,
 )
 from jsonmode.decoding.regex_parse import (
@@ -124,7 +124,7 @@ class _Positions:
             self.links += len(follow[p]) - before
         if self.links > LINKS_PER_POSITION * self.limit:
             checkpoint()
-            raise _budget_error(
+            raise budget_error(
                 f"regex `{_short(self.pattern)}`",
                 self.max_states,
                 f": more than {LINKS_PER_POSITION * self.limit} follow links",
@@ -134,7 +134,7 @@ class _Positions:
         if not len(self.cs) & 255:
             checkpoint()
         if len(self.cs) > self.limit:
-            raise _budget_error(
+            raise budget_error(
                 f"regex `{_short(self.pattern)}`",
                 self.max_states,
                 f": more than {self.limit} positions after unrolling repeats",
@@ -336,13 +336,13 @@ def _determinise(pos: _Positions, last: frozenset[int], max_states: int) -> Char
             if dst is None:
                 members += len(target)
                 if len(order) >= max_states or members > most:
-                    raise _budget_error(f"regex `{_short(pos.pattern)}`", max_states)
+                    raise budget_error(f"regex `{_short(pos.pattern)}`", max_states)
                 dst = ids[target] = len(order)
                 order.append(target)
             row.append((lo, hi, dst))
-        edges.append(list(_merge_row(row)))
+        edges.append(list(merge_row(row)))
     accepting = [not state.isdisjoint(last) for state in order]
-    return _minimize_raw(0, accepting, edges)
+    return minimize_raw(0, accepting, edges)
 
 
 def _segments(

@@ -30,10 +30,14 @@ __all__ = [
     "CharDFA",
     "Edge",
     "any_char_dfa",
+    "budget_error",
     "complement",
     "intersect",
+    "known_minimal",
     "literal_dfa",
+    "merge_row",
     "minimize",
+    "minimize_raw",
     "union",
 ]
 
@@ -62,7 +66,7 @@ class CharDFA:
     accepting: tuple[bool, ...]
     edges: tuple[tuple[Edge, ...], ...]
     _lows: tuple[tuple[int, ...], ...] = field(init=False, repr=False, compare=False)
-    # Set (by _known_minimal) on DFAs this package built trimmed, minimal and canonical,
+    # Set (by known_minimal) on DFAs this package built trimmed, minimal and canonical,
     # so that minimize() returns them as they are.
     _minimal: bool = field(default=False, init=False, repr=False, compare=False)
 
@@ -128,17 +132,19 @@ def _show_interval(lo: int, hi: int) -> str:
     return f"[{_show_cp(lo)}]" if lo == hi else f"[{_show_cp(lo)}-{_show_cp(hi)}]"
 
 
-def _known_minimal(dfa: CharDFA) -> CharDFA:
+def known_minimal(dfa: CharDFA) -> CharDFA:
     """Mark ``dfa`` (trimmed, minimal, canonically numbered) so minimize() skips it."""
     object.__setattr__(dfa, "_minimal", True)
     return dfa
 
 
 def _empty_dfa() -> CharDFA:
-    return _known_minimal(CharDFA(0, (False,), ((),)))
+    return known_minimal(CharDFA(0, (False,), ((),)))
 
 
-def _budget_error(what: str, limit: int, detail: str = "") -> UnsupportedSchemaError:
+def budget_error(what: str, limit: int, detail: str = "") -> UnsupportedSchemaError:
+    """The error for ``what`` (a regex, a keyword) needing more than ``limit`` states:
+    an UnsupportedSchemaError whose hint says the keyword is left to post-validation."""
     return UnsupportedSchemaError(
         f"{what} exceeds the state budget (max_states={limit}){detail}",
         hint="the keyword is left to post-validation; raise max_states to enforce it while "
@@ -183,7 +189,9 @@ def _trim(
     return [new[start]], [bool(accepting[s]) for s in keep], out_edges
 
 
-def _merge_row(row: Iterable[Edge]) -> tuple[Edge, ...]:
+def merge_row(row: Iterable[Edge]) -> tuple[Edge, ...]:
+    """``row`` (edges sorted by code point) with adjacent ranges to the same target
+    joined into one: the canonical form every CharDFA row is kept in."""
     out: list[Edge] = []
     for lo, hi, d in row:
         if out and out[-1][2] == d and out[-1][1] + 1 == lo:
@@ -207,9 +215,9 @@ def _canonical(start: int, accepting: Sequence[bool], edges: Sequence[Sequence[E
     rows: list[tuple[Edge, ...]] = [()] * len(order)
     acc = [False] * len(order)
     for s, k in order.items():
-        rows[k] = _merge_row((lo, hi, order[d]) for lo, hi, d in edges[s])
+        rows[k] = merge_row((lo, hi, order[d]) for lo, hi, d in edges[s])
         acc[k] = bool(accepting[s])
-    return _known_minimal(CharDFA(0, tuple(acc), tuple(rows)))
+    return known_minimal(CharDFA(0, tuple(acc), tuple(rows)))
 
 
 def _predecessors(rows: Sequence[Sequence[Edge]]) -> list[list[tuple[int, int]]]:
@@ -244,9 +252,7 @@ def _predecessors(rows: Sequence[Sequence[Edge]]) -> list[list[tuple[int, int]]]
     return pred
 
 
-def _minimize_raw(
-    start: int, accepting: Sequence[bool], edges: Sequence[Sequence[Edge]]
-) -> CharDFA:
+def minimize_raw(start: int, accepting: Sequence[bool], edges: Sequence[Sequence[Edge]]) -> CharDFA:
     """Trim, minimise (Hopcroft) and number canonically.
 
     The automaton is partial: a missing transition goes to an implicit dead state. Once
@@ -323,11 +329,11 @@ def minimize(a: CharDFA) -> CharDFA:
     """The trimmed, minimal, canonically numbered DFA of ``a``'s language.
 
     Free for a DFA this package built (every function here returns one already); else
-    one trim and Hopcroft pass (see :func:`_minimize_raw`).
+    one trim and Hopcroft pass (see :func:`minimize_raw`).
     """
     if a._minimal:
         return a
-    return _minimize_raw(a.start, a.accepting, a.edges)
+    return minimize_raw(a.start, a.accepting, a.edges)
 
 
 # -- building blocks and Boolean operations ------------------------------------------
@@ -350,11 +356,11 @@ def any_char_dfa(
         return _empty_dfa()
     top = max_len if max_len is not None else min_len
     if top + 1 > max_states:
-        raise _budget_error(f"string length bounds [{min_len}, {max_len}]", max_states)
+        raise budget_error(f"string length bounds [{min_len}, {max_len}]", max_states)
     rows: list[tuple[Edge, ...]] = [((0, MAX_CODE_POINT, s + 1),) for s in range(top)]
     rows.append(((0, MAX_CODE_POINT, top),) if max_len is None else ())
     # A chain, numbered from its start: trimmed, minimal and canonical as built.
-    return _known_minimal(CharDFA(0, tuple(s >= min_len for s in range(top + 1)), tuple(rows)))
+    return known_minimal(CharDFA(0, tuple(s >= min_len for s in range(top + 1)), tuple(rows)))
 
 
 def literal_dfa(strings: Iterable[str]) -> CharDFA:
@@ -374,7 +380,7 @@ def literal_dfa(strings: Iterable[str]) -> CharDFA:
             s = nxt
         accepting[s] = True
     rows = [[(cp, cp, d) for cp, d in sorted(row.items())] for row in edges]
-    return _minimize_raw(0, accepting, rows)
+    return minimize_raw(0, accepting, rows)
 
 
 def _overlay(a: Sequence[Edge], b: Sequence[Edge]) -> Iterator[tuple[int, int, int, int]]:
@@ -416,7 +422,7 @@ def _product(a: CharDFA, b: CharDFA, *, both: bool, max_states: int, what: str) 
             dst = ids.get(pair)
             if dst is None:
                 if len(order) >= max_states:
-                    raise _budget_error(what, max_states)
+                    raise budget_error(what, max_states)
                 dst = ids[pair] = len(order)
                 order.append(pair)
             row.append((lo, hi, dst))
@@ -427,7 +433,7 @@ def _product(a: CharDFA, b: CharDFA, *, both: bool, max_states: int, what: str) 
         in_b = sb >= 0 and b.accepting[sb]
         return (in_a and in_b) if both else (in_a or in_b)
 
-    return _minimize_raw(0, [acc(sa, sb) for sa, sb in order], edges)
+    return minimize_raw(0, [acc(sa, sb) for sa, sb in order], edges)
 
 
 def intersect(a: CharDFA, b: CharDFA, *, max_states: int = DEFAULT_MAX_STATES) -> CharDFA:
@@ -466,4 +472,4 @@ def complement(a: CharDFA) -> CharDFA:
         rows.append(out)
     rows.append([(0, MAX_CODE_POINT, sink)])
     accepting = [not x for x in a.accepting] + [True]
-    return _minimize_raw(a.start, accepting, rows)
+    return minimize_raw(a.start, accepting, rows)

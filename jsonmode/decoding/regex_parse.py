@@ -50,9 +50,11 @@ __all__ = [
     "Chars",
     "Concat",
     "Node",
+    "RegexParser",
     "RegexSyntaxError",
     "Repeat",
     "charset",
+    "is_quantifier_brace",
     "negate",
     "parse",
     "unsupported",
@@ -212,7 +214,7 @@ _CLASS_ESCAPES = {"d": DIGIT, "D": negate(DIGIT), "w": WORD, "W": negate(WORD), 
 _CLASS_ESCAPES["S"] = negate(SPACE)
 
 
-def _is_quantifier_brace(pattern: str, i: int) -> int:
+def is_quantifier_brace(pattern: str, i: int) -> int:
     """If ``pattern[i:]`` starts with ``{n}``, ``{n,}`` or ``{n,m}``, its end offset, else -1."""
     j = i + 1
     n = len(pattern)
@@ -233,7 +235,10 @@ def _is_quantifier_brace(pattern: str, i: int) -> int:
     return -1
 
 
-class _Parser:
+class RegexParser:
+    """A recursive-descent reader of one ECMA-262 pattern (:func:`parse` drives it; the
+    schema's pattern checks reuse its pieces). Not thread-safe: one per pattern."""
+
     def __init__(self, pattern: str) -> None:
         self.p = pattern
         self.i = 0
@@ -308,7 +313,7 @@ class _Parser:
         elif c == "?":
             lo, hi = 0, 1
             self.i += 1
-        elif c == "{" and (end := _is_quantifier_brace(self.p, self.i)) >= 0:
+        elif c == "{" and (end := is_quantifier_brace(self.p, self.i)) >= 0:
             body = self.p[self.i + 1 : end - 1]
             if "," in body:
                 a, b = body.split(",")
@@ -327,7 +332,7 @@ class _Parser:
         if self.peek() == "?":  # lazy: same language
             self.i += 1
         nxt = self.peek()
-        if nxt in ("*", "+", "?") or (nxt == "{" and _is_quantifier_brace(self.p, self.i) >= 0):
+        if nxt in ("*", "+", "?") or (nxt == "{" and is_quantifier_brace(self.p, self.i) >= 0):
             raise self.error(self.i, self.p[start : self.i + 1], "nothing to repeat")
         return Repeat(atom, lo, hi)
 
@@ -345,7 +350,7 @@ class _Parser:
             return self.atom_escape()
         if c in "*+?":
             raise self.error(i, c, "nothing to repeat")
-        if c == "{" and (end := _is_quantifier_brace(p, i)) >= 0:
+        if c == "{" and (end := is_quantifier_brace(p, i)) >= 0:
             raise self.error(i, p[i:end], "nothing to repeat")
         self.i += 1
         return Chars(((ord(c), ord(c)),))
@@ -542,6 +547,6 @@ def parse(pattern: str) -> tuple[Branch, ...]:
             fragment and its offset.
     """
     try:
-        return _Parser(pattern).parse()
+        return RegexParser(pattern).parse()
     except RecursionError:
         raise unsupported(pattern, 0, pattern[:20], "nesting too deep") from None

@@ -69,8 +69,8 @@ from jsonmode.decoding.regex_parse import (
     MAX_CODE_POINT,
     Chars,
     CharSet,
-    _is_quantifier_brace,
-    _Parser,
+    RegexParser,
+    is_quantifier_brace,
 )
 from jsonmode.errors import BudgetExceededError, UnsupportedSchemaError
 
@@ -340,7 +340,7 @@ def _class_end(pattern: str, i: int) -> int:
 
 
 def _tokens(pattern: str) -> Iterator[str]:
-    parser = _Parser(pattern)
+    parser = RegexParser(pattern)
     i, n = 0, len(pattern)
     while i < n:
         c = pattern[i]
@@ -397,7 +397,7 @@ def _tokens(pattern: str) -> Iterator[str]:
                 yield "("
                 i += 1
         elif c == "{":
-            end = _is_quantifier_brace(pattern, i)
+            end = is_quantifier_brace(pattern, i)
             if end < 0:
                 yield "\\{"
                 i += 1
