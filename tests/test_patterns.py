@@ -501,3 +501,31 @@ def test_fallback_translation_agrees_with_the_dfa() -> None:
             assert dfa.search(text) is expected, (pattern, text)
             compared += 1
     assert compared > 2000
+
+
+def test_a_pattern_over_the_dfa_budget_is_searched_lazily_in_bounded_time() -> None:
+    """`a{1999}.` unanchored is over the DFA's budget; the backtracking fallback ran
+    6.5 s on 2 010 characters against its 0.1 s timeout (the regex package does not
+    check it on long literal runs), and 31 s at 4 000. The lazy search is exact and
+    stops at its own budget: "undecided", never a hang."""
+    code = (
+        "import time\n"
+        "from jsonmode.schema import patterns\n"
+        "pattern = 'a' * 1999 + '.'\n"
+        "compiled = patterns.compiled(pattern)\n"
+        "print(compiled.engine)\n"
+        "started = time.perf_counter()\n"
+        "print(compiled.search('a' * 2010), compiled.search('ab' * 3000))\n"
+        "try:\n"
+        # (never a match, and every run of a's makes new position sets: more than the
+        # search remembers, so it works at every run until its clock stops it)
+        "    compiled.search(('a' * 1998 + 'b') * 200)\n"
+        "except patterns.PatternUndecidedError as error:\n"
+        "    print('undecided:', 'lazy DFA' in str(error))\n"
+        "print(time.perf_counter() - started)\n"
+    )
+    engine, verdicts, undecided, seconds = run_python(code, 60).strip().splitlines()
+    assert engine == "lazy"
+    assert verdicts == "True False"
+    assert undecided == "undecided: True"
+    assert float(seconds) < 2 * patterns.LAZY_TIMEOUT_S + 3

@@ -923,3 +923,25 @@ def test_a_long_literal_compiles_in_quadratic_time_not_cubic() -> None:
         "print(time.perf_counter() - started)\n"
     )
     assert float(run_python(code, 60).strip()) < 5.0
+
+
+@pytest.mark.parametrize(("pattern", "explicit"), PATTERNS)
+def test_the_lazy_search_agrees_with_the_dfa(pattern: str, explicit: str | None) -> None:
+    """rx.lazy_search runs the same position automaton without building the DFA first:
+    the same verdict on every sample and on generated near misses."""
+    dfa, lazy = compiled(pattern), rx.lazy_search(pattern)
+    rng = random.Random(pattern)
+    alphabet = _alphabet(pattern)
+    samples = list(LITERAL_SAMPLES)
+    for _ in range(40):
+        samples.append("".join(rng.choice(alphabet) for _ in range(rng.randrange(12))))
+    for s in samples:
+        assert lazy.search(s, float("inf")) == dfa.accepts(s), (pattern, s)
+
+
+def test_the_lazy_search_stops_at_its_deadline() -> None:
+    lazy = rx.lazy_search("a" * 1999 + ".")
+    assert lazy.search("a" * 2010, float("inf")) is True
+    assert lazy.search("a" * 1999 + "\n", float("inf")) is False  # (`.`: not a line end)
+    assert lazy.search("b" * 3000, float("inf")) is False
+    assert lazy.search("a" * 50_000, 0.0) is None  # (its clock is read every 256 steps)

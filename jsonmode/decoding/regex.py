@@ -43,6 +43,8 @@ functions, so the character-level engine works without it.
 
 from __future__ import annotations
 
+import bisect
+import time
 from collections.abc import Iterable
 
 from jsonmode.decoding.budget import checkpoint
@@ -76,14 +78,17 @@ from jsonmode.limits import check_pattern
 __all__ = [
     "DEFAULT_MAX_STATES",
     "POSITIONS_PER_STATE",
+    "SEARCH_MEMBERS",
     "ByteDFA",
     "CharDFA",
+    "PatternSearch",
     "any_char_dfa",
     "compile_pattern",
     "complement",
     "integer_range_pattern",
     "intersect",
     "json_string_body_dfa",
+    "lazy_search",
     "literal_dfa",
     "minimize",
     "union",
@@ -242,6 +247,30 @@ def compile_pattern(
         BudgetExceededError: a pattern longer than
             :data:`~jsonmode.limits.MAX_PATTERN_CHARS` (refused before it is read).
     """
+    pos, last = _positions_of(pattern, max_states, anchored)
+    return _determinise(pos, last, max_states)
+
+
+def lazy_search(pattern: str, *, max_states: int = DEFAULT_MAX_STATES) -> PatternSearch:
+    """``pattern``'s unanchored search (:func:`compile_pattern`'s language) without the
+    subset construction up front: for a pattern whose DFA is over the state budget
+    (a long literal run: ``a{2000}.`` unanchored needs millions of position sets in
+    all), searched in bounded time all the same (:meth:`PatternSearch.search`).
+
+    Raises:
+        UnsupportedSchemaError: what :func:`compile_pattern` raises for syntax, or a
+            position budget (``POSITIONS_PER_STATE * max_states`` positions, follow
+            links); BudgetExceededError: a pattern over
+            :data:`~jsonmode.limits.MAX_PATTERN_CHARS`.
+    """
+    pos, last = _positions_of(pattern, max_states, False)
+    return PatternSearch(pos, last)
+
+
+def _positions_of(
+    pattern: str, max_states: int, anchored: bool
+) -> tuple[_Positions, frozenset[int]]:
+    """The position automaton of ``pattern``'s search, and its accepting positions."""
     check_pattern(pattern)
     branches = parse(pattern)
     pos = _Positions(POSITIONS_PER_STATE * max_states, pattern, max_states)
@@ -268,7 +297,7 @@ def compile_pattern(
     pos.follow[0] = first
     if nullable:
         last.add(0)
-    return _determinise(pos, frozenset(last), max_states)
+    return pos, frozenset(last)
 
 
 def _determinise(pos: _Positions, last: frozenset[int], max_states: int) -> CharDFA:
@@ -279,17 +308,7 @@ def _determinise(pos: _Positions, last: frozenset[int], max_states: int) -> Char
     once per distinct set (:func:`_segments`), since many states read the same classes.
     """
     univ = pos.univ
-    cs_ids: dict[CharSet, int] = {}
-    cs_of = [cs_ids.setdefault(cs, len(cs_ids)) for cs in pos.cs]
-    cs_list = list(cs_ids)
-    # Each position's followers grouped by their class, once: a state's successors on
-    # a class are then the union of its members' groups for that class.
-    groups: list[tuple[tuple[int, frozenset[int]], ...]] = []
-    for follow in pos.follow:
-        by: dict[int, list[int]] = {}
-        for q in follow:
-            by.setdefault(cs_of[q], []).append(q)
-        groups.append(tuple((c, frozenset(qs)) for c, qs in by.items()))
+    cs_list, groups = _follow_groups(pos)
     segments: dict[frozenset[int], list[tuple[int, int, tuple[int, ...]]]] = {}
     start = frozenset({0})
     ids: dict[frozenset[int], int] = {start: 0}
@@ -343,6 +362,89 @@ def _determinise(pos: _Positions, last: frozenset[int], max_states: int) -> Char
         edges.append(list(merge_row(row)))
     accepting = [not state.isdisjoint(last) for state in order]
     return minimize_raw(0, accepting, edges)
+
+
+def _follow_groups(
+    pos: _Positions,
+) -> tuple[list[CharSet], list[tuple[tuple[int, frozenset[int]], ...]]]:
+    """The distinct character classes, and each position's followers grouped by their
+    class (as ``(class id, positions)``): a set of positions' successors on a class
+    are then the union of its members' groups for that class."""
+    cs_ids: dict[CharSet, int] = {}
+    cs_of = [cs_ids.setdefault(cs, len(cs_ids)) for cs in pos.cs]
+    groups: list[tuple[tuple[int, frozenset[int]], ...]] = []
+    for follow in pos.follow:
+        by: dict[int, list[int]] = {}
+        for q in follow:
+            by.setdefault(cs_of[q], []).append(q)
+        groups.append(tuple((c, frozenset(qs)) for c, qs in by.items()))
+    return list(cs_ids), groups
+
+
+#: Positions a :class:`PatternSearch` keeps in the sets it remembers, all sets
+#: together (then it forgets them all and starts over): about 40 bytes each.
+SEARCH_MEMBERS = 1 << 18
+
+
+class PatternSearch:
+    """A pattern's search run on its position automaton, the subset construction done
+    lazily: only the sets of positions a text reaches are made, each successor
+    remembered (at most :data:`SEARCH_MEMBERS` positions in all, then forgotten at once).
+
+    Cost per character: a remembered step, two dict lookups; a new one, a pass over
+    the set's positions. Memory: the remembered sets. Thread-safe: the memo is only
+    ever given equal values for a key, whoever computes them.
+    """
+
+    __slots__ = ("_classes", "_groups", "_held", "_last", "_next", "_univ")
+
+    def __init__(self, pos: _Positions, last: frozenset[int]) -> None:
+        cs_list, self._groups = _follow_groups(pos)
+        # Each class as (interval starts, intervals) for a bisection per code point.
+        self._classes = [(tuple(lo for lo, _ in cs), cs) for cs in cs_list]
+        self._univ = pos.univ
+        self._last = last
+        self._next: dict[tuple[frozenset[int], int], frozenset[int]] = {}
+        self._held = 0  # positions in the remembered successors (about)
+
+    def search(self, text: str, until: float) -> bool | None:
+        """Whether the pattern matches somewhere in ``text``; None when
+        ``time.monotonic()`` passes ``until`` first (checked every 256 characters)."""
+        state = frozenset({0})
+        univ = self._univ
+        memo = self._next
+        for index, char in enumerate(text):
+            if univ in state:
+                return True  # (the universal tail: whatever follows, a match)
+            if not state:
+                return False
+            if not index & 255 and time.monotonic() > until:
+                return None
+            key = (state, ord(char))
+            following = memo.get(key)
+            if following is None:
+                following = self._step(state, key[1])
+                self._held += len(following) + 1
+                if self._held > SEARCH_MEMBERS:
+                    memo.clear()
+                    self._held = len(following) + 1
+                memo[key] = following
+            state = following
+        return univ in state or not state.isdisjoint(self._last)
+
+    def _step(self, state: frozenset[int], code: int) -> frozenset[int]:
+        classes, groups = self._classes, self._groups
+        gathered: list[frozenset[int]] = []
+        for p in state:
+            for c, qs in groups[p]:
+                starts, intervals = classes[c]
+                at = bisect.bisect_right(starts, code) - 1
+                if at >= 0 and code <= intervals[at][1]:
+                    gathered.append(qs)
+        target = frozenset().union(*gathered)
+        if self._univ >= 0 and self._univ in target:
+            return frozenset({self._univ})
+        return target
 
 
 def _segments(

@@ -23,8 +23,14 @@ used first out; thread-safe):
    takes ~0.15 ms for a typical schema pattern (median of MaskBench's 941; p99
    16 ms), bounded by the decoder's state budget (:data:`DFA_MAX_STATES`); a DFA
    keeps a 128-entry ASCII row per state (~1 KiB).
-2. **Bounded fallback**, for what a DFA cannot express (backreferences, lookaround,
-   ``\\b``, ``\\p{..}``, flags) or what exceeds the DFA budget: the ``regex`` module
+2. **Lazy DFA**, for a pattern the DFA engine reads but whose DFA exceeds its budget
+   (long literal runs: ``a{1999}.`` unanchored): the same position automaton searched
+   directly, each set of positions made when a text first reaches it and remembered
+   (:func:`jsonmode.decoding.regex.lazy_search`). Exact and linear in the text (a
+   step costs up to the pattern's positions when new); each search may run for at
+   most :data:`LAZY_TIMEOUT_S` seconds, then it is undecided, as below.
+3. **Bounded fallback**, for what a DFA cannot express (backreferences, lookaround,
+   ``\\b``, ``\\p{..}``, flags) or what exceeds the position budget: the ``regex`` module
    (a backtracking engine with a ``timeout``), run on the pattern rewritten to ECMA
    meaning (``\\d \\w \\s . $ \\b`` and character classes spelled out as ECMA defines
    them; ``\\cX``, ``\\u{..}`` and surrogate-pair escapes decoded). Each call may run for
@@ -32,7 +38,10 @@ used first out; thread-safe):
    once that pattern has run out of time before. The outcome for a (pattern, text)
    is remembered (bounded), so the fast check, jsonschema's explanation and repair do
    not pay twice. Worst case per document: one budget per string the pattern is
-   tried on, so linear in the document.
+   tried on, so linear in the document. (The ``regex`` module does not check its
+   timeout while it matches a long literal run: ``a{1999}.`` took 6.5 s on 2 010
+   characters against 0.1 s. Such patterns go to the lazy DFA; one that also needs
+   lookaround or a backreference can still take that long.)
 
 **The budget's outcome** (a choice, stated here): a fallback search that runs out of
 time raises :class:`PatternUndecidedError`. It is never a silent pass. The keyword
@@ -51,6 +60,7 @@ neither engine can compile here raises :class:`PatternUndecidedError` when used.
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -64,6 +74,7 @@ from jsonmode import limits
 from jsonmode.decoding import regex as _dfa
 from jsonmode.decoding.budget import checkpoint
 from jsonmode.decoding.lru import Lru
+from jsonmode.decoding.regex import PatternSearch
 from jsonmode.decoding.regex_parse import (
     DOT,
     MAX_CODE_POINT,
@@ -80,6 +91,7 @@ __all__ = [
     "FALLBACK_TIMEOUT_S",
     "HOSTILE_TIMEOUT_S",
     "KEYWORDS",
+    "LAZY_TIMEOUT_S",
     "CompiledPattern",
     "PatternUndecidedError",
     "compiled",
@@ -95,6 +107,10 @@ CACHE_BYTES = 32 << 20
 DFA_MAX_STATES = _dfa.DEFAULT_MAX_STATES
 #: Longest one fallback (backtracking) search may run, in seconds.
 FALLBACK_TIMEOUT_S = 0.1
+#: Longest one lazy-DFA search may run, in seconds: its work is linear in the text
+#: (a step per character over at most the pattern's positions), so it gets more time
+#: than a backtracking search before its verdict is "undecided".
+LAZY_TIMEOUT_S = 1.0
 #: The same, for a pattern that has already run out of time once (in this process):
 #: its searches then cost at most this each, so a document of many hostile strings
 #: stays cheap (benign texts finish in microseconds).
@@ -135,8 +151,10 @@ class CompiledPattern:
 
     Attributes:
         pattern: the ECMA-262 source.
-        engine: ``"dfa"`` (linear, exact), ``"fallback"`` (``regex`` with a timeout) or
-            ``"none"`` (neither engine compiles it: every search raises
+        engine: ``"dfa"`` (linear, exact), ``"lazy"`` (the DFA's states made as a text
+            reaches them, for a pattern whose DFA is over the budget: linear, exact,
+            at most :data:`LAZY_TIMEOUT_S` a search), ``"fallback"`` (``regex`` with a
+            timeout) or ``"none"`` (neither engine compiles it: every search raises
             :class:`PatternUndecidedError`).
         why_fallback: for the others, why the DFA could not be used.
 
@@ -150,6 +168,7 @@ class CompiledPattern:
     _sure: tuple[bool, ...] = field(default=(), repr=False)
     _rows: tuple[list[int], ...] = field(default=(), repr=False)  # never mutated
     _backtracking: Any = field(default=None, repr=False)
+    _lazy: PatternSearch | None = field(default=None, repr=False)
     _memo: OrderedDict[str, bool | None] = field(default_factory=OrderedDict, repr=False)
     _timed_out: threading.Event = field(default_factory=threading.Event, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -157,10 +176,12 @@ class CompiledPattern:
     def search(self, text: str) -> bool:
         """Whether the pattern matches somewhere in ``text`` (ECMA-262 semantics).
 
-        Cost: DFA, O(len(text)); fallback, at most :data:`FALLBACK_TIMEOUT_S` seconds.
+        Cost: DFA, O(len(text)); lazy, O(len(text)) steps of up to the pattern's
+        positions each, at most :data:`LAZY_TIMEOUT_S` seconds; fallback, at most
+        :data:`FALLBACK_TIMEOUT_S` seconds.
 
         Raises:
-            PatternUndecidedError: the fallback ran out of time.
+            PatternUndecidedError: the lazy search or the fallback ran out of time.
         """
         if self._dfa is not None:
             return _dfa_search(self._dfa, self._sure, self._rows, text)
@@ -173,15 +194,21 @@ class CompiledPattern:
             raise PatternUndecidedError(self.pattern, self._timeout_reason())
         if known is not _UNKNOWN:
             return bool(known)
-        if self._backtracking is None:
+        if self._backtracking is None and self._lazy is None:
             raise PatternUndecidedError(self.pattern, self.why_fallback)
-        limit = HOSTILE_TIMEOUT_S if self._timed_out.is_set() else FALLBACK_TIMEOUT_S
         found: bool | None
-        try:
-            found = self._backtracking.search(text, timeout=limit) is not None
-        except TimeoutError:
-            self._timed_out.set()
-            found = None
+        if self._lazy is not None:
+            limit = HOSTILE_TIMEOUT_S if self._timed_out.is_set() else LAZY_TIMEOUT_S
+            found = self._lazy.search(text, time.monotonic() + limit)
+            if found is None:
+                self._timed_out.set()
+        else:
+            limit = HOSTILE_TIMEOUT_S if self._timed_out.is_set() else FALLBACK_TIMEOUT_S
+            try:
+                found = self._backtracking.search(text, timeout=limit) is not None
+            except TimeoutError:
+                self._timed_out.set()
+                found = None
         if len(text) <= _MEMO_TEXT:
             with self._lock:
                 self._memo[text] = found
@@ -192,7 +219,8 @@ class CompiledPattern:
         return found
 
     def _timeout_reason(self) -> str:
-        return f"no verdict within the time budget (backtracking fallback: {self.why_fallback})"
+        engine = "lazy DFA" if self._lazy is not None else "backtracking fallback"
+        return f"no verdict within the time budget ({engine}: {self.why_fallback})"
 
 
 _UNKNOWN = object()
@@ -269,7 +297,10 @@ def compiled(pattern: str) -> CompiledPattern:
 
 
 def _size(built: CompiledPattern) -> int:
-    """Rough bytes held: DFA rows and edges, or the fallback's memo at its fullest."""
+    """Rough bytes held: DFA rows and edges, or the fallback's memo at its fullest (with
+    a lazy search's remembered sets at theirs)."""
+    if built._lazy is not None:
+        return 40 * _dfa.SEARCH_MEMBERS + 100 * len(built.pattern) + 10_000
     if built._dfa is None:
         return _MEMO_SIZE * (_MEMO_TEXT // 4 + 100) + 10 * len(built.pattern) + 10_000
     edges = sum(len(row) for row in built._dfa.edges)
@@ -299,6 +330,17 @@ def _build(pattern: str) -> CompiledPattern:
     else:
         sure = _sure_states(dfa)
         return CompiledPattern(pattern, "dfa", _dfa=dfa, _sure=sure, _rows=_ascii_rows(dfa, sure))
+    checkpoint()
+    try:
+        # (A pattern the DFA engine reads but whose DFA is over the budget: searched on
+        # its position automaton, linear in the text, instead of by backtracking:
+        # regex's timeout does not hold on long literal runs, `a{2000}.` took 6.5 s
+        # on 2 010 characters against a 0.1 s timeout.)
+        lazy = _dfa.lazy_search(pattern, max_states=DFA_MAX_STATES)
+    except (UnsupportedSchemaError, RecursionError):
+        pass
+    else:
+        return CompiledPattern(pattern, "lazy", why, _lazy=lazy)
     checkpoint()  # (the fallback's compile is one uninterrupted call, bounded by the length cap)
     try:
         backtracking = _regex.compile(translate(pattern))
