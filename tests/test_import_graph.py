@@ -21,12 +21,6 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "jsonmode"
 
 #: Import circles of today, each as its set of modules (issue 40 takes them apart).
 KNOWN_CIRCLES: list[frozenset[str]] = [
-    frozenset(
-        {"jsonmode.decoding.automaton", "jsonmode.decoding.families", "jsonmode.decoding.shapes"}
-    ),
-    frozenset(
-        {"jsonmode.decoding.compiler", "jsonmode.decoding.containers", "jsonmode.decoding.inlining"}
-    ),
     frozenset({"jsonmode.batch", "jsonmode.facade", "jsonmode.streaming"}),
 ]
 
@@ -34,8 +28,6 @@ KNOWN_CIRCLES: list[frozenset[str]] = [
 KNOWN_PRIVATE: dict[tuple[str, str], frozenset[str]] = {
     ("batch", "facade"): frozenset({"_Reply", "_Session"}),
     ("streaming", "facade"): frozenset({"_Reply", "_Trace"}),
-    ("decoding.containers", "decoding.compiler"): frozenset({"_Builder"}),
-    ("decoding.inlining", "decoding.compiler"): frozenset({"_Builder"}),
 }
 
 

@@ -40,6 +40,7 @@ from jsonmode.decoding.keys import built_names
 from jsonmode.decoding.lru import IdentityMemo, Lru, memoised
 from jsonmode.decoding.objects import Fragment, Interval, Raw, extend_row, object_rule
 from jsonmode.decoding.regex import ByteDFA, any_char_dfa, json_string_body_dfa
+from jsonmode.decoding.rule_dfa import RuleDFA
 from jsonmode.decoding.shapes import Shape, dead_parts, shape_of
 from jsonmode.errors import BudgetExceededError, UnsupportedSchemaError
 
@@ -231,29 +232,6 @@ def _runs(trans: npt.NDArray[np.int32]) -> Iterable[tuple[int, int, int, int]]:
     live = target >= 0
     columns = (state[live], lo[live], hi[live], target[live])
     return zip(*(column.tolist() for column in columns), strict=True)
-
-
-@dataclass(frozen=True, eq=False)
-class RuleDFA:
-    """One rule's automaton. ``trans[s, b]`` is the next state on byte ``b`` (-1: none);
-    ``calls[s]`` lists ``(callee index, return state)``; a return state of
-    :data:`~jsonmode.decoding.families.TAIL` makes it a tail call (the callee replaces
-    the caller's frame; only the rules of any-order objects have them)."""
-
-    name: str
-    trans: npt.NDArray[np.int32]
-    calls: tuple[tuple[tuple[int, int], ...], ...]
-    accepting: npt.NDArray[np.bool_]
-    # A quoted JSON string of any ``low .. high`` code points (high None: unbounded):
-    # the automaton is :func:`plain_string_rule`'s with a count of the characters.
-    lengths: tuple[int, int | None] | None = None
-    # A quoted JSON string that is none of these names (an object's extra keys): the
-    # body is :func:`~jsonmode.decoding.keys.extra_key_body`'s, in its layout.
-    keys: tuple[str, ...] | None = None
-
-    @property
-    def n_states(self) -> int:
-        return int(self.trans.shape[0])
 
 
 @dataclass(frozen=True, eq=False)

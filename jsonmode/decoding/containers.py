@@ -1,7 +1,8 @@
 """Objects and arrays: the grammar of an object's members and of an array's items.
 
-Moved out of :mod:`~jsonmode.decoding.compiler` (whose ``_Builder`` calls these with
-itself); they read the builder's options and call back into it for subschemas.
+Moved out of :mod:`~jsonmode.decoding.compiler`, whose builder (a
+:class:`SchemaBuilder`) calls these with itself; they read the builder's options and
+call back into it for subschemas.
 
 Objects enforce ``properties``, ``required``, ``additionalProperties`` and
 ``patternProperties`` (extra keys per pattern, where patterns' keys do not overlap; a
@@ -33,7 +34,7 @@ import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from jsonmode.decoding import regex as rx
 from jsonmode.decoding.grammar import (
@@ -57,9 +58,59 @@ from jsonmode.schema.patterns import PatternUndecidedError
 from jsonmode.schema.patterns import search as search_pattern
 
 if TYPE_CHECKING:
-    from jsonmode.decoding.compiler import _Builder
+    from jsonmode.decoding.lowering import Lowering
+    from jsonmode.decoding.options import CompileOptions
+    from jsonmode.decoding.scope import DynamicScope
 
-__all__ = ["any_exprs", "array_body", "count", "escape", "object_body"]
+__all__ = [
+    "LexemeMaker",
+    "SchemaBuilder",
+    "Spelling",
+    "any_exprs",
+    "array_body",
+    "count",
+    "escape",
+    "object_body",
+]
+
+#: What makes a scalar lexeme: its expression, and the keywords it could not enforce
+#: as ``(keyword, reason)``.
+LexemeMaker = Callable[[], tuple[Expr, tuple[tuple[str, str], ...]]]
+
+
+class SchemaBuilder(Protocol):
+    """What the object, array and inlining code needs of the schema compiler's builder
+    (:mod:`~jsonmode.decoding.compiler` implements it and passes itself): its options
+    and state, and the writers of values, lexemes, rules and separators. One builder
+    per compile: not thread-safe."""
+
+    root: Any
+    options: CompileOptions
+    draft7: bool
+    scope: DynamicScope
+    lowering: Lowering
+
+    @property
+    def validator_for(self) -> Callable[[Any], Any]: ...
+
+    @property
+    def ws(self) -> Expr: ...
+
+    @property
+    def spelling(self) -> Spelling: ...
+
+    def skip(self, path: str, keyword: str) -> None: ...
+
+    def rule(self, hint: str, build: Callable[[str], Expr]) -> Call: ...
+
+    def lexeme(self, label: str, make: LexemeMaker, path: str) -> Expr: ...
+
+    def sep(self, char: bytes) -> Expr: ...
+
+    def value(self, schema: Any, path: str) -> Expr: ...
+
+    def literal(self, value: Any) -> Expr: ...
+
 
 NEVER: Expr = Alt(())
 # Optional prefixItems positions written out exactly (each nests the rest a level
@@ -119,7 +170,7 @@ def any_exprs(
 # -- objects ---------------------------------------------------------------------------
 
 
-def _names_language(b: _Builder, names: Any) -> tuple[Any, rx.CharDFA | None] | None:
+def _names_language(b: SchemaBuilder, names: Any) -> tuple[Any, rx.CharDFA | None] | None:
     """``propertyNames`` as (a validator of one name, the names' automaton or None for
     every string), or None where the decoder cannot read it exactly."""
     if names is True or names == {}:
@@ -155,7 +206,7 @@ def _names_language(b: _Builder, names: Any) -> tuple[Any, rx.CharDFA | None] | 
     return b.validator_for(names), dfa
 
 
-def object_body(b: _Builder, schema: dict[str, Any], path: str) -> Expr:
+def object_body(b: SchemaBuilder, schema: dict[str, Any], path: str) -> Expr:
     """``{ members }`` for an object schema (see the module docstring)."""
     for keyword in ("dependentRequired", "dependentSchemas", "unevaluatedProperties"):
         if keyword in schema:
@@ -235,7 +286,11 @@ def object_body(b: _Builder, schema: dict[str, Any], path: str) -> Expr:
 
 
 def _counts(
-    b: _Builder, schema: dict[str, Any], path: str, members: list[tuple[Expr, bool]], extras: bool
+    b: SchemaBuilder,
+    schema: dict[str, Any],
+    path: str,
+    members: list[tuple[Expr, bool]],
+    extras: bool,
 ) -> None:
     """List ``minProperties``/``maxProperties`` as unenforced unless every object the
     members allow meets them already (the decoder does not count members)."""
@@ -358,7 +413,7 @@ def _pattern_key_lexemes(
 # -- arrays ----------------------------------------------------------------------------
 
 
-def array_body(b: _Builder, schema: dict[str, Any], path: str) -> Expr:
+def array_body(b: SchemaBuilder, schema: dict[str, Any], path: str) -> Expr:
     """``[ items ]`` for an array schema (see the module docstring)."""
     for keyword in ("uniqueItems", "unevaluatedItems"):
         if keyword in schema and not (keyword == "uniqueItems" and schema[keyword] is False):
@@ -419,7 +474,7 @@ def array_body(b: _Builder, schema: dict[str, Any], path: str) -> Expr:
 
 
 def _contains(
-    b: _Builder, schema: dict[str, Any], path: str, items: Any, bounded: bool
+    b: SchemaBuilder, schema: dict[str, Any], path: str, items: Any, bounded: bool
 ) -> Expr | None:
     """The items of an array with ``contains`` (None: no ``contains``, or one listed as
     unenforced and the items built the ordinary way)."""

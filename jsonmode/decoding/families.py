@@ -33,15 +33,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, overload
+from typing import overload
 
 import numpy as np
 import numpy.typing as npt
 
 from jsonmode.decoding.grammar import Alt, Call, Expr, Grammar, Members, Rep, Seq
-
-if TYPE_CHECKING:
-    from jsonmode.decoding.automaton import RuleDFA
+from jsonmode.decoding.rule_dfa import RuleDFA
 
 __all__ = ["LATTICE_MEMBERS", "TAIL", "Family", "RuleTable", "expand", "number_families"]
 
@@ -204,8 +202,6 @@ class RuleTable(Sequence["RuleDFA"]):
         """The rule for ``(family, written, wrote)``: state 0 calls every member not
         written (and the extra keys), each returning to its own state, which
         tail-calls the rule for the set with it added."""
-        from jsonmode.decoding.automaton import RuleDFA
-
         index, written, wrote = key
         family = self._families[index]
         count = len(family.first)

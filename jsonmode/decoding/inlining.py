@@ -1,13 +1,14 @@
 """Subschemas merged in place: ``allOf`` parts and reference targets.
 
-The compiler's ``_Builder`` writes ``allOf`` as one merged schema (see
-:mod:`~jsonmode.decoding.merging`), and an ``anyOf``/``oneOf`` branch merged with the
-rest of its schema. :func:`resolve` gives the schema a part stands for: its keywords
-rewritten where exact (:mod:`~jsonmode.decoding.lowering`) and its references
-followed — ``$ref`` and ``$dynamicRef`` alike, the latter through the dynamic scope
-(:mod:`~jsonmode.decoding.scope`), whose resources a merged target carries along on
-its subschemas where entering them matters. :func:`merge_all` merges a schema's
-``allOf`` parts into it.
+The compiler's builder (a :class:`~jsonmode.decoding.containers.SchemaBuilder`) writes
+``allOf`` as one merged schema (see :mod:`~jsonmode.decoding.merging`), and an
+``anyOf``/``oneOf`` branch merged with the rest of its schema. :func:`resolve` gives the
+schema a part stands for: its keywords rewritten where exact
+(:mod:`~jsonmode.decoding.lowering`) and its references followed — ``$ref`` and
+``$dynamicRef`` alike, the latter through the dynamic scope
+(:mod:`~jsonmode.decoding.scope`), whose resources a merged target carries along on its
+subschemas where entering them matters. :func:`merge_all` merges a schema's ``allOf``
+parts into it.
 
 Called with the builder (which calls back for the parts); not thread-safe, like it.
 """
@@ -23,14 +24,14 @@ from jsonmode.errors import UnsupportedSchemaError
 from jsonmode.schema.pointer import MISSING, resolve_local_ref
 
 if TYPE_CHECKING:
-    from jsonmode.decoding.compiler import _Builder
+    from jsonmode.decoding.containers import SchemaBuilder
 
 __all__ = ["merge_all", "resolve"]
 
 _MAX_HOPS = 32  # references followed in place before a structure must come
 
 
-def merge_all(b: _Builder, schema: dict[str, Any], path: str) -> dict[str, Any]:
+def merge_all(b: SchemaBuilder, schema: dict[str, Any], path: str) -> dict[str, Any]:
     """``schema`` with its ``allOf`` parts merged in (``{"not": {}}``: one is false)."""
     merged: dict[str, Any] = {k: v for k, v in schema.items() if k != "allOf"}
     for index, part in enumerate(schema.get("allOf", [])):
@@ -47,7 +48,7 @@ def merge_all(b: _Builder, schema: dict[str, Any], path: str) -> dict[str, Any]:
     return merged
 
 
-def resolve(b: _Builder, schema: Any, path: str) -> Any:
+def resolve(b: SchemaBuilder, schema: Any, path: str) -> Any:
     """The schema ``schema`` stands for where it is merged: rewritten, references
     followed (their siblings merged in).
 
@@ -59,7 +60,7 @@ def resolve(b: _Builder, schema: Any, path: str) -> Any:
         return _resolve(b, schema, path)
 
 
-def _resolve(b: _Builder, schema: Any, path: str) -> Any:
+def _resolve(b: SchemaBuilder, schema: Any, path: str) -> Any:
     if isinstance(schema, dict):
         # (merged where it is, its own $id is never entered: see jsonmode.decoding.scope)
         schema = b.lowering.lower(b.scope.inline(schema, draft7=b.draft7))
