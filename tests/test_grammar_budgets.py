@@ -10,15 +10,11 @@ option sets) and copied a rule at every call (52 million nodes for ``root ::= b 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
-
-import pytest
 
 from jsonmode.decoding.grammar import Call, Lit, Seq
 from jsonmode.decoding.grammars import _size, compile_grammar
-from tests.support.bounded import PEAK_MB, run_python
+from tests.support.bounded import PEAK_MB, run_jsonmode, run_python
 
 # The child prints one JSON line: what happened, how long it took, its peak memory.
 _CHILD = """
@@ -178,15 +174,6 @@ def test_validate_grammar_on_a_5000_rule_chain(tmp_path: Path) -> None:
     grammar.write_text(f'root ::= r0\n{rules}r5000 ::= "a"\n')
     text = tmp_path / "text.txt"
     text.write_text("a" * 5001)
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", "jsonmode.cli", "validate", "--grammar", grammar, text],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail("validate --grammar was still running after 20 s")
+    done = run_jsonmode("validate", "--grammar", grammar, text, seconds=20)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "a" * 5001

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,7 +21,7 @@ from jsonmode.decoding.grammars import compile_grammar
 from jsonmode.decoding.reference import ReferenceMatcher
 from jsonmode.decoding.textcheck import TEXT_BUDGET, TextChecker
 from jsonmode.errors import BudgetExceededError
-from tests.support.bounded import PEAK_MB, run_python
+from tests.support.bounded import PEAK_MB, run_jsonmode, run_python
 
 _CYCLE = (
     "'root ::= r0\\n' + ''.join(f'r{i} ::= \"a\" r{i + 1}\\n' for i in range(5000))"
@@ -126,16 +124,7 @@ def test_validate_grammar_on_a_text_nesting_5000_frames(tmp_path: Path) -> None:
     grammar.write_text(f'root ::= r0\n{rules}r5000 ::= "a" r0 | "b"\n')
     text = tmp_path / "text.txt"
     text.write_text("a" * 5000 + "b")
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", "jsonmode.cli", "validate", "--grammar", grammar, text],
-            capture_output=True,
-            text=True,
-            timeout=25,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail("validate --grammar was still running after 25 s")
+    done = run_jsonmode("validate", "--grammar", grammar, text, seconds=25)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "a" * 5000 + "b"
 

@@ -42,3 +42,14 @@ def peak_mb():
                 return int(line.split()[1]) / 1024
     raise RuntimeError("no VmHWM in /proc/self/status")
 """
+
+
+def run_jsonmode(*args: object, seconds: float) -> subprocess.CompletedProcess[str]:
+    """``python -m jsonmode.cli args...`` (the command as installed, from this tree),
+    its output captured as text. Fails the test when it runs past ``seconds``; the exit
+    status is the caller's to check."""
+    command = [sys.executable, "-m", "jsonmode.cli", *map(str, args)]
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=seconds, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"jsonmode {args[0] if args else ''} was still running after {seconds} s")
