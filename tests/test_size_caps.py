@@ -160,7 +160,7 @@ def test_reading_a_schema_stops_at_the_compile_deadline() -> None:
     started = time.perf_counter()
     with pytest.raises(BudgetExceededError, match="compile time"):
         jsonmode.compile_schema(schema, max_compile_seconds=0.5)
-    assert time.perf_counter() - started < 2.5
+    assert time.perf_counter() - started < 5.0  # (14.7 s before; see the test below)
 
 
 def test_parse_reads_a_schema_under_the_default_deadline() -> None:
@@ -200,4 +200,6 @@ def test_grammars_read_their_schemas_under_the_callers_budget(compile_with) -> N
     started = time.perf_counter()
     with pytest.raises(BudgetExceededError, match="compile time"):
         compile_with(schema)
-    assert time.perf_counter() - started < 2.5
+    # (0.5 s alone; a full suite's pytest holds ~1 GB, whose garbage collections can
+    # land inside the clock: 2.9 s seen. Before, the read ran to the 10 s default.)
+    assert time.perf_counter() - started < 5.0
