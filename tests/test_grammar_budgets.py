@@ -15,6 +15,7 @@ from pathlib import Path
 from jsonmode.decoding.grammar import Call, Lit, Seq
 from jsonmode.decoding.grammars import _size, compile_grammar
 from tests.support.bounded import PEAK_MB, run_jsonmode, run_python
+from tests.support.grammar_shapes import SHARED_CHAIN
 
 # The child prints one JSON line: what happened, how long it took, its peak memory.
 _CHILD = """
@@ -74,13 +75,7 @@ def test_a_recursive_8000_rule_cycle_compiles() -> None:
 def test_20000_rules_calling_a_shared_recursive_chain() -> None:
     """20 000 rules each calling into a 500-rule recursive chain (611 KB). Before: over
     250 s (killed). After: ~5 s loaded, 90 MB."""
-    text = r"""(
-        "root ::= c0\n"
-        + "".join(f'c{i} ::= "x" s0 c{i + 1} | "y"\n' for i in range(19999))
-        + 'c19999 ::= "x" s0\n'
-        + "".join(f's{j} ::= "b" s{j + 1} "c" | "d"\n' for j in range(499))
-        + 's499 ::= "e" s0 | "f"\n'
-    )"""
+    text = SHARED_CHAIN
     found = _compile_in_child(text, 60, ("xdy", "xbdcxdy", "xbdc"))
     assert found["ok"], found
     assert found["accepts"] == [True, True, False]

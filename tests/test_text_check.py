@@ -22,6 +22,7 @@ from jsonmode.decoding.reference import ReferenceMatcher
 from jsonmode.decoding.textcheck import TEXT_BUDGET, TextChecker
 from jsonmode.errors import BudgetExceededError
 from tests.support.bounded import PEAK_MB, run_jsonmode, run_python
+from tests.support.grammar_shapes import SHARED_CHAIN
 
 _CYCLE = (
     "'root ::= r0\\n' + ''.join(f'r{i} ::= \"a\" r{i + 1}\\n' for i in range(5000))"
@@ -78,13 +79,7 @@ def test_a_text_nesting_5000_rules_deep_is_checked_in_linear_time() -> None:
 def test_the_first_accepts_on_20000_rules_calling_a_shared_chain_is_fast() -> None:
     """The nesting headroom of every rule is worked out in one pass (before: per rule,
     with NumPy calls each, 3.4-5 s on the first ``accepts``; after ~0.7 s loaded)."""
-    grammar = r"""(
-        "root ::= c0\n"
-        + "".join(f'c{i} ::= "x" s0 c{i + 1} | "y"\n' for i in range(19999))
-        + 'c19999 ::= "x" s0\n'
-        + "".join(f's{j} ::= "b" s{j + 1} "c" | "d"\n' for j in range(499))
-        + 's499 ::= "e" s0 | "f"\n'
-    )"""
+    grammar = SHARED_CHAIN
     found = _in_child(
         grammar,
         [("first", "compiled.accepts('xdy')"), ("deep", "compiled.accepts('x' + 'b' * 499 + 'f')")],
