@@ -182,28 +182,28 @@ class OpenAIClientBackend:
                 hint="use arun()/agenerate()/astream()/amap(), or pass an openai.OpenAI client",
             )
 
-    def complete(self, request: Request) -> Completion:
-        """One call, ended by ``timeout`` (TransientBackendError past it)."""
-        self._sync_only()
+    def _blocking(self, request: Request) -> Callable[[], Completion]:
+        """One blocking call of a sync client for ``request``, its errors mapped
+        (``complete``'s, and ``acomplete``'s in a worker thread)."""
         arguments, tool = self._arguments(request)
 
         def call() -> Completion:
             with _mapped():
                 return to_completion(self._client.chat.completions.create(**arguments), tool)
 
-        return _deadline.call(call, self.timeout, self.name)
+        return call
+
+    def complete(self, request: Request) -> Completion:
+        """One call, ended by ``timeout`` (TransientBackendError past it)."""
+        self._sync_only()
+        return _deadline.call(self._blocking(request), self.timeout, self.name)
 
     async def acomplete(self, request: Request) -> Completion:
         """One call, cancelled at ``timeout`` (a sync client's in a worker thread)."""
+        if not self._async:
+            return await _deadline.acall_sync(self._blocking(request), self.timeout, self.name)
         arguments, tool = self._arguments(request)
         create = self._client.chat.completions.create
-        if not self._async:
-
-            def call() -> Completion:
-                with _mapped():
-                    return to_completion(create(**arguments), tool)
-
-            return await _deadline.acall_sync(call, self.timeout, self.name)
 
         async def acall() -> Completion:
             with _mapped():
