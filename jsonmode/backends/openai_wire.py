@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Generator, Sequence
-from typing import Any, Literal
+from typing import Any, Final, Literal, NamedTuple
 
 from jsonmode.backends.base import Chunk, Completion
 from jsonmode.errors import TransientBackendError
@@ -358,34 +358,20 @@ def native_arguments(
     return schema_arguments(schema), None
 
 
-class Ask:
+class Ask(NamedTuple):
     """A step of :func:`stream_steps`: send one request with ``arguments``; the driver
     answers with the response. ``stream``: the response is an event stream, which the
-    driver then holds open, reads at each :data:`NEXT_EVENT` and closes when it ends,
-    fails or the consumer stops."""
+    driver holds open, reads at each :data:`NEXT_EVENT` and closes when it ends, fails
+    or the consumer stops."""
 
-    __slots__ = ("arguments", "stream")
-
-    def __init__(self, arguments: dict[str, Any], *, stream: bool = False) -> None:
-        self.arguments = arguments
-        self.stream = stream
-
-
-class _Marker:
-    __slots__ = ("_name",)
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    def __repr__(self) -> str:
-        return self._name
+    arguments: dict[str, Any]
+    stream: bool = False
 
 
 #: A step of :func:`stream_steps`: the open stream's next event (answered with it, or
-#: with :data:`END` once there is none).
-NEXT_EVENT = _Marker("NEXT_EVENT")
-#: The driver's answer to :data:`NEXT_EVENT` when the stream has ended (it is closed then).
-END = _Marker("END")
+#: with :data:`END`, once it has ended and been closed).
+NEXT_EVENT: Final = object()
+END: Final = object()
 
 #: Steps: :class:`Ask` or :data:`NEXT_EVENT` (I/O for the driver), or a Chunk for the
 #: consumer (answered with None).
