@@ -133,40 +133,39 @@ class JsonModeParser(BaseCumulativeTransformOutputParser[Any]):
             ) from failure
 
     def _transform(self, input: Iterator[str | BaseMessage]) -> Iterator[Any]:
-        stream = _Chunks()
         partials = _Partials(self)
         for chunk in input:
-            stream.add(chunk)
-            value = partials.next(stream)
+            value = partials.add(chunk)
             if value is not None:
                 yield value
-        if stream:
-            yield self.parse_result([stream.whole()])
+        yield from partials.end()
 
     async def _atransform(self, input: AsyncIterator[str | BaseMessage]) -> AsyncIterator[Any]:
-        stream = _Chunks()
         partials = _Partials(self)
         async for chunk in input:
-            stream.add(chunk)
-            value = partials.next(stream)
+            value = partials.add(chunk)
             if value is not None:
                 yield value
-        if stream:
-            yield self.parse_result([stream.whole()])
+        for value in partials.end():
+            yield value
 
 
 class _Partials:
     """The partial values of one stream, read at a :class:`ReadCadence` (every chunk
     while the text is short, then every ~3 % of growth: linear work in all, where a
-    read per chunk cost quadratic time over a long output); each new one once."""
+    read per chunk cost quadratic time over a long output); each new one once. Sans
+    I/O: ``_transform`` and ``_atransform`` only read the chunks and hand them here."""
 
     def __init__(self, parser: JsonModeParser) -> None:
         self.parser = parser
+        self.stream = _Chunks()
         self.cadence = ReadCadence()
         self.shown: Any = None
 
-    def next(self, stream: _Chunks) -> Any:
-        """A new partial value of the stream so far, or None."""
+    def add(self, chunk: str | BaseMessage) -> Any:
+        """Takes the next chunk; a new partial value of the stream so far, or None."""
+        stream = self.stream
+        stream.add(chunk)
         size = stream.size
         if not self.cadence.due(size):
             return None
@@ -176,6 +175,13 @@ class _Partials:
             return None
         self.shown = value
         return value
+
+    def end(self) -> list[Any]:
+        """After the last chunk: the validated value, when any chunk came (the parser's
+        OutputParserException when it is not valid)."""
+        if not self.stream:
+            return []
+        return [self.parser.parse_result([self.stream.whole()])]
 
 
 class _Chunks:

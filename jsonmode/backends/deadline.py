@@ -374,18 +374,9 @@ async def acall(make: Callable[[], Awaitable[T]], timeout: float | None, what: s
     """``await make()``, cancelled at the deadline with TransientBackendError."""
     if timeout is None:
         return await make()
-    if sys.version_info >= (3, 11):
-        # asyncio.timeout tells its own expiry from a TimeoutError raised by the call
-        try:
-            async with asyncio.timeout(timeout) as scope:
-                return await make()
-        except TimeoutError:
-            if scope.expired():
-                raise timed_out(what, timeout) from None
-            raise
-    try:  # Python 3.10: asyncio.TimeoutError is not the builtin one the call might raise
-        return await asyncio.wait_for(make(), timeout)
-    except asyncio.TimeoutError:
+    try:
+        return await _within(make, asyncio.get_running_loop().time() + timeout)
+    except _Expired:
         raise timed_out(what, timeout) from None
 
 
@@ -519,16 +510,23 @@ class _Expired(Exception):
 async def _step(iterator: AsyncIterator[T], ends: float, loop: asyncio.AbstractEventLoop) -> T:
     if ends <= loop.time():
         raise _Expired
+    return await _within(iterator.__anext__, ends)
+
+
+async def _within(make: Callable[[], Awaitable[T]], ends: float) -> T:
+    """``await make()``, cancelled at ``ends`` (the running loop's clock) with _Expired,
+    told apart from a TimeoutError of the call's own. (:func:`acall` and each step of
+    :func:`astream`.)"""
     if sys.version_info >= (3, 11):
         try:
             async with asyncio.timeout_at(ends) as scope:
-                return await iterator.__anext__()
+                return await make()
         except TimeoutError:
             if scope.expired():
                 raise _Expired from None
             raise
-    try:  # Python 3.10
-        return await asyncio.wait_for(iterator.__anext__(), ends - loop.time())
+    try:  # Python 3.10: asyncio.TimeoutError is not the builtin one the call might raise
+        return await asyncio.wait_for(make(), ends - asyncio.get_running_loop().time())
     except asyncio.TimeoutError:
         raise _Expired from None
 

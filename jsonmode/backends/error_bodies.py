@@ -66,15 +66,23 @@ def _small(value: Any) -> bool:
     return len(json.dumps(value)) <= _MESSAGE_KEPT * 2
 
 
-def _read_bounded(parts: Iterator[bytes]) -> tuple[bytes, bool]:
-    got: list[bytes] = []
-    size = 0
-    for part in parts:
-        got.append(part)
-        size += len(part)
-        if size > MAX_ERROR_READ:
-            return b"".join(got)[:MAX_ERROR_READ], True
-    return b"".join(got), False
+class _Bounded:
+    """An error body read up to :data:`MAX_ERROR_READ` bytes, sans I/O: the sync and the
+    async stream below only read the parts and hand them here."""
+
+    def __init__(self) -> None:
+        self._got: list[bytes] = []
+        self._size = 0
+
+    def add(self, part: bytes) -> bool:
+        """Keeps ``part``; True once more than :data:`MAX_ERROR_READ` bytes came (read no more)."""
+        self._got.append(part)
+        self._size += len(part)
+        return self._size > MAX_ERROR_READ
+
+    def body(self) -> bytes:
+        """What came, cut at :data:`MAX_ERROR_READ` bytes and clipped (:func:`clip_error_body`)."""
+        return clip_error_body(b"".join(self._got)[:MAX_ERROR_READ])
 
 
 @functools.lru_cache(maxsize=1)
@@ -102,8 +110,11 @@ def _stream_classes() -> tuple[type, type]:
             self._inner = inner
 
         def __iter__(self) -> Iterator[bytes]:
-            data, _ = _read_bounded(iter(self._inner))
-            yield clip_error_body(data)
+            body = _Bounded()
+            for part in self._inner:
+                if body.add(part):
+                    break
+            yield body.body()
 
         def close(self) -> None:
             self._inner.close()
@@ -113,14 +124,11 @@ def _stream_classes() -> tuple[type, type]:
             self._inner = inner
 
         async def __aiter__(self) -> AsyncIterator[bytes]:
-            got: list[bytes] = []
-            size = 0
+            body = _Bounded()
             async for part in self._inner:
-                got.append(part)
-                size += len(part)
-                if size > MAX_ERROR_READ:
+                if body.add(part):
                     break
-            yield clip_error_body(b"".join(got)[:MAX_ERROR_READ])
+            yield body.body()
 
         async def aclose(self) -> None:
             await self._inner.aclose()

@@ -244,10 +244,11 @@ def _joined(reply: Any) -> Any:
 
 
 async def _ajoined(reply: Any) -> Any:
+    """:func:`_joined` for an async callable's reply: awaited, async pieces joined."""
     if inspect.isawaitable(reply):
         reply = await reply
-    if not isinstance(reply, (Iterator, AsyncIterator)):
-        return reply
+    if not isinstance(reply, AsyncIterator):
+        return _joined(reply)
     return _whole([chunk async for chunk in _apieces(reply)])
 
 

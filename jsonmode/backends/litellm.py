@@ -101,10 +101,11 @@ from jsonmode.backends.openai_wire import (
     NativeTransport,
     Reader,
     Tool,
+    arun_stream,
     native_arguments,
-    nothing_streamed,
+    run_stream,
+    stream_steps,
     to_completion,
-    unstreamed,
 )
 from jsonmode.backends.options import (
     FACADE_OPTIONS,
@@ -590,17 +591,13 @@ class LiteLLMBackend:
         arguments, tool = self._sync_arguments(litellm, request)
 
         def call() -> Completion:
-            try:
+            with _mapped():
                 response = litellm.completion(**arguments)
                 if arguments.get("stream"):
                     reader = Reader(tool)
                     for chunk in response:
                         reader.add(chunk)
                     return reader.completion()
-            except JsonModeError:
-                raise
-            except Exception as exc:
-                raise map_error(exc) from exc
             return to_completion(response, tool)
 
         return _deadline.call(call, self.timeout, self.name)
@@ -612,16 +609,13 @@ class LiteLLMBackend:
 
         async def call() -> Completion:
             try:
-                response = await litellm.acompletion(**arguments)
-                if arguments.get("stream"):
-                    reader = Reader(tool)
-                    async for chunk in response:
-                        reader.add(chunk)
-                    return reader.completion()
-            except JsonModeError:
-                raise
-            except Exception as exc:
-                raise map_error(exc) from exc
+                with _mapped():
+                    response = await litellm.acompletion(**arguments)
+                    if arguments.get("stream"):
+                        reader = Reader(tool)
+                        async for chunk in response:
+                            reader.add(chunk)
+                        return reader.completion()
             finally:
                 if client is not None:
                     await client.close()
@@ -634,29 +628,14 @@ class LiteLLMBackend:
         usage when reported, truncation). All of it within ``timeout``, in a worker
         thread (see :func:`jsonmode.backends.deadline.stream`); failures as
         ``complete``'s, at any point. Closing the iterator early stops the worker and
-        closes the connection when its next event arrives."""
+        closes the connection when its next event arrives. The reply is read by
+        :func:`~jsonmode.backends.openai_wire.stream_steps`, as :meth:`astream`'s."""
         litellm = _litellm()
         arguments, tool = self._sync_arguments(litellm, request, stream=True)
 
         def chunks() -> Iterator[Chunk]:
-            try:
-                response = litellm.completion(**arguments)
-                try:
-                    reader = Reader(tool)
-                    for event in response:
-                        piece = reader.add(event)
-                        if piece:
-                            yield piece
-                finally:
-                    response.close()
-                streamed = reader.completion()
-                if nothing_streamed(streamed):  # the server ignored "stream" (see unstreamed)
-                    streamed = to_completion(litellm.completion(**unstreamed(arguments)), tool)
-                yield streamed
-            except JsonModeError:
-                raise
-            except Exception as exc:
-                raise map_error(exc) from exc
+            with _mapped():
+                yield from run_stream(stream_steps(arguments, tool), litellm.completion)
 
         return _deadline.stream(chunks, self.timeout, self.name)
 
@@ -668,26 +647,30 @@ class LiteLLMBackend:
 
         async def chunks() -> AsyncIterator[Chunk]:
             try:
-                response = await litellm.acompletion(**arguments)
-                try:
-                    reader = Reader(tool)
-                    async for event in response:
-                        piece = reader.add(event)
-                        if piece:
-                            yield piece
-                finally:
-                    await response.aclose()
-                streamed = reader.completion()
-                if nothing_streamed(streamed):  # the server ignored "stream" (see unstreamed)
-                    whole = await litellm.acompletion(**unstreamed(arguments))
-                    streamed = to_completion(whole, tool)
-                yield streamed
-            except JsonModeError:
-                raise
-            except Exception as exc:
-                raise map_error(exc) from exc
+                with _mapped():
+                    steps = stream_steps(arguments, tool)
+                    run = arun_stream(steps, litellm.acompletion, aiter, _aclose)
+                    async with contextlib.aclosing(run):
+                        async for chunk in run:
+                            yield chunk
             finally:
                 if client is not None:
                     await client.close()
 
         return _deadline.astream(chunks, self.timeout, self.name)
+
+
+@contextlib.contextmanager
+def _mapped() -> Iterator[None]:
+    """litellm's (and the SDK's) exceptions as jsonmode's (:func:`map_error`); jsonmode's
+    own pass as they are."""
+    try:
+        yield
+    except JsonModeError:
+        raise
+    except Exception as exc:
+        raise map_error(exc) from exc
+
+
+async def _aclose(response: Any) -> None:
+    await response.aclose()

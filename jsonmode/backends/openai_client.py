@@ -38,8 +38,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -49,12 +50,12 @@ from jsonmode.backends.openai_wire import (
     TRANSIENT_STATUS,
     TRANSPORTS,
     NativeTransport,
-    Reader,
     Tool,
+    arun_stream,
     native_arguments,
-    nothing_streamed,
+    run_stream,
+    stream_steps,
     to_completion,
-    unstreamed,
 )
 from jsonmode.backends.options import (
     FACADE_OPTIONS,
@@ -181,28 +182,28 @@ class OpenAIClientBackend:
                 hint="use arun()/agenerate()/astream()/amap(), or pass an openai.OpenAI client",
             )
 
-    def complete(self, request: Request) -> Completion:
-        """One call, ended by ``timeout`` (TransientBackendError past it)."""
-        self._sync_only()
+    def _blocking(self, request: Request) -> Callable[[], Completion]:
+        """One blocking call of a sync client for ``request``, its errors mapped
+        (``complete``'s, and ``acomplete``'s in a worker thread)."""
         arguments, tool = self._arguments(request)
 
         def call() -> Completion:
             with _mapped():
                 return to_completion(self._client.chat.completions.create(**arguments), tool)
 
-        return _deadline.call(call, self.timeout, self.name)
+        return call
+
+    def complete(self, request: Request) -> Completion:
+        """One call, ended by ``timeout`` (TransientBackendError past it)."""
+        self._sync_only()
+        return _deadline.call(self._blocking(request), self.timeout, self.name)
 
     async def acomplete(self, request: Request) -> Completion:
         """One call, cancelled at ``timeout`` (a sync client's in a worker thread)."""
+        if not self._async:
+            return await _deadline.acall_sync(self._blocking(request), self.timeout, self.name)
         arguments, tool = self._arguments(request)
         create = self._client.chat.completions.create
-        if not self._async:
-
-            def call() -> Completion:
-                with _mapped():
-                    return to_completion(create(**arguments), tool)
-
-            return await _deadline.acall_sync(call, self.timeout, self.name)
 
         async def acall() -> Completion:
             with _mapped():
@@ -219,16 +220,7 @@ class OpenAIClientBackend:
 
         def chunks() -> Iterator[Chunk]:
             with _mapped():
-                response = create(**arguments)
-                reader = Reader(tool)
-                try:
-                    for event in response:
-                        piece = reader.add(event)
-                        if piece:
-                            yield piece
-                finally:
-                    response.close()
-                yield _whole(reader, lambda: create(**unstreamed(arguments)), tool)
+                yield from run_stream(stream_steps(arguments, tool), create)
 
         return _deadline.stream(chunks, self.timeout, self.name)
 
@@ -237,54 +229,36 @@ class OpenAIClientBackend:
         ``timeout`` (a sync client's steps in worker threads)."""
         arguments, tool = self._arguments(request, stream=True)
         create = self._client.chat.completions.create
-        is_async = self._async
+        events_of: Callable[[Any], AsyncIterator[Any]]
+        if self._async:
+            acreate, events_of = create, aiter
+        else:
+            acreate = functools.partial(asyncio.to_thread, create)
+            events_of = _threaded
 
         async def chunks() -> AsyncIterator[Chunk]:
             with _mapped():
-                if is_async:
-                    response = await create(**arguments)
-                    events: AsyncIterator[Any] = response.__aiter__()
-                else:
-                    response = await asyncio.to_thread(create, **arguments)
-                    events = _threaded(iter(response))
-                reader = Reader(tool)
-                try:
-                    async for event in events:
-                        piece = reader.add(event)
-                        if piece:
-                            yield piece
-                finally:
-                    closed = response.close()
-                    if inspect.isawaitable(closed):
-                        await closed
-                if nothing_streamed(reader.completion()):
-                    again = unstreamed(arguments)
-                    whole = (
-                        await create(**again)
-                        if is_async
-                        else await asyncio.to_thread(create, **again)
-                    )
-                    yield to_completion(whole, tool)
-                else:
-                    yield reader.completion()
+                run = arun_stream(stream_steps(arguments, tool), acreate, events_of, _close)
+                async with contextlib.aclosing(run):
+                    async for chunk in run:
+                        yield chunk
 
         return _deadline.astream(chunks, self.timeout, self.name)
 
 
-def _whole(reader: Reader, ask_again: Any, tool: Tool | None) -> Completion:
-    """The streamed reply, whole; asked again unstreamed when no event came (a server
-    that ignores ``stream``: see :func:`~jsonmode.backends.openai_wire.unstreamed`)."""
-    streamed = reader.completion()
-    if nothing_streamed(streamed):
-        return to_completion(ask_again(), tool)
-    return streamed
-
-
-async def _threaded(events: Iterator[Any]) -> AsyncIterator[Any]:
-    """A sync iterator's items, each fetched in a worker thread."""
+async def _threaded(response: Any) -> AsyncIterator[Any]:
+    """A sync stream's events, each fetched in a worker thread."""
+    events = iter(response)
     done = object()
     while (event := await asyncio.to_thread(next, events, done)) is not done:
         yield event
+
+
+async def _close(response: Any) -> None:
+    """Close a stream, a sync client's (``close()``) or an async one's (awaited)."""
+    closed = response.close()
+    if inspect.isawaitable(closed):
+        await closed
 
 
 @contextlib.contextmanager

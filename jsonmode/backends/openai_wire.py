@@ -18,31 +18,43 @@ its :class:`~jsonmode.backends.base.Completion` carries a ``problem`` saying so,
 the façade counts the attempt as failed and re-asks. A reply that makes no call at
 all is read from its content.
 
-Pure functions and per-reply readers: nothing here does I/O or holds shared state.
+A streamed reply is read once for sync and async code: :func:`stream_steps` is its
+logic without I/O (a generator that asks for each request and event it needs), and
+:func:`run_stream` / :func:`arun_stream` drive it, each doing only the I/O, blocking or
+awaited, through the callables it is given.
+
+Pure functions, per-reply readers and the two drivers: nothing here does I/O of its own
+or holds shared state.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from typing import Any, Literal
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Generator, Sequence
+from typing import Any, Final, Literal, NamedTuple
 
-from jsonmode.backends.base import Completion
+from jsonmode.backends.base import Chunk, Completion
 from jsonmode.errors import TransientBackendError
 from jsonmode.result import Usage
 from jsonmode.schema.core import Schema
 
 __all__ = [
+    "END",
+    "NEXT_EVENT",
     "TRANSIENT_STATUS",
     "TRANSPORTS",
+    "Ask",
     "NativeTransport",
     "Reader",
     "Tool",
+    "arun_stream",
     "native_arguments",
     "nothing_streamed",
     "openai_strict_ok",
     "refers_to_root",
+    "run_stream",
     "schema_arguments",
+    "stream_steps",
     "to_completion",
     "tool_arguments",
     "tool_parameters",
@@ -344,3 +356,109 @@ def native_arguments(
         parameters, wrapped = tool_parameters(schema)
         return tool_arguments(schema, parameters), Tool(schema.name, wrapped)
     return schema_arguments(schema), None
+
+
+class Ask(NamedTuple):
+    """A step of :func:`stream_steps`: send one request with ``arguments``; the driver
+    answers with the response. ``stream``: the response is an event stream, which the
+    driver holds open, reads at each :data:`NEXT_EVENT` and closes when it ends, fails
+    or the consumer stops."""
+
+    arguments: dict[str, Any]
+    stream: bool = False
+
+
+#: A step of :func:`stream_steps`: the open stream's next event (answered with it, or
+#: with :data:`END`, once it has ended and been closed).
+NEXT_EVENT: Final = object()
+END: Final = object()
+
+#: Steps: :class:`Ask` or :data:`NEXT_EVENT` (I/O for the driver), or a Chunk for the
+#: consumer (answered with None).
+Steps = Generator[Any, Any, None]
+
+
+def stream_steps(arguments: dict[str, Any], tool: Tool | None) -> Steps:
+    """A streamed reply's logic, without I/O: ask with ``arguments`` (streamed), yield
+    the text pieces of its events as they come, then the whole Completion; asked again
+    unstreamed (:func:`unstreamed`) when no event brought anything
+    (:func:`nothing_streamed`). Driven by :func:`run_stream` or :func:`arun_stream`."""
+    yield Ask(arguments, stream=True)
+    reader = Reader(tool)
+    while (event := (yield NEXT_EVENT)) is not END:
+        piece = reader.add(event)
+        if piece:
+            yield piece
+    streamed = reader.completion()
+    if nothing_streamed(streamed):  # the server ignored "stream" (see unstreamed)
+        streamed = to_completion((yield Ask(unstreamed(arguments))), tool)
+    yield streamed
+
+
+def run_stream(steps: Steps, create: Callable[..., Any]) -> Generator[Chunk, None, None]:
+    """The chunks of ``steps`` (:func:`stream_steps`), its I/O blocking: ``create(**arguments)``
+    sends a request, a stream is read with ``next`` and closed with its ``close()``
+    (once it ends, or when anything fails or the consumer stops). Errors of ``create``
+    and of the stream are raised as they are."""
+    opened: Any = None
+    events: Any = None
+    answer: Any = None
+    try:
+        while True:
+            try:
+                step = steps.send(answer)
+            except StopIteration:
+                return
+            answer = None
+            if isinstance(step, Ask):
+                answer = create(**step.arguments)
+                if step.stream:
+                    opened, events = answer, iter(answer)
+            elif step is NEXT_EVENT:
+                answer = next(events, END)
+                if answer is END:
+                    closing, opened = opened, None
+                    closing.close()
+            else:
+                yield step
+    finally:
+        steps.close()
+        if opened is not None:
+            opened.close()
+
+
+async def arun_stream(
+    steps: Steps,
+    create: Callable[..., Awaitable[Any]],
+    events_of: Callable[[Any], AsyncIterator[Any]],
+    close: Callable[[Any], Awaitable[object]],
+) -> AsyncGenerator[Chunk, None]:
+    """:func:`run_stream` awaited: ``await create(**arguments)`` sends a request, a
+    stream's events are ``events_of(response)`` and it is closed with ``await
+    close(response)``. Close it (``aclose``) when the consumer stops early: that
+    closes the stream."""
+    opened: Any = None
+    events: Any = None
+    answer: Any = None
+    try:
+        while True:
+            try:
+                step = steps.send(answer)
+            except StopIteration:
+                return
+            answer = None
+            if isinstance(step, Ask):
+                answer = await create(**step.arguments)
+                if step.stream:
+                    opened, events = answer, events_of(answer)
+            elif step is NEXT_EVENT:
+                answer = await anext(events, END)
+                if answer is END:
+                    closing, opened = opened, None
+                    await close(closing)
+            else:
+                yield step
+    finally:
+        steps.close()
+        if opened is not None:
+            await close(opened)
