@@ -104,7 +104,7 @@ class Bench:
     def __init__(self, model: Any, vocabulary: Any, dtype: Any, args: argparse.Namespace) -> None:
         import torch
 
-        from jsonmode.decoding.batch import BatchMasker
+        from jsonmode.decoding.batch_masks import BatchMasker
 
         self.model = model
         self.dtype = dtype

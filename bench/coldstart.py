@@ -162,7 +162,7 @@ def _empty_jsonmode_caches() -> None:
     """Empty every process-wide cache of jsonmode (module-level ``Lru`` objects, the
     compiled-schema cache): the next compile is a process's first."""
     from jsonmode.decoding import compiled as compiled_module
-    from jsonmode.decoding.lru import Lru
+    from jsonmode.lru import Lru
 
     for name, module in list(sys.modules.items()):
         if name.startswith("jsonmode") and module is not None:

@@ -148,7 +148,7 @@ class Batch:
     lists written with torch ops) or "bits" (its accelerator path)."""
 
     def __init__(self, width: int, eos: Sequence[int], limit: int, path: str = "") -> None:
-        from jsonmode.decoding.batch import BatchMasker
+        from jsonmode.decoding.batch_masks import BatchMasker
 
         self.make = lambda: BatchMasker(width, eos, max_cached=limit)
         self.path = path

@@ -46,14 +46,14 @@ __version__ = "0.1.0"
 # The decoder needs numpy (and torch for logits): imported on first use, so that
 # `import jsonmode` stays light for the API tiers and the CLI.
 _LAZY = {
-    "CompiledGrammar": "jsonmode.decoding.grammars",
+    "CompiledGrammar": "jsonmode.decoding.grammars.compiled",
     "CompiledSchema": "jsonmode.decoding.compiled",
     "Vocabulary": "jsonmode.decoding.vocabulary",
-    "compile_choice": "jsonmode.decoding.grammars",
-    "compile_csv": "jsonmode.decoding.builtin_grammars",
-    "compile_grammar": "jsonmode.decoding.grammars",
-    "compile_jsonl": "jsonmode.decoding.builtin_grammars",
-    "compile_regex": "jsonmode.decoding.grammars",
+    "compile_choice": "jsonmode.decoding.grammars.compiled",
+    "compile_csv": "jsonmode.decoding.grammars.builtins",
+    "compile_grammar": "jsonmode.decoding.grammars.compiled",
+    "compile_jsonl": "jsonmode.decoding.grammars.builtins",
+    "compile_regex": "jsonmode.decoding.grammars.compiled",
     "compile_schema": "jsonmode.decoding.compiled",
 }
 

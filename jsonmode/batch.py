@@ -78,7 +78,7 @@ from jsonmode.schema.core import Schema
 from jsonmode.texts import GrammarJudge, as_grammar, is_grammar
 
 if TYPE_CHECKING:
-    from jsonmode.decoding.grammars import CompiledGrammar
+    from jsonmode.decoding.grammars.compiled import CompiledGrammar
     from jsonmode.facade import JsonMode, Prompt, _Session
 
 __all__ = ["BatchResults", "BatchSummary", "Gate", "Options", "Progress", "Tally", "stream"]

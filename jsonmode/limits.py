@@ -5,7 +5,7 @@ check) and to compile grows with its size, and a regular expression's parse, DFA
 fallback grow with its length; so each input is measured first and refused, with a
 :class:`~jsonmode.errors.BudgetExceededError` naming the cap, before it costs more
 than reading its length. The time those steps take is bounded separately: a schema
-is read under the compile deadline (:mod:`jsonmode.decoding.budget`; outside a
+is read under the compile deadline (:mod:`jsonmode.budget`; outside a
 compile, ``DEFAULT_SECONDS``).
 
 The caps, with the largest real inputs measured (JSONSchemaBench, MaskBench):

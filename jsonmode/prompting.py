@@ -25,7 +25,7 @@ from jsonmode.schema.core import Schema
 from jsonmode.schema.validation import Issue
 
 if TYPE_CHECKING:
-    from jsonmode.decoding.grammars import CompiledGrammar
+    from jsonmode.decoding.grammars.compiled import CompiledGrammar
 
 __all__ = [
     "MAX_REASK_ISSUES",

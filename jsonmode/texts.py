@@ -56,7 +56,7 @@ from jsonmode.schema.core import Schema
 from jsonmode.schema.validation import Issue
 
 if TYPE_CHECKING:
-    from jsonmode.decoding.grammars import CompiledGrammar, Mismatch
+    from jsonmode.decoding.grammars.compiled import CompiledGrammar, Mismatch
 
 __all__ = [
     "TEXT_SCHEMA",
@@ -113,7 +113,7 @@ def as_grammar(grammar: object) -> CompiledGrammar:
     Raises InvalidGrammarError / UnsupportedSchemaError for GBNF that cannot be
     compiled, UsageError for anything else.
     """
-    from jsonmode.decoding.grammars import CompiledGrammar, compile_grammar
+    from jsonmode.decoding.grammars.compiled import CompiledGrammar, compile_grammar
 
     if isinstance(grammar, CompiledGrammar):
         return grammar
@@ -134,7 +134,7 @@ def is_grammar(target: object) -> bool:
     if isinstance(target, str):
         stripped = target.strip()
         return not stripped.startswith("{") and stripped not in ("true", "false")
-    module = sys.modules.get("jsonmode.decoding.grammars")
+    module = sys.modules.get("jsonmode.decoding.grammars.compiled")
     return module is not None and isinstance(target, module.CompiledGrammar)
 
 

@@ -1,5 +1,5 @@
 """``property_order="any"`` for objects of any size: the set of members written is
-carried in the parse stack (``jsonmode.decoding.families``), so any order works with
+carried in the parse stack (``jsonmode.decoding.automata.families``), so any order works with
 ``required`` enforced and no member written twice, without 2**n states."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from support.reference_masks import reference_mask
 
+from jsonmode.decoding.automata.families import LATTICE_MEMBERS, RuleTable
 from jsonmode.decoding.compiled import compile_schema
-from jsonmode.decoding.families import LATTICE_MEMBERS, RuleTable
 from jsonmode.decoding.vocabulary import Vocabulary
 
 TOKENIZERS = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data" / "tokenizers"

@@ -20,8 +20,8 @@ from pydantic import BaseModel, Field
 
 import jsonmode
 from jsonmode import BudgetExceededError, UnsupportedSchemaError, UsageError
-from jsonmode.decoding.builtin_grammars import compile_csv, compile_jsonl
-from jsonmode.decoding.grammars import CompiledGrammar
+from jsonmode.decoding.grammars.builtins import compile_csv, compile_jsonl
+from jsonmode.decoding.grammars.compiled import CompiledGrammar
 from jsonmode.decoding.vocabulary import Vocabulary
 from jsonmode.schema import Schema
 from tests.support.bounded import run_python

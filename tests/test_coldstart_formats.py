@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from jsonmode.decoding import format_tables, formats
-from jsonmode.decoding import regex as rx
+from jsonmode import regex as rx
+from jsonmode.decoding.compile import format_patterns as formats
+from jsonmode.decoding.compile import format_tables
 
 TABLE_FILE = Path(formats.__file__).with_name("format_tables.py")
 
@@ -20,7 +21,8 @@ def test_table_entry_equals_the_dfa_built_from_the_regex(name: str) -> None:
     entry = format_tables.TABLE[name]
     assert entry[0] == formats._digest(name), (
         f"format_tables.py is stale for {name!r}: run "
-        "`python -m jsonmode.decoding.formats > jsonmode/decoding/format_tables.py`"
+        "`python -m jsonmode.decoding.compile.format_patterns"
+        " > jsonmode/decoding/compile/format_tables.py`"
     )
     from_table = formats._decode(entry[1])
     built = formats.build_format_dfa(name)

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from jsonmode.decoding import regex as rx
-from jsonmode.decoding.regex_dfa import CharDFA, Edge, minimize_raw
+from jsonmode import regex as rx
+from jsonmode.regex.char_dfa import CharDFA, Edge, minimize_raw
 
 MAX = 0x10FFFF
 

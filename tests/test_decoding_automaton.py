@@ -10,8 +10,9 @@ import re
 
 import pytest
 
-from jsonmode.decoding.automaton import build_network
-from jsonmode.decoding.grammar import (
+from jsonmode.decoding.automata.network import build_network
+from jsonmode.decoding.automata.shapes import dead_parts
+from jsonmode.decoding.ir import (
     EMPTY,
     Alt,
     Call,
@@ -25,7 +26,6 @@ from jsonmode.decoding.grammar import (
     seq,
 )
 from jsonmode.decoding.reference import END, ReferenceMatcher
-from jsonmode.decoding.shapes import dead_parts
 from jsonmode.errors import BudgetExceededError, UnsupportedSchemaError
 
 NEVER = Alt(())
@@ -187,7 +187,7 @@ def test_rule_level_acceptance_agrees_with_the_state_search():
     with the backwards search over the automata."""
     import random
 
-    from jsonmode.decoding import automaton
+    from jsonmode.decoding.automata import network as automaton
 
     rng = random.Random(7)
     shortcuts = 0
@@ -217,9 +217,9 @@ def test_rules_alike_in_every_schema_are_determinised_once_per_process():
     its callees' names): the unconstrained JSON value's rules, and rules of two
     schemas that differ in the names they call only, share their tables; the tables
     are the ones built afresh."""
-    from jsonmode.decoding import automaton
+    from jsonmode.decoding.automata import network as automaton
+    from jsonmode.decoding.automata.shapes import shape_of
     from jsonmode.decoding.compiled import compile_schema
-    from jsonmode.decoding.shapes import shape_of
 
     first = compile_schema({"type": "object", "properties": {"a": {}}})
     second = compile_schema({"type": "array", "items": {"type": "object"}})
@@ -251,7 +251,7 @@ def test_runs_of_a_table_are_its_rows_intervals():
     """``_runs`` (one pass over a whole table) against a row-by-row scan."""
     import numpy as np
 
-    from jsonmode.decoding import automaton
+    from jsonmode.decoding.automata import network as automaton
 
     def scan(row):
         runs, lo = [], 0
@@ -304,8 +304,8 @@ def _canonical(raw):
 
 
 def _direct_and_general(expr, max_states=20_000):
-    from jsonmode.decoding import automaton
-    from jsonmode.decoding.objects import object_rule
+    from jsonmode.decoding.automata import network as automaton
+    from jsonmode.decoding.automata.objects import object_rule
 
     fragment = functools.partial(automaton._fragment, max_states=max_states)
     direct = object_rule(expr, fragment, max_states)
@@ -380,10 +380,10 @@ def test_object_rules_built_directly_on_random_objects():
 
 
 def test_object_rules_of_other_shapes_take_the_general_path():
-    from jsonmode.decoding.objects import object_rule
+    from jsonmode.decoding.automata.objects import object_rule
 
     ordered = members("a", "b")
-    from jsonmode.decoding import automaton
+    from jsonmode.decoding.automata import network as automaton
 
     fragment = functools.partial(automaton._fragment, max_states=100)
     assert object_rule(ordered, fragment, 100) is not None

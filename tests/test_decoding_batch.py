@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from jsonmode.decoding.batch import BatchMasker
+from jsonmode.decoding.batch_masks import BatchMasker
 from jsonmode.decoding.compiled import compile_schema
 from jsonmode.decoding.vocabulary import Vocabulary
 from jsonmode.errors import UsageError

@@ -151,7 +151,7 @@ def test_many_prefix_items_compile_without_recursion_error():
 
 
 def test_deadline_is_per_compile_and_absent_outside():
-    from jsonmode.decoding import budget
+    from jsonmode import budget
 
     budget.checkpoint()  # no compile under way: never raises
     with budget.deadline(0.0), pytest.raises(BudgetExceededError) as info:

@@ -8,13 +8,13 @@ import pytest
 from support.reference_masks import reference_mask
 from support.walks import key_lexeme, walk_sets
 
-from jsonmode.decoding.automaton import key_rule_names, quoted_rule
+from jsonmode.decoding.automata.keys import built_names, extra_key_body
+from jsonmode.decoding.automata.network import key_rule_names, quoted_rule
 from jsonmode.decoding.compiled import compile_schema
 from jsonmode.decoding.engine import rules as rules_module
 from jsonmode.decoding.engine import state as state_module
 from jsonmode.decoding.engine.facts import token_index
 from jsonmode.decoding.engine.keyhashes import KeyHashes
-from jsonmode.decoding.keys import built_names, extra_key_body
 from jsonmode.decoding.vocabulary import Vocabulary
 
 TOKENIZERS = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tokenizers"

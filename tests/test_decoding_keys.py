@@ -3,7 +3,7 @@
 import json
 import random
 
-from jsonmode.decoding.keys import extra_key_body
+from jsonmode.decoding.automata.keys import extra_key_body
 
 NAMES = ("a", "ab", "abc", "b c", "x-y", "~", "")
 

@@ -2,10 +2,11 @@
 
 ``not``, ``if``/``then``/``else``, ``dependentRequired``/``dependentSchemas`` (draft 7
 ``dependencies``), ``unevaluatedProperties``/``unevaluatedItems``, non-disjoint
-``oneOf`` (jsonmode.decoding.lowering, jsonmode.decoding.negation), ``propertyNames``,
+``oneOf`` (jsonmode.decoding.compile.lowering, jsonmode.decoding.compile.negation),
+``propertyNames``,
 ``contains``/``minContains``/``maxContains`` and trivial ``minProperties``/
-``maxProperties`` (jsonmode.decoding.containers), and exact ``allOf`` merges of
-``additionalProperties`` and ``prefixItems`` (jsonmode.decoding.merging).
+``maxProperties`` (jsonmode.decoding.compile.containers), and exact ``allOf`` merges of
+``additionalProperties`` and ``prefixItems`` (jsonmode.decoding.compile.merging).
 
 Every schema here must compile with ``unenforced == ()``, and then ``accepts`` must
 agree with jsonschema on the listed values and on a few hundred generated ones
@@ -23,9 +24,9 @@ import pytest
 from support.schema_order import SchemaOrder
 
 from jsonmode import UnsupportedSchemaError, compile_schema
-from jsonmode.decoding.lowering import Lowering
-from jsonmode.decoding.merging import merge
-from jsonmode.decoding.negation import negate, not_in_pattern
+from jsonmode.decoding.compile.lowering import Lowering
+from jsonmode.decoding.compile.merging import merge
+from jsonmode.decoding.compile.negation import negate, not_in_pattern
 from jsonmode.schema.core import Schema
 from jsonmode.schema.pointer import resolve_local_ref
 from jsonmode.schema.refs import resolve_references

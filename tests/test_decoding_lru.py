@@ -1,6 +1,6 @@
 """The byte-bounded LRU behind the decoder's process-wide caches."""
 
-from jsonmode.decoding.lru import Lru
+from jsonmode.lru import Lru
 
 
 def test_oldest_entries_go_once_the_budget_is_passed():
@@ -38,7 +38,7 @@ def test_identity_memo_keys_by_the_object_and_forgets_it_when_freed():
 
     import numpy as np
 
-    from jsonmode.decoding.lru import IdentityMemo
+    from jsonmode.lru import IdentityMemo
 
     memo: IdentityMemo[str] = IdentityMemo()
     first, equal = np.zeros(4), np.zeros(4)
@@ -58,7 +58,7 @@ def test_memoised_bounds_results_by_their_size_not_their_count():
     exception is not memoised."""
     import pytest
 
-    from jsonmode.decoding.lru import memoised
+    from jsonmode.lru import memoised
 
     calls: list[int] = []
 
@@ -100,7 +100,9 @@ def test_key_automata_caches_are_bounded_by_bytes(monkeypatch):
     import random
     import string
 
-    from jsonmode.decoding import compiled, containers, keys
+    from jsonmode.decoding import compiled
+    from jsonmode.decoding.automata import keys
+    from jsonmode.decoding.compile import containers
 
     rng = random.Random(4)
     caches = [keys.extra_key_body.cache, containers._key_lexemes.cache, keys.key_trie.cache]

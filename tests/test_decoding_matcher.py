@@ -551,8 +551,8 @@ def test_count_states_refuse_automata_other_than_the_counted_plain_string():
     """The claim ``lengths`` is checked against the automaton on every state and byte
     class: a wrong bound, or a body narrower than any string, is refused (the engine
     then walks the rule like any other), never mistaken for a counted string."""
-    from jsonmode.decoding import regex as rx
-    from jsonmode.decoding.automaton import RuleDFA, plain_string_rule, quoted_rule
+    from jsonmode import regex as rx
+    from jsonmode.decoding.automata.network import RuleDFA, plain_string_rule, quoted_rule
     from jsonmode.decoding.engine.rules import _count_states
 
     plain = plain_string_rule().trans
@@ -666,7 +666,7 @@ def test_rules_sharing_a_table_differ_in_signature_where_their_crossing_states_d
     """Rules that share one table (any-order families) but accept or call in other
     states are signed apart; rules alike in both are signed alike, whom they call
     aside; another table object, even an equal one, is numbered apart."""
-    from jsonmode.decoding.automaton import RuleDFA
+    from jsonmode.decoding.automata.network import RuleDFA
     from jsonmode.decoding.engine.rules import _structural_content
 
     trans = np.full((2, 256), -1, dtype=np.int32)
@@ -866,7 +866,7 @@ def test_key_lexemes_take_the_plain_strings_hashes_and_share_equal_states():
 def test_plain_states_refuse_a_lookalike():
     """A state that reads like the plain string between characters but differs
     deeper (one escape digit fewer) is not taken for it."""
-    from jsonmode.decoding.automaton import plain_string_rule
+    from jsonmode.decoding.automata.network import plain_string_rule
     from jsonmode.decoding.engine import state as state_module
 
     plain = plain_string_rule()
@@ -997,7 +997,7 @@ def test_key_trie_lays_out_the_sorted_prefixes_without_spelling_them():
     ``extra_key_body`` lays out) from the sorted names alone, keeps no prefix strings
     (a 20 000-character name is refused by the state budget before any is built), and
     ``key_trie_size`` counts them without building it."""
-    from jsonmode.decoding.keys import key_trie, key_trie_size
+    from jsonmode.decoding.automata.keys import key_trie, key_trie_size
 
     rng = random.Random(5)
     for _ in range(200):
@@ -1236,7 +1236,9 @@ def test_the_decoders_identity_memos_hold_no_value_that_keeps_its_key_alive():
     alive for good: the process-wide memos of the mask engine never hold one."""
     import numpy as np
 
-    from jsonmode.decoding import automaton, keys, reference
+    from jsonmode.decoding import reference
+    from jsonmode.decoding.automata import keys
+    from jsonmode.decoding.automata import network as automaton
     from jsonmode.decoding.engine import rules
 
     schema = {

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import jsonmode
-from jsonmode.decoding.numbers import Bounds, integer_range, number_dfa
+from jsonmode.decoding.compile.numbers import Bounds, integer_range, number_dfa
 
 BOUND_VALUES = [0, 1, -1, 0.5, -0.5, 10, -2.25, 3.75, 0.001, 99.99, 1000, -1000, 0.1, 7]
 KEYWORDS = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"]

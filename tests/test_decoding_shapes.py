@@ -1,9 +1,9 @@
-"""Rule shapes (jsonmode.decoding.shapes): the key structural automata are cached by."""
+"""Rule shapes (jsonmode.decoding.automata.shapes): the key structural automata are cached by."""
 
 from __future__ import annotations
 
-from jsonmode.decoding.grammar import EMPTY, Alt, Call, Lit, Members, Rep, Seq
-from jsonmode.decoding.shapes import dead_parts, shape_of
+from jsonmode.decoding.automata.shapes import dead_parts, shape_of
+from jsonmode.decoding.ir import EMPTY, Alt, Call, Lit, Members, Rep, Seq
 
 SEP = Seq((Lit(b","), Rep(Lit(b" "), 0, 1)))
 

@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from jsonmode.decoding import formats
-from jsonmode.decoding import regex as rx
+from jsonmode import regex as rx
+from jsonmode.decoding.compile import format_patterns as formats
 
 SUITE = (
     Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""GBNF, llama.cpp's grammar syntax (jsonmode.decoding.gbnf): every construct with
+"""GBNF, llama.cpp's grammar syntax (jsonmode.decoding.grammars.gbnf): every construct with
 texts it accepts and rejects, the IR it maps to, errors with their exact line and
 column, left recursion, hostile input, and a few realistic grammars of our own.
 (compile_regex / compile_choice / bound schemas: tests/test_grammars.py.)"""
@@ -11,8 +11,8 @@ import time
 import pytest
 
 from jsonmode import InvalidGrammarError, UnsupportedSchemaError, compile_grammar
-from jsonmode.decoding import gbnf
-from jsonmode.decoding.grammar import EMPTY, Call, Lex, Lit, Rep, Seq
+from jsonmode.decoding.grammars import gbnf
+from jsonmode.decoding.ir import EMPTY, Call, Lex, Lit, Rep, Seq
 from jsonmode.errors import BudgetExceededError
 
 

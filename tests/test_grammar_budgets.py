@@ -12,15 +12,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from jsonmode.decoding.grammar import Call, Lit, Seq
-from jsonmode.decoding.grammars import _size, compile_grammar
+from jsonmode.decoding.grammars.compiled import _size, compile_grammar
+from jsonmode.decoding.ir import Call, Lit, Seq
 from tests.support.bounded import PEAK_MB, run_jsonmode, run_python
 from tests.support.grammar_shapes import SHARED_CHAIN
 
 # The child prints one JSON line: what happened, how long it took, its peak memory.
 _CHILD = """
 import json, sys, time
-from jsonmode.decoding.grammars import compile_grammar
+from jsonmode.decoding.grammars.compiled import compile_grammar
 text = {text}
 started = time.perf_counter()
 try:
@@ -123,7 +123,7 @@ def test_inlining_keeps_expressions_shallow() -> None:
 
 
 def test_components_are_found_in_one_pass_callees_first() -> None:
-    from jsonmode.decoding.rule_graph import components
+    from jsonmode.decoding.automata.rule_graph import components
 
     rules = {f"r{i}": Seq((Lit(b"a"), Call(f"r{i + 1}"))) for i in range(100_000)}
     rules["r100000"] = Lit(b"a")
@@ -148,7 +148,7 @@ def test_a_chain_over_1000_rules_compiles_and_the_recursion_limit_names_what_set
     assert compiled.accepts("a" * 1101)
     # Python's own limit, where it still bites (a low limit): named as what it is.
     code = (
-        "import sys\nfrom jsonmode.decoding.grammars import compile_grammar\n"
+        "import sys\nfrom jsonmode.decoding.grammars.compiled import compile_grammar\n"
         "from jsonmode.errors import BudgetExceededError\n"
         "sys.setrecursionlimit(120)\n"
         "try:\n"

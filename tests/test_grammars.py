@@ -18,7 +18,7 @@ from jsonmode import (
     compile_grammar,
     compile_regex,
 )
-from jsonmode.decoding.grammars import CompiledGrammar, Mismatch
+from jsonmode.decoding.grammars.compiled import CompiledGrammar, Mismatch
 
 
 class Args(BaseModel):
@@ -184,13 +184,13 @@ def test_recursive_rules_stay_calls() -> None:
 
 
 def test_big_rules_stay_calls_so_inlining_cannot_blow_up() -> None:
-    from jsonmode.decoding.grammars import MAX_INLINE_NODES
+    from jsonmode.decoding.grammars.compiled import MAX_INLINE_NODES
 
     big = " | ".join(f'"w{i}"' for i in range(MAX_INLINE_NODES + 1))
     # each level doubles the text if every rule were copied in place
     levels = "\n".join(f"r{i} ::= r{i + 1} r{i + 1}" for i in range(30))
     compiled = compile_grammar(f"root ::= r0\n{levels}\nr30 ::= big\nbig ::= {big}")
-    from jsonmode.decoding.grammars import _size
+    from jsonmode.decoding.grammars.compiled import _size
 
     assert "big" in compiled.grammar.rules
     # no rule's body grew past twice the bound (each copies at most two kept bodies)

@@ -16,9 +16,9 @@ import jsonmode
 from jsonmode import JsonMode, parse
 from jsonmode.backends.base import Completion, Request
 from jsonmode.backends.function import FunctionBackend
+from jsonmode.decoding.compile.compiler import CompileOptions
 from jsonmode.decoding.compiled import CompiledSchema, compile_schema
-from jsonmode.decoding.compiler import CompileOptions
-from jsonmode.decoding.grammar import Alt, Call, Lit, Members, Rep, Seq
+from jsonmode.decoding.ir import Alt, Call, Lit, Members, Rep, Seq
 from jsonmode.errors import (
     InvalidSchemaError,
     OutputParseError,

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jsonmode.decoding import regex as rx
+from jsonmode import regex as rx
 from jsonmode.errors import UnsupportedSchemaError
 from tests.support.bounded import run_python
 
@@ -917,7 +917,7 @@ def test_a_long_literal_compiles_in_quadratic_time_not_cubic() -> None:
     under a second here; a bounded child keeps a regression from hanging the suite."""
     code = (
         "import time\n"
-        "from jsonmode.decoding.regex import compile_pattern\n"
+        "from jsonmode.regex import compile_pattern\n"
         "started = time.perf_counter()\n"
         "compile_pattern('a' * 1500)\n"
         "print(time.perf_counter() - started)\n"

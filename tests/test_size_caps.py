@@ -12,8 +12,7 @@ import time
 import pytest
 
 import jsonmode
-from jsonmode import BudgetExceededError, Schema, limits
-from jsonmode.decoding import budget
+from jsonmode import BudgetExceededError, Schema, budget, limits
 from tests.support.bounded import PEAK_MB, run_python
 
 # The child prints its verdict, the seconds it took and its peak memory (MB).
@@ -34,7 +33,7 @@ print(verdict, "|", round(seconds, 2), "|", round(peak))
 
 def _measured(call: str, seconds: float = 60) -> tuple[str, float, float]:
     out = run_python(
-        "import jsonmode.decoding.compiled, jsonmode.decoding.grammars\n"
+        "import jsonmode.decoding.compiled, jsonmode.decoding.grammars.compiled\n"
         + PEAK_MB
         + _MEASURED.format(call=call),
         seconds,
@@ -168,7 +167,7 @@ def test_parse_reads_a_schema_under_the_default_deadline() -> None:
     a metaschema check that runs longer stops there with a BudgetExceededError."""
     code = (
         "import jsonmode\n"
-        "from jsonmode.decoding import budget\n"
+        "from jsonmode import budget\n"
         "budget.DEFAULT_SECONDS = 0.5\n"  # (read when the schema is read)
         "names = {f'p{i}': {'pattern': f'[a-z]{{{i % 7}}}y{i}'} for i in range(40_000)}\n"
         "schema = {'$schema': 'https://json-schema.org/draft/2019-09/schema',"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from jsonmode.decoding.grammars import compile_grammar
+from jsonmode.decoding.grammars.compiled import compile_grammar
 from jsonmode.decoding.reference import ReferenceMatcher
 from jsonmode.decoding.textcheck import TEXT_BUDGET, TextChecker
 from jsonmode.errors import BudgetExceededError
@@ -32,7 +32,7 @@ _CYCLE = (
 # The child prints one JSON line: what each call gave and how long it took.
 _CHILD = """
 import json, time
-from jsonmode.decoding.grammars import compile_grammar
+from jsonmode.decoding.grammars.compiled import compile_grammar
 compiled = compile_grammar({grammar}, **{options!r})
 found = {{}}
 for name, call in {calls!r}:

@@ -2,7 +2,7 @@
 
 vLLM admits a request in its API server process and decodes it in its engine
 process. The vLLM adapter compiles a schema once, at admission, and stores the
-compiled automata (:class:`~jsonmode.decoding.automaton.Network` and the depth
+compiled automata (:class:`~jsonmode.decoding.automata.network.Network` and the depth
 settings its matchers need) here; the engine process only loads them, so its step
 never compiles. Importable without vLLM.
 
@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING
 from jsonmode.errors import UsageError
 
 if TYPE_CHECKING:
-    from jsonmode.decoding.automaton import Network
+    from jsonmode.decoding.automata.network import Network
 
 __all__ = [
     "MAX_BYTES",

@@ -55,7 +55,7 @@ Contract:
   whose generated tokens are replayed; tokens vLLM discards (a failed KV load) are
   rolled back.
 - **Masks.** All constrained rows are masked at once by
-  :class:`~jsonmode.decoding.batch.BatchMasker` (cached rows, tensor operations, no
+  :class:`~jsonmode.decoding.batch_masks.BatchMasker` (cached rows, tensor operations, no
   Python loop over the vocabulary); end-of-sequence is allowed exactly when the
   document is complete. A row whose sampled token the matcher refuses (another
   processor changed the logits) may only end; the error is logged.
@@ -115,9 +115,9 @@ except ModuleNotFoundError as _missing:
 
 from jsonmode import events
 from jsonmode.adapters.handoff import STORE_ENV, Automata, Handoff, default_directory, entry_key
-from jsonmode.decoding.batch import BatchMasker
+from jsonmode.decoding.batch_masks import BatchMasker
+from jsonmode.decoding.compile.compiler import CompileOptions
 from jsonmode.decoding.compiled import compile_schema
-from jsonmode.decoding.compiler import CompileOptions
 from jsonmode.decoding.matcher import MaskEngine, Matcher
 from jsonmode.decoding.vocabulary import Vocabulary
 from jsonmode.errors import JsonModeError

@@ -21,7 +21,7 @@ from jsonmode.result import Usage
 from jsonmode.schema.core import Schema
 
 if TYPE_CHECKING:
-    from jsonmode.decoding.grammars import CompiledGrammar
+    from jsonmode.decoding.grammars.compiled import CompiledGrammar
 
 __all__ = ["Backend", "Chunk", "Completion", "Request", "StreamingBackend"]
 

@@ -123,7 +123,7 @@ from jsonmode.errors import (
 from jsonmode.retry import parse_retry_after, response_headers
 
 if TYPE_CHECKING:
-    from jsonmode.decoding.grammars import CompiledGrammar
+    from jsonmode.decoding.grammars.compiled import CompiledGrammar
 
 __all__ = [
     "LiteLLMBackend",

@@ -41,10 +41,10 @@ from typing import Any
 from jsonmode import events
 from jsonmode.backends.base import Chunk, Completion, Request
 from jsonmode.backends.deadline import check_timeout
-from jsonmode.decoding.batch import BatchMasker
+from jsonmode.decoding.batch_masks import BatchMasker
 from jsonmode.decoding.compiled import Compiled, CompiledSchema, compile_schema
 from jsonmode.decoding.fastforward import FastForward
-from jsonmode.decoding.grammars import CompiledGrammar
+from jsonmode.decoding.grammars.compiled import CompiledGrammar
 from jsonmode.decoding.logits import JsonLogitsProcessor
 from jsonmode.decoding.matcher import Matcher
 from jsonmode.decoding.vocabulary import Vocabulary
@@ -72,7 +72,7 @@ class TransformersBackend:
             clock started when the call starts (prompt encoding and schema
             compilation count, but are not interrupted); past it the call fails with
             TransientBackendError and the partial output is dropped.
-        compile_options: :class:`~jsonmode.decoding.compiler.CompileOptions` fields.
+        compile_options: :class:`~jsonmode.decoding.compile.compiler.CompileOptions` fields.
         fast_forward: append the tokens the schema forces without sampling them
             (default True; see the module docstring). False: every token is sampled
             under the mask, as before fast-forward existed.

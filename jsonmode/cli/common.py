@@ -231,7 +231,7 @@ def compiled_grammar(args: argparse.Namespace) -> Any:
     for flag, given in (("--stream", getattr(args, "stream", False)), ("--indent", args.indent)):
         if given not in (None, False):
             raise UsageError(f"{flag} is for JSON output (--schema), not a text")
-    from jsonmode.decoding.grammars import compile_grammar, compile_regex
+    from jsonmode.decoding.grammars.compiled import compile_grammar, compile_regex
 
     depth = getattr(args, "max_nesting_depth", None)
     if args.regex is not None:

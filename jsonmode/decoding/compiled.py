@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from jsonmode import events
 from jsonmode._text import clip
-from jsonmode.decoding.automaton import Network, build_network
-from jsonmode.decoding.budget import TIME_BUDGET, checkpoint, deadline
+from jsonmode.budget import TIME_BUDGET, checkpoint, deadline
+from jsonmode.decoding.automata.network import Network, build_network
 from jsonmode.decoding.collector import collector_paused
-from jsonmode.decoding.compiler import CompileOptions, build_grammar
-from jsonmode.decoding.grammar import Grammar
+from jsonmode.decoding.compile.compiler import CompileOptions, build_grammar
+from jsonmode.decoding.ir import Grammar
 from jsonmode.decoding.matcher import MaskEngine, Matcher
 from jsonmode.decoding.reference import ReferenceMatcher
 from jsonmode.decoding.textcheck import TextChecker, checking
@@ -92,7 +92,7 @@ class Compiled:
     compile_seconds: float
     unenforced: tuple[str, ...] = dataclasses.field(default=(), kw_only=True)
     #: How ``max_nesting_depth`` counts a stack's depth: levels of recursion (grammars)
-    #: or frames (schemas); see :mod:`jsonmode.decoding.headroom`.
+    #: or frames (schemas); see :mod:`jsonmode.decoding.automata.headroom`.
     depth_in_levels: ClassVar[bool] = False
 
     def __repr__(self) -> str:
@@ -286,7 +286,7 @@ def _compile(
     """:func:`compile_schema` once the options are read: normalise, look up, build.
 
     The time budget runs from here and is checked while compiling (see
-    :mod:`jsonmode.decoding.budget`): an over-budget schema stops near
+    :mod:`jsonmode.budget`): an over-budget schema stops near
     ``max_compile_seconds`` instead of running to the end and being refused then.
     """
     with deadline(settings.max_compile_seconds):

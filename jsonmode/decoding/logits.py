@@ -5,7 +5,7 @@ scores`` (transformers' two-argument ``LogitsProcessor`` protocol), so it works 
 ``model.generate(logits_processor=[...])`` and in hand-written loops alike.
 
 Per call: advance each row's matcher by the token sampled last, then restrict every
-unfinished row at once with a :class:`~jsonmode.decoding.batch.BatchMasker` (rows
+unfinished row at once with a :class:`~jsonmode.decoding.batch_masks.BatchMasker` (rows
 cached per state as short id lists: one ``index_fill_``, or a gather, ``fill_`` and
 scatter, per row on the CPU; see that module for the measured choice). Rows that
 have finished are left alone. A row whose sampled token was refused (another
@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 
 from jsonmode import events
-from jsonmode.decoding.batch import BatchMasker
+from jsonmode.decoding.batch_masks import BatchMasker
 from jsonmode.decoding.compiled import Compiled
 from jsonmode.decoding.matcher import Matcher
 
@@ -34,7 +34,7 @@ class JsonLogitsProcessor:
     on would be left alone and run on unconstrained.
 
     ``max_cached_biases`` bounds the state rows kept (the name predates the
-    :class:`~jsonmode.decoding.batch.BatchMasker` that keeps them: a row is now the
+    :class:`~jsonmode.decoding.batch_masks.BatchMasker` that keeps them: a row is now the
     state's shorter id list, ~40 KB for an in-string Qwen2.5 state and a few bytes
     for a structural one, whatever the dtype); rebuilding an evicted one costs
     ~0.1 ms.

@@ -1,6 +1,6 @@
 """The compile options: :class:`CompileOptions`, every knob of a compile and its budgets.
 
-Shared by the schema compiler (:mod:`~jsonmode.decoding.compiler`, which re-exports it),
+Shared by the schema compiler (:mod:`~jsonmode.decoding.compile.compiler`, which re-exports it),
 the grammar front ends and the schema builder's collaborators; imports nothing of the
 decoder but the budget's default, so any of them can import it. Immutable: thread-safe.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from jsonmode.decoding.budget import DEFAULT_SECONDS
+from jsonmode.budget import DEFAULT_SECONDS
 from jsonmode.errors import UnsupportedSchemaError, UsageError
 
 __all__ = ["CompileOptions"]
@@ -28,7 +28,7 @@ class CompileOptions:
         max_whitespace: the bound for flexible whitespace runs (default 40).
         property_order: ``"schema"`` (declared order: the order is the reasoning
             order) or ``"any"`` (any order, each member once, ``required`` enforced;
-            any number of members, see :mod:`~jsonmode.decoding.families`).
+            any number of members, see :mod:`~jsonmode.decoding.automata.families`).
         spelling: ``"canonical"`` (default): the decoder lets a model write each value
             only as ``json.dumps(value, ensure_ascii=False)`` would — integers without
             a fraction or exponent (``84``, never ``84.0``), strings without needless
@@ -43,11 +43,11 @@ class CompileOptions:
             bound (default 256); larger bounds are post-validated instead.
         max_nesting_depth: how deep the matcher's stack may grow (default 64), in
             frames (a grammar's counts levels of recursion, default 256: see
-            :mod:`jsonmode.decoding.headroom`). A stack that could not finish within it
+            :mod:`jsonmode.decoding.automata.headroom`). A stack that could not finish within it
             is never kept.
         max_compile_seconds: give up compiling after this long (default 10 s),
             checked while compiling (per schema node, automaton state, enum value;
-            see :mod:`~jsonmode.decoding.budget`): an over-budget schema stops within
+            see :mod:`~jsonmode.budget`): an over-budget schema stops within
             milliseconds of it, reading and validating the schema included.
 
     Exceeding a budget raises :class:`~jsonmode.errors.BudgetExceededError` naming it

@@ -22,11 +22,11 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from jsonmode.decoding.automaton import Network
-from jsonmode.decoding.families import TAIL
-from jsonmode.decoding.headroom import headroom
-from jsonmode.decoding.lru import IdentityMemo
+from jsonmode.decoding.automata.families import TAIL
+from jsonmode.decoding.automata.headroom import headroom
+from jsonmode.decoding.automata.network import Network
 from jsonmode.errors import BudgetExceededError
+from jsonmode.lru import IdentityMemo
 
 __all__ = ["END", "MAX_STACKS", "ReferenceMatcher", "State"]
 
@@ -55,7 +55,7 @@ class ReferenceMatcher:
     lazily refined depth threshold ``safe``, an idempotent write of sound values).
 
     ``max_depth`` bounds the stack (nesting) depth, counted in frames, or in levels
-    of recursion when ``levels`` (grammars; see :mod:`~jsonmode.decoding.headroom`):
+    of recursion when ``levels`` (grammars; see :mod:`~jsonmode.decoding.automata.headroom`):
     a stack is kept only while it can still finish within the bound, so no state
     allows a byte whose only continuations nest deeper (the matcher is never left
     with no way on), and deeper calls are not entered.
@@ -95,7 +95,7 @@ class ReferenceMatcher:
         # maxLength 128 has ~2,500 states) cost more than the rest of the engine's
         # set-up.
         # (Per rule number, filled for the network's rules now and for the rules of
-        # any-order objects when first looked up: see jsonmode.decoding.families.)
+        # any-order objects when first looked up: see jsonmode.decoding.automata.families.)
         rules = network.rules
         self._trans: _PerRule[memoryview] = _PerRule(lambda n: _flat(rules[n].trans))
         self._accepting: _PerRule[bytes] = _PerRule(lambda n: rules[n].accepting.tobytes())

@@ -8,12 +8,12 @@ under a cycle of 5 001 rules: 20 s). :class:`TextChecker` walks the same automat
 the same rules (its tables, its ``max_depth``/``max_stacks`` bounds, its viability
 test, unchanged) over *linked* stacks: a stack is its top frame and a link to the
 stack below, shared, never copied; each carries its size, its depth (see
-:mod:`~jsonmode.decoding.headroom`) and its hash, worked out once when it is pushed.
+:mod:`~jsonmode.decoding.automata.headroom`) and its hash, worked out once when it is pushed.
 So a byte costs the same whatever the depth, and the stacks alive are all the memory
 kept (nothing is interned).
 
 Checking a text is bounded in time, from the compile budget's mechanism
-(:mod:`~jsonmode.decoding.budget`): :func:`check_seconds` gives the compiled
+(:mod:`~jsonmode.budget`): :func:`check_seconds` gives the compiled
 constraint's ``max_compile_seconds`` plus :data:`SECONDS_PER_BYTE` per byte of the text
 (a text checked in linear time always fits; an ambiguous grammar that keeps thousands
 of stacks per byte does not), and past it the walk raises
@@ -31,8 +31,8 @@ from collections.abc import Iterator
 import numpy as np
 import numpy.typing as npt
 
-from jsonmode.decoding.budget import checkpoint, deadline
-from jsonmode.decoding.families import TAIL
+from jsonmode.budget import checkpoint, deadline
+from jsonmode.decoding.automata.families import TAIL
 from jsonmode.decoding.reference import ReferenceMatcher
 from jsonmode.errors import BudgetExceededError
 
@@ -259,7 +259,7 @@ def check_seconds(max_compile_seconds: float, size: int) -> float:
 @contextlib.contextmanager
 def checking(max_compile_seconds: float, size: int) -> Iterator[None]:
     """Run the ``with`` block (one text's check) under :func:`check_seconds`'s
-    deadline: past it, :func:`~jsonmode.decoding.budget.checkpoint` raises
+    deadline: past it, :func:`~jsonmode.budget.checkpoint` raises
     :class:`~jsonmode.errors.BudgetExceededError` (budget :data:`TEXT_BUDGET`, the
     limit in seconds). Thread-safe: per context."""
     seconds = check_seconds(max_compile_seconds, size)

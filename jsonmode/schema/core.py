@@ -32,7 +32,7 @@ from jsonschema.protocols import Validator as _JsonschemaValidator
 
 from jsonmode import limits
 from jsonmode._json import decode_message
-from jsonmode.decoding.budget import checkpoint, ensure_deadline
+from jsonmode.budget import checkpoint, ensure_deadline
 from jsonmode.errors import InvalidSchemaError, UnsupportedSchemaError, UsageError
 from jsonmode.schema.fastcheck import compile_check
 from jsonmode.schema.formats import FormatUndecided, bounded
@@ -192,7 +192,7 @@ class Schema:
                 over :data:`~jsonmode.limits.MAX_PATTERN_CHARS` (the message names its
                 location), or reading the schema past the current compile deadline
                 (outside a compile, one of
-                :data:`~jsonmode.decoding.budget.DEFAULT_SECONDS`).
+                :data:`~jsonmode.budget.DEFAULT_SECONDS`).
         """
         if isinstance(schema, Schema):
             return schema if name is None or name == schema.name else schema.renamed(name)

@@ -522,7 +522,7 @@ def compile_check(
     ``legacy_integers``: "integer" as draft 4 has it (``1.0`` is not one), for a
     draft 4 document restated with 2020-12 keywords (the draft 4 metaschema).
     ``step``: called each time the predicate follows a reference (a metaschema's
-    check passes :func:`~jsonmode.decoding.budget.checkpoint`: once per subschema of
+    check passes :func:`~jsonmode.budget.checkpoint`: once per subschema of
     the schema it checks); whatever it raises propagates."""
     if isinstance(schema, dict):
         declared = schema.get("$schema")

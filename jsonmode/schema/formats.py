@@ -42,7 +42,7 @@ from jsonschema import FormatChecker
 
 from jsonmode import limits
 from jsonmode._watchdog import DeadlineExceeded, run_until
-from jsonmode.decoding.budget import run_within
+from jsonmode.budget import run_within
 
 __all__ = [
     "ALSO_MALFORMED",
@@ -180,7 +180,7 @@ def _capped(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """The metaschema's ``regex`` check (Python's ``re`` compiling a schema's
     pattern: ~4 µs a character) within the bounds of reading a schema: a string over
     :data:`~jsonmode.limits.MAX_PATTERN_CHARS` is refused unread, and the compile is
-    interrupted at the current compile deadline (:func:`~jsonmode.decoding.budget.run_within`);
+    interrupted at the current compile deadline (:func:`~jsonmode.budget.run_within`);
     both are :class:`~jsonmode.errors.BudgetExceededError`."""
 
     def capped(instance: Any) -> Any:

@@ -33,7 +33,7 @@ import jsonschema.exceptions
 import jsonschema.validators
 from jsonschema.protocols import Validator
 
-from jsonmode.decoding.budget import checkpoint
+from jsonmode.budget import checkpoint
 from jsonmode.schema.fastcheck import compile_check
 from jsonmode.schema.formats import tolerant
 
@@ -90,7 +90,7 @@ def check_schema(cls: type[Validator], schema: Any) -> None:
 def _official(cls: type[Validator]) -> Validator:
     """What ``cls.check_schema`` checks with (the validator of ``cls``'s metaschema,
     its format checker made :func:`~jsonmode.schema.formats.tolerant`), with a
-    :func:`~jsonmode.decoding.budget.checkpoint` before each keyword it evaluates: the
+    :func:`~jsonmode.budget.checkpoint` before each keyword it evaluates: the
     official check of a large schema (draft 2019-09's ``$recursiveRef``: 7 s for the
     largest Kubernetes schema) stops at the compile deadline. Immutable, thread-safe."""
     known = _officials.get(cls)

@@ -16,7 +16,7 @@ Engines, chosen once per pattern and cached (:data:`CACHE_BYTES`, least recently
 used first out; thread-safe):
 
 1. **DFA** (almost every schema pattern): the decoder's own ECMA-262 → DFA engine
-   (:func:`jsonmode.decoding.regex.compile_pattern`, unanchored search semantics,
+   (:func:`jsonmode.regex.glushkov.compile_pattern`, unanchored search semantics,
    code points). Matching is one table step per ASCII character (~0.1 µs here) and
    one bisection per other code point: linear, never more; it stops as soon as the
    verdict is certain (a dead state, or a state that accepts everything). Compiling
@@ -26,7 +26,7 @@ used first out; thread-safe):
 2. **Lazy DFA**, for a pattern the DFA engine reads but whose DFA exceeds its budget
    (long literal runs: ``a{1999}.`` unanchored): the same position automaton searched
    directly, each set of positions made when a text first reaches it and remembered
-   (:func:`jsonmode.decoding.regex.lazy_search`). Exact and linear in the text (a
+   (:func:`jsonmode.regex.glushkov.lazy_search`). Exact and linear in the text (a
    step costs up to the pattern's positions when new); each search may run for at
    most :data:`LAZY_TIMEOUT_S` seconds, then it is undecided, as below.
 3. **Bounded fallback**, for what a DFA cannot express (backreferences, lookaround,
@@ -71,11 +71,12 @@ from jsonschema.exceptions import ValidationError
 from referencing.jsonschema import lookup_recursive_ref
 
 from jsonmode import limits
-from jsonmode.decoding import regex as _dfa
-from jsonmode.decoding.budget import checkpoint
-from jsonmode.decoding.lru import Lru
-from jsonmode.decoding.regex import PatternSearch
-from jsonmode.decoding.regex_parse import (
+from jsonmode import regex as _dfa
+from jsonmode.budget import checkpoint
+from jsonmode.errors import BudgetExceededError, UnsupportedSchemaError
+from jsonmode.lru import Lru
+from jsonmode.regex import PatternSearch
+from jsonmode.regex.syntax import (
     DOT,
     MAX_CODE_POINT,
     Chars,
@@ -83,7 +84,6 @@ from jsonmode.decoding.regex_parse import (
     RegexParser,
     is_quantifier_brace,
 )
-from jsonmode.errors import BudgetExceededError, UnsupportedSchemaError
 
 __all__ = [
     "CACHE_BYTES",

@@ -28,11 +28,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from jsonmode.decoding.automata.families import TAIL
 from jsonmode.decoding.engine.facts import Facts, ReadLists, TokenIndex, facts
 from jsonmode.decoding.engine.trie import Following, TokenTrie
-from jsonmode.decoding.families import TAIL
-from jsonmode.decoding.lru import Lru
 from jsonmode.decoding.reference import ReferenceMatcher, Stack
+from jsonmode.lru import Lru
 
 Pair = tuple[int, int]  # (context, rule state): one parse stack, see Stacks
 
@@ -142,7 +142,7 @@ class Stacks:
 
     def _bounded_table(self, rule: int, room: int) -> tuple[memoryview, ReadLists]:
         """The rule's table and read lists less the bytes into states that need more
-        than ``room`` depth to finish (see :mod:`~jsonmode.decoding.headroom`)."""
+        than ``room`` depth to finish (see :mod:`~jsonmode.decoding.automata.headroom`)."""
         key = (rule, room)
         known = self._bounded.get(key)
         if known is None:
@@ -211,7 +211,7 @@ class Stacks:
                 roomy = depth < self.reference.safe or self.reference.roomy(depth + 1)
                 for callee, back in calls[rule][at]:
                     # (Only a stack that can finish within the limit: see
-                    # jsonmode.decoding.headroom.)
+                    # jsonmode.decoding.automata.headroom.)
                     if back == TAIL:  # (the callee replaces the frame: no deeper)
                         if roomy or depth + room.need(callee)[0] <= limit:
                             sibling = self._child(self._parent[here], self._back[here], callee)

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from jsonmode.decoding.automaton import Network
+from jsonmode.decoding.automata.network import Network
 from jsonmode.decoding.engine.boundary import Stacks, direct, group_rests
 from jsonmode.decoding.engine.facts import (
     Bits,
@@ -47,9 +47,9 @@ from jsonmode.decoding.engine.facts import (
 from jsonmode.decoding.engine.rules import Rules
 from jsonmode.decoding.engine.segments import segment_cache
 from jsonmode.decoding.engine.walk import RETURN, Walk, Walks, local_walk_cache, walk_cache
-from jsonmode.decoding.lru import Lru
 from jsonmode.decoding.reference import END, ReferenceMatcher, Stack, State
 from jsonmode.decoding.vocabulary import Vocabulary
+from jsonmode.lru import Lru
 
 __all__ = ["Mask", "MaskEngine", "configure_caches"]
 
@@ -192,7 +192,7 @@ class MaskEngine:
         if (END in state or (state and not into.set)) and self.eos.size:
             # (A live state no token continues: the nesting bound no longer makes
             # one (no stack is kept that cannot finish within it, see
-            # jsonmode.decoding.headroom), but a vocabulary that cannot spell what
+            # jsonmode.decoding.automata.headroom), but a vocabulary that cannot spell what
             # must follow could. End-of-sequence lets the row end there, the text
             # judged incomplete, rather than leaving nothing to sample from; see
             # Matcher.advance.)

@@ -22,7 +22,7 @@ from typing import Any, TypeAlias
 import numpy as np
 import numpy.typing as npt
 
-from jsonmode.decoding.automaton import RuleDFA
+from jsonmode.decoding.automata.network import RuleDFA
 from jsonmode.decoding.engine.keyhashes import KeyHashes
 from jsonmode.decoding.engine.trie import TokenTrie, lexicographic_order
 from jsonmode.decoding.vocabulary import Vocabulary

@@ -19,7 +19,7 @@ import hashlib
 import numpy as np
 import numpy.typing as npt
 
-from jsonmode.decoding.keys import KeyTrie
+from jsonmode.decoding.automata.keys import KeyTrie
 
 __all__ = ["KeyHashes"]
 
@@ -29,7 +29,7 @@ class KeyHashes:
     asked for (``hashes[row, state]``, as of an array of
     :func:`~jsonmode.decoding.engine.state.state_hashes`' rows).
 
-    The layout is :func:`~jsonmode.decoding.keys.extra_key_body`'s: state 0 before the
+    The layout is :func:`~jsonmode.decoding.automata.keys.extra_key_body`'s: state 0 before the
     opening quote, one state per prefix of the names (:class:`KeyTrie` order), the four
     escape states, then the plain string body's states. The plain part takes the plain
     string's hashes and the escape states the values they have in every key lexeme

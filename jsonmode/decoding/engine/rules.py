@@ -7,7 +7,7 @@ and recognises a string with length bounds only as the plain string plus a count
 schemas: their signatures, hashes and information are shared process-wide by content.
 A structural rule's walks depend on its table and crossing states alone, not on the
 rules it calls: it is signed by its table object (networks share the table of a rule
-shape: see :func:`~jsonmode.decoding.automaton.build_network`) and its crossing states,
+shape: see :func:`~jsonmode.decoding.automata.network.build_network`) and its crossing states,
 so the walks of an array, a root or a recurring object are shared across schemas too.
 
 Cost: a rule's information is worked out on the first mask that walks it; hashing a
@@ -26,7 +26,7 @@ import itertools
 import numpy as np
 import numpy.typing as npt
 
-from jsonmode.decoding.automaton import Network, RuleDFA, key_rule_names, plain_string_rule
+from jsonmode.decoding.automata.network import Network, RuleDFA, key_rule_names, plain_string_rule
 from jsonmode.decoding.engine.facts import QUOTE, Counted, RuleInfo, StateHashes, facts
 from jsonmode.decoding.engine.keyhashes import KeyHashes
 from jsonmode.decoding.engine.state import (
@@ -38,7 +38,7 @@ from jsonmode.decoding.engine.state import (
     plain_loops,
     state_hashes,
 )
-from jsonmode.decoding.lru import IdentityMemo, Lru
+from jsonmode.lru import IdentityMemo, Lru
 
 # A lexeme joins another's hashing pass (see Rules.hash_lexemes) only when it
 # has at most this many states: a small lexeme's pass costs mostly per depth step,

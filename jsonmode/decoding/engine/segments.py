@@ -25,7 +25,7 @@ import numpy.typing as npt
 
 from jsonmode.decoding.engine.facts import Rows, RuleInfo, TokenIndex
 from jsonmode.decoding.engine.trie import Boundaries, TrieWalk
-from jsonmode.decoding.lru import Lru
+from jsonmode.lru import Lru
 
 # Missing segments with more tokens than this are walked level by level in full
 # (one gather per level) rather than by following the live frontier. (Replaying the

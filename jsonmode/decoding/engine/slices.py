@@ -36,7 +36,7 @@ import numpy.typing as npt
 
 from jsonmode.decoding.engine.facts import RuleInfo, TokenIndex
 from jsonmode.decoding.engine.trie import Boundaries, TokenTrie
-from jsonmode.decoding.lru import Lru
+from jsonmode.lru import Lru
 
 __all__ = ["CleanSlice", "clean_slice", "safe_states", "sliced_walk"]
 

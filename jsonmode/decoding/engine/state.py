@@ -29,10 +29,15 @@ import functools
 import numpy as np
 import numpy.typing as npt
 
-from jsonmode.decoding.automaton import RuleDFA, key_rule_names, plain_string_rule, quoted_rule
+from jsonmode.decoding.automata.keys import KeyTrie, extra_key_body, is_plain_name, key_trie
+from jsonmode.decoding.automata.network import (
+    RuleDFA,
+    key_rule_names,
+    plain_string_rule,
+    quoted_rule,
+)
 from jsonmode.decoding.engine.facts import QUOTE, RuleInfo, facts
 from jsonmode.decoding.engine.keyhashes import KeyHashes
-from jsonmode.decoding.keys import KeyTrie, extra_key_body, is_plain_name, key_trie
 
 _PLAIN_CHAR = ord("a")
 

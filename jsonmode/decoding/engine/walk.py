@@ -52,8 +52,8 @@ from jsonmode.decoding.engine.rules import Rules, character_begins
 from jsonmode.decoding.engine.segments import assemble
 from jsonmode.decoding.engine.slices import sliced_walk
 from jsonmode.decoding.engine.trie import Boundaries, Following, ranges
-from jsonmode.decoding.lru import Lru
 from jsonmode.decoding.vocabulary import Vocabulary
+from jsonmode.lru import Lru
 
 # Replaying at most this many bytes in all is done in plain Python (see _replay).
 _FEW_BYTES = 512

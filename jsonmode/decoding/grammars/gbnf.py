@@ -2,7 +2,7 @@
 
 :func:`parse` reads GBNF as llama.cpp's ``grammars/README.md`` defines it and as its
 parser (``src/llama-grammar.cpp``) accepts it, and returns a
-:class:`~jsonmode.decoding.grammar.Grammar` whose start rule is ``root``.
+:class:`~jsonmode.decoding.ir.Grammar` whose start rule is ``root``.
 
 Syntax and its mapping to the IR:
 
@@ -82,9 +82,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from jsonmode.decoding import regex as rx
-from jsonmode.decoding.budget import checkpoint
-from jsonmode.decoding.grammar import (
+from jsonmode import regex as rx
+from jsonmode.budget import checkpoint
+from jsonmode.decoding.automata.rule_graph import left_cycle, reachable, show_cycle, tail_loop
+from jsonmode.decoding.ir import (
     EMPTY,
     Alt,
     Call,
@@ -96,7 +97,6 @@ from jsonmode.decoding.grammar import (
     alt,
     seq,
 )
-from jsonmode.decoding.rule_graph import left_cycle, reachable, show_cycle, tail_loop
 from jsonmode.errors import BudgetExceededError, InvalidGrammarError, UnsupportedSchemaError
 
 __all__ = ["MAX_COUNT", "MAX_DEPTH", "MAX_TEXT_CHARS", "parse"]
@@ -156,7 +156,7 @@ _LEFT_RECURSION_HINT = (
 
 
 def parse(text: str, *, externals: frozenset[str] = frozenset()) -> Grammar:
-    """Read GBNF ``text`` into a :class:`~jsonmode.decoding.grammar.Grammar` rooted at
+    """Read GBNF ``text`` into a :class:`~jsonmode.decoding.ir.Grammar` rooted at
     ``root``, keeping only the rules ``root`` reaches.
 
     Args:

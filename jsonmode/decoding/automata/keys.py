@@ -3,7 +3,7 @@
 ``additionalProperties`` applies to the keys no declared property claims, so the
 decoder must keep an extra key from spelling a declared name. The exact automaton
 (the complement of the names, lowered through every JSON escape) is built by
-:mod:`jsonmode.decoding.regex` at a cost of milliseconds per object and hundreds
+:mod:`jsonmode.regex.glushkov` at a cost of milliseconds per object and hundreds
 of states. For the common case — names of printable ASCII without ``"`` or ``\\`` —
 :func:`extra_key_body` builds a small equivalent directly: a trie of the names
 over the plain JSON string body.
@@ -25,10 +25,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from jsonmode.decoding import regex as rx
-from jsonmode.decoding.budget import checkpoint
-from jsonmode.decoding.lru import IdentityMemo, memoised
+from jsonmode import regex as rx
+from jsonmode.budget import checkpoint
 from jsonmode.errors import BudgetExceededError
+from jsonmode.lru import IdentityMemo, memoised
 
 __all__ = [
     "KeyTrie",
@@ -53,7 +53,7 @@ def is_plain_name(name: str) -> bool:
 @functools.lru_cache(maxsize=2)
 def _body(complete: bool) -> rx.ByteDFA:
     """The body of any JSON string (between the quotes), spelled canonically or in any
-    way (see :func:`~jsonmode.decoding.regex.json_string_body_dfa`)."""
+    way (see :func:`~jsonmode.regex.glushkov.json_string_body_dfa`)."""
     return rx.json_string_body_dfa(rx.any_char_dfa(0, None), complete=complete)
 
 

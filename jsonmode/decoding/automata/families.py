@@ -4,7 +4,7 @@ With ``property_order="any"`` an object's members may be written in any order, e
 at most once, with the required ones all present before the closing brace. What may
 come next depends on the *set* of members written so far: 2**n sets for n members.
 Up to :data:`LATTICE_MEMBERS` members the automaton builder writes that lattice out
-(:meth:`~jsonmode.decoding.automaton._NFA._members_any_order`). Beyond it, the set is
+(:meth:`~jsonmode.decoding.automata.network._NFA._members_any_order`). Beyond it, the set is
 carried in the parse stack instead, as the identity of the rule on top of the object:
 
 * :func:`expand` replaces such a ``Members`` node by a call to a *family* rule and
@@ -38,8 +38,8 @@ from typing import overload
 import numpy as np
 import numpy.typing as npt
 
-from jsonmode.decoding.grammar import Alt, Call, Expr, Grammar, Members, Rep, Seq
-from jsonmode.decoding.rule_dfa import RuleDFA
+from jsonmode.decoding.automata.rule_dfa import RuleDFA
+from jsonmode.decoding.ir import Alt, Call, Expr, Grammar, Members, Rep, Seq
 
 __all__ = ["LATTICE_MEMBERS", "TAIL", "Family", "RuleTable", "expand", "number_families"]
 

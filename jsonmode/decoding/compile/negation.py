@@ -30,7 +30,7 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from jsonmode.decoding.merging import ANNOTATION_KEYWORDS
+from jsonmode.decoding.compile.merging import ANNOTATION_KEYWORDS
 from jsonmode.schema.pointer import MISSING
 
 __all__ = ["BASE_TYPES", "negate", "not_in_pattern"]

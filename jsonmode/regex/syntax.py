@@ -1,6 +1,6 @@
 """ECMA-262 regular expressions (the JSON Schema subset) → a small syntax tree.
 
-This is the parse stage of :mod:`jsonmode.decoding.regex`; the tree it returns is
+This is the parse stage of :mod:`jsonmode.regex.glushkov`; the tree it returns is
 turned into a DFA there. Only what a finite automaton can do is accepted; anything
 else raises :class:`~jsonmode.errors.UnsupportedSchemaError` naming the fragment
 (and the offset) that cannot be handled, so the caller can fall back to

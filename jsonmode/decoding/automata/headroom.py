@@ -27,7 +27,7 @@ depth changes (a byte read, a call entered) and so never keep, nor allow a byte 
 a stack whose only continuations nest too deep.
 
 Rules made while matching (the rules of any-order objects, see
-:mod:`~jsonmode.decoding.families`) need nothing (a lower bound: never refuses a text
+:mod:`~jsonmode.decoding.automata.families`) need nothing (a lower bound: never refuses a text
 that fits), and their calls count as a frame's (by frames) or none (by levels); a tail
 call (theirs only) counts as the call it replaces.
 
@@ -47,9 +47,9 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from jsonmode.decoding.automaton import Network
-from jsonmode.decoding.budget import checkpoint
-from jsonmode.decoding.families import TAIL
+from jsonmode.budget import checkpoint
+from jsonmode.decoding.automata.families import TAIL
+from jsonmode.decoding.automata.network import Network
 
 __all__ = ["UNREACHABLE", "Headroom", "headroom"]
 
@@ -176,7 +176,7 @@ def _needs(
     state, or ``back``'s need if larger (a tail call: the callee's need). A rule that
     calls nothing needs nothing. Cost: O((states + edges) log states) in plain Python
     lists, the byte edges found with a few NumPy calls per million table cells (not
-    per rule); checks the current deadline (:func:`~jsonmode.decoding.budget.checkpoint`)
+    per rule); checks the current deadline (:func:`~jsonmode.budget.checkpoint`)
     as it goes."""
     count = len(network.rules)
     rules = [network.rules[number] for number in range(count)]

@@ -1,6 +1,6 @@
 """Character-level DFAs: the :class:`CharDFA` type, minimisation and the Boolean algebra.
 
-Part of jsonmode's regex engine (:mod:`jsonmode.decoding.regex` is the entry point and
+Part of jsonmode's regex engine (:mod:`jsonmode.regex.glushkov` is the entry point and
 re-exports every public name here). Every :class:`CharDFA` the functions of this module
 return is **trimmed and minimal, numbered canonically** (breadth-first from the start
 state, edges in code-point order): two DFAs of the same language are equal (``==``).
@@ -21,9 +21,9 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from jsonmode.decoding.budget import checkpoint
-from jsonmode.decoding.regex_parse import MAX_CODE_POINT
+from jsonmode.budget import checkpoint
 from jsonmode.errors import UnsupportedSchemaError
+from jsonmode.regex.syntax import MAX_CODE_POINT
 
 __all__ = [
     "DEFAULT_MAX_STATES",

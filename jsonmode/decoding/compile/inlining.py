@@ -1,12 +1,12 @@
 """Subschemas merged in place: ``allOf`` parts and reference targets.
 
-The compiler's builder (a :class:`~jsonmode.decoding.containers.SchemaBuilder`) writes
-``allOf`` as one merged schema (see :mod:`~jsonmode.decoding.merging`), and an
+The compiler's builder (a :class:`~jsonmode.decoding.compile.containers.SchemaBuilder`) writes
+``allOf`` as one merged schema (see :mod:`~jsonmode.decoding.compile.merging`), and an
 ``anyOf``/``oneOf`` branch merged with the rest of its schema. :func:`resolve` gives the
 schema a part stands for: its keywords rewritten where exact
-(:mod:`~jsonmode.decoding.lowering`) and its references followed — ``$ref`` and
+(:mod:`~jsonmode.decoding.compile.lowering`) and its references followed — ``$ref`` and
 ``$dynamicRef`` alike, the latter through the dynamic scope
-(:mod:`~jsonmode.decoding.scope`), whose resources a merged target carries along on its
+(:mod:`~jsonmode.decoding.compile.scope`), whose resources a merged target carries along on its
 subschemas where entering them matters. :func:`merge_all` merges a schema's ``allOf``
 parts into it.
 
@@ -17,14 +17,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from jsonmode.decoding.budget import checkpoint
-from jsonmode.decoding.merging import merge
-from jsonmode.decoding.scope import MARKER
+from jsonmode.budget import checkpoint
+from jsonmode.decoding.compile.merging import merge
+from jsonmode.decoding.compile.scope import MARKER
 from jsonmode.errors import UnsupportedSchemaError
 from jsonmode.schema.pointer import MISSING, resolve_local_ref
 
 if TYPE_CHECKING:
-    from jsonmode.decoding.containers import SchemaBuilder
+    from jsonmode.decoding.compile.containers import SchemaBuilder
 
 __all__ = ["merge_all", "resolve"]
 
@@ -62,7 +62,7 @@ def resolve(b: SchemaBuilder, schema: Any, path: str) -> Any:
 
 def _resolve(b: SchemaBuilder, schema: Any, path: str) -> Any:
     if isinstance(schema, dict):
-        # (merged where it is, its own $id is never entered: see jsonmode.decoding.scope)
+        # (merged where it is, its own $id is never entered: see jsonmode.decoding.compile.scope)
         schema = b.lowering.lower(b.scope.inline(schema, draft7=b.draft7))
     hops = 0
     while isinstance(schema, dict) and ("$ref" in schema or "$dynamicRef" in schema):

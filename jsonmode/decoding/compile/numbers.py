@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from decimal import ROUND_FLOOR, Decimal, InvalidOperation
 from typing import Any
 
-from jsonmode.decoding import regex as rx
+from jsonmode import regex as rx
 from jsonmode.errors import BudgetExceededError, UnsupportedSchemaError
 
 __all__ = ["Bounds", "integer_range", "number_dfa"]

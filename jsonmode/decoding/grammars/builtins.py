@@ -1,8 +1,8 @@
 """Built-in grammars for two line-oriented formats: JSON Lines and CSV.
 
 Both compile to the same intermediate form, automata, caches and mask engine as
-:func:`~jsonmode.decoding.grammars.compile_grammar`, and return a
-:class:`~jsonmode.decoding.grammars.CompiledGrammar` (``accepts``, ``diagnose``,
+:func:`~jsonmode.decoding.grammars.compiled.compile_grammar`, and return a
+:class:`~jsonmode.decoding.grammars.compiled.CompiledGrammar` (``accepts``, ``diagnose``,
 ``matcher``, ``unenforced``), so they can be used wherever a grammar can.
 
 - :func:`compile_jsonl`: documents conforming to a JSON Schema, one per line.
@@ -24,18 +24,18 @@ from typing import TYPE_CHECKING, Any
 
 import jsonschema
 
-from jsonmode.decoding import regex as rx
-from jsonmode.decoding.budget import checkpoint
-from jsonmode.decoding.compiler import CompileOptions
-from jsonmode.decoding.formats import FORMAT_EXACTNESS, format_dfa
-from jsonmode.decoding.grammar import EMPTY, Call, Expr, Grammar, Lex, Lit, Rep, alt, seq
-from jsonmode.decoding.grammars import (
+from jsonmode import regex as rx
+from jsonmode.budget import checkpoint
+from jsonmode.decoding.compile.compiler import CompileOptions
+from jsonmode.decoding.compile.format_patterns import FORMAT_EXACTNESS, format_dfa
+from jsonmode.decoding.compile.numbers import Bounds, integer_range, number_dfa
+from jsonmode.decoding.grammars.compiled import (
     CompiledGrammar,
     bind_schemas,
     compiled_constraint,
     read_schema,
 )
-from jsonmode.decoding.numbers import Bounds, integer_range, number_dfa
+from jsonmode.decoding.ir import EMPTY, Call, Expr, Grammar, Lex, Lit, Rep, alt, seq
 from jsonmode.errors import BudgetExceededError, UnsupportedSchemaError, UsageError
 from jsonmode.schema.core import UNDECIDED, Schema
 from jsonmode.schema.keywords import ANNOTATIONS
@@ -77,7 +77,7 @@ def compile_jsonl(
         vocabulary: the tokenizer's vocabulary, for masks (None: ``accepts`` only).
         min_lines: the fewest documents (default 1; 0 allows the empty text).
         max_lines: the most documents (None: unbounded).
-        **options: :class:`~jsonmode.decoding.compiler.CompileOptions` fields.
+        **options: :class:`~jsonmode.decoding.compile.compiler.CompileOptions` fields.
 
     Returns:
         A :class:`CompiledGrammar` whose ``schemas`` is ``{"doc": schema}`` and whose
@@ -171,7 +171,7 @@ def compile_csv(
         min_rows: the fewest rows (default 1; 0 allows a header alone, or the empty
             text without a header).
         max_rows: the most rows (None: unbounded).
-        **options: :class:`~jsonmode.decoding.compiler.CompileOptions` fields (``strict``,
+        **options: :class:`~jsonmode.decoding.compile.compiler.CompileOptions` fields (``strict``,
             ``max_repeat``, ``max_rule_states``, ``max_compile_seconds`` apply).
 
     Returns:

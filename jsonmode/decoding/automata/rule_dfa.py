@@ -1,7 +1,7 @@
 """One rule's automaton: :class:`RuleDFA`, the record the network is made of.
 
-:mod:`~jsonmode.decoding.automaton` builds them from a grammar and
-:mod:`~jsonmode.decoding.families` makes those of any-order objects on demand; the mask
+:mod:`~jsonmode.decoding.automata.network` builds them from a grammar and
+:mod:`~jsonmode.decoding.automata.families` makes those of any-order objects on demand; the mask
 engine, the matchers and the compiled core read them. Imports nothing of the decoder,
 so all of them can import it. Immutable (frozen, read-only arrays): thread-safe.
 """
@@ -20,7 +20,7 @@ __all__ = ["RuleDFA"]
 class RuleDFA:
     """One rule's automaton. ``trans[s, b]`` is the next state on byte ``b`` (-1: none);
     ``calls[s]`` lists ``(callee index, return state)``; a return state of
-    :data:`~jsonmode.decoding.families.TAIL` makes it a tail call (the callee replaces
+    :data:`~jsonmode.decoding.automata.families.TAIL` makes it a tail call (the callee replaces
     the caller's frame; only the rules of any-order objects have them)."""
 
     name: str
@@ -28,11 +28,11 @@ class RuleDFA:
     calls: tuple[tuple[tuple[int, int], ...], ...]
     accepting: npt.NDArray[np.bool_]
     # A quoted JSON string of any ``low .. high`` code points (high None: unbounded):
-    # the automaton is :func:`~jsonmode.decoding.automaton.plain_string_rule`'s with a
+    # the automaton is :func:`~jsonmode.decoding.automata.network.plain_string_rule`'s with a
     # count of the characters.
     lengths: tuple[int, int | None] | None = None
     # A quoted JSON string that is none of these names (an object's extra keys): the
-    # body is :func:`~jsonmode.decoding.keys.extra_key_body`'s, in its layout.
+    # body is :func:`~jsonmode.decoding.automata.keys.extra_key_body`'s, in its layout.
     keys: tuple[str, ...] | None = None
 
     @property

@@ -12,9 +12,9 @@ document is complete.
 
 Cost: subset construction over byte intervals, linear in the size of the result
 for typical schemas; object rules of the usual shape are written out directly
-(:mod:`~jsonmode.decoding.objects`, ~2.5x faster), their member values and
+(:mod:`~jsonmode.decoding.automata.objects`, ~2.5x faster), their member values and
 separators determinised once per process. A structural rule's table is built once
-per process per :class:`~jsonmode.decoding.shapes.Shape` (the rule up to the names
+per process per :class:`~jsonmode.decoding.automata.shapes.Shape` (the rule up to the names
 it calls: arrays, roots, unions and extra-key rules recur in almost every schema,
 and ~30% of object rules recur across MaskBench schemas) and shared, read-only, by
 the networks that have a rule of that shape (a bounded LRU, 32 MiB). Budget:
@@ -32,17 +32,17 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import numpy.typing as npt
 
-from jsonmode.decoding.budget import checkpoint
-from jsonmode.decoding.families import Family, RuleTable, number_families
-from jsonmode.decoding.families import expand as expand_families
-from jsonmode.decoding.grammar import Alt, Call, Expr, Grammar, Lex, Lit, Members, Rep, Seq
-from jsonmode.decoding.keys import built_names
-from jsonmode.decoding.lru import IdentityMemo, Lru, memoised
-from jsonmode.decoding.objects import Fragment, Interval, Raw, extend_row, object_rule
-from jsonmode.decoding.regex import ByteDFA, any_char_dfa, json_string_body_dfa
-from jsonmode.decoding.rule_dfa import RuleDFA
-from jsonmode.decoding.shapes import Shape, dead_parts, shape_of
+from jsonmode.budget import checkpoint
+from jsonmode.decoding.automata.families import Family, RuleTable, number_families
+from jsonmode.decoding.automata.families import expand as expand_families
+from jsonmode.decoding.automata.keys import built_names
+from jsonmode.decoding.automata.objects import Fragment, Interval, Raw, extend_row, object_rule
+from jsonmode.decoding.automata.rule_dfa import RuleDFA
+from jsonmode.decoding.automata.shapes import Shape, dead_parts, shape_of
+from jsonmode.decoding.ir import Alt, Call, Expr, Grammar, Lex, Lit, Members, Rep, Seq
 from jsonmode.errors import BudgetExceededError, UnsupportedSchemaError
+from jsonmode.lru import IdentityMemo, Lru, memoised
+from jsonmode.regex import ByteDFA, any_char_dfa, json_string_body_dfa
 
 __all__ = [
     "Network",
@@ -238,7 +238,7 @@ def _runs(trans: npt.NDArray[np.int32]) -> Iterable[tuple[int, int, int, int]]:
 class Network:
     """Every rule's automaton; ``rules[root]`` starts the document. Immutable but for
     the rules of any-order objects, made when a matcher first reaches them (see
-    :mod:`~jsonmode.decoding.families`); thread-safe."""
+    :mod:`~jsonmode.decoding.automata.families`); thread-safe."""
 
     rules: Sequence[RuleDFA]
     root: int
@@ -252,7 +252,7 @@ class Network:
 
 # Finished call-free rules (lexemes), by expression and budget (None: accepts nothing).
 _TERMINALS: Lru[tuple[Expr, int], tuple[RuleDFA | None]] = Lru(64 << 20)
-# Structural rules' automata, by shape (its key: see jsonmode.decoding.shapes) and
+# Structural rules' automata, by shape (its key: see jsonmode.decoding.automata.shapes) and
 # budget. (The key text only: an expression kept here would be one more tree of objects
 # for the garbage collector to walk for as long as it is cached.)
 _STRUCTURES: Lru[tuple[str, int], _Structure] = Lru(32 << 20)
@@ -413,7 +413,8 @@ def _call_row(
 def build_network(grammar: Grammar, *, max_states: int = 20_000) -> Network:
     """Compile every rule and trim what cannot complete.
 
-    Structural rules are built once per process per :class:`~jsonmode.decoding.shapes.Shape`
+    Structural rules are built once per process per
+    :class:`~jsonmode.decoding.automata.shapes.Shape`
     (the rule up to its callees' names), and so is their table where every part of
     the rule accepts something; a network then only numbers their calls.
 
@@ -466,7 +467,7 @@ class _Structure:
     Where no part of the shape accepts nothing by itself (``raw`` None, the usual
     case): its table ``trans``, ``accepting``, and ``calling``, the states that call,
     each with its calls as ``(callee index, return state)``. Otherwise (an empty
-    alternative, an empty lexeme: see :func:`~jsonmode.decoding.shapes.dead_parts`)
+    alternative, an empty lexeme: see :func:`~jsonmode.decoding.automata.shapes.dead_parts`)
     ``raw``, the untrimmed automaton each network trims. Shared by every network with
     a rule of the shape: read-only (lists of rows are not kept where a table will
     do: the garbage collector would walk them for as long as they are cached).
@@ -627,7 +628,7 @@ _KEY_RULES: IdentityMemo[tuple[str, ...]] = IdentityMemo()
 
 def key_rule_names(table: npt.NDArray[np.int32]) -> tuple[str, ...] | None:
     """The names of the key lexeme whose (read-only) table ``table`` is, when
-    :func:`quoted_rule` made it around :func:`~jsonmode.decoding.keys.extra_key_body`'s
+    :func:`quoted_rule` made it around :func:`~jsonmode.decoding.automata.keys.extra_key_body`'s
     body of those names: laid out as that body, quoted (state 0 before the opening
     quote, the body's states one up, the closing quote's state last). None for any
     other table, an equal one built elsewhere included (a lookup by identity)."""

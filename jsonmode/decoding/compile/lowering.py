@@ -15,7 +15,7 @@ and the compiler lists it in ``unenforced`` as before.
   "patternProperties": {pattern: true …}, "additionalProperties": U}`` (or
   ``{"prefixItems": [true …], "items": U}``). ``not`` never evaluates anything
   (its annotations are dropped), so it is no obstacle.
-- ``not``: the complement (:func:`~jsonmode.decoding.negation.negate`).
+- ``not``: the complement (:func:`~jsonmode.decoding.compile.negation.negate`).
 - ``if``/``then``/``else`` (draft 7 and later): ``anyOf: [allOf: [if, then],
   allOf: [not if, else]]`` — the branches are disjoint, so this is exact.
 - ``dependentRequired``/``dependentSchemas`` (``dependencies`` in drafts 4–7): per
@@ -40,8 +40,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from jsonmode.decoding.merging import ANNOTATION_KEYWORDS, disjoint
-from jsonmode.decoding.negation import negate
+from jsonmode.decoding.compile.merging import ANNOTATION_KEYWORDS, disjoint
+from jsonmode.decoding.compile.negation import negate
 from jsonmode.schema.pointer import MISSING, resolve_local_ref
 
 __all__ = ["CONTEXTUAL", "Lowering", "detach", "dialect_of"]

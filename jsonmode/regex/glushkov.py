@@ -1,44 +1,10 @@
-"""jsonmode's own regex → DFA engine: no backtracking, so no catastrophic patterns.
+"""Pattern → DFA: Glushkov positions and subset construction (:func:`compile_pattern`),
+the lazy search that never builds the whole DFA (:func:`lazy_search`), and integer
+ranges written as patterns (:func:`integer_range_pattern`).
 
-Used by the constrained decoder to enforce ``pattern``, ``format``, ``minLength`` /
-``maxLength`` and integer ranges inside JSON strings and numbers. This module is the
-entry point: it compiles patterns and re-exports the public names of the stages'
-modules, so callers import everything from here.
-
-Stages (each one printable, RE2-style), one module each:
-
-1. :func:`~jsonmode.decoding.regex_parse.parse` — ECMA-262 text → syntax tree (see that
-   module for exactly which syntax is supported);
-2. :func:`compile_pattern` (here) — Glushkov position automaton, determinised by subset
-   construction (state budget ``max_states``), then trimmed and minimised by
-   :mod:`~jsonmode.decoding.regex_dfa` (Hopcroft), which also holds the Boolean
-   operations: a :class:`CharDFA` over Unicode code points, printable with
-   :meth:`CharDFA.to_text`;
-3. :func:`utf8_byte_dfa` / :func:`json_string_body_dfa`
-   (:mod:`~jsonmode.decoding.regex_bytes`) — the same language over bytes (a
-   :class:`ByteDFA`: a NumPy ``(n_states, 256)`` table) for the token-level engine.
-
-Every :class:`CharDFA` these functions return is **trimmed and minimal, numbered
-canonically** (breadth-first from the start state, edges in code-point order): two
-DFAs of the same language are equal (``==``). Every live state can reach an accepting
-state; a transition that could not is simply absent. The empty language is one
-non-accepting state with no edges (:meth:`CharDFA.is_empty`).
-
-Budgets (typed, documented, never a hang): ``max_states`` (default
-:data:`DEFAULT_MAX_STATES` = 2000) bounds the states built by subset or product
-construction *before* minimisation; the Glushkov automaton may hold at most
-``POSITIONS_PER_STATE * max_states`` positions (one per character class occurrence
-after unrolling counted repeats). Exceeding either raises
-:class:`~jsonmode.errors.UnsupportedSchemaError` saying which budget, so the caller
-can fall back to post-validation. Costs: parsing is linear; compiling a typical schema
-pattern takes well under a millisecond to a few milliseconds (the largest ``format``,
-email, ~960 subset states minimised to 294, a few milliseconds); the worst case is
-about ``max_states`` subset states, each one union of follow sets per character-class
-segment — ``(a|b)*a(a|b){30}`` hits the default budget in tens of milliseconds. The
-segments of a set of classes are swept once per distinct set, not once per state.
-
-All objects are immutable and thread-safe. NumPy is imported only by the byte-level
-functions, so the character-level engine works without it.
+The second stage of :mod:`jsonmode.regex` (see there for the stages, the canonical
+form of every DFA returned, the budgets and the costs). Thread-safe: nothing here
+keeps state between calls.
 """
 
 from __future__ import annotations
@@ -47,23 +13,17 @@ import bisect
 import time
 from collections.abc import Iterable
 
-from jsonmode.decoding.budget import checkpoint
-from jsonmode.decoding.regex_bytes import ByteDFA, json_string_body_dfa, utf8_byte_dfa
-from jsonmode.decoding.regex_dfa import (
+from jsonmode.budget import checkpoint
+from jsonmode.limits import check_pattern
+from jsonmode.regex.char_dfa import (
     DEFAULT_MAX_STATES,
     CharDFA,
     Edge,
-    any_char_dfa,
     budget_error,
-    complement,
-    intersect,
-    literal_dfa,
     merge_row,
-    minimize,
     minimize_raw,
-    union,
 )
-from jsonmode.decoding.regex_parse import (
+from jsonmode.regex.syntax import (
     ALL,
     Alt,
     Chars,
@@ -73,27 +33,6 @@ from jsonmode.decoding.regex_parse import (
     Repeat,
     parse,
 )
-from jsonmode.limits import check_pattern
-
-__all__ = [
-    "DEFAULT_MAX_STATES",
-    "POSITIONS_PER_STATE",
-    "SEARCH_MEMBERS",
-    "ByteDFA",
-    "CharDFA",
-    "PatternSearch",
-    "any_char_dfa",
-    "compile_pattern",
-    "complement",
-    "integer_range_pattern",
-    "intersect",
-    "json_string_body_dfa",
-    "lazy_search",
-    "literal_dfa",
-    "minimize",
-    "union",
-    "utf8_byte_dfa",
-]
 
 #: The Glushkov automaton may have at most this many positions per allowed state.
 POSITIONS_PER_STATE = 10
@@ -232,7 +171,7 @@ def compile_pattern(
 
     ECMA-262 semantics over code points, **unanchored search** (a string matches if the
     pattern matches anywhere in it) unless an alternative is anchored with ``^`` / ``$``.
-    See :mod:`jsonmode.decoding.regex_parse` for the supported syntax.
+    See :mod:`jsonmode.regex.syntax` for the supported syntax.
 
     Args:
         pattern: the regular expression text.

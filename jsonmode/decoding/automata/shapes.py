@@ -8,7 +8,7 @@ schema in those names alone: every array of one item rule is ``"[" ( | item ( ",
 ``key ":" " "? value``. :func:`shape_of` numbers the callees ``0``, ``1``, ... in the
 order of their first call (depth first, in the expression's order), so that such
 rules share one :class:`Shape`, and one automaton per process (see
-:func:`~jsonmode.decoding.automaton.build_network`).
+:func:`~jsonmode.decoding.automata.network.build_network`).
 
 A shape is keyed by a text that spells the expression unambiguously (literals and
 lexeme labels quoted, callees by number): hashed and compared as one string, where
@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jsonmode.decoding.budget import checkpoint
-from jsonmode.decoding.families import LATTICE_MEMBERS
-from jsonmode.decoding.grammar import Alt, Call, Expr, Lex, Lit, Members, Rep, Seq
+from jsonmode.budget import checkpoint
+from jsonmode.decoding.automata.families import LATTICE_MEMBERS
+from jsonmode.decoding.ir import Alt, Call, Expr, Lex, Lit, Members, Rep, Seq
 
 __all__ = ["Shape", "dead_parts", "shape_of"]
 
@@ -35,7 +35,7 @@ class Shape:
     ``key`` spells the expression with callee ``i`` as its number; ``callees`` are
     the real names in that order; ``structural``: it calls a rule or holds an
     object's members (it is not a lexeme); ``families``: it holds an any-order object
-    too big for its lattice (see :mod:`~jsonmode.decoding.families`); ``source`` is
+    too big for its lattice (see :mod:`~jsonmode.decoding.automata.families`); ``source`` is
     the expression itself. Equal and hashed by ``key`` alone.
     """
 

@@ -1,5 +1,5 @@
-"""The decoder's process-wide caches: a byte-bounded least-recently-used map, and a
-memo by object identity."""
+"""Process-wide caches on the ground floor (schema checks and the decoder use them): a
+byte-bounded least-recently-used map, and a memo by object identity."""
 
 from __future__ import annotations
 

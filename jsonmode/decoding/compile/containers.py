@@ -1,6 +1,6 @@
 """Objects and arrays: the grammar of an object's members and of an array's items.
 
-Moved out of :mod:`~jsonmode.decoding.compiler`, whose builder (a
+Moved out of :mod:`~jsonmode.decoding.compile.compiler`, whose builder (a
 :class:`SchemaBuilder`) calls these with itself; they read the builder's options and
 call back into it for subschemas.
 
@@ -24,7 +24,7 @@ Arrays enforce ``prefixItems``, ``items``, ``minItems``/``maxItems``, and ``cont
 with ``minContains``/``maxContains`` where there is no ``prefixItems`` and no item
 count bound: at least (at most) so many items satisfy ``items`` and ``contains``,
 the others ``items`` (with ``maxContains``: ``items`` and not ``contains``, which
-needs :func:`~jsonmode.decoding.negation.negate`). Exactly as the matcher counts:
+needs :func:`~jsonmode.decoding.compile.negation.negate`). Exactly as the matcher counts:
 every item is one of the two kinds, so the count is the number of the first kind.
 """
 
@@ -36,8 +36,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from jsonmode.decoding import regex as rx
-from jsonmode.decoding.grammar import (
+from jsonmode import regex as rx
+from jsonmode.decoding.automata.keys import extra_key_body
+from jsonmode.decoding.compile.merging import ANNOTATION_KEYWORDS, conjunction
+from jsonmode.decoding.ir import (
     EMPTY,
     Alt,
     Call,
@@ -50,17 +52,15 @@ from jsonmode.decoding.grammar import (
     expr_bytes,
     seq,
 )
-from jsonmode.decoding.keys import extra_key_body
-from jsonmode.decoding.lru import memoised
-from jsonmode.decoding.merging import ANNOTATION_KEYWORDS, conjunction
 from jsonmode.errors import BudgetExceededError, UnsupportedSchemaError
+from jsonmode.lru import memoised
 from jsonmode.schema.patterns import PatternUndecidedError
 from jsonmode.schema.patterns import search as search_pattern
 
 if TYPE_CHECKING:
-    from jsonmode.decoding.lowering import Lowering
+    from jsonmode.decoding.compile.lowering import Lowering
+    from jsonmode.decoding.compile.scope import DynamicScope
     from jsonmode.decoding.options import CompileOptions
-    from jsonmode.decoding.scope import DynamicScope
 
 __all__ = [
     "LexemeMaker",
@@ -80,7 +80,7 @@ LexemeMaker = Callable[[], tuple[Expr, tuple[tuple[str, str], ...]]]
 
 class SchemaBuilder(Protocol):
     """What the object, array and inlining code needs of the schema compiler's builder
-    (:mod:`~jsonmode.decoding.compiler` implements it and passes itself): its options
+    (:mod:`~jsonmode.decoding.compile.compiler` implements it and passes itself): its options
     and state, and the writers of values, lexemes, rules and separators. One builder
     per compile: not thread-safe."""
 
@@ -315,8 +315,8 @@ class Spelling:
         return self.string_lex(label, dfa, complete=self.complete)
 
     def plain(self, label: str, names: tuple[str, ...], max_states: int | None) -> Expr | None:
-        """The keys that are none of ``names`` from the trie of :mod:`~jsonmode.decoding.keys`
-        (None: a name that is not plain ASCII)."""
+        """The keys that are none of ``names`` from the trie of
+        :mod:`~jsonmode.decoding.automata.keys` (None: a name that is not plain ASCII)."""
         body = extra_key_body(names, max_states, complete=self.complete)
         if body is None:
             return None

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from jsonmode.decoding.regex import ByteDFA
+    from jsonmode.regex import ByteDFA
 
 __all__ = [
     "EMPTY",
@@ -56,7 +56,7 @@ class Lex:
     ``lengths``: set on a JSON string body that is *any* string of ``low .. high``
     code points (``high`` None: unbounded) and nothing else, so that the mask engine
     may treat it as the plain string body plus a count (see ``RuleDFA.lengths``).
-    ``keys``: set on :func:`~jsonmode.decoding.keys.extra_key_body` of these names
+    ``keys``: set on :func:`~jsonmode.decoding.automata.keys.extra_key_body` of these names
     (see ``RuleDFA.keys``).
     """
 

@@ -1,22 +1,22 @@
 """The call graph of a grammar's rules: what reaches what, which rules can match the
 empty text, left recursion, and tail calls made loops.
 
-Used by the GBNF reader (:mod:`jsonmode.decoding.gbnf`: unreachable rules, left
-recursion, tail loops) and by :mod:`jsonmode.decoding.grammars` (inlining rules that
+Used by the GBNF reader (:mod:`jsonmode.decoding.grammars.gbnf`: unreachable rules, left
+recursion, tail loops) and by :mod:`jsonmode.decoding.grammars.compiled` (inlining rules that
 cannot recurse: :func:`components`). Every whole-grammar function is linear in the size
 of the rules (the nullable fixpoint and the strongly connected components included),
 iterative over the rules (no chain of rules, however long, can exhaust Python's stack
 here; only :func:`tail_loop` and the left-call walk recurse, into one rule's expression,
 whose depth the reader bounds), and checks the compile's deadline
-(:func:`~jsonmode.decoding.budget.checkpoint`) as it goes.
+(:func:`~jsonmode.budget.checkpoint`) as it goes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from jsonmode.decoding.budget import checkpoint
-from jsonmode.decoding.grammar import (
+from jsonmode.budget import checkpoint
+from jsonmode.decoding.ir import (
     EMPTY,
     Alt,
     Call,

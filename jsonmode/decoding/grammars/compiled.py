@@ -1,14 +1,14 @@
 """Constraints beyond JSON Schema: GBNF grammars, regular expressions, choices.
 
 Each compiles to the same intermediate form as a schema (a
-:class:`~jsonmode.decoding.grammar.Grammar` of byte-level rules), then to the same
+:class:`~jsonmode.decoding.ir.Grammar` of byte-level rules), then to the same
 automata, caches and mask engine, so a :class:`CompiledGrammar` keeps the compiled-
 schema contract: ``accepts(text)``, ``matcher()`` (``mask``, ``advance``,
 ``is_finished``), ``unenforced`` (empty unless an embedded schema leaves a keyword to
 post-validation), plus :meth:`CompiledGrammar.diagnose`, which says where a text stops
 matching and what was expected there (the prompted tier's re-ask uses it).
 
-- :func:`compile_grammar` reads llama.cpp's GBNF (:mod:`jsonmode.decoding.gbnf`); a
+- :func:`compile_grammar` reads llama.cpp's GBNF (:mod:`jsonmode.decoding.grammars.gbnf`); a
   rule may be bound to a JSON Schema with ``schemas={"answer": Model}``: the rule
   ``answer`` then matches exactly the documents the schema's decoder allows.
 - :func:`compile_regex`: the ECMA-262 subset of ``pattern``, anchored to the whole text.
@@ -30,14 +30,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from jsonmode import events, limits
+from jsonmode import regex as rx
 from jsonmode._text import clip
-from jsonmode.decoding import regex as rx
-from jsonmode.decoding.automaton import build_network
-from jsonmode.decoding.budget import checkpoint, deadline
+from jsonmode.budget import checkpoint, deadline
+from jsonmode.decoding.automata.network import build_network
+from jsonmode.decoding.automata.rule_graph import calls as calls_of
+from jsonmode.decoding.automata.rule_graph import components
 from jsonmode.decoding.collector import collector_paused
+from jsonmode.decoding.compile.compiler import CompileOptions, build_grammar
 from jsonmode.decoding.compiled import Compiled, text_argument
-from jsonmode.decoding.compiler import CompileOptions, build_grammar
-from jsonmode.decoding.grammar import (
+from jsonmode.decoding.ir import (
     Alt,
     Call,
     Expr,
@@ -51,9 +53,6 @@ from jsonmode.decoding.grammar import (
     seq,
 )
 from jsonmode.decoding.reference import ReferenceMatcher
-from jsonmode.decoding.regex_parse import RegexSyntaxError
-from jsonmode.decoding.rule_graph import calls as calls_of
-from jsonmode.decoding.rule_graph import components
 from jsonmode.decoding.textcheck import TextChecker, checking, raise_if_time
 from jsonmode.errors import (
     BudgetExceededError,
@@ -62,6 +61,7 @@ from jsonmode.errors import (
     UnsupportedSchemaError,
     UsageError,
 )
+from jsonmode.regex.syntax import RegexSyntaxError
 from jsonmode.schema.core import Schema
 
 if TYPE_CHECKING:
@@ -241,12 +241,12 @@ def compile_grammar(
         schemas: rule name → JSON Schema (anything ``Schema.of`` takes): that rule is
             the schema's JSON document, decoded as ``compile_schema`` would. The text
             may use the name without defining it.
-        **options: :class:`~jsonmode.decoding.compiler.CompileOptions` fields (for
+        **options: :class:`~jsonmode.decoding.compile.compiler.CompileOptions` fields (for
             the bound schemas; the budgets apply to the whole grammar). For a grammar
             ``max_nesting_depth`` defaults to :data:`GRAMMAR_NESTING_DEPTH` (256) and
             counts levels: recursive calls open at once, however many rules one level
             passes (``expr → term → factor → "(" expr ")"`` is one level per
-            parenthesis; see :mod:`~jsonmode.decoding.headroom`); a rule that calls
+            parenthesis; see :mod:`~jsonmode.decoding.automata.headroom`); a rule that calls
             itself only last is a loop and costs no depth. Deeper text cannot be
             produced, and the limit never strands a matcher: no byte is allowed whose
             only continuations nest deeper, so the mask is never empty before the text
@@ -268,7 +268,7 @@ def compile_grammar(
     key = ("gbnf", text, tuple((n, json.dumps(s.json_schema)) for n, s in bound.items()))
 
     def build(settings: CompileOptions) -> tuple[Grammar, tuple[str, ...]]:
-        from jsonmode.decoding import gbnf  # type: ignore[attr-defined,unused-ignore]
+        from jsonmode.decoding.grammars import gbnf
 
         parsed = gbnf.parse(text, externals=frozenset(bound))
         for name in bound:

@@ -1,4 +1,4 @@
-"""JSON Schema → :class:`~jsonmode.decoding.grammar.Grammar`.
+"""JSON Schema → :class:`~jsonmode.decoding.ir.Grammar`.
 
 Every schema node becomes an expression: strings and numbers as lexeme rules of their
 own (shared across properties and, through process-wide caches, across schemas),
@@ -12,15 +12,15 @@ Keyword policy (see ARCHITECTURE.md): enforced at decode time: ``type``, ``enum`
 ``patternProperties`` (disjoint from the declared names), ``items``,
 ``prefixItems``, ``minItems``/``maxItems``, ``minLength``/``maxLength``,
 ``pattern``, ``format`` (where exact), integer bounds, number bounds (see
-:mod:`~jsonmode.decoding.numbers`), ``anyOf``, ``oneOf``
-(disjoint branches), ``allOf`` (merged, see :mod:`~jsonmode.decoding.merging`),
+:mod:`~jsonmode.decoding.compile.numbers`), ``anyOf``, ``oneOf``
+(disjoint branches), ``allOf`` (merged, see :mod:`~jsonmode.decoding.compile.merging`),
 ``$ref``/``$defs``/``$anchor``/``$id``-relative references and ``$dynamicRef`` (all
 resolved inside the document: :func:`~jsonmode.schema.refs.resolve_references`,
-:mod:`~jsonmode.decoding.scope`), ``propertyNames``, ``contains`` (see
-:mod:`~jsonmode.decoding.containers`), and where the rewrite is exact ``not``,
+:mod:`~jsonmode.decoding.compile.scope`), ``propertyNames``, ``contains`` (see
+:mod:`~jsonmode.decoding.compile.containers`), and where the rewrite is exact ``not``,
 ``if``/``then``/``else``, ``dependentRequired``/``dependentSchemas``,
 ``unevaluatedProperties``/``unevaluatedItems`` (see
-:mod:`~jsonmode.decoding.lowering`). Everything else is listed in ``unenforced``.
+:mod:`~jsonmode.decoding.compile.lowering`). Everything else is listed in ``unenforced``.
 """
 
 from __future__ import annotations
@@ -34,14 +34,20 @@ from typing import Any
 
 import jsonschema
 
-from jsonmode.decoding import containers, inlining
-from jsonmode.decoding import regex as rx
-from jsonmode.decoding.budget import checkpoint
-from jsonmode.decoding.containers import any_exprs as _any_exprs
-from jsonmode.decoding.containers import count as _count
-from jsonmode.decoding.families import LATTICE_MEMBERS
-from jsonmode.decoding.formats import FORMAT_EXACTNESS, format_dfa
-from jsonmode.decoding.grammar import (
+from jsonmode import regex as rx
+from jsonmode.budget import checkpoint
+from jsonmode.decoding.automata.families import LATTICE_MEMBERS
+from jsonmode.decoding.compile import containers, inlining
+from jsonmode.decoding.compile.containers import any_exprs as _any_exprs
+from jsonmode.decoding.compile.containers import count as _count
+from jsonmode.decoding.compile.format_patterns import FORMAT_EXACTNESS, format_dfa
+from jsonmode.decoding.compile.lowering import Lowering, detach, dialect_of
+from jsonmode.decoding.compile.merging import ANNOTATION_KEYWORDS as _ANNOTATIONS
+from jsonmode.decoding.compile.merging import disjoint as _disjoint
+from jsonmode.decoding.compile.merging import merge as _merge
+from jsonmode.decoding.compile.numbers import Bounds, integer_range, number_dfa
+from jsonmode.decoding.compile.scope import MARKER, DynamicScope
+from jsonmode.decoding.ir import (
     EMPTY,
     Alt,
     Call,
@@ -55,19 +61,13 @@ from jsonmode.decoding.grammar import (
     expr_bytes,
     seq,
 )
-from jsonmode.decoding.lowering import Lowering, detach, dialect_of
-from jsonmode.decoding.lru import Lru, memoised
-from jsonmode.decoding.merging import ANNOTATION_KEYWORDS as _ANNOTATIONS
-from jsonmode.decoding.merging import disjoint as _disjoint
-from jsonmode.decoding.merging import merge as _merge
-from jsonmode.decoding.numbers import Bounds, integer_range, number_dfa
 from jsonmode.decoding.options import CompileOptions
-from jsonmode.decoding.scope import MARKER, DynamicScope
 from jsonmode.errors import (
     BudgetExceededError,
     InvalidSchemaError,
     UnsupportedSchemaError,
 )
+from jsonmode.lru import Lru, memoised
 from jsonmode.schema.core import UNDECIDED
 from jsonmode.schema.pointer import MISSING, resolve_local_ref
 from jsonmode.schema.refs import Resolved, resolve_references
@@ -120,7 +120,7 @@ def _string_lex(
 ) -> Expr:
     """A quoted JSON string whose decoded value ``dfa`` accepts, spelled canonically or
     (``complete``) in any way (``lengths``: ``dfa`` is exactly
-    :func:`~jsonmode.decoding.regex.any_char_dfa` of those bounds)."""
+    :func:`~jsonmode.regex.glushkov.any_char_dfa` of those bounds)."""
     body = rx.json_string_body_dfa(dfa, complete=complete)
     return seq(Lit(b'"'), Lex(_spelled(label, complete), body, lengths), Lit(b'"'))
 
@@ -300,7 +300,7 @@ class _Builder:
             with self.scope.entering(uri):
                 return self.value(target, ref[1:] or "/")
 
-        # One rule per target and dynamic scope (see jsonmode.decoding.scope).
+        # One rule per target and dynamic scope (see jsonmode.decoding.compile.scope).
         key = f"{ref} {self.scope.signature(uri)}" if self.scope.active else ref
         return self.rule_once(self.ref_rules, key, "ref_" + ref.rsplit("/", 1)[-1], build)
 
@@ -604,7 +604,7 @@ class _Builder:
 
         return self.lexeme(label, make, path)
 
-    # -- objects and arrays (jsonmode.decoding.containers) ----------------------------
+    # -- objects and arrays (jsonmode.decoding.compile.containers) ----------------------------
 
     @property
     def spelling(self) -> containers.Spelling:

@@ -1,7 +1,7 @@
 """Byte-level automata: a :class:`CharDFA`'s language over UTF-8 bytes, raw or inside
 a JSON string literal, as a NumPy transition table for the token-level engine.
 
-Part of jsonmode's regex engine (:mod:`jsonmode.decoding.regex` re-exports the public
+Part of jsonmode's regex engine (:mod:`jsonmode.regex.glushkov` re-exports the public
 names). Byte DFAs cost 1 KiB of table per state: a character state with ASCII-only
 edges needs ~1 byte state for raw UTF-8 and ~7 with JSON escapes; one that takes any
 code point needs ~8 (the UTF-8 continuation states remember where to go) and ~20–28
@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from jsonmode.decoding.budget import checkpoint
-from jsonmode.decoding.regex_dfa import CharDFA, Edge, minimize
-from jsonmode.decoding.regex_parse import MAX_CODE_POINT
+from jsonmode.budget import checkpoint
+from jsonmode.regex.char_dfa import CharDFA, Edge, minimize
+from jsonmode.regex.syntax import MAX_CODE_POINT
 
 if TYPE_CHECKING:
     import numpy as np

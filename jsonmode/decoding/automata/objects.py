@@ -6,7 +6,7 @@ the position between members (``Open``), the separator's states, the trie of the
 keys that may come next, each member's value, and the closing brace. This module
 writes those states out directly, in breadth-first order, each with the row and
 calls the subset construction would give it: :func:`object_rule` returns an
-automaton isomorphic to :func:`~jsonmode.decoding.automaton.build_network`'s
+automaton isomorphic to :func:`~jsonmode.decoding.automata.network.build_network`'s
 general path (same states, same edges, same calls; the tests compare the two on
 every object rule of a MaskBench sample), in a fraction of the time.
 
@@ -24,8 +24,8 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from jsonmode.decoding.budget import checkpoint
-from jsonmode.decoding.grammar import Call, Expr, Lit, Members, Seq
+from jsonmode.budget import checkpoint
+from jsonmode.decoding.ir import Call, Expr, Lit, Members, Seq
 from jsonmode.errors import BudgetExceededError
 
 __all__ = ["Fragment", "Interval", "Raw", "extend_row", "object_rule"]

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from jsonmode.decoding.budget import checkpoint
+from jsonmode.budget import checkpoint
 from jsonmode.schema.keywords import ANNOTATIONS
 from jsonmode.schema.patterns import PatternUndecidedError
 from jsonmode.schema.patterns import search as search_pattern
@@ -38,7 +38,7 @@ ANNOTATION_KEYWORDS = ANNOTATIONS | {
     "$anchor",
     "$dynamicAnchor",
     "nullable",
-    "$jsonmode:scope",  # (see jsonmode.decoding.scope.MARKER)
+    "$jsonmode:scope",  # (see jsonmode.decoding.compile.scope.MARKER)
 }
 
 _CONTEXTUAL = ("unevaluatedProperties", "unevaluatedItems")  # (see lowering.CONTEXTUAL)

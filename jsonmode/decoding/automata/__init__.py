@@ -1,0 +1,10 @@
+"""Grammar IR → automata: one DFA per rule, joined into a recursive transition network.
+
+:mod:`~jsonmode.decoding.automata.network` builds the network
+(:class:`~jsonmode.decoding.automata.rule_dfa.RuleDFA` per rule), with the call
+graph's analyses (``rule_graph``), rule shapes for caching (``shapes``), objects'
+members in any order (``objects``, ``families``), the byte automata and tries of
+object keys (``keys``) and the nesting bound's bookkeeping (``headroom``). The mask
+engine (:mod:`jsonmode.decoding.engine`) walks what this builds; nothing here knows of
+tokens.
+"""
