@@ -20,15 +20,10 @@ from collections.abc import Iterator
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "jsonmode"
 
 #: Import circles of today, each as its set of modules (issue 40 takes them apart).
-KNOWN_CIRCLES: list[frozenset[str]] = [
-    frozenset({"jsonmode.batch", "jsonmode.facade", "jsonmode.streaming"}),
-]
+KNOWN_CIRCLES: list[frozenset[str]] = []
 
 #: Modules whose private names other modules take today: (importer, module) -> names.
-KNOWN_PRIVATE: dict[tuple[str, str], frozenset[str]] = {
-    ("batch", "facade"): frozenset({"_Reply", "_Session"}),
-    ("streaming", "facade"): frozenset({"_Reply", "_Trace"}),
-}
+KNOWN_PRIVATE: dict[tuple[str, str], frozenset[str]] = {}
 
 
 def modules(package: pathlib.Path) -> dict[str, tuple[pathlib.Path, bool]]:
