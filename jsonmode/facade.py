@@ -18,6 +18,9 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+# jsonmode.texts (the grammar side's public helpers) loads with the façade, as it always
+# has: ``import jsonmode; jsonmode.texts.mismatch_message(...)`` keeps working.
+import jsonmode.texts  # noqa: F401
 from jsonmode import events
 from jsonmode.backends import Backend, resolve
 from jsonmode.backends.base import Constrains, Prepares
