@@ -42,6 +42,10 @@ SCHEMA = {
 }
 
 
+async def _no_wait(_: float) -> None:
+    return None
+
+
 @dataclass
 class Settings:
     """A plain record standing in for JsonMode (the session's Settings protocol)."""
@@ -52,7 +56,9 @@ class Settings:
     max_attempts: int = 3
     schema_name: str | None = None
     transport: TransportPolicy = field(
-        default_factory=lambda: TransportPolicy(sleep=lambda _: None, max_retries=2)
+        default_factory=lambda: TransportPolicy(
+            sleep=lambda _: None, async_sleep=_no_wait, max_retries=2
+        )
     )
     schema_warnings: SchemaWarnings = field(default_factory=SchemaWarnings)
     prepared: int = 0
@@ -153,7 +159,7 @@ def test_a_text_session_judges_against_the_grammar() -> None:
     assert [attempt.outcome for attempt in result.attempts] == ["schema_violation", "valid"]
 
 
-SCRIPT = ['{"a": "x"}', "not json", '{"a": 7}']
+SCRIPT: list[Any] = [TransientBackendError("busy"), '{"a": "x"}', "not json", '{"a": 7}']
 
 
 def summary(result: Result[Any]) -> tuple[Any, ...]:
@@ -181,6 +187,7 @@ def test_the_sync_and_async_drivers_give_equal_results() -> None:
     assert summary(sync) == summary(async_)
     assert sync.value == {"a": 7}
     assert [a.outcome for a in sync.attempts] == ["schema_violation", "invalid_json", "valid"]
+    assert sync.attempts[0].transport_retries == 1  # the transient failure, retried
     assert sync_backend.requests == async_backend.requests  # the same requests, in order
 
 
