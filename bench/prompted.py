@@ -43,7 +43,7 @@ import pydantic
 from corpus import SLIPS, Document, build_corpus
 
 import jsonmode
-import jsonmode.reading
+import jsonmode.repair.parse
 import jsonmode.repair.syntax
 from jsonmode import JsonMode, Schema
 from jsonmode._json import StrictJSONError, loads_strict
@@ -294,11 +294,11 @@ def group_rows(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 _STAGES = (
-    ("strict parse (loads_strict)", jsonmode.reading, "loads_strict"),
-    ("extraction (find_candidates)", jsonmode.reading, "find_candidates"),
+    ("strict parse (loads_strict)", jsonmode.repair.parse, "loads_strict"),
+    ("extraction (find_candidates)", jsonmode.repair.parse, "find_candidates"),
     ("json_repair.repair_json", json_repair, "repair_json"),
     ("content-loss check (_check_content)", jsonmode.repair.syntax, "_check_content"),
-    ("coercion (coerce)", jsonmode.reading, "coerce"),
+    ("coercion (coerce)", jsonmode.repair.parse, "coerce"),
     ("validation (Schema.check)", Schema, "check"),
 )
 _CHECK = "content-loss check (_check_content)"

@@ -35,7 +35,7 @@ from jsonmode.errors import (
     UsageError,
 )
 from jsonmode.facade import JsonMode
-from jsonmode.reading import Parsed, parse
+from jsonmode.repair.parse import Parsed, parse
 from jsonmode.repair.report import Repair
 from jsonmode.result import Attempt, Result, Usage
 from jsonmode.retry import TransportPolicy

@@ -2,7 +2,7 @@
 
 The engine under ``JsonMode.map`` and ``jsonmode batch`` (see :mod:`jsonmode.batch`).
 Each input item becomes a *job*: a generator that yields the backend requests it
-needs (``JsonMode._steps``) and returns its entry. A worker thread takes an item,
+needs (:func:`jsonmode.session.steps`) and returns its entry. A worker thread takes an item,
 makes the job's calls itself, one at a time, and records the entry; :class:`Ordered`
 hands the entries out in input order as they become known.
 

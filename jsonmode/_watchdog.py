@@ -1,6 +1,6 @@
 """Stopping pure-Python work at a deadline without slowing it down.
 
-Used by repair (:mod:`jsonmode.reading`, :mod:`jsonmode.repair.syntax`) and by the
+Used by repair (:mod:`jsonmode.repair.parse`, :mod:`jsonmode.repair.syntax`) and by the
 format checks of validation (:mod:`jsonmode.schema.formats`). json-repair and
 jsonmode's own extraction and content check are pure Python, and on hostile text some
 of json-repair's paths are quadratic or worse (``'{]' * 8000`` took a minute); so are

@@ -59,27 +59,35 @@ up front (a bad schema or grammar raises at once, before any request).
 from __future__ import annotations
 
 import asyncio
-import collections
-import functools
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, Union
+from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 from jsonmode import events
 from jsonmode._ordered import Job, Ordered
-from jsonmode.backends.base import Completion, Request
+from jsonmode.backends.base import CompletesBatch, Completion, Request
 from jsonmode.errors import BackendError, JsonModeError, TransientBackendError, UsageError
-from jsonmode.judging import checked_examples
 from jsonmode.result import Result, Usage
 from jsonmode.schema.core import Schema
-from jsonmode.texts import GrammarJudge, as_grammar, is_grammar
+from jsonmode.session import (
+    Lockstep,
+    Prompt,
+    Session,
+    Settings,
+    adrive,
+    refused,
+    schema_session,
+    steps,
+    text_session,
+)
+from jsonmode.session.grammar_judge import GrammarJudge, as_grammar, is_grammar
+from jsonmode.session.judges import checked_examples
 
 if TYPE_CHECKING:
     from jsonmode.decoding.grammars.compiled import CompiledGrammar
-    from jsonmode.facade import JsonMode, Prompt, _Session
 
 __all__ = ["BatchResults", "BatchSummary", "Gate", "Options", "Progress", "Tally", "stream"]
 
@@ -337,11 +345,11 @@ class Options:
         if self.on_result is not None and not callable(self.on_result):
             raise UsageError("on_result must be callable: on_result(index, entry)")
 
-    def session(self, jm: JsonMode, prompt: Prompt, target: Target) -> _Session:
+    def session(self, jm: Settings, prompt: Prompt, target: Target) -> Session:
         """One prompt's session: a JSON value under a Schema, or a text under a grammar."""
         if isinstance(target, Schema):
-            return jm._session(prompt, target, self.examples, self.schema_name, self.context)
-        return jm._text_session(prompt, target, self.examples, self.schema_name)
+            return schema_session(jm, prompt, target, self.examples, self.schema_name, self.context)
+        return text_session(jm, prompt, target, self.examples, self.schema_name)
 
 
 class _Finish:
@@ -394,7 +402,7 @@ def _check_once(
 
 
 def run_map(
-    jm: JsonMode, prompts: Iterable[Prompt], schema: object, options: Options
+    jm: Settings, prompts: Iterable[Prompt], schema: object, options: Options
 ) -> BatchResults:
     """JsonMode.map's body (see the module docstring)."""
     items = list(prompts)
@@ -403,16 +411,18 @@ def run_map(
     started = time.perf_counter()  # after prepare: no duration includes importing litellm
     finish = _Finish(len(items), options)
     try:
-        if jm.tier == "constrained" and callable(getattr(jm.backend, "complete_batch", None)):
-            steps = _Lockstep(
-                jm,
+        backend = jm.backend
+        if jm.tier == "constrained" and isinstance(backend, CompletesBatch):
+            lockstep = Lockstep(
+                backend,
+                jm.transport,
                 items,
                 lambda prompt: options.session(jm, prompt, target),
                 options.concurrency,
                 None,
                 lambda index, _, entry: finish(index, entry),
             )
-            for _ in steps:
+            for _ in lockstep:
                 pass
         else:
             _threaded(jm, items, target, options, finish)
@@ -424,36 +434,17 @@ def run_map(
     return finish.results(started)
 
 
-def _refused(session: _Session, error: TransientBackendError) -> Entry:
-    """End a session whose first request the gate refused: its one attempt is a
-    ``backend_error`` that says why, and the error is the entry."""
-    next(session)
-    try:
-        session.send(_reply(None, error, 0.0, 0))
-    except JsonModeError as failed:
-        return failed
-    raise AssertionError("a session went on after its request failed")  # pragma: no cover
-
-
-def _reply(
-    completion: Completion | None, error: BackendError | None, elapsed: float, retries: int
-) -> Any:
-    from jsonmode.facade import _Reply
-
-    return _Reply(completion, error, elapsed, retries)
-
-
-def _job(jm: JsonMode, session: _Session, gate: Gate) -> Job:
+def _job(jm: Settings, session: Session, gate: Gate) -> Job:
     """One prompt's :data:`~jsonmode._ordered.Job`: its session under the transport
     policy, or at once its refusal when the gate refuses calls."""
     refusal = gate.refused()
     if refusal is not None:
-        return _refused(session, refusal)
-    return (yield from jm._steps(session))
+        return refused(session, refusal)
+    return (yield from steps(session, jm.transport))
 
 
 def _pool(
-    jm: JsonMode,
+    jm: Settings,
     items: Iterable[I],
     prompt: Callable[[I], Prompt],
     target: Target,
@@ -478,7 +469,7 @@ def _pool(
 
 
 def _threaded(
-    jm: JsonMode, items: list[Prompt], target: Target, options: Options, finish: _Finish
+    jm: Settings, items: list[Prompt], target: Target, options: Options, finish: _Finish
 ) -> None:
     """``map`` on worker threads (see :mod:`jsonmode._ordered`); the first error that is
     not a JsonModeError (or Ctrl-C in the caller's thread) stops them."""
@@ -492,125 +483,15 @@ def _threaded(
         run.close()
 
 
-class _Lockstep(Generic[I]):
-    """Sessions advanced together, in the caller's thread: each round sends up to
-    ``concurrency`` pending requests to the backend's ``complete_batch`` (one generate
-    call), the first requests of prompts not started yet before re-asks and retries;
-    prompts are pulled from ``items`` as rounds have room (with a ``window``: no more
-    than that many taken and not handed out). Entries come out as ``(item, entry)`` in
-    input order, like :class:`~jsonmode._ordered.Ordered`'s."""
-
-    def __init__(
-        self,
-        jm: JsonMode,
-        items: Iterable[I],
-        start: Callable[[I], _Session],
-        concurrency: int,
-        window: int | None,
-        finished: Callable[[int, I, Entry], None],
-    ) -> None:
-        self._jm = jm
-        self._items = enumerate(items)
-        self._start = start
-        self._concurrency = concurrency
-        self._window = window
-        self._finished = finished
-        self._exhausted = False
-        self._taken = 0
-        self._next = 0
-        self._done: dict[int, tuple[I, Entry]] = {}
-        self._live: dict[int, tuple[I, _Session]] = {}
-        self._pending: collections.deque[tuple[int, Request]] = collections.deque()
-        self._retries: dict[int, int] = {}  # transport retries of a prompt's current attempt
-
-    def __iter__(self) -> Iterator[tuple[I, Entry]]:
-        return self
-
-    def __next__(self) -> tuple[I, Entry]:
-        while self._next not in self._done:
-            if self._exhausted and not self._pending and not self._live:
-                raise StopIteration
-            self._round()
-        self._next += 1
-        return self._done.pop(self._next - 1)
-
-    def ready(self) -> bool:
-        return self._next in self._done
-
-    def close(self) -> None:
-        self._live.clear()
-        self._pending.clear()
-        self._exhausted = True
-
-    def _settle(self, index: int, step: Callable[[], Request]) -> None:
-        try:
-            self._pending.append((index, step()))
-            return
-        except StopIteration as done:
-            entry = done.value
-        except JsonModeError as error:
-            entry = error
-        item, _ = self._live.pop(index)
-        self._retries.pop(index, None)
-        self._finished(index, item, entry)
-        self._done[index] = (item, entry)
-
-    def _round(self) -> None:
-        fresh: list[tuple[int, Request]] = []
-        while (
-            len(fresh) < self._concurrency
-            and not self._exhausted
-            and (self._window is None or self._taken < self._next + self._window)
-        ):
-            found = next(self._items, None)
-            if found is None:
-                self._exhausted = True
-                break
-            index, item = found
-            self._taken += 1
-            try:
-                session = self._start(item)
-            except JsonModeError as error:
-                self._finished(index, item, error)
-                self._done[index] = (item, error)
-                continue
-            self._live[index] = (item, session)
-            self._settle(index, session.__next__)
-            if self._pending and self._pending[-1][0] == index:
-                fresh.append(self._pending.pop())
-        round_ = fresh
-        while len(round_) < self._concurrency and self._pending:
-            round_.append(self._pending.popleft())
-        if not round_:
-            return
-        jm = self._jm
-        started = time.perf_counter()
-        replies = jm.backend.complete_batch([request for _, request in round_])  # type: ignore[attr-defined]
-        elapsed = time.perf_counter() - started
-        for (index, request), reply in zip(round_, replies, strict=True):
-            retries = self._retries.get(index, 0)
-            if isinstance(reply, BackendError):
-                if reply.retryable and retries < jm.transport.max_retries:
-                    self._retries[index] = retries + 1  # the same request, a later round
-                    self._pending.append((index, request))
-                    continue
-                sent = _reply(None, reply, elapsed, retries)
-            else:
-                sent = _reply(reply, None, elapsed, retries)
-            self._retries.pop(index, None)
-            session = self._live[index][1]
-            self._settle(index, functools.partial(session.send, sent))
-
-
 def stream(
-    jm: JsonMode,
+    jm: Settings,
     items: Iterable[I],
     prompt: Callable[[I], Prompt],
     schema: object,
     *,
     concurrency: int,
     finished: Callable[[int, I, Entry], None],
-) -> Ordered[I] | _Lockstep[I]:
+) -> Ordered[I] | Lockstep[I]:
     """``map`` for an input of any size (``jsonmode batch``): ``(item, entry)`` in input
     order, each handed out as soon as the entries before it are, and dropped then.
 
@@ -628,9 +509,11 @@ def stream(
     options = Options(concurrency, False, (), None, None, None)
     jm.prepare()
     window = 2 * concurrency
-    if jm.tier == "constrained" and callable(getattr(jm.backend, "complete_batch", None)):
-        return _Lockstep(
-            jm,
+    backend = jm.backend
+    if jm.tier == "constrained" and isinstance(backend, CompletesBatch):
+        return Lockstep(
+            backend,
+            jm.transport,
             items,
             lambda item: options.session(jm, prompt(item), target),
             concurrency,
@@ -641,7 +524,7 @@ def stream(
 
 
 async def run_amap(
-    jm: JsonMode, prompts: Iterable[Prompt], schema: object, options: Options
+    jm: Settings, prompts: Iterable[Prompt], schema: object, options: Options
 ) -> BatchResults:
     """JsonMode.amap's body (see the module docstring)."""
     items = list(prompts)
@@ -658,7 +541,11 @@ async def run_amap(
             try:
                 session = options.session(jm, items[index], target)
                 refusal = gate.refused()
-                entry = _refused(session, refusal) if refusal else await jm._adrive(session, gated)
+                entry = (
+                    refused(session, refusal)
+                    if refusal
+                    else await adrive(session, jm.transport, gated)
+                )
             except JsonModeError as error:
                 entry = error
         finish(index, entry)

@@ -36,7 +36,7 @@ from typing import Any, ParamSpec, TypeVar, cast
 from jsonmode.errors import UsageError
 from jsonmode.facade import JsonMode
 from jsonmode.prompting import Message
-from jsonmode.reading import Mode
+from jsonmode.repair.parse import Mode
 from jsonmode.schema.core import Schema
 
 __all__ = ["structured"]

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, get_args
 from jsonmode.errors import UsageError
 
 if TYPE_CHECKING:
-    from jsonmode.reading import Mode
+    from jsonmode.records import Mode
     from jsonmode.result import Attempt, Tier
 
 __all__ = [

@@ -1,55 +1,35 @@
 """``JsonMode``: the façade every entry point goes through.
 
-Orchestration is an onion, each layer short:
+``JsonMode`` holds the settings (backend, tier, mode, attempts, transport policy) and
+offers the public verbs; each verb starts a session of :mod:`jsonmode.session` (the
+attempts: tier, judge, repair, re-ask, events) and pumps it with a driver:
 
-    run / arun            drivers: sync and async, a few lines each
-    text / run_text ...   the same for a text under a grammar (jsonmode.texts)
-    stream / map ...      the same session, streamed (jsonmode.streaming) or batched
+    run / arun            session.schema_session, pumped by session.drive / adrive
+    text / run_text ...   session.text_session (a text under a grammar, jsonmode.texts)
+    stream / map ...      the same sessions, streamed (jsonmode.streaming) or batched
                           (jsonmode.batch)
-    _session ...          one request's judge (judging.SchemaJudge: a JSON value under a schema;
-                          _text_session: jsonmode.texts.GrammarJudge, a text under a grammar)
-    _attempts             validation attempts: tier, first request, re-asks, final error
-    _judged               one output → Attempt (the judge's read: strict or repair)
-    _call / _acall        one backend call under the transport retry policy
 
-``_session`` is a generator that yields each :class:`Request` and receives the
-backend's reply, so the same logic serves the sync and the async driver.
+The instance itself is the session's :class:`~jsonmode.session.Settings`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import sys
-import threading
-import time
-import warnings
-import weakref
-from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+# jsonmode.texts (the grammar side's public helpers) loads with the façade, as it always
+# has: ``import jsonmode; jsonmode.texts.mismatch_message(...)`` keeps working.
+import jsonmode.texts  # noqa: F401
 from jsonmode import events
-from jsonmode.backends import Backend, Completion, Request, resolve
+from jsonmode.backends import Backend, resolve
+from jsonmode.backends.base import Constrains, Prepares
 from jsonmode.backends.options import FACADE_OPTIONS, check_spelling, refuse_retry_options
-from jsonmode.errors import (
-    AttemptsExhaustedError,
-    BackendError,
-    JsonModeError,
-    JsonModeWarning,
-    OutputError,
-    OutputParseError,
-    OutputTruncatedError,
-    SchemaViolationError,
-    UsageError,
-)
-from jsonmode.judging import SchemaJudge
-from jsonmode.prompting import Message, user_messages
-from jsonmode.reading import Mode, check_mode
-from jsonmode.result import Attempt, Outcome, Result, Tier
+from jsonmode.errors import JsonModeError, UsageError
+from jsonmode.repair.parse import Mode, check_mode
+from jsonmode.result import Result, Tier
 from jsonmode.retry import TransportPolicy
-from jsonmode.schema.core import Schema
-from jsonmode.schema.validation import Issue
-from jsonmode.texts import GrammarJudge, Judge, as_grammar
+from jsonmode.session import Prompt, SchemaWarnings, adrive, drive, schema_session, text_session
 
 if TYPE_CHECKING:
     from jsonmode.batch import BatchResults
@@ -58,38 +38,6 @@ if TYPE_CHECKING:
 __all__ = ["JsonMode"]
 
 TierChoice = Literal["auto", "constrained", "native", "prompted"]
-Prompt = str | Sequence[Message]
-
-
-@dataclass(frozen=True, slots=True)
-class _Reply:
-    """One backend call's outcome, sent into the session.
-
-    ``verdict``: the output was already judged non-conforming while it streamed (an
-    item of a streamed list failed its schema); the session records it as is.
-    ``repairable``: for such a verdict, whether repair mode would have read the output
-    as valid, when the driver knows better than the judge (a streamed list that departs
-    from the items already delivered fails in repair mode too); None: the judge says.
-    """
-
-    completion: Completion | None
-    error: BackendError | None
-    latency_s: float
-    transport_retries: int
-    verdict: OutputError | None = None
-    repairable: bool | None = None
-
-
-_Session = Generator[Request, "_Reply", "Result[Any]"]
-
-
-@dataclass(slots=True)
-class _Trace:
-    """What a session shows its driver while it runs: the tier it chose and the
-    attempts so far (the streaming driver reports them in its events)."""
-
-    tier: Tier | None = None
-    attempts: list[Attempt] = field(default_factory=list)
 
 
 class JsonMode:
@@ -166,13 +114,13 @@ class JsonMode:
                     "drop native=",
                 )
         self.max_attempts = max_attempts
-        self._warned: weakref.WeakSet[Schema] = weakref.WeakSet()  # (see _warn_about)
-        self._warned_lock = threading.Lock()
+        #: emits each schema's warnings once for this instance (see the class docstring)
+        self.schema_warnings = SchemaWarnings()
         self.backend: Backend = resolve(backend, **backend_options)
         self.transport = transport or TransportPolicy()
         if tier == "native" and self.backend.native_schema is False:
             raise UsageError(f"backend {self.backend.name} cannot take a JSON Schema natively")
-        local = bool(getattr(self.backend, "constrained_decoding", False))
+        local = isinstance(self.backend, Constrains) and bool(self.backend.constrained_decoding)
         if tier == "constrained" and not local:
             raise UsageError(f"backend {self.backend.name} exposes no logits to constrain")
         self.tier: Tier
@@ -213,7 +161,8 @@ class JsonMode:
             PermanentBackendError: the backend refused the request (never retried).
             InvalidSchemaError, UnsupportedSchemaError, UsageError: bad input.
         """
-        return self._drive(self._session(prompt, schema, examples, schema_name, context))
+        session = schema_session(self, prompt, schema, examples, schema_name, context)
+        return drive(session, self.transport, self.backend.complete)
 
     async def arun(
         self,
@@ -226,7 +175,8 @@ class JsonMode:
     ) -> Result[Any]:
         """Async :meth:`run`."""
         await self.aprepare()
-        return await self._adrive(self._session(prompt, schema, examples, schema_name, context))
+        session = schema_session(self, prompt, schema, examples, schema_name, context)
+        return await adrive(session, self.transport, self.backend.acomplete)
 
     def generate(
         self,
@@ -292,7 +242,8 @@ class JsonMode:
             TransientBackendError, PermanentBackendError: as for :meth:`run`.
             InvalidGrammarError, UnsupportedSchemaError, UsageError: bad input.
         """
-        return self._drive(self._text_session(prompt, grammar, examples, schema_name))
+        session = text_session(self, prompt, grammar, examples, schema_name)
+        return drive(session, self.transport, self.backend.complete)
 
     async def arun_text(
         self,
@@ -304,7 +255,8 @@ class JsonMode:
     ) -> Result[str]:
         """Async :meth:`run_text`."""
         await self.aprepare()
-        return await self._adrive(self._text_session(prompt, grammar, examples, schema_name))
+        session = text_session(self, prompt, grammar, examples, schema_name)
+        return await adrive(session, self.transport, self.backend.acomplete)
 
     def text(
         self,
@@ -491,280 +443,10 @@ class JsonMode:
         """One-time slow set-up of the backend (importing litellm takes seconds), done
         before a request's clock starts so that no latency includes it. Cheap after the
         first call; called by every driver, callable ahead of time."""
-        prepare = getattr(self.backend, "prepare", None)
-        if callable(prepare):
-            prepare()
+        if isinstance(self.backend, Prepares):
+            self.backend.prepare()
 
     async def aprepare(self) -> None:
         """:meth:`prepare` off the event loop."""
-        if callable(getattr(self.backend, "prepare", None)):
+        if isinstance(self.backend, Prepares):
             await asyncio.to_thread(self.prepare)
-
-    # -- backend calls under the transport policy --------------------------------
-
-    def _drive(self, session: _Session, complete: Any = None) -> Result[Any]:
-        """Run ``session`` to its end, each request through :meth:`_call`."""
-        request = next(session)
-        while True:
-            try:
-                request = session.send(self._call(request, complete))
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-
-    async def _adrive(self, session: _Session, acomplete: Any = None) -> Result[Any]:
-        """Async :meth:`_drive`."""
-        request = next(session)
-        while True:
-            try:
-                request = session.send(await self._acall(request, acomplete))
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-
-    def _steps(self, session: _Session) -> Generator[Request, Completion, Result[Any]]:
-        """:meth:`_drive` turned inside out, for drivers that make the backend calls
-        themselves (``map``'s workers): yields each call's Request (a transport retry is
-        another call) and is sent its Completion, or thrown its error, by whichever
-        thread made the call; returns the Result (or raises the session's error). The
-        transport policy's waits are slept in the thread that resumes it. Not
-        thread-safe: one thread at a time resumes it."""
-        request = next(session)
-        while True:
-            reply = yield from self._tries(request)
-            try:
-                request = session.send(reply)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-
-    def _tries(self, request: Request) -> Generator[Request, Completion, _Reply]:
-        """:meth:`_call`'s transport policy over calls made by the resumer (see
-        :meth:`_steps`)."""
-        started = time.perf_counter()
-        controller = self.transport.moving_retrying()
-        completion: Completion | None = None
-        try:
-            for attempt in controller:
-                with attempt:
-                    completion = yield request
-        except BackendError as error:
-            return _Reply(None, error, time.perf_counter() - started, _retries(controller))
-        return _Reply(completion, None, time.perf_counter() - started, _retries(controller))
-
-    def _call(self, request: Request, complete: Any = None) -> _Reply:
-        started = time.perf_counter()
-        controller = self.transport.retrying()
-        try:
-            completion = controller(complete or self.backend.complete, request)
-        except BackendError as error:
-            return _Reply(None, error, time.perf_counter() - started, _retries(controller))
-        return _Reply(completion, None, time.perf_counter() - started, _retries(controller))
-
-    async def _acall(self, request: Request, acomplete: Any = None) -> _Reply:
-        started = time.perf_counter()
-        controller = self.transport.aretrying()
-        try:
-            completion: Completion = await controller(acomplete or self.backend.acomplete, request)
-        except BackendError as error:
-            return _Reply(None, error, time.perf_counter() - started, _retries(controller))
-        return _Reply(completion, None, time.perf_counter() - started, _retries(controller))
-
-    # -- validation attempts -------------------------------------------------------
-
-    def _warn_about(self, spec: Schema) -> None:
-        """Emit ``spec``'s warnings (severity ``"warning"``) as
-        :class:`~jsonmode.JsonModeWarning`, pointing at the caller's code, unless this
-        instance already did for this schema object (a weak set: schemas are cached by
-        :meth:`Schema.of`, so a request with the same schema is the same object).
-        Thread-safe; costs a set lookup after the first time."""
-        records = [record for record in spec.warnings if record.severity == "warning"]
-        if not records:
-            return
-        with self._warned_lock:
-            if spec in self._warned:
-                return
-            self._warned.add(spec)
-        level = _outside_jsonmode()
-        for record in records:
-            warnings.warn(JsonModeWarning(str(record), record), stacklevel=level)
-
-    def _session(
-        self,
-        prompt: Prompt,
-        schema: object,
-        examples: Sequence[tuple[str, Any]],
-        schema_name: str | None,
-        context: Any = None,
-        trace: _Trace | None = None,
-        warn: bool = True,
-    ) -> _Session:
-        """The attempts of one request for a JSON value under ``schema``: yields each
-        Request, receives its _Reply, returns the Result or raises. The backend is
-        prepared before the clock starts (a no-op when the async driver already did it
-        off the loop). ``warn``: emit the schema's warnings (see :meth:`_warn_about`)."""
-        self.prepare()
-        started = time.perf_counter()
-        spec = Schema.of(schema)
-        if warn:
-            self._warn_about(spec)
-        judge = SchemaJudge(spec, self.mode, context)
-        return (yield from self._attempts(prompt, judge, examples, schema_name, started, trace))
-
-    def _text_session(
-        self,
-        prompt: Prompt,
-        grammar: object,
-        examples: Sequence[tuple[str, str]],
-        schema_name: str | None,
-        trace: _Trace | None = None,
-    ) -> _Session:
-        """:meth:`_session` for a text under ``grammar``."""
-        self.prepare()
-        started = time.perf_counter()
-        judge = GrammarJudge(as_grammar(grammar), self.mode)
-        return (yield from self._attempts(prompt, judge, examples, schema_name, started, trace))
-
-    def _attempts(
-        self,
-        prompt: Prompt,
-        judge: Judge,
-        examples: Sequence[tuple[str, Any]],
-        schema_name: str | None,
-        started: float,
-        trace: _Trace | None,
-    ) -> _Session:
-        name = self.schema_name if schema_name is None else events.check_schema_name(schema_name)
-        tier = judge.tier(self.tier, self.backend)
-        trace = trace if trace is not None else _Trace()
-        trace.tier = tier
-        # what the events need; a tuple costs nothing when nobody listens
-        fallback = self.tier == "constrained" and tier != "constrained"
-        report: _Context = (tier, self.mode, name, started, fallback)
-        first = judge.first_messages(user_messages(prompt), examples)
-        request = judge.request(first, tier)
-        attempts = trace.attempts
-        for index in range(1, self.max_attempts + 1):
-            reply = yield request
-            if reply.error is not None:
-                attempts.append(
-                    Attempt(
-                        index,
-                        "backend_error",
-                        error=str(reply.error),
-                        latency_s=reply.latency_s,
-                        transport_retries=reply.transport_retries,
-                    )
-                )
-                reply.error.attempts = tuple(attempts)
-                if events.listeners:
-                    _attempt_finished(report, attempts[-1])
-                    _request_finished(report, attempts, ok=False)
-                raise reply.error
-            attempt, value = _judged(index, reply, judge)
-            attempts.append(attempt)
-            if events.listeners:
-                _attempt_finished(report, attempt)
-            if attempt.ok:
-                result = Result(
-                    value,
-                    attempt.value,
-                    tier,
-                    self.mode,
-                    tuple(attempts),
-                    time.perf_counter() - started,
-                )
-                if events.listeners:
-                    _request_finished(report, attempts, ok=True, duration_s=result.duration_s)
-                return result
-            request = judge.request(judge.reask_messages(first, attempt, self.max_attempts), tier)
-        if events.listeners:
-            _request_finished(report, attempts, ok=False)
-        last = attempts[-1]
-        repairable = self.mode == "strict" and (
-            judge.repairable(last) if reply.repairable is None else reply.repairable
-        )
-        error = AttemptsExhaustedError(
-            f"no {judge.wanted} after {len(attempts)} attempt(s); last: "
-            f"{last.outcome}: {last.error}",
-            attempts=attempts,
-            hint="mode='repair' would repair the last output" if repairable else None,
-        )
-        error.repairable = repairable
-        raise error
-
-
-def _judged(index: int, reply: _Reply, judge: Judge) -> tuple[Attempt, Any]:
-    """One output as an Attempt, and its value when it is valid."""
-    completion = reply.completion
-    assert completion is not None
-    common: dict[str, Any] = {
-        "raw": completion.text,
-        "latency_s": reply.latency_s,
-        "usage": completion.usage,
-        "transport_retries": reply.transport_retries,
-    }
-    try:
-        if reply.verdict is not None:
-            raise reply.verdict
-        if completion.problem is not None:  # e.g. a call to another function than asked
-            problem = completion.problem
-            raise SchemaViolationError(
-                problem, raw=completion.text, issues=(Issue("$", "tool", problem),)
-            )
-        parsed = judge.read(completion.text, completion.truncated)
-    except OutputError as failure:
-        attempt = Attempt(
-            index,
-            _outcome(failure),
-            error=failure.message,
-            issues=failure.issues,
-            repairs=failure.repairs,
-            value=failure.value,
-            **common,
-        )
-        return attempt, None
-    return Attempt(index, "valid", repairs=parsed.repairs, value=parsed.data, **common), (
-        parsed.value
-    )
-
-
-# One request's tier, mode, schema name, start time and whether it fell back from the
-# constrained tier: what its events carry (see jsonmode.events).
-_Context = tuple[Tier, Mode, str | None, float, bool]
-
-
-def _attempt_finished(context: _Context, attempt: Attempt) -> None:
-    tier, mode, name, _, _ = context
-    events.emit(events.AttemptFinished(tier, mode, name, attempt))
-
-
-def _request_finished(
-    context: _Context, attempts: list[Attempt], *, ok: bool, duration_s: float | None = None
-) -> None:
-    tier, mode, name, started, fallback = context
-    done = tuple(attempts)
-    if duration_s is None:
-        duration_s = time.perf_counter() - started
-    outcome = events.request_outcome(done, ok)
-    events.emit(events.RequestFinished(tier, mode, name, outcome, done, duration_s, fallback))
-
-
-def _outcome(failure: OutputError) -> Outcome:
-    if isinstance(failure, OutputTruncatedError):
-        return "truncated"
-    if isinstance(failure, OutputParseError):
-        return "invalid_json"
-    return "schema_violation"
-
-
-def _outside_jsonmode() -> int:
-    """The ``stacklevel`` of the innermost caller outside jsonmode (for warnings)."""
-    frame = sys._getframe(1)
-    level = 1
-    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("jsonmode"):
-        frame = frame.f_back
-        level += 1
-    return level
-
-
-def _retries(controller: Any) -> int:
-    attempt_number = controller.statistics.get("attempt_number", 1)
-    return max(0, int(attempt_number) - 1)

@@ -26,6 +26,7 @@ __all__ = [
     "TIERS",
     "Attempt",
     "Issue",
+    "Mode",
     "Outcome",
     "Repair",
     "RepairKind",
@@ -121,6 +122,9 @@ class SchemaWarning:
             return self.message
         return f"{shown(self.location, middle=True)}: {self.message}"
 
+
+#: How replies are read: ``strict`` (never repaired) or ``repair`` (every repair recorded).
+Mode = Literal["strict", "repair"]
 
 Tier = Literal["constrained", "native", "prompted"]
 TIERS: tuple[Tier, ...] = get_args(Tier)

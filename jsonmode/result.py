@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, TypeVar
 
-from jsonmode.records import OUTCOMES, TIERS, Attempt, Outcome, Repair, Tier, Usage
+from jsonmode.records import OUTCOMES, TIERS, Attempt, Mode, Outcome, Repair, Tier, Usage
 
 __all__ = ["OUTCOMES", "TIERS", "Attempt", "Outcome", "Result", "Tier", "Usage"]
 
@@ -28,7 +28,7 @@ class Result(Generic[T]):
     value: T
     data: Any
     tier: Tier
-    mode: Literal["strict", "repair"]
+    mode: Mode
     attempts: tuple[Attempt, ...]
     duration_s: float
 

@@ -58,17 +58,17 @@ Thread-safety: each call makes its own iterator; iterate it in one thread (or ta
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import aclosing, closing
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from jsonmode import events
-from jsonmode.backends.base import Completion, Request, StreamingBackend
-from jsonmode.errors import BackendError, SchemaViolationError, UsageError
+from jsonmode.backends.base import Chunk, Completion
+from jsonmode.errors import SchemaViolationError, UsageError
+from jsonmode.repair.parse import Mode
 from jsonmode.repair.partial import (
     MAX_PARTIAL_CHARS,
     ReadCadence,
@@ -80,10 +80,10 @@ from jsonmode.result import Attempt, Result
 from jsonmode.schema.core import Schema
 from jsonmode.schema.pointer import array_of
 from jsonmode.schema.validation import Issue
-from jsonmode.texts import as_grammar, is_grammar
-
-if TYPE_CHECKING:
-    from jsonmode.facade import JsonMode, Prompt, _Reply, _Trace
+from jsonmode.session import Prompt, Settings, schema_session, text_session
+from jsonmode.session.grammar_judge import as_grammar, is_grammar
+from jsonmode.session.streamed import Start, aevents
+from jsonmode.session.streamed import events as streamed_events
 
 __all__ = ["Final", "Partial", "Retry", "StreamEvent"]
 
@@ -280,7 +280,7 @@ class _Reader:
             self.pieces = ["".join(self.pieces)]
         return self.pieces[0] if self.pieces else ""
 
-    def feed(self, chunk: str | Completion) -> Iterator[Partial | _Item]:
+    def feed(self, chunk: Chunk) -> Iterator[Partial | _Item]:
         """Events for one chunk; raises SchemaViolationError (stream_items) to end the
         attempt early."""
         if isinstance(chunk, Completion):
@@ -336,9 +336,10 @@ class _Reader:
 
 @dataclass
 class _Run:
-    """What one streamed request needs and counts."""
+    """What one streamed request needs and counts: the session's
+    :class:`~jsonmode.session.streamed.Watcher`, with this module's events."""
 
-    jm: JsonMode
+    mode: Mode
     started: float
     schema_name: str | None
     shape: Callable[[Any], Any] | None  # None: no partial values (stream_items)
@@ -348,7 +349,7 @@ class _Run:
     partials: int = 0
     first_partial_s: float | None = None
 
-    def saw(self, event: Partial | _Item) -> None:
+    def saw(self, event: StreamEvent | _Item) -> None:
         if isinstance(event, Partial):
             self.partials += 1
             if self.first_partial_s is None:
@@ -366,7 +367,7 @@ class _Run:
         events.emit(
             events.StreamFinished(
                 tier,
-                self.jm.mode,
+                self.mode,
                 self.schema_name,
                 ok,
                 self.first_partial_s,
@@ -381,11 +382,19 @@ class _Run:
     def repairable(self) -> bool | None:
         """What the reply of an attempt that failed as it streamed says about repair:
         False when repair mode would fail it the same way (its items depart from
-        those delivered); None when the judge is to say (see ``_Reply.repairable``)."""
+        those delivered); None when the judge is to say (see ``Reply.repairable``)."""
         return False if self.items is not None and self.items.departed else None
 
+    def transport_retry(self, attempt: int, error: BaseException | None) -> Retry:
+        return Retry(attempt, f"transport: {error}" if error else "transport retry", transport=True)
 
-def _name(jm: JsonMode, schema_name: str | None) -> str | None:
+    def reask(self, attempt: int, failed: Attempt | None) -> Retry:
+        if failed is None:  # pragma: no cover - a session re-asks only after an attempt
+            return Retry(attempt, "re-ask")
+        return Retry(attempt, f"{failed.outcome}: {failed.error}", failed.issues, False, failed)
+
+
+def _name(jm: Settings, schema_name: str | None) -> str | None:
     """The schema name the request's events carry (checked by the session)."""
     return jm.schema_name if schema_name is None else schema_name
 
@@ -394,177 +403,11 @@ def _shape_for(source: object) -> Callable[[Any], Any]:
     return lambda value: typed_partial(value, source)
 
 
-def _reply(
-    completion: Completion | None,
-    error: BackendError | None,
-    started: float,
-    retries: int,
-    verdict: SchemaViolationError | None = None,
-    repairable: bool | None = None,
-) -> _Reply:
-    from jsonmode.facade import _Reply
-
-    latency = time.perf_counter() - started
-    return _Reply(completion, error, latency, retries, verdict, repairable)
-
-
-@dataclass(frozen=True, slots=True)
-class _Done:
-    """The last thing a streamed call yields: its reply for the session."""
-
-    reply: _Reply
-
-
-def _whole(run: _Run, reply: _Reply, attempt: int) -> Iterator[_Item | _Done]:
-    """A reply that came whole (the backend does not stream): its items, then it."""
-    if reply.completion is not None and run.items is not None:
-        reader = run.reader(attempt)
-        for _ in reader.feed(reply.completion):
-            pass
-        _, found, verdict = reader.finish()
-        yield from found
-        if verdict is not None:
-            reply = replace(reply, verdict=verdict, repairable=run.repairable())
-    yield _Done(reply)
-
-
-def _streamed_call(
-    run: _Run, request: Request, attempt: int
-) -> Generator[Partial | Retry | _Item | _Done, None, None]:
-    """One backend call under the transport policy, read as it streams; its last item
-    is the _Done holding the reply."""
-    jm = run.jm
-    backend = jm.backend
-    if not isinstance(backend, StreamingBackend):
-        yield from _whole(run, jm._call(request), attempt)
-        return
-    started = time.perf_counter()
-    calls = 0
-    last: BaseException | None = None
-    try:
-        for retrying in jm.transport.retrying():
-            closed = False
-            with retrying:  # (it swallows every exception: see `closed`)
-                calls += 1
-                if calls > 1:
-                    yield _transport_retry(attempt, last)
-                reader = run.reader(attempt)
-                chunks = backend.stream(request)
-                try:
-                    for chunk in chunks:
-                        for event in reader.feed(chunk):
-                            run.saw(event)
-                            yield event
-                    for event in reader.flush():
-                        run.saw(event)
-                        yield event
-                    completion, found, verdict = reader.finish()
-                    yield from found
-                    if verdict is not None:
-                        raise verdict
-                except SchemaViolationError as verdict:
-                    completion = Completion(reader.text)
-                    repairable = run.repairable()
-                    yield _Done(_reply(completion, None, started, calls - 1, verdict, repairable))
-                    return
-                except GeneratorExit:
-                    closed = True
-                except BackendError as error:
-                    last = error
-                    raise
-                finally:
-                    _close(chunks)
-            if closed:
-                return
-    except BackendError as error:
-        yield _Done(_reply(None, error, started, calls - 1))
-        return
-    yield _Done(_reply(completion, None, started, calls - 1))
-
-
-async def _astreamed_call(
-    run: _Run, request: Request, attempt: int
-) -> AsyncGenerator[Partial | Retry | _Item | _Done, None]:
-    """Async :func:`_streamed_call`."""
-    jm = run.jm
-    backend = jm.backend
-    if not isinstance(backend, StreamingBackend):
-        for item in _whole(run, await jm._acall(request), attempt):
-            yield item
-        return
-    started = time.perf_counter()
-    calls = 0
-    last: BaseException | None = None
-    try:
-        async for retrying in jm.transport.aretrying():
-            closed = False
-            with retrying:  # (it swallows every exception: see `closed`)
-                calls += 1
-                if calls > 1:
-                    yield _transport_retry(attempt, last)
-                reader = run.reader(attempt)
-                chunks = backend.astream(request)
-                try:
-                    async for chunk in chunks:
-                        for event in reader.feed(chunk):
-                            run.saw(event)
-                            yield event
-                    for event in reader.flush():
-                        run.saw(event)
-                        yield event
-                    completion, found, verdict = reader.finish()
-                    for item in found:
-                        yield item
-                    if verdict is not None:
-                        raise verdict
-                except SchemaViolationError as verdict:
-                    completion = Completion(reader.text)
-                    repairable = run.repairable()
-                    yield _Done(_reply(completion, None, started, calls - 1, verdict, repairable))
-                    return
-                except GeneratorExit:
-                    closed = True
-                except BackendError as error:
-                    last = error
-                    raise
-                finally:
-                    await _aclose(chunks)
-            if closed:
-                return
-    except BackendError as error:
-        yield _Done(_reply(None, error, started, calls - 1))
-        return
-    yield _Done(_reply(completion, None, started, calls - 1))
-
-
-def _close(chunks: Any) -> None:
-    close = getattr(chunks, "close", None)
-    if callable(close):
-        close()
-
-
-async def _aclose(chunks: Any) -> None:
-    close = getattr(chunks, "aclose", None)
-    if callable(close):
-        await close()
-
-
-def _transport_retry(attempt: int, error: BaseException | None) -> Retry:
-    return Retry(attempt, f"transport: {error}" if error else "transport retry", transport=True)
-
-
-def _reask(trace: _Trace, attempt: int) -> Retry:
-    failed = trace.attempts[-1] if trace.attempts else None
-    if failed is None:  # pragma: no cover - a session re-asks only after an attempt
-        return Retry(attempt, "re-ask")
-    return Retry(attempt, f"{failed.outcome}: {failed.error}", failed.issues, False, failed)
-
-
 # -- the drivers -------------------------------------------------------------------
 
 
 def stream(
-    jm: JsonMode,
+    jm: Settings,
     prompt: Prompt,
     schema: object,
     examples: Sequence[tuple[str, Any]],
@@ -576,14 +419,14 @@ def stream(
     start, raw = _start(jm, prompt, schema, examples, schema_name, context)
     jm.prepare()  # before the clock starts
     run = _streamed_run(jm, schema, schema_name, partial_strings, raw)
-    with closing(_events(run, start)) as all_:
+    with closing(streamed_events(run, start, jm.backend, jm.transport)) as all_:
         for event in all_:
             if not isinstance(event, _Item):
                 yield event
 
 
 async def astream(
-    jm: JsonMode,
+    jm: Settings,
     prompt: Prompt,
     schema: object,
     examples: Sequence[tuple[str, Any]],
@@ -595,18 +438,18 @@ async def astream(
     start, raw = _start(jm, prompt, schema, examples, schema_name, context)
     await jm.aprepare()
     run = _streamed_run(jm, schema, schema_name, partial_strings, raw)
-    async with aclosing(_aevents(run, start)) as all_:
+    async with aclosing(aevents(run, start, jm.backend, jm.transport)) as all_:
         async for event in all_:
             if not isinstance(event, _Item):
                 yield event
 
 
 def _streamed_run(
-    jm: JsonMode, target: object, schema_name: str | None, partial_strings: bool, raw: bool
+    jm: Settings, target: object, schema_name: str | None, partial_strings: bool, raw: bool
 ) -> _Run:
     name = _name(jm, schema_name)
     shape = _same_text if raw else _shape_for(target)
-    return _Run(jm, time.perf_counter(), name, shape, partial_strings, None, raw)
+    return _Run(jm.mode, time.perf_counter(), name, shape, partial_strings, None, raw)
 
 
 def _same_text(text: Any) -> Any:
@@ -614,7 +457,7 @@ def _same_text(text: Any) -> Any:
 
 
 def stream_items(
-    jm: JsonMode,
+    jm: Settings,
     prompt: Prompt,
     item_schema: object,
     examples: Sequence[tuple[str, Any]],
@@ -626,7 +469,7 @@ def stream_items(
     run, whole = _items_run(jm, item_schema, schema_name, context)
     assert run.items is not None
     start = _items_start(jm, prompt, whole, examples, schema_name, context)
-    with closing(_events(run, start)) as all_:
+    with closing(streamed_events(run, start, jm.backend, jm.transport)) as all_:
         for event in all_:
             if isinstance(event, _Item):
                 yield event.value
@@ -635,7 +478,7 @@ def stream_items(
 
 
 async def astream_items(
-    jm: JsonMode,
+    jm: Settings,
     prompt: Prompt,
     item_schema: object,
     examples: Sequence[tuple[str, Any]],
@@ -647,7 +490,7 @@ async def astream_items(
     run, whole = _items_run(jm, item_schema, schema_name, context)
     assert run.items is not None
     start = _items_start(jm, prompt, whole, examples, schema_name, context)
-    async with aclosing(_aevents(run, start)) as all_:
+    async with aclosing(aevents(run, start, jm.backend, jm.transport)) as all_:
         async for event in all_:
             if isinstance(event, _Item):
                 yield event.value
@@ -657,27 +500,27 @@ async def astream_items(
 
 
 def _items_start(
-    jm: JsonMode,
+    jm: Settings,
     prompt: Prompt,
     whole: object,
     examples: Sequence[tuple[str, Any]],
     schema_name: str | None,
     context: Any,
-) -> _Start:
+) -> Start:
     """The session of ``stream_items``: for the list ``whole``, its warnings already
     emitted for the item schema (see :func:`_items_run`)."""
-    return lambda trace: jm._session(
-        prompt, whole, examples, schema_name, context, trace, warn=False
+    return lambda trace: schema_session(
+        jm, prompt, whole, examples, schema_name, context, trace, warn=False
     )
 
 
 def _items_run(
-    jm: JsonMode, item_schema: object, schema_name: str | None, context: Any
+    jm: Settings, item_schema: object, schema_name: str | None, context: Any
 ) -> tuple[_Run, object]:
     item_spec = Schema.of(item_schema)
-    jm._warn_about(item_spec)  # (the item schema's, as the caller wrote it)
+    jm.schema_warnings.emit(item_spec)  # (the item schema's, as the caller wrote it)
     items = _Items(item_spec, jm.mode, context)
-    run = _Run(jm, time.perf_counter(), _name(jm, schema_name), None, False, items)
+    run = _Run(jm.mode, time.perf_counter(), _name(jm, schema_name), None, False, items)
     if isinstance(item_schema, type) or item_spec.is_typed:
         whole: object = list[item_schema]  # type: ignore[valid-type]
     else:
@@ -694,104 +537,23 @@ def _rest(result: Result[Any], items: _Items) -> Iterator[Any]:
         yield values[index]
 
 
-# Starts one request's session (the façade's, for a schema or a grammar) reporting to
-# the trace it is given.
-_Start = Callable[["_Trace"], Generator[Request, "_Reply", Result[Any]]]
-
-
 def _start(
-    jm: JsonMode,
+    jm: Settings,
     prompt: Prompt,
     target: object,
     examples: Sequence[tuple[str, Any]],
     schema_name: str | None,
     context: Any,
-) -> tuple[_Start, bool]:
+) -> tuple[Start, bool]:
     """How to start the session for ``target`` (a schema, or a grammar as
     ``JsonMode.run_text`` takes it: see :func:`jsonmode.texts.is_grammar`), and whether
     it is a grammar (partial values are then the text)."""
     if not is_grammar(target):
         return (
-            lambda trace: jm._session(prompt, target, examples, schema_name, context, trace),
+            lambda trace: schema_session(jm, prompt, target, examples, schema_name, context, trace),
             False,
         )
     if context is not None:
         raise UsageError("context is for pydantic validators: a grammar has none")
     grammar = as_grammar(target)
-    return lambda trace: jm._text_session(prompt, grammar, examples, schema_name, trace), True
-
-
-class _Steps:
-    """One request's session as the streaming drivers walk it: the request to send,
-    its attempt number, and what comes of each reply (a Retry, or the Final)."""
-
-    def __init__(self, run: _Run, start: _Start) -> None:
-        from jsonmode.facade import _Trace
-
-        self.run = run
-        self.trace = _Trace()
-        self.session = start(self.trace)
-        self.request = next(self.session)
-        self.attempt = 1
-
-    def send(self, reply: _Reply | None) -> Retry | Final:
-        """The session's verdict on ``reply``: the Final, or the Retry of the re-ask
-        (the next request is then ``self.request``). Raises what ``run`` raises."""
-        assert reply is not None
-        try:
-            self.request = self.session.send(reply)
-        except StopIteration as done:
-            return self.run.final(done.value)
-        self.attempt += 1
-        return _reask(self.trace, self.attempt)
-
-    def failed(self) -> None:
-        """The request raised: report the stream's end (an abandoned one reports none)."""
-        if self.trace.tier is not None and events.listeners:
-            self.run.finished(self.trace.tier, False)
-
-
-def _events(run: _Run, start: _Start) -> Generator[StreamEvent | _Item, None, None]:
-    steps = _Steps(run, start)
-    try:
-        while True:
-            reply: _Reply | None = None
-            with closing(_streamed_call(run, steps.request, steps.attempt)) as call:
-                for event in call:
-                    if isinstance(event, _Done):
-                        reply = event.reply
-                    else:
-                        yield event
-            yield (step := steps.send(reply))
-            if isinstance(step, Final):
-                return
-    except (GeneratorExit, asyncio.CancelledError):
-        raise  # abandoned by the caller: no outcome to report
-    except BaseException:
-        steps.failed()
-        raise
-    finally:
-        steps.session.close()
-
-
-async def _aevents(run: _Run, start: _Start) -> AsyncGenerator[StreamEvent | _Item, None]:
-    steps = _Steps(run, start)
-    try:
-        while True:
-            reply: _Reply | None = None
-            async with aclosing(_astreamed_call(run, steps.request, steps.attempt)) as call:
-                async for event in call:
-                    if isinstance(event, _Done):
-                        reply = event.reply
-                    else:
-                        yield event
-            yield (step := steps.send(reply))
-            if isinstance(step, Final):
-                return
-    except (GeneratorExit, asyncio.CancelledError):
-        raise  # abandoned by the caller: no outcome to report
-    except BaseException:
-        steps.failed()
-        raise
-    finally:
-        steps.session.close()
+    return lambda trace: text_session(jm, prompt, grammar, examples, schema_name, trace), True

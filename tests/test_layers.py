@@ -1,61 +1,132 @@
-"""Imports flow downward only (ARCHITECTURE.md): cli → façade → backends → decoding,
-schema, repair → errors. Read from the source (every import statement, those inside
-functions included), so a lazy import that closes a cycle is caught too."""
+"""Imports flow downward only (ARCHITECTURE.md, docs/architecture.md): every module of
+jsonmode sits on one floor of :data:`FLOORS`, and imports only from its own floor and
+the floors below. Read from the source (tests/support/import_graph.py: imports inside
+functions, under ``TYPE_CHECKING`` and relative ones count), so a lazy import that
+runs up the house is caught too.
+
+A module that no floor names fails the test: a new module is placed here on purpose,
+which is where a newcomer learns where a new tier, backend, keyword or grammar
+syntax goes (docs/architecture.md, "Where new work goes").
+"""
 
 from __future__ import annotations
 
-import ast
 import pathlib
 
 import pytest
 
+from tests.support.import_graph import graph
+
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "jsonmode"
 
+#: Floors from the ground up: (floor, the top-level modules or rooms of jsonmode on it).
+#: A room (``decoding``) stands for every module in it.
+FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "ground floor",
+        (
+            "errors",
+            "records",
+            "result",
+            "events",
+            "limits",
+            "budget",
+            "lru",
+            "_text",
+            "_json",
+            "_watchdog",
+        ),
+    ),
+    ("regex engine", ("regex",)),
+    ("schemas", ("schema",)),
+    ("reply text to value", ("repair",)),
+    ("constrained decoder", ("decoding",)),
+    ("backends, transport policy, metrics", ("backends", "retry", "metrics")),
+    ("the attempt session", ("session", "prompting", "_ordered")),
+    ("public verbs", ("facade", "streaming", "batch", "texts")),
+    ("entry points", ("", "cli", "adapters", "decorator", "demo", "_traffic", "_startup")),
+)
 
-def imported(path: pathlib.Path) -> set[str]:
-    """The jsonmode modules a file imports, anywhere in it."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return {name for name in found if name.startswith("jsonmode.")}
+
+def floor_of(module: str) -> int | None:
+    """The floor number of a dotted ``jsonmode`` module (``""`` stands for the package's
+    ``__init__``), or None when no floor names it."""
+    top = module.removeprefix("jsonmode").removeprefix(".").split(".")[0]
+    for number, (_, names) in enumerate(FLOORS):
+        if top in names:
+            return number
+    return None
 
 
-def files(folder: str) -> list[pathlib.Path]:
-    """Every module under ``folder``, its subpackages' included."""
-    return sorted((PACKAGE / folder).rglob("*.py"))
+def upward(package: pathlib.Path) -> tuple[list[str], list[str]]:
+    """(imports that run up the floors, modules on no floor) in ``package``."""
+    edges, _ = graph(package)
+    unplaced = sorted(name for name in edges if floor_of(name) is None)
+    wrong = []
+    for importer, targets in sorted(edges.items()):
+        here = floor_of(importer)
+        for target in sorted(targets):
+            there = floor_of(target)
+            if here is not None and there is not None and there > here:
+                wrong.append(
+                    f"{importer} ({FLOORS[here][0]}) imports {target} ({FLOORS[there][0]})"
+                )
+    return wrong, unplaced
+
+
+def test_imports_flow_downward() -> None:
+    wrong, unplaced = upward(PACKAGE)
+    assert wrong == []
+    assert unplaced == [], "place these modules on a floor of FLOORS"
+
+
+def test_every_name_on_a_floor_exists() -> None:
+    """A floor that names a module or room no longer there is a stale map."""
+    present = {path.stem for path in PACKAGE.glob("*.py")} | {
+        path.name for path in PACKAGE.iterdir() if (path / "__init__.py").exists()
+    }
+    named = {name for _, names in FLOORS for name in names if name}
+    assert named - present == set()
 
 
 @pytest.mark.parametrize(
-    ("folder", "forbidden"),
+    ("source", "expected"),
     [
-        # other models inside jsonmode never reach up to the façade, nor into adapters
-        ("backends", ("jsonmode.facade", "jsonmode.adapters", "jsonmode.cli")),
-        # the engine knows nothing of backends, the façade or adapters
-        ("decoding", ("jsonmode.facade", "jsonmode.backends", "jsonmode.adapters")),
-        # (schema/ uses the decoder's regex engine for `pattern`: that way is down)
-        ("schema", ("jsonmode.facade", "jsonmode.backends", "jsonmode.adapters")),
-        ("repair", ("jsonmode.facade", "jsonmode.backends", "jsonmode.decoding")),
+        # a lazy import inside a function, running up from the engine to the façade
+        ("def f():\n    from jsonmode.facade import JsonMode\n", ["jsonmode.decoding.x"]),
+        # the same under TYPE_CHECKING
+        (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "    from jsonmode.backends import base\n",
+            ["jsonmode.decoding.x"],
+        ),
+        # a relative import up into the session's room
+        ("from ..session import drive\n", ["jsonmode.decoding.x"]),
+        # downward is fine
+        ("from jsonmode.errors import JsonModeError\n", []),
     ],
 )
-def test_imports_flow_downward(folder: str, forbidden: tuple[str, ...]) -> None:
-    wrong = [
-        f"{path.relative_to(PACKAGE)} imports {name}"
-        for path in files(folder)
-        for name in sorted(imported(path))
-        if name.startswith(forbidden)
-    ]
-    assert wrong == []
+def test_the_check_sees_every_upward_import(
+    tmp_path: pathlib.Path, source: str, expected: list[str]
+) -> None:
+    package = tmp_path / "jsonmode"
+    for room in ("decoding", "backends", "session"):
+        (package / room).mkdir(parents=True)
+        (package / room / "__init__.py").write_text("", encoding="utf-8")
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    for name in ("facade", "errors"):
+        (package / f"{name}.py").write_text("", encoding="utf-8")
+    (package / "backends" / "base.py").write_text("", encoding="utf-8")
+    (package / "session" / "drive.py").write_text("", encoding="utf-8")
+    (package / "decoding" / "x.py").write_text(source, encoding="utf-8")
+    wrong, unplaced = upward(package)
+    assert [line.split(" ")[0] for line in wrong] == expected
+    assert unplaced == []
 
 
-def test_the_check_sees_subpackages() -> None:
-    assert PACKAGE / "decoding" / "engine" / "cache.py" in files("decoding")
-
-
-def test_the_check_sees_imports_inside_functions(tmp_path: pathlib.Path) -> None:
-    probe = tmp_path / "probe.py"
-    probe.write_text("def f():\n    from jsonmode.facade import JsonMode\n", encoding="utf-8")
-    assert "jsonmode.facade" in imported(probe)
+def test_a_module_on_no_floor_is_named(tmp_path: pathlib.Path) -> None:
+    package = tmp_path / "jsonmode"
+    package.mkdir()
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    (package / "stray.py").write_text("", encoding="utf-8")
+    assert upward(package) == ([], ["jsonmode.stray"])

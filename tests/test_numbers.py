@@ -36,8 +36,8 @@ from jsonmode import (
 )
 from jsonmode._json import StrictJSONError, dumps, loads_strict
 from jsonmode.backends import ScriptedBackend
-from jsonmode.reading import parse
 from jsonmode.repair.coerce import coerce
+from jsonmode.repair.parse import parse
 from jsonmode.repair.partial import parse_partial
 from jsonmode.schema.core import Schema
 

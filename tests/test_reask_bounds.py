@@ -18,7 +18,7 @@ from jsonmode.prompting import (
     describe_failure,
     reask_messages,
 )
-from jsonmode.reading import parse
+from jsonmode.repair.parse import parse
 from jsonmode.schema.validation import MAX_MESSAGE_CHARS
 
 HUGE = 2_000_000

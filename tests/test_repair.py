@@ -6,7 +6,7 @@ import pytest
 from pydantic import BaseModel
 
 import jsonmode
-import jsonmode.reading
+import jsonmode.repair.parse
 from jsonmode import OutputParseError, Schema, SchemaViolationError
 from jsonmode.prompting import describe_failure
 from jsonmode.repair.coerce import coerce
@@ -401,7 +401,7 @@ def test_a_typed_schema_gets_its_model_from_the_unwrapped_document():
 
 def test_unwrapping_is_bounded_by_the_repair_limits():
     """The content goes through the usual bounds: too long to repair is not read."""
-    huge = "{'a': " + "1" * (jsonmode.reading.MAX_REPAIR_CHARS + 10) + "}"
+    huge = "{'a': " + "1" * (jsonmode.repair.parse.MAX_REPAIR_CHARS + 10) + "}"
     with pytest.raises(SchemaViolationError) as caught:
         jsonmode.parse(json.dumps(huge), {"type": "object"}, "repair")
     assert caught.value.repairs == ()

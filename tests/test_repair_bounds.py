@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import jsonmode
-import jsonmode.reading
+import jsonmode.repair.parse
 from jsonmode import OutputError, OutputParseError
 from jsonmode.repair.extract import find_candidates
 from jsonmode.repair.syntax import repair_syntax
@@ -117,7 +117,7 @@ SLOW_AT_THE_CAP = [
 
 @pytest.mark.parametrize("name", SLOW_AT_THE_CAP)
 def test_hostile_shape_at_the_size_cap_ends_in_bounded_time(name: str) -> None:
-    cap = jsonmode.reading.MAX_REPAIR_CHARS
+    cap = jsonmode.repair.parse.MAX_REPAIR_CHARS
     text = SHAPES[name](cap)[:cap]
     assert len(text) > cap * 0.9
     result, _ = _timed_parse(text, bound=2.0)
@@ -125,14 +125,14 @@ def test_hostile_shape_at_the_size_cap_ends_in_bounded_time(name: str) -> None:
 
 
 def test_output_over_the_size_cap_is_not_repaired_and_says_so() -> None:
-    text = "{]" * (jsonmode.reading.MAX_REPAIR_CHARS // 2 + 1)
+    text = "{]" * (jsonmode.repair.parse.MAX_REPAIR_CHARS // 2 + 1)
     result, _ = _timed_parse(text, bound=1.0)
     assert isinstance(result, OutputParseError)
     assert "too long to repair" in str(result)
 
 
 def test_time_limit_stops_json_repair_with_a_typed_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(jsonmode.reading, "REPAIR_TIME_LIMIT", 0.05)
+    monkeypatch.setattr(jsonmode.repair.parse, "REPAIR_TIME_LIMIT", 0.05)
     result, seconds = _timed_parse("{]" * 8000, bound=2.0)  # minutes of json-repair
     assert isinstance(result, OutputParseError)
     assert "time limit" in str(result)
@@ -140,7 +140,7 @@ def test_time_limit_stops_json_repair_with_a_typed_error(monkeypatch: pytest.Mon
 
 
 def test_time_limit_covers_many_candidates(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(jsonmode.reading, "REPAIR_TIME_LIMIT", 0.05)
+    monkeypatch.setattr(jsonmode.repair.parse, "REPAIR_TIME_LIMIT", 0.05)
     text = "".join(f"{{'a': {i}}} " for i in range(20_000))  # each one needs json-repair
     result, _ = _timed_parse(text, bound=2.0)
     assert isinstance(result, OutputParseError)

@@ -31,7 +31,7 @@ from jsonmode.backends.base import Completion, Request
 from jsonmode.errors import OutputError, UsageError
 from jsonmode.facade import JsonMode, TierChoice
 from jsonmode.prompting import Message, describe_failure, user_messages
-from jsonmode.reading import Mode, check_mode, parse
+from jsonmode.repair.parse import Mode, check_mode, parse
 from jsonmode.result import Usage
 from jsonmode.retry import TransportPolicy
 from jsonmode.schema.core import Schema

@@ -14,7 +14,7 @@ Three pieces, one per way LangChain code is written:
   typed errors, events) as one LCEL step: ``prompt | jsonmode_runnable(model, Person)``.
 
 The parser checks one output; the runnable owns the loop and re-asks the model with
-its errors. Neither is a second validator: both go through :mod:`jsonmode.reading`.
+its errors. Neither is a second validator: both go through :mod:`jsonmode.repair.parse`.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from jsonmode.errors import (
 )
 from jsonmode.facade import JsonMode
 from jsonmode.prompting import describe_failure, format_instructions
-from jsonmode.reading import Mode, check_mode, parse
+from jsonmode.repair.parse import Mode, check_mode, parse
 from jsonmode.repair.partial import ReadCadence, parse_partial
 from jsonmode.schema.core import Schema
 

@@ -2,28 +2,51 @@
 
 A backend turns a :class:`Request` (messages, and the schema when the native tier
 passes it through) into a :class:`Completion`. A request may carry a grammar instead
-(``JsonMode.text``): a backend that can take one says so with optional abilities,
-``constrain_grammar(grammar)`` (constrained decoding: returns the grammar compiled for
-its vocabulary) or ``native_grammar(grammar) -> bool`` (its endpoint takes this
-grammar's kind); any other backend gets the grammar in the prompt only. It reports failure only as
+(``JsonMode.text``); a backend that can take one says so with an optional ability
+(below); any other backend gets the grammar in the prompt only. It reports failure only as
 :class:`~jsonmode.errors.TransientBackendError` (worth retrying the same request) or
 :class:`~jsonmode.errors.PermanentBackendError` (not). Retrying, validation and
-repair belong to the façade, never to a backend.
+repair belong to the session (:mod:`jsonmode.session`), never to a backend.
+
+Optional abilities are protocols a backend satisfies structurally (by having the
+methods; it may also subclass them), checked with ``isinstance``:
+
+- :class:`Constrains`: exposes logits (``constrained_decoding``) and compiles a schema
+  for its own mask engine (``constrain``): the constrained tier.
+- :class:`ConstrainsGrammar`: compiles a grammar for its mask engine (``JsonMode.text``
+  in the constrained tier).
+- :class:`TakesGrammar`: its endpoint takes this grammar's kind natively.
+- :class:`StreamingBackend`: streams its reply (``JsonMode.stream``).
+- :class:`CompletesBatch`: completes many requests in one call (``JsonMode.map`` in
+  the constrained tier).
+- :class:`Prepares`: has a one-time slow set-up (``JsonMode.prepare``).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from jsonmode.errors import BackendError
 from jsonmode.result import Usage
 from jsonmode.schema.core import Schema
 
 if TYPE_CHECKING:
     from jsonmode.decoding.grammars.compiled import CompiledGrammar
 
-__all__ = ["Backend", "Chunk", "Completion", "Request", "StreamingBackend"]
+__all__ = [
+    "Backend",
+    "Chunk",
+    "CompletesBatch",
+    "Completion",
+    "Constrains",
+    "ConstrainsGrammar",
+    "Prepares",
+    "Request",
+    "StreamingBackend",
+    "TakesGrammar",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,3 +142,47 @@ class StreamingBackend(Backend, Protocol):
     def stream(self, request: Request) -> Iterator[Chunk]: ...
 
     def astream(self, request: Request) -> AsyncIterator[Chunk]: ...
+
+
+@runtime_checkable
+class Constrains(Protocol):
+    """A backend that exposes logits to constrain (a local model): the constrained
+    tier. ``constrained_decoding`` says whether it does for this instance;
+    ``constrain(schema)`` compiles the schema for its mask engine (cached), raising
+    :class:`~jsonmode.errors.UnsupportedSchemaError` for one it cannot enforce."""
+
+    constrained_decoding: bool
+
+    def constrain(self, schema: Schema) -> Any: ...
+
+
+@runtime_checkable
+class ConstrainsGrammar(Protocol):
+    """A backend whose mask engine takes a grammar: ``constrain_grammar(grammar)``
+    returns it compiled for its vocabulary (``UnsupportedSchemaError`` when it cannot)."""
+
+    def constrain_grammar(self, grammar: CompiledGrammar) -> CompiledGrammar: ...
+
+
+@runtime_checkable
+class TakesGrammar(Protocol):
+    """A backend whose endpoint may take a grammar natively: ``native_grammar(grammar)``
+    says whether it takes this one's kind."""
+
+    def native_grammar(self, grammar: CompiledGrammar) -> bool: ...
+
+
+@runtime_checkable
+class CompletesBatch(Protocol):
+    """A backend that completes many requests in one call (one ``generate`` for a local
+    model): one Completion or one BackendError per request, in order."""
+
+    def complete_batch(self, requests: Sequence[Request]) -> list[Completion | BackendError]: ...
+
+
+@runtime_checkable
+class Prepares(Protocol):
+    """A backend with a one-time slow set-up (importing litellm), done before any
+    request's clock starts; cheap after the first call."""
+
+    def prepare(self) -> None: ...

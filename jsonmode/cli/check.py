@@ -9,7 +9,7 @@ import sys
 
 from jsonmode.cli import common
 from jsonmode.errors import UsageError
-from jsonmode.reading import Mode, parse
+from jsonmode.repair.parse import Mode, parse
 from jsonmode.schema.core import Schema
 
 __all__ = ["run"]

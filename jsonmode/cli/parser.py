@@ -11,7 +11,7 @@ import os
 import pathlib
 
 from jsonmode.backends.deadline import DEFAULT_TIMEOUT
-from jsonmode.reading import MODES
+from jsonmode.repair.parse import MODES
 from jsonmode.retry import TransportPolicy
 
 __all__ = ["build_parser", "model_options", "nesting_option", "targets"]

@@ -17,7 +17,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from jsonmode import events
-from jsonmode.reading import MODES
+from jsonmode.repair.parse import MODES
 from jsonmode.repair.report import REPAIR_KINDS
 from jsonmode.result import OUTCOMES, TIERS, Attempt
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from jsonmode._json import StrictJSONError, UnrepresentableError, check_value, dumps, loads_strict
 from jsonmode._watchdog import DeadlineExceeded, run_until
@@ -37,6 +37,7 @@ from jsonmode.errors import (
     SchemaViolationError,
     UsageError,
 )
+from jsonmode.records import Mode
 from jsonmode.repair.coerce import CoercionTimeoutError, coerce
 from jsonmode.repair.extract import Candidate, find_candidates
 from jsonmode.repair.report import Repair
@@ -47,7 +48,6 @@ from jsonmode.schema.validation import Issue
 
 __all__ = ["COERCE_TIME_LIMIT", "MAX_REPAIR_CHARS", "REPAIR_TIME_LIMIT", "Mode", "Parsed", "parse"]
 
-Mode = Literal["strict", "repair"]
 MODES: tuple[Mode, ...] = ("strict", "repair")
 
 #: Outputs longer than this are read strictly only (an OutputParseError says so).

@@ -1,31 +1,62 @@
-"""The schema judge: one model output read as a JSON value under a schema.
+"""Judges: what one session asks of its target, and the schema judge.
 
-The attempt session (:mod:`jsonmode.facade`) asks a judge which tier to use, what to
-send first and on a re-ask, and how to read each output; :class:`SchemaJudge` does it
-for a schema, :class:`jsonmode.texts.GrammarJudge` for a grammar (the protocol is
-:class:`jsonmode.texts.Judge`).
+The attempt session (:mod:`jsonmode.session.attempts`) asks a :class:`Judge` which tier
+to use, what to send first and on a re-ask, and how to read each output;
+:class:`SchemaJudge` does it for a JSON value under a schema,
+:class:`~jsonmode.session.grammar_judge.GrammarJudge` for a text under a grammar.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import pydantic
 
 from jsonmode._json import StrictJSONError, check_value
-from jsonmode.backends import Backend, Request
+from jsonmode.backends.base import Backend, Constrains, Request
 from jsonmode.errors import OutputError, UnsupportedSchemaError, UsageError
 from jsonmode.prompting import Message, first_messages, reask_messages
-from jsonmode.reading import Mode, Parsed, parse
+from jsonmode.repair.parse import Mode, Parsed, parse
 from jsonmode.result import Attempt, Tier
 from jsonmode.schema.core import Schema
 
-__all__ = ["SchemaJudge", "checked_examples", "repair_would_pass"]
+__all__ = ["Judge", "SchemaJudge", "checked_examples", "repair_would_pass"]
+
+
+class Judge(Protocol):
+    """What one validation session asks of its target (a schema, a grammar)."""
+
+    #: what the output must be, in the exhausted error: "conforming JSON" ...
+    wanted: str
+
+    def tier(self, tier: Tier, backend: Backend) -> Tier:
+        """The tier this target runs in, given the instance's tier."""
+        ...
+
+    def request(self, messages: tuple[Message, ...], tier: Tier) -> Request: ...
+
+    def first_messages(
+        self, messages: tuple[Message, ...], examples: Sequence[tuple[str, Any]]
+    ) -> tuple[Message, ...]:
+        """The contract, the checked few-shot turns, the caller's messages."""
+        ...
+
+    def reask_messages(
+        self, first: tuple[Message, ...], failed: Attempt, max_attempts: int
+    ) -> tuple[Message, ...]: ...
+
+    def read(self, text: str, truncated: bool) -> Parsed:
+        """The value of one output, or an :class:`OutputError` raised."""
+        ...
+
+    def repairable(self, attempt: Attempt) -> bool:
+        """A strict run: whether repair mode would have read ``attempt`` as valid."""
+        ...
 
 
 class SchemaJudge:
-    """The session's judge for a JSON value under a schema (see jsonmode.texts.Judge)."""
+    """The session's judge for a JSON value under a schema (see :class:`Judge`)."""
 
     wanted = "conforming JSON"
 
@@ -39,8 +70,10 @@ class SchemaJudge:
         schema (unsupported construct or over a budget)."""
         if tier != "constrained":
             return tier
+        if not isinstance(backend, Constrains):
+            return "prompted"
         try:
-            backend.constrain(self.spec)  # type: ignore[attr-defined]
+            backend.constrain(self.spec)
         except UnsupportedSchemaError:
             return "prompted"
         return "constrained"
