@@ -1,11 +1,12 @@
 """The mask engine's modules in stage order (jsonmode/decoding/engine/__init__.py):
 each imports only the engine modules before it, and only their public names. Read
-from the source with the import graph of tests/test_import_graph.py (imports inside
+from the source with the import graph of tests/support/import_graph.py (imports inside
 functions and under ``TYPE_CHECKING`` count)."""
 
 from __future__ import annotations
 
-from test_import_graph import PACKAGE, graph
+from tests.support.import_graph import graph
+from tests.test_layers import PACKAGE
 
 ENGINE = "jsonmode.decoding.engine"
 # The order the package docstring gives: the ground floor, then stages 1 to 5.

@@ -1,8 +1,16 @@
-"""Imports flow downward only (ARCHITECTURE.md, docs/architecture.md): every module of
-jsonmode sits on one floor of :data:`FLOORS`, and imports only from its own floor and
-the floors below. Read from the source (tests/support/import_graph.py: imports inside
-functions, under ``TYPE_CHECKING`` and relative ones count), so a lazy import that
-runs up the house is caught too.
+"""The house's import graph, read from the source (tests/support/import_graph.py:
+imports inside functions, under ``TYPE_CHECKING`` and relative ones count, so a lazy
+import is caught too). Three rules (ARCHITECTURE.md, docs/architecture.md):
+
+- imports flow downward only: every module of jsonmode sits on one floor of
+  :data:`FLOORS`, and imports only from its own floor and the floors below;
+- no import circle;
+- no module takes another module's private names (one leading underscore:
+  ``from jsonmode.x import _y``, or ``x._y`` through an imported module ``x``).
+
+The allow-lists :data:`ALLOWED_CIRCLES` and :data:`ALLOWED_PRIVATE` are empty and
+should stay so: an entry needs a reason beside it that no redesign removes, and an
+entry that is gone fails too (delete it).
 
 A module that no floor names fails the test: a new module is placed here on purpose,
 which is where a newcomer learns where a new tier, backend, keyword or grammar
@@ -15,9 +23,16 @@ import pathlib
 
 import pytest
 
-from tests.support.import_graph import graph
+from tests.support.import_graph import circles, graph
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "jsonmode"
+
+#: Import circles allowed, each as its set of modules, each with its reason.
+ALLOWED_CIRCLES: list[frozenset[str]] = []
+
+#: Private names one module may take from another: (importer, module) -> names, each
+#: with its reason.
+ALLOWED_PRIVATE: dict[tuple[str, str], frozenset[str]] = {}
 
 #: Floors from the ground up: (floor, the top-level modules or rooms of jsonmode on it).
 #: A room (``decoding``) stands for every module in it.
@@ -130,3 +145,41 @@ def test_a_module_on_no_floor_is_named(tmp_path: pathlib.Path) -> None:
     (package / "__init__.py").write_text("", encoding="utf-8")
     (package / "stray.py").write_text("", encoding="utf-8")
     assert upward(package) == ([], ["jsonmode.stray"])
+
+
+def _short(name: str) -> str:
+    return name.removeprefix("jsonmode.")
+
+
+def test_no_import_circle() -> None:
+    edges, _ = graph(PACKAGE)
+    assert sorted(map(sorted, circles(edges))) == sorted(map(sorted, ALLOWED_CIRCLES))
+
+
+def test_no_private_name_taken_from_another_module() -> None:
+    _, private = graph(PACKAGE)
+    found = {(_short(a), _short(b)): frozenset(names) for (a, b), names in private.items()}
+    assert found == ALLOWED_PRIVATE
+
+
+def test_the_graph_sees_every_kind_of_import(tmp_path: pathlib.Path) -> None:
+    package = tmp_path / "jsonmode"
+    (package / "inner").mkdir(parents=True)
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    (package / "inner" / "__init__.py").write_text("", encoding="utf-8")
+    (package / "a.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from jsonmode import b\n",
+        encoding="utf-8",
+    )
+    (package / "b.py").write_text(
+        "def f():\n    from .inner import c\n    return c._hidden\n", encoding="utf-8"
+    )
+    (package / "inner" / "c.py").write_text(
+        "import jsonmode.a as a\nfrom ..b import _g\n", encoding="utf-8"
+    )
+    edges, private = graph(package)
+    assert circles(edges) == [frozenset({"jsonmode.a", "jsonmode.b", "jsonmode.inner.c"})]
+    assert private == {
+        ("jsonmode.b", "jsonmode.inner.c"): {"_hidden"},
+        ("jsonmode.inner.c", "jsonmode.b"): {"_g"},
+    }

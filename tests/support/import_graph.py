@@ -1,5 +1,5 @@
-"""The import graph of a package, read from its source (tests/test_import_graph.py and
-tests/test_layers.py measure it).
+"""The import graph of a package, read from its source (tests/test_layers.py and
+tests/test_engine_layers.py measure it).
 
 Every import counts: those inside functions, under ``TYPE_CHECKING`` and relative ones.
 A name is private when it starts with one underscore; :func:`imports` reports one taken
