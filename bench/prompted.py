@@ -48,9 +48,9 @@ import jsonmode.repair.syntax
 from jsonmode import JsonMode, Schema
 from jsonmode._json import StrictJSONError, loads_strict
 from jsonmode.errors import OutputError, OutputTruncatedError, SchemaViolationError
-from jsonmode.prompting import first_messages, user_messages
 from jsonmode.repair.extract import find_candidates
 from jsonmode.repair.syntax import ContentLossError, repair_syntax
+from jsonmode.session.prompts import first_messages, user_messages
 
 now = time.perf_counter_ns
 

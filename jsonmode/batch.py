@@ -32,7 +32,7 @@ What a batch guarantees:
   its worker (:func:`jsonmode.backends.deadline.inline`), and a call past its timeout is
   given up, its prompt going on (a transport retry) in another worker. A thread that
   cannot start (an address-space or pid limit) leaves ``map`` running with the threads
-  it has, or in the caller's thread: no result is lost (see :mod:`jsonmode._ordered`).
+  it has, or in the caller's thread: no result is lost (see :mod:`jsonmode.session.pool`).
   For a local model that exposes ``complete_batch`` (the transformers backend) in the
   constrained tier, ``map`` instead generates ``concurrency`` prompts per ``generate``
   call, a matcher per row, the first requests of prompts not started before re-asks and
@@ -67,7 +67,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 from jsonmode import events
-from jsonmode._ordered import Job, Ordered
 from jsonmode.backends.base import CompletesBatch, Completion, Request
 from jsonmode.errors import BackendError, JsonModeError, TransientBackendError, UsageError
 from jsonmode.result import Result, Usage
@@ -85,6 +84,7 @@ from jsonmode.session import (
 )
 from jsonmode.session.grammar_judge import GrammarJudge, as_grammar, is_grammar
 from jsonmode.session.judges import checked_examples
+from jsonmode.session.pool import Job, Ordered
 
 if TYPE_CHECKING:
     from jsonmode.decoding.grammars.compiled import CompiledGrammar
@@ -435,7 +435,7 @@ def run_map(
 
 
 def _job(jm: Settings, session: Session, gate: Gate) -> Job:
-    """One prompt's :data:`~jsonmode._ordered.Job`: its session under the transport
+    """One prompt's :data:`~jsonmode.session.pool.Job`: its session under the transport
     policy, or at once its refusal when the gate refuses calls."""
     refusal = gate.refused()
     if refusal is not None:
@@ -452,7 +452,7 @@ def _pool(
     finished: Callable[[int, I, Entry], None],
     window: int | None,
 ) -> Ordered[I]:
-    """The prompts of ``items`` on :class:`~jsonmode._ordered.Ordered`'s worker threads
+    """The prompts of ``items`` on :class:`~jsonmode.session.pool.Ordered`'s worker threads
     (at most ``concurrency``), one :class:`Gate` for all; ``prompt(item)`` may raise a
     JsonModeError, the item's entry."""
     gate = Gate()
@@ -471,7 +471,7 @@ def _pool(
 def _threaded(
     jm: Settings, items: list[Prompt], target: Target, options: Options, finish: _Finish
 ) -> None:
-    """``map`` on worker threads (see :mod:`jsonmode._ordered`); the first error that is
+    """``map`` on worker threads (see :mod:`jsonmode.session.pool`); the first error that is
     not a JsonModeError (or Ctrl-C in the caller's thread) stops them."""
     run = _pool(
         jm, items, lambda prompt: prompt, target, options, lambda i, _, e: finish(i, e), None

@@ -35,9 +35,9 @@ from typing import Any, ParamSpec, TypeVar, cast
 
 from jsonmode.errors import UsageError
 from jsonmode.facade import JsonMode
-from jsonmode.prompting import Message
 from jsonmode.repair.parse import Mode
 from jsonmode.schema.core import Schema
+from jsonmode.session.prompts import Message
 
 __all__ = ["structured"]
 

@@ -250,7 +250,7 @@ class TransportPolicy:
 
     def moving_retrying(self) -> tenacity.Retrying:
         """:meth:`retrying` for a call sequence that moves between threads (one thread
-        at a time: ``map``'s jobs, see :mod:`jsonmode._ordered`), driven by iterating
+        at a time: ``map``'s jobs, see :mod:`jsonmode.session.pool`), driven by iterating
         it. tenacity keeps a controller's state (statistics, the pending actions) in a
         ``threading.local``, which a job resumed by another thread would not find; this
         controller keeps it in a plain object instead."""

@@ -100,7 +100,7 @@ def test_refused_token_marks_row_failed_and_allows_only_eos(local):
 
 def test_streaming_yields_the_text_as_it_is_produced(local):
     from jsonmode.backends.base import Request
-    from jsonmode.prompting import first_messages, user_messages
+    from jsonmode.session.prompts import first_messages, user_messages
 
     model, tokenizer = local
     jm = JsonMode(model, tokenizer=tokenizer, max_new_tokens=256)

@@ -57,7 +57,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("reply text to value", ("repair",)),
     ("constrained decoder", ("decoding",)),
     ("backends, transport policy, metrics", ("backends", "retry", "metrics")),
-    ("the attempt session", ("session", "prompting", "_ordered")),
+    ("the attempt session", ("session",)),
     ("public verbs", ("facade", "streaming", "batch", "texts")),
     ("entry points", ("", "cli", "adapters", "decorator", "demo", "_traffic", "_startup")),
 )

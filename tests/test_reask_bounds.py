@@ -11,15 +11,15 @@ import pytest
 
 from jsonmode import AttemptsExhaustedError, JsonMode, SchemaViolationError
 from jsonmode.backends import ScriptedBackend
-from jsonmode.prompting import (
+from jsonmode.repair.parse import parse
+from jsonmode.schema.validation import MAX_MESSAGE_CHARS
+from jsonmode.session.prompts import (
     MAX_REASK_ISSUES,
     MAX_REASK_MESSAGE_CHARS,
     MAX_REASK_OUTPUT_CHARS,
     describe_failure,
     reask_messages,
 )
-from jsonmode.repair.parse import parse
-from jsonmode.schema.validation import MAX_MESSAGE_CHARS
 
 HUGE = 2_000_000
 SCHEMA = {

@@ -8,11 +8,11 @@ from pydantic import BaseModel
 import jsonmode
 import jsonmode.repair.parse
 from jsonmode import OutputParseError, Schema, SchemaViolationError
-from jsonmode.prompting import describe_failure
 from jsonmode.repair.coerce import coerce
 from jsonmode.repair.extract import find_candidates
 from jsonmode.repair.report import REPAIR_KINDS
 from jsonmode.repair.syntax import ContentLossError, repair_syntax
+from jsonmode.session.prompts import describe_failure
 
 
 @pytest.mark.parametrize(

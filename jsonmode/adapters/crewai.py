@@ -30,11 +30,11 @@ from jsonmode._json import dumps
 from jsonmode.backends.base import Completion, Request
 from jsonmode.errors import OutputError, UsageError
 from jsonmode.facade import JsonMode, TierChoice
-from jsonmode.prompting import Message, describe_failure, user_messages
 from jsonmode.repair.parse import Mode, check_mode, parse
 from jsonmode.result import Usage
 from jsonmode.retry import TransportPolicy
 from jsonmode.schema.core import Schema
+from jsonmode.session.prompts import Message, describe_failure, user_messages
 
 __all__ = ["JsonModeLLM", "schema_guardrail"]
 

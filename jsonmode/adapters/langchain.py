@@ -42,10 +42,10 @@ from jsonmode.errors import (
     UsageError,
 )
 from jsonmode.facade import JsonMode
-from jsonmode.prompting import describe_failure, format_instructions
 from jsonmode.repair.parse import Mode, check_mode, parse
 from jsonmode.repair.partial import ReadCadence, parse_partial
 from jsonmode.schema.core import Schema
+from jsonmode.session.prompts import describe_failure, format_instructions
 
 __all__ = ["JsonModeParser", "LangChainBackend", "jsonmode_runnable"]
 

@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     grammar = common.compiled_grammar(args)
     jm = common.build_jsonmode(args)
     # An argument that was not UTF-8 (kept by surrogateescape) is refused by the façade
-    # like any prompt holding a lone surrogate (prompting.user_messages).
+    # like any prompt holding a lone surrogate (session.prompts.user_messages).
     prompt = common.read_stdin() if args.prompt == "-" else args.prompt
     result: Result[Any]
     if grammar is not None:

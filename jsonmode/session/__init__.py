@@ -9,9 +9,11 @@ I/O, and the drivers that pump it.
 - :mod:`~jsonmode.session.judges` (``Judge``, ``SchemaJudge``) and
   :mod:`~jsonmode.session.grammar_judge` (``GrammarJudge``): how a target judges one
   output.
+- :mod:`~jsonmode.session.prompts`: the first prompt and the re-asks.
 - :mod:`~jsonmode.session.drivers` (sync, async, inside-out),
-  :mod:`~jsonmode.session.streamed` (streamed replies) and
-  :mod:`~jsonmode.session.lockstep` (batched calls): the pumps.
+  :mod:`~jsonmode.session.streamed` (streamed replies),
+  :mod:`~jsonmode.session.lockstep` (batched calls) and
+  :mod:`~jsonmode.session.pool` (many sessions on a bounded pool of threads): the pumps.
 
 The public verbs (``facade``, ``streaming``, ``batch``, ``texts``) are its clients;
 nothing here imports them.

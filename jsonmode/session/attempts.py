@@ -24,12 +24,12 @@ from jsonmode.errors import (
     OutputTruncatedError,
     SchemaViolationError,
 )
-from jsonmode.prompting import Message, user_messages
 from jsonmode.result import Attempt, Outcome, Result
 from jsonmode.schema.core import Schema
 from jsonmode.schema.validation import Issue
 from jsonmode.session.grammar_judge import GrammarJudge, as_grammar
 from jsonmode.session.judges import Judge, SchemaJudge
+from jsonmode.session.prompts import Message, user_messages
 from jsonmode.session.records import Context, Reply, Session, Settings, Trace
 
 __all__ = ["attempts", "judged", "outcome", "schema_session", "text_session"]

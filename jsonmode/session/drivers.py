@@ -3,7 +3,7 @@
 - :func:`drive` / :func:`adrive`: to its end, each request through :func:`call` /
   :func:`acall` (blocking, or awaited on the running loop): ``run``, ``text``, ``amap``.
 - :func:`steps`: turned inside out, for a driver that makes the calls itself (``map``'s
-  worker threads, :mod:`jsonmode._ordered`).
+  worker threads, :mod:`jsonmode.session.pool`).
 - :func:`refused`: ends a session whose first call is refused before it is sent.
 
 The streamed driver is :mod:`jsonmode.session.streamed`, the lockstep batch driver

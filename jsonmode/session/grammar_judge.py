@@ -20,12 +20,12 @@ from jsonmode.errors import (
     UnsupportedSchemaError,
     UsageError,
 )
-from jsonmode.prompting import Message, first_text_messages, reask_text_messages
 from jsonmode.repair.parse import Mode, Parsed
 from jsonmode.repair.report import Repair
 from jsonmode.result import Attempt, Tier
 from jsonmode.schema.core import Schema
 from jsonmode.schema.validation import Issue
+from jsonmode.session.prompts import Message, first_text_messages, reask_text_messages
 
 if TYPE_CHECKING:
     from jsonmode.decoding.grammars.compiled import CompiledGrammar, Mismatch

@@ -16,10 +16,10 @@ import pydantic
 from jsonmode._json import StrictJSONError, check_value
 from jsonmode.backends.base import Backend, Constrains, Request
 from jsonmode.errors import OutputError, UnsupportedSchemaError, UsageError
-from jsonmode.prompting import Message, first_messages, reask_messages
 from jsonmode.repair.parse import Mode, Parsed, parse
 from jsonmode.result import Attempt, Tier
 from jsonmode.schema.core import Schema
+from jsonmode.session.prompts import Message, first_messages, reask_messages
 
 __all__ = ["Judge", "SchemaJudge", "checked_examples", "repair_would_pass"]
 

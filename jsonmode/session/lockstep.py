@@ -28,7 +28,7 @@ class Lockstep(Generic[I]):
     call), the first requests of prompts not started yet before re-asks and retries;
     prompts are pulled from ``items`` as rounds have room (with a ``window``: no more
     than that many taken and not handed out). Entries come out as ``(item, entry)`` in
-    input order, like :class:`~jsonmode._ordered.Ordered`'s."""
+    input order, like :class:`~jsonmode.session.pool.Ordered`'s."""
 
     def __init__(
         self,
