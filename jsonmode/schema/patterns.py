@@ -320,7 +320,7 @@ def _build(pattern: str) -> CompiledPattern:
     try:
         dfa = _dfa.compile_pattern(pattern, max_states=DFA_MAX_STATES)
     except BudgetExceededError:
-        # The clock of a schema compile ran out (decoding/budget.py): that compile is
+        # The clock of a schema compile ran out (jsonmode/budget.py): that compile is
         # over, and this pattern must not be cached as needing the fallback.
         raise
     except UnsupportedSchemaError as exc:
