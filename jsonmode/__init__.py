@@ -35,6 +35,7 @@ from jsonmode.errors import (
     UsageError,
 )
 from jsonmode.facade import JsonMode
+from jsonmode.reasoning import Reasoning
 from jsonmode.repair.parse import Parsed, parse
 from jsonmode.repair.report import Repair
 from jsonmode.result import Attempt, Result, Usage
@@ -89,6 +90,7 @@ __all__ = [
     "OutputTruncatedError",
     "Parsed",
     "PermanentBackendError",
+    "Reasoning",
     "Repair",
     "Request",
     "Result",

@@ -41,6 +41,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "ground floor",
         (
             "errors",
+            "reasoning",
             "records",
             "result",
             "events",

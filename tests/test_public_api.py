@@ -25,6 +25,7 @@ PUBLIC = {
     "OutputTruncatedError",
     "Parsed",
     "PermanentBackendError",
+    "Reasoning",  # how a model thinks before it answers (issue 41)
     "Repair",
     "Request",
     "Result",

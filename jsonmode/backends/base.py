@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from jsonmode.errors import BackendError
+from jsonmode.reasoning import Reasoning
 from jsonmode.result import Usage
 from jsonmode.schema.core import Schema
 
@@ -62,6 +63,9 @@ class Request:
         grammar: the text's grammar, for ``JsonMode.text`` (None: the reply is JSON
             under ``schema``). When set, ``schema`` is a placeholder ("anything") and
             ``native``/``constrained`` apply to the grammar.
+        reasoning: the model thinks first, between these markers (None: it does not,
+            or it is not known). A constraining backend leaves the thinking free and
+            constrains what follows the end marker.
     """
 
     messages: tuple[Mapping[str, Any], ...]
@@ -69,6 +73,7 @@ class Request:
     native: bool = False
     constrained: bool = False
     grammar: CompiledGrammar | None = None
+    reasoning: Reasoning | None = None
 
     def prompt_text(self) -> str:
         """The messages flattened into one prompt, for text-in/text-out callables."""
@@ -93,12 +98,15 @@ class Completion:
             one it was told to); None when nothing is. The façade counts such an
             attempt as non-conforming output (a ``schema_violation`` whose one issue,
             keyword ``tool``, is this text) and re-asks with it.
+        reasoning: the thinking the API returned apart from the content (litellm's
+            ``reasoning_content``), or None.
     """
 
     text: str
     usage: Usage | None = None
     truncated: bool = False
     problem: str | None = None
+    reasoning: str | None = None
 
 
 @runtime_checkable
