@@ -194,3 +194,12 @@ class Prepares(Protocol):
     request's clock starts; cheap after the first call."""
 
     def prepare(self) -> None: ...
+
+
+@runtime_checkable
+class DetectsReasoning(Protocol):
+    """A backend that can tell, from its own model, how that model thinks (a local
+    model's tokenizer with ``<think>``/``</think>`` added tokens, or its chat template):
+    what ``JsonMode(reasoning="auto")`` uses for it. Cheap after the first call."""
+
+    def detected_reasoning(self) -> Reasoning | None: ...
