@@ -8,6 +8,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -66,7 +67,7 @@ def jsonmode(*args: str, stdin: str | None = None) -> subprocess.CompletedProces
         capture_output=True,
         text=True,
         env=ENV,
-        timeout=120,
+        timeout=300,
         check=False,
     )
 
@@ -139,8 +140,12 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Ge
             for name, (_, extra) in SCENARIOS.items()
         }
         results = {}
+        # One deadline for all: the scenarios start together, and each process spends
+        # ~10 s of CPU importing litellm, so on two busy cores the last one may finish
+        # minutes after the first (a hang still fails, at the deadline).
+        deadline = time.monotonic() + 600
         for name, process in processes.items():
-            stdout, stderr = process.communicate(timeout=120)
+            stdout, stderr = process.communicate(timeout=max(1.0, deadline - time.monotonic()))
             done = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
             results[name] = Generated(done, servers[name])
         yield results
