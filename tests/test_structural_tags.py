@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import random
 import re
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ import numpy as np
 import pytest
 
 import jsonmode
-from jsonmode.decoding.grammars.structural_tags import MAX_DEPTH
+from jsonmode.decoding.grammars.tag_spec import MAX_DEPTH
 from jsonmode.decoding.vocabulary import Vocabulary
 from jsonmode.errors import (
     BudgetExceededError,
@@ -422,6 +423,23 @@ def test_malformed_specs_name_the_path(spec: Any, error: type[Exception], where:
     assert where in str(caught.value), str(caught.value)
 
 
+def test_the_first_trigger_opens_the_call() -> None:
+    """As xgrammar's matcher: where a trigger first appears, a tag must begin."""
+    compiled = jsonmode.compile_structural_tag(
+        {
+            "type": "triggered_tags",
+            "triggers": ["<f"],
+            "tags": [
+                {"begin": "<f=a>", "content": {"type": "regex", "pattern": "[0-9]+"}, "end": "</f>"}
+            ],
+        }
+    )
+    assert compiled.accepts("x<<f=a>1</f>")  # the first "<" is prose
+    assert compiled.accepts("<f=a>1</f><f=a>22</f> <")
+    assert not compiled.accepts("<f<f=a>1</f>")  # "<f" opened a call that is not one
+    assert not compiled.accepts("<f=a>1</f")
+
+
 def test_bounds() -> None:
     deep: dict[str, Any] = {"type": "const_string", "value": "x"}
     for _ in range(MAX_DEPTH + 1):
@@ -430,6 +448,25 @@ def test_bounds() -> None:
         jsonmode.compile_structural_tag(deep)
     with pytest.raises(BudgetExceededError):
         jsonmode.compile_structural_tag(" " * (9 << 20))
+    rng = random.Random(41)
+    many = ["".join(rng.choice("abcdefgh") for _ in range(30)) + f"{i};" for i in range(100)]
+    with pytest.raises(UnsupportedSchemaError, match="fewer or shorter triggers"):
+        jsonmode.compile_structural_tag(
+            {
+                "type": "triggered_tags",
+                "triggers": many,
+                "tags": [{"begin": t, "content": {"type": "any_text"}, "end": "!"} for t in many],
+            }
+        )
+    with pytest.raises(BudgetExceededError, match="structural tag"):
+        jsonmode.compile_structural_tag(
+            {
+                "type": "repeat",
+                "min": 0,
+                "max": 10**9,
+                "content": {"type": "const_string", "value": "ab"},
+            }
+        )
 
 
 # -- random walks ------------------------------------------------------------------------------
