@@ -473,13 +473,17 @@ def test_bounds() -> None:
 
 
 @functools.cache
+def vocabulary_of(name: str) -> Vocabulary:
+    return Vocabulary.from_tokenizer(TOKENIZERS / name)
+
+
 def qwen() -> Vocabulary:
-    return Vocabulary.from_tokenizer(TOKENIZERS / "qwen2.5")
+    return vocabulary_of("qwen2.5")
 
 
 @functools.cache
-def byte_tokens() -> dict[int, int]:
-    vocabulary = qwen()
+def byte_tokens(name: str) -> dict[int, int]:
+    vocabulary = vocabulary_of(name)
     singles: dict[int, int] = {}
     for token in np.flatnonzero(vocabulary.allowed_base).tolist():
         data = vocabulary.token_bytes(token)
@@ -492,10 +496,10 @@ CLOSING = frozenset(b'"},]')
 
 
 @functools.cache
-def closing_tokens() -> np.ndarray:
+def closing_tokens(name: str) -> np.ndarray:
     """Tokens made only of bytes that close JSON values: preferred now and then inside
     a region, so that walks end within the bound."""
-    vocabulary = qwen()
+    vocabulary = vocabulary_of(name)
     closing = np.zeros(vocabulary.size, dtype=np.bool_)
     for token in np.flatnonzero(vocabulary.allowed_base).tolist():
         data = vocabulary.token_bytes(token)
@@ -506,26 +510,33 @@ def closing_tokens() -> np.ndarray:
 HERMES_CALL = re.compile(r'<tool_call>\n\{"name": "(\w+)", "arguments": ')
 
 
-def walk_text(compiled: Any, seed: int, trigger: bytes, max_tokens: int = 260) -> bytes | None:
+def walk_text(
+    compiled: Any,
+    seed: int,
+    trigger: bytes,
+    inside: Any = lambda text: text.count(b"<tool_call>") != text.count(b"</tool_call>"),
+    tokenizer: str = "qwen2.5",
+    max_tokens: int = 260,
+) -> bytes | None:
     """Random logits through the mask; in free text, now and then the trigger is spelled
     byte by byte (as ordinary tokens) to open a region. The text, or None if the walk
     did not end within ``max_tokens``."""
     vocabulary = compiled.vocabulary
     rng = np.random.default_rng(seed)
     eos = sorted(vocabulary.eos_ids)
-    closing = closing_tokens()
+    closing = closing_tokens(tokenizer)
     matcher = compiled.matcher()
     text = b""
     pending: list[int] = []
     for _ in range(max_tokens):
         mask = matcher.mask()
         assert mask.any(), f"an empty mask after {text!r}"
-        free = text.count(b"<tool_call>") == text.count(b"</tool_call>")
+        free = not inside(text)
         if pending:
             token = pending.pop(0)
             assert mask[token], f"the trigger's byte refused after {text!r}"
         elif free and rng.random() < 0.15:
-            pending = [byte_tokens()[b] for b in trigger]
+            pending = [byte_tokens(tokenizer)[b] for b in trigger]
             token = pending.pop(0)
             assert mask[token], f"the trigger refused in free text after {text!r}"
         elif mask[eos[0]] and free and rng.random() < 0.15:
@@ -577,3 +588,33 @@ def test_random_walks_only_write_conforming_calls() -> None:
             jsonschema.validate(arguments, TOOLS[name])
     assert ended >= 6, ended
     assert calls >= 6, calls
+
+
+@pytest.mark.parametrize(
+    ("tokenizer", "spec", "trigger"),
+    [("llama-3", llama3(), "<|python_tag|>"), ("mistral-7b-v0.1", mistral(), "[TOOL_CALLS]")],
+    ids=["llama3-python-tag", "mistral-tool-calls"],
+)
+def test_random_walks_of_single_call_formats(tokenizer: str, spec: Any, trigger: str) -> None:
+    """Prose, then (at most) one call that runs to the end: the text after the first
+    trigger is the call, whose arguments conform to the named tool's schema."""
+    compiled = jsonmode.compile_structural_tag(spec, vocabulary_of(tokenizer))
+    ended = calls = 0
+    for seed in range(8):
+        data = walk_text(
+            compiled, seed, trigger.encode(), lambda text: trigger.encode() in text, tokenizer
+        )
+        if data is None:
+            continue
+        ended += 1
+        assert compiled.accepts(data), data
+        text = data.decode("utf-8")
+        if trigger not in text:
+            continue
+        payload = json.loads(text[text.index(trigger) + len(trigger) :])
+        for item in payload if isinstance(payload, list) else [payload]:
+            calls += 1
+            arguments = item["arguments"] if "arguments" in item else item["parameters"]
+            jsonschema.validate(arguments, TOOLS[item["name"]])
+    assert ended >= 4, ended
+    assert calls >= 3, calls
