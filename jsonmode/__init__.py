@@ -56,6 +56,7 @@ _LAZY = {
     "compile_jsonl": "jsonmode.decoding.grammars.builtins",
     "compile_regex": "jsonmode.decoding.grammars.compiled",
     "compile_schema": "jsonmode.decoding.compiled",
+    "compile_structural_tag": "jsonmode.decoding.grammars.structural_tags",
 }
 
 
@@ -110,6 +111,7 @@ __all__ = [
     "compile_jsonl",
     "compile_regex",
     "compile_schema",
+    "compile_structural_tag",
     "parse",
     "structured",
 ]

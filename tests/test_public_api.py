@@ -45,6 +45,8 @@ PUBLIC = {
     "compile_jsonl",
     "compile_regex",
     "compile_schema",
+    # issue 41: xgrammar's structural tags (tool calls in prose), compiled by our engine
+    "compile_structural_tag",
     "parse",
     "structured",
 }

@@ -13,7 +13,11 @@ the other stands by.)
 
 A request opts in with the per-request argument ``json_schema``: the JSON Schema as
 JSON text (offline also a dict), in ``SamplingParams(extra_args={"json_schema": ...})``
-or, over HTTP, ``"vllm_xargs": {"json_schema": "<schema as JSON text>"}``. Other
+or, over HTTP, ``"vllm_xargs": {"json_schema": "<schema as JSON text>"}``. Instead of a
+schema, a request may carry ``structural_tag``: xgrammar's structural-tag format as JSON
+text (offline also a dict; see :mod:`jsonmode.decoding.grammars.structural_tags`), free
+text with constrained regions such as tool calls; it is admitted, compiled and handed
+to the engine exactly as a schema is, and a request with both is refused. Other
 requests of the batch are never touched.
 
 Contract:
@@ -117,7 +121,8 @@ from jsonmode import events
 from jsonmode.adapters.handoff import STORE_ENV, Automata, Handoff, default_directory, entry_key
 from jsonmode.decoding.batch_masks import BatchMasker
 from jsonmode.decoding.compile.compiler import CompileOptions
-from jsonmode.decoding.compiled import compile_schema
+from jsonmode.decoding.compiled import Compiled, compile_schema
+from jsonmode.decoding.grammars.structural_tags import compile_structural_tag
 from jsonmode.decoding.matcher import MaskEngine, Matcher
 from jsonmode.decoding.vocabulary import Vocabulary
 from jsonmode.errors import JsonModeError
@@ -130,11 +135,14 @@ __all__ = [
     "BUDGET_ARGUMENT",
     "BUDGET_ENV",
     "SCHEMA_ARGUMENT",
+    "TAG_ARGUMENT",
     "JsonModeLogitsProcessor",
 ]
 
 #: The per-request argument that carries the JSON Schema.
 SCHEMA_ARGUMENT = "json_schema"
+#: The per-request argument that carries a structural tag (instead of a schema).
+TAG_ARGUMENT = "structural_tag"
 #: The per-request argument that lowers the compile budget (seconds) for its schema.
 BUDGET_ARGUMENT = "json_schema_max_compile_seconds"
 #: The environment variable of the API server's process that sets the compile budget
@@ -168,6 +176,44 @@ def requested_schema(params: SamplingParams) -> str | dict[str, Any] | None:
     )
 
 
+def requested(params: SamplingParams) -> tuple[str, str | dict[str, Any]] | None:
+    """What a request asks for: ``(argument, value)``, the argument
+    :data:`SCHEMA_ARGUMENT` or :data:`TAG_ARGUMENT` (None: it does not opt in).
+
+    Raises VLLMValidationError for both arguments at once, or a value that is neither
+    JSON text nor a dict.
+    """
+    schema = requested_schema(params)
+    extra = params.extra_args or {}
+    if TAG_ARGUMENT not in extra:
+        return None if schema is None else (SCHEMA_ARGUMENT, schema)
+    if schema is not None:
+        raise VLLMValidationError(
+            f"{SCHEMA_ARGUMENT} and {TAG_ARGUMENT} cannot both be given: ask for one of them",
+            parameter=TAG_ARGUMENT,
+        )
+    value = extra[TAG_ARGUMENT]
+    if isinstance(value, str | dict):
+        return TAG_ARGUMENT, value
+    raise VLLMValidationError(
+        f"{TAG_ARGUMENT} must be a structural tag as JSON text (or a dict offline), "
+        f"not {type(value).__name__}",
+        parameter=TAG_ARGUMENT,
+    )
+
+
+def _compiled(argument: str, value: str | dict[str, Any], seconds: float) -> Compiled:
+    """The grammar of what ``argument`` asks for, without a vocabulary."""
+    if argument == TAG_ARGUMENT:
+        return compile_structural_tag(value, max_compile_seconds=seconds)
+    return compile_schema(value, max_compile_seconds=seconds)
+
+
+def _options_of(argument: str) -> str:
+    """The options part of a handoff key: a tag's text never names a schema's entry."""
+    return TAG_ARGUMENT if argument == TAG_ARGUMENT else _OPTIONS
+
+
 @dataclass(slots=True)
 class _Row:
     """One constrained request in the persistent batch.
@@ -199,31 +245,30 @@ class JsonModeLogitsProcessor(LogitsProcessor):
 
         Raises VLLMValidationError (HTTP 400) naming the reason.
         """
-        schema = requested_schema(sampling_params)
-        if schema is None:
+        asked = requested(sampling_params)
+        if asked is None:
             return
+        argument, schema = asked
         if sampling_params.structured_outputs is not None:
             raise VLLMValidationError(
-                f"{SCHEMA_ARGUMENT} cannot be combined with vLLM's structured outputs "
+                f"{argument} cannot be combined with vLLM's structured outputs "
                 "(response_format, structured_outputs): ask for one of them",
-                parameter=SCHEMA_ARGUMENT,
+                parameter=argument,
             )
         if sampling_params.min_tokens:
             raise VLLMValidationError(
-                f"{SCHEMA_ARGUMENT} cannot be combined with min_tokens: the document "
+                f"{argument} cannot be combined with min_tokens: the document "
                 "may be complete before min_tokens, and end-of-sequence would be banned",
                 parameter="min_tokens",
             )
         seconds = _compile_seconds(sampling_params)
         try:
             # the grammar only: no vocabulary in this process, and none needed
-            compiled = compile_schema(schema, max_compile_seconds=seconds)
-            key = entry_key(_schema_text(schema), _OPTIONS)
+            compiled = _compiled(argument, schema, seconds)
+            key = entry_key(_schema_text(schema), _options_of(argument))
             store = _handoff()
         except (JsonModeError, TypeError, ValueError) as exc:
-            raise VLLMValidationError(
-                f"{SCHEMA_ARGUMENT}: {exc}", parameter=SCHEMA_ARGUMENT
-            ) from None
+            raise VLLMValidationError(f"{argument}: {exc}", parameter=argument) from None
         if store.touch(key):
             return  # (stored for an earlier request: the engine loads it from there)
         automata = Automata(
@@ -231,9 +276,9 @@ class JsonModeLogitsProcessor(LogitsProcessor):
         )
         if not store.put(key, automata):
             raise VLLMValidationError(
-                f"{SCHEMA_ARGUMENT}: the compiled schema cannot be handed to the engine "
+                f"{argument}: the compiled grammar cannot be handed to the engine "
                 f"(the server's log says why: too large, or {store.directory} is full)",
-                parameter=SCHEMA_ARGUMENT,
+                parameter=argument,
             )
 
     def __init__(self, vllm_config: VllmConfig, device: torch.device, is_pin_memory: bool):
@@ -277,11 +322,11 @@ class JsonModeLogitsProcessor(LogitsProcessor):
         for index in batch_update.removed:
             rows.pop(index, None)
         for index, params, _prompt, output in batch_update.added:
-            schema = requested_schema(params)
-            if schema is None:
+            asked = requested(params)
+            if asked is None:
                 rows.pop(index, None)  # the slot may have held a constrained request
             else:
-                rows[index] = self._new_row(schema, output)
+                rows[index] = self._new_row(asked, output)
         for source, target, direction in batch_update.moved:
             moving = rows.pop(source, None)
             other = rows.pop(target, None)
@@ -290,13 +335,14 @@ class JsonModeLogitsProcessor(LogitsProcessor):
             if other is not None and direction == MoveDirectionality.SWAP:
                 rows[source] = other
 
-    def _new_row(self, schema: str | dict[str, Any], output: list[int]) -> _Row:
+    def _new_row(self, asked: tuple[str, str | dict[str, Any]], output: list[int]) -> _Row:
         """The row of a request admitted by :meth:`validate_params`: its automata are
         loaded from the handoff store, never compiled here (the engine step serves
         every row of the batch). A request whose automata cannot be had may only end."""
+        argument, schema = asked
         try:
             text = _schema_text(schema)
-            engine = self._engine(entry_key(text, _OPTIONS))
+            engine = self._engine(entry_key(text, _options_of(argument)))
         except Exception as exc:  # never the engine: it serves every other request too
             label = schema if isinstance(schema, str) else repr(schema)
             log.error("jsonmode: no automata for %.200s: %r; the request may only end", label, exc)

@@ -80,7 +80,7 @@ __all__ = [
 ]
 
 Syntax = Literal["gbnf"]
-Kind = Literal["gbnf", "regex", "choice", "jsonl", "csv"]
+Kind = Literal["gbnf", "regex", "choice", "jsonl", "csv", "structural_tag"]
 
 #: compile_grammar's default ``max_nesting_depth`` (a schema's is 64).
 GRAMMAR_NESTING_DEPTH = 256
@@ -357,6 +357,7 @@ _NOUNS = {
     "choice": "choice",
     "jsonl": "grammar",
     "csv": "grammar",
+    "structural_tag": "structural tag",
 }
 _SCHEMA_BUDGET_HINT = "raise the budget in the compile options, or simplify the schema"
 
