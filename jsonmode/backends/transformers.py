@@ -47,6 +47,7 @@ from jsonmode.decoding.fastforward import FastForward
 from jsonmode.decoding.grammars.compiled import CompiledGrammar
 from jsonmode.decoding.logits import JsonLogitsProcessor
 from jsonmode.decoding.matcher import Matcher
+from jsonmode.decoding.reasoning_gate import GatedConstraint, gate, marker_spellings
 from jsonmode.decoding.vocabulary import Vocabulary
 from jsonmode.errors import (
     BackendError,
@@ -54,6 +55,7 @@ from jsonmode.errors import (
     TransientBackendError,
     UsageError,
 )
+from jsonmode.reasoning import FAMILIES, Reasoning
 from jsonmode.result import Usage
 from jsonmode.schema.core import Schema
 
@@ -128,6 +130,7 @@ class TransformersBackend:
         )
         self._grammars_lock = threading.Lock()
         self._forwarder: FastForward | None = None
+        self._detected: tuple[Reasoning | None] | None = None
 
     @property
     def name(self) -> str:
@@ -140,7 +143,10 @@ class TransformersBackend:
         Raises UnsupportedSchemaError / BudgetExceededError when it cannot be; the
         façade then falls back to the prompted tier.
         """
-        return compile_schema(schema.json_schema, self.vocabulary, **self.compile_options)
+        compiled: CompiledSchema = compile_schema(
+            schema.json_schema, self.vocabulary, **self.compile_options
+        )
+        return compiled
 
     def constrain_grammar(self, grammar: CompiledGrammar) -> CompiledGrammar:
         """``grammar`` (any kind: GBNF, regex, choice, a built-in) for this vocabulary.
@@ -161,10 +167,49 @@ class TransformersBackend:
                 self._grammars[grammar] = made
         return made
 
-    def _constraint(self, request: Request) -> Compiled:
+    def _constraint(self, request: Request) -> Compiled | GatedConstraint:
+        """The request's schema or grammar; behind the reasoning gate when the request
+        says how the model thinks (``request.reasoning``): the thinking is free, the
+        end marker closes it, then the constraint applies (a cap on thinking tokens
+        forces the marker)."""
+        base: Compiled
         if request.grammar is not None:
-            return self.constrain_grammar(request.grammar)
-        return self.constrain(request.schema)
+            base = self.constrain_grammar(request.grammar)
+        else:
+            base = self.constrain(request.schema)
+        if request.reasoning is None:
+            return base
+        return gate(base, request.reasoning, self.vocabulary)
+
+    def detected_reasoning(self) -> Reasoning | None:
+        """How this model thinks, from its tokenizer: an added control token that is a
+        known family's end marker (``</think>``, ``[/THINK]``), else a chat template
+        that writes both of a family's markers; None when neither. Cached."""
+        if self._detected is not None:
+            return self._detected[0]
+        found: Reasoning | None = None
+        controls = self.vocabulary.controls
+        template = getattr(self.tokenizer, "chat_template", None)
+        template = template if isinstance(template, str) else ""
+        for family in FAMILIES.values():
+            if family.end in controls:
+                found = family
+                break
+        else:
+            for family in FAMILIES.values():
+                if family.end in template and (family.start or "") in template:
+                    found = family
+                    break
+        self._detected = (found,)
+        return found
+
+    def _text(self, tokens: Sequence[int], request: Request) -> str:
+        """The reply's text: the tokens' bytes, with the thinking markers' control
+        tokens written as their text (the tiers split the thinking off upstream)."""
+        spelled = marker_spellings(self.vocabulary, request.reasoning)
+        token_bytes = self.vocabulary.token_bytes
+        data = b"".join(spelled.get(t) or token_bytes(t) for t in tokens)
+        return data.decode("utf-8", errors="replace")
 
     def _prompt_ids(self, request: Request) -> list[int]:
         messages = [dict(message) for message in request.messages]
@@ -258,13 +303,12 @@ class TransformersBackend:
                 )
                 continue
             body = generated if ended is None else generated[:ended]
-            data = b"".join(self.vocabulary.token_bytes(t) for t in body)
             truncated = ended is None and len(generated) >= self.max_new_tokens
             if processor is not None and not processor.is_complete(row):
                 truncated = True
             replies.append(
                 Completion(
-                    data.decode("utf-8", errors="replace"),
+                    self._text(body, requests[row]),
                     Usage(len(ids), len(generated) if ended is None else ended + 1),
                     truncated=truncated,
                 )
@@ -372,10 +416,14 @@ class TransformersBackend:
         every row's entry of that group, as a PermanentBackendError. Not thread-safe
         (one model)."""
         replies: list[Completion | BackendError | None] = [None] * len(requests)
-        groups: dict[tuple[bool, int], list[int]] = {}
+        groups: dict[tuple[bool, int, Reasoning | None], list[int]] = {}
         for index, request in enumerate(requests):
             target = request.schema if request.grammar is None else request.grammar
-            key = (request.constrained, id(target) if request.constrained else 0)
+            key = (
+                request.constrained,
+                id(target) if request.constrained else 0,
+                request.reasoning if request.constrained else None,
+            )
             groups.setdefault(key, []).append(index)
         for rows in groups.values():
             try:
@@ -484,7 +532,7 @@ class _Guide:
 
     def __init__(
         self,
-        compiled: Compiled,
+        compiled: Compiled | GatedConstraint,
         forward: FastForward,
         rows: int,
         start: int,
@@ -583,6 +631,7 @@ class _TokenStream:
         self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.stopped = threading.Event()
         self.ended = False
+        self.spelled: dict[int, bytes] = {}
         self.worker: threading.Thread | None = None
 
     # transformers' streamer protocol, less the prompt (see _AfterPrompt): put(token ids), end()
@@ -592,7 +641,8 @@ class _TokenStream:
             if self.ended or int(token) in vocabulary.eos_ids:
                 self.ended = True
                 continue
-            piece = self.decoder.decode(vocabulary.token_bytes(int(token)))
+            token = int(token)
+            piece = self.decoder.decode(self.spelled.get(token) or vocabulary.token_bytes(token))
             if piece:
                 self.queue.put(piece)
 
@@ -606,6 +656,8 @@ class _TokenStream:
         return torch.full((input_ids.shape[0],), self.stopped.is_set(), dtype=torch.bool)
 
     def start(self, request: Request) -> None:
+        self.spelled = marker_spellings(self.backend.vocabulary, request.reasoning)
+
         def work() -> None:
             try:
                 self.queue.put(_raised(self.backend._generate([request], self, self)[0]))
