@@ -10,8 +10,6 @@ marker spans several ordinary tokens.
 from __future__ import annotations
 
 import json
-import shutil
-from pathlib import Path
 
 import jsonschema
 import numpy as np
@@ -25,18 +23,7 @@ from jsonmode.decoding.fastforward import FastForward
 from jsonmode.decoding.reasoning_gate import MAX_MARKER_BYTES, GatedConstraint, GateMatcher
 from jsonmode.decoding.vocabulary import Vocabulary
 from jsonmode.errors import UnsupportedSchemaError, UsageError
-
-TOKENIZERS = Path(__file__).resolve().parents[2] / "shared" / "data" / "tokenizers"
-if not TOKENIZERS.is_dir():
-    TOKENIZERS = Path("/work/shared/data/tokenizers")
-
-THINK, END_THINK = 151667, 151668
-QWEN3_ADDED = [
-    (151665, "<tool_response>"),
-    (151666, "</tool_response>"),
-    (THINK, "<think>"),
-    (END_THINK, "</think>"),
-]
+from tests.support.qwen3_layout import END_THINK, THINK, TOKENIZERS, qwen3_folder
 
 SMALL = {
     "type": "object",
@@ -54,28 +41,6 @@ PERSON = {
     "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
     "required": ["name", "age"],
 }
-
-
-def qwen3_folder(target: Path) -> Path:
-    """The Qwen3 layout: Qwen2.5's tokenizer with Qwen3's four added tokens."""
-    target.mkdir(parents=True, exist_ok=True)
-    for item in (TOKENIZERS / "qwen2.5").iterdir():
-        shutil.copy(item, target / item.name)
-    data = json.loads((target / "tokenizer.json").read_text(encoding="utf-8"))
-    for token_id, content in QWEN3_ADDED:
-        data["added_tokens"].append(
-            {
-                "id": token_id,
-                "content": content,
-                "single_word": False,
-                "lstrip": False,
-                "rstrip": False,
-                "normalized": False,
-                "special": False,
-            }
-        )
-    (target / "tokenizer.json").write_text(json.dumps(data), encoding="utf-8")
-    return target
 
 
 @pytest.fixture(scope="module")
