@@ -14,7 +14,13 @@ the other stands by.)
 A request opts in with the per-request argument ``json_schema``: the JSON Schema as
 JSON text (offline also a dict), in ``SamplingParams(extra_args={"json_schema": ...})``
 or, over HTTP, ``"vllm_xargs": {"json_schema": "<schema as JSON text>"}``. Other
-requests of the batch are never touched.
+requests of the batch are never touched. A reasoning model's request adds
+``reasoning_end`` (the end marker's text, ``"</think>"``) and optionally
+``reasoning_max_tokens`` (an int): its thinking is free up to the end marker (no
+end-of-sequence there; the marker matched across tokens, or as one added token), at
+most that many tokens of it before the marker is forced, then the schema applies
+(:mod:`jsonmode.decoding.reasoning_gate`). Bad values are refused at admission like a
+bad schema; an end marker the tokenizer cannot spell ends the request (logged).
 
 Contract:
 
@@ -119,8 +125,10 @@ from jsonmode.decoding.batch_masks import BatchMasker
 from jsonmode.decoding.compile.compiler import CompileOptions
 from jsonmode.decoding.compiled import compile_schema
 from jsonmode.decoding.matcher import MaskEngine, Matcher
+from jsonmode.decoding.reasoning_gate import EngineConstraint, GatedConstraint, gate
 from jsonmode.decoding.vocabulary import Vocabulary
 from jsonmode.errors import JsonModeError
+from jsonmode.reasoning import Reasoning
 
 if TYPE_CHECKING:
     from vllm import SamplingParams
@@ -129,12 +137,19 @@ if TYPE_CHECKING:
 __all__ = [
     "BUDGET_ARGUMENT",
     "BUDGET_ENV",
+    "REASONING_CAP_ARGUMENT",
+    "REASONING_END_ARGUMENT",
     "SCHEMA_ARGUMENT",
     "JsonModeLogitsProcessor",
 ]
 
 #: The per-request argument that carries the JSON Schema.
 SCHEMA_ARGUMENT = "json_schema"
+#: The per-request argument that gates the schema until the model's thinking ends:
+#: the end marker's text.
+REASONING_END_ARGUMENT = "reasoning_end"
+#: The per-request cap on thinking tokens, after which the end marker is forced (an int).
+REASONING_CAP_ARGUMENT = "reasoning_max_tokens"
 #: The per-request argument that lowers the compile budget (seconds) for its schema.
 BUDGET_ARGUMENT = "json_schema_max_compile_seconds"
 #: The environment variable of the API server's process that sets the compile budget
@@ -166,6 +181,35 @@ def requested_schema(params: SamplingParams) -> str | dict[str, Any] | None:
         f"not {type(value).__name__}",
         parameter=SCHEMA_ARGUMENT,
     )
+
+
+def requested_reasoning(params: SamplingParams) -> Reasoning | None:
+    """The reasoning gate a request asks for (None: none).
+
+    Raises VLLMValidationError for an end marker that is not a non-empty string (of at
+    most 256 characters), a cap that is not a non-negative int, or a cap without an
+    end marker.
+    """
+    extra = params.extra_args or {}
+    end = extra.get(REASONING_END_ARGUMENT)
+    cap = extra.get(REASONING_CAP_ARGUMENT)
+    if end is None:
+        if cap is not None:
+            raise VLLMValidationError(
+                f"{REASONING_CAP_ARGUMENT} needs {REASONING_END_ARGUMENT} (the end marker)",
+                parameter=REASONING_CAP_ARGUMENT,
+            )
+        return None
+    if not isinstance(end, str):
+        raise VLLMValidationError(
+            f"{REASONING_END_ARGUMENT} must be the end marker's text, not {type(end).__name__}",
+            parameter=REASONING_END_ARGUMENT,
+        )
+    try:
+        return Reasoning(end, max_tokens=cap)
+    except JsonModeError as exc:
+        name = REASONING_CAP_ARGUMENT if "max_tokens" in exc.message else REASONING_END_ARGUMENT
+        raise VLLMValidationError(f"{name}: {exc}", parameter=name) from None
 
 
 @dataclass(slots=True)
@@ -215,6 +259,7 @@ class JsonModeLogitsProcessor(LogitsProcessor):
                 parameter="min_tokens",
             )
         seconds = _compile_seconds(sampling_params)
+        reasoning = requested_reasoning(sampling_params)
         try:
             # the grammar only: no vocabulary in this process, and none needed
             compiled = compile_schema(schema, max_compile_seconds=seconds)
@@ -224,6 +269,13 @@ class JsonModeLogitsProcessor(LogitsProcessor):
             raise VLLMValidationError(
                 f"{SCHEMA_ARGUMENT}: {exc}", parameter=SCHEMA_ARGUMENT
             ) from None
+        if reasoning is not None:
+            try:
+                gate(compiled, reasoning)  # (an over-long marker; spelling: in the engine)
+            except JsonModeError as exc:
+                raise VLLMValidationError(
+                    f"{REASONING_END_ARGUMENT}: {exc}", parameter=REASONING_END_ARGUMENT
+                ) from None
         if store.touch(key):
             return  # (stored for an earlier request: the engine loads it from there)
         automata = Automata(
@@ -247,6 +299,7 @@ class JsonModeLogitsProcessor(LogitsProcessor):
         self._rows: dict[int, _Row] = {}
         self._vocabulary: Vocabulary | None = None
         self._engines: OrderedDict[str, MaskEngine] = OrderedDict()
+        self._gates: OrderedDict[tuple[int, Reasoning], GatedConstraint] = OrderedDict()
         self._masker: BatchMasker | None = None
         self._unreadable: Exception | None = None
         if not self._standby:
@@ -281,7 +334,7 @@ class JsonModeLogitsProcessor(LogitsProcessor):
             if schema is None:
                 rows.pop(index, None)  # the slot may have held a constrained request
             else:
-                rows[index] = self._new_row(schema, output)
+                rows[index] = self._new_row(schema, output, params)
         for source, target, direction in batch_update.moved:
             moving = rows.pop(source, None)
             other = rows.pop(target, None)
@@ -290,13 +343,18 @@ class JsonModeLogitsProcessor(LogitsProcessor):
             if other is not None and direction == MoveDirectionality.SWAP:
                 rows[source] = other
 
-    def _new_row(self, schema: str | dict[str, Any], output: list[int]) -> _Row:
+    def _new_row(
+        self, schema: str | dict[str, Any], output: list[int], params: SamplingParams
+    ) -> _Row:
         """The row of a request admitted by :meth:`validate_params`: its automata are
         loaded from the handoff store, never compiled here (the engine step serves
         every row of the batch). A request whose automata cannot be had may only end."""
         try:
             text = _schema_text(schema)
             engine = self._engine(entry_key(text, _OPTIONS))
+            reasoning = requested_reasoning(params)
+            if engine is not None and reasoning is not None:
+                return _Row(text, output, self._gated(engine, reasoning).matcher())
         except Exception as exc:  # never the engine: it serves every other request too
             label = schema if isinstance(schema, str) else repr(schema)
             log.error("jsonmode: no automata for %.200s: %r; the request may only end", label, exc)
@@ -312,6 +370,18 @@ class JsonModeLogitsProcessor(LogitsProcessor):
             )
             return _Row(text, output, None, failed=True)
         return _Row(text, output, Matcher(engine))
+
+    def _gated(self, engine: MaskEngine, reasoning: Reasoning) -> GatedConstraint:
+        """``engine`` behind the reasoning gate (one per engine and reasoning, its
+        thinking masks shared by the rows; the last few kept). Raises
+        UnsupportedSchemaError for a marker the vocabulary cannot spell."""
+        key = (id(engine), reasoning)
+        gated = self._gates.get(key)
+        if gated is None or gated.engine is not engine:
+            gated = self._gates[key] = gate(EngineConstraint(engine), reasoning)
+            if len(self._gates) > _ENGINES_KEPT:
+                self._gates.popitem(last=False)
+        return gated
 
     def _engine(self, key: str) -> MaskEngine | None:
         """The mask engine for the automata stored under ``key`` (one per schema in

@@ -71,6 +71,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_MARKER_BYTES",
+    "EngineConstraint",
     "GateMatcher",
     "GatedConstraint",
     "MarkerTable",
@@ -492,6 +493,23 @@ class GateMatcher(Matcher):
                 return self.gated.end[here.k :]
             return b""
         return super().forced_bytes()
+
+
+class EngineConstraint:
+    """A bare mask engine as a gate's inner constraint (where only the automata travel,
+    as to the vLLM processor's engine): ``accepts`` by its reference matcher, nothing
+    listed unenforced (the compiling side knows that). Immutable; thread-safe."""
+
+    unenforced: tuple[str, ...] = ()
+    options: Any = None
+
+    def __init__(self, engine: MaskEngine) -> None:
+        self.engine = engine
+        self.vocabulary = engine.vocabulary
+
+    def accepts(self, text: str | bytes) -> bool:
+        data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
+        return self.engine.reference.accepts(data)
 
 
 def gate(inner: Any, reasoning: object, vocabulary: Vocabulary | None = None) -> GatedConstraint:
