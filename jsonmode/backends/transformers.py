@@ -22,7 +22,16 @@ the forced tokens as they are appended. A batch (``complete_batch``) stays one
 ``generate`` call in lockstep: there the forced tokens are imposed through the mask
 (every other token banned), one step each: the same tokens, so a prompt gives the
 same document alone or in a batch under greedy decoding, but no forward pass saved.
-``fast_forward=False`` uses plain masking. Beam search (``num_beams > 1``) is refused
+``fast_forward=False`` uses plain masking.
+
+Reasoning. A request with ``reasoning`` (a :class:`~jsonmode.Reasoning`) is decoded behind
+the reasoning gate (:mod:`~jsonmode.decoding.reasoning_gate`): the thinking is free up to
+the end marker (at most ``max_tokens`` tokens, then the marker is forced), then the
+schema or grammar applies; alone, batched and streamed alike. The reply's text keeps the
+thinking and its markers (an added marker token is written as its text;
+``Completion.reasoning`` stays None: the tiers split the thinking off).
+:meth:`TransformersBackend.detected_reasoning` tells ``reasoning="auto"`` how the model
+thinks. Beam search (``num_beams > 1``) is refused
 (:class:`~jsonmode.errors.UsageError`): matchers follow rows, which beams reorder.
 """
 
