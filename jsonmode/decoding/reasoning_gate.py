@@ -415,7 +415,8 @@ class GateMatcher(Matcher):
     def _phase(self, think: _Think) -> str:
         if self._cap is not None and think.count >= self._cap:
             return "capped"
-        return "first" if think.count == 0 else "free"
+        first = think.count == 0 and self.gated.start_token is not None
+        return "first" if first else "free"  # (no start token: one mask for both)
 
     @property
     def state(self) -> Any:
