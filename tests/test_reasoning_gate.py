@@ -430,3 +430,51 @@ def test_qwen3_cap_after_part_of_the_marker_text(qwen3: Vocabulary) -> None:
     assert m.advance(by_bytes[b"think"])
     assert m.advance(by_bytes[b">"])
     assert not m.in_thinking()
+
+
+def test_control_tokens_that_are_parts_of_the_marker() -> None:
+    """A marker of control tokens and text (``<|start|>assistant<|channel|>final
+    <|message|>``): each control token may write its part where the match has got to
+    it, nowhere else; its text spells it in the reply."""
+    printable = [bytes([b]) for b in range(32, 127)]
+    start, channel, message, end = len(printable), len(printable) + 1, len(printable) + 2, 98
+    tokens: list[bytes | None] = [*printable, None, None, None, None]
+    vocab = Vocabulary.from_token_bytes(
+        tokens,
+        eos_ids=[end],
+        special_ids=[start, channel, message],
+        controls={"<|start|>": start, "<|channel|>": channel, "<|message|>": message},
+    )
+    marker = "<|start|>assistant<|channel|>final<|message|>"
+    gated = jsonmode.compile_schema(
+        {"enum": [1, 2]}, vocab, reasoning=jsonmode.Reasoning(marker, max_tokens=40)
+    )
+    m = gated.matcher()
+    mask = m.mask()
+    assert mask[start]
+    assert not mask[channel]
+    assert not mask[message]
+    assert not mask[end]
+    by_byte = {t: i for i, t in enumerate(printable)}
+    assert m.advance(by_byte[b"x"])
+    assert m.advance(start)
+    for char in b"assistant":
+        assert not m.mask()[channel]
+        assert m.advance(by_byte[bytes([char])])
+    assert m.mask()[channel]
+    assert m.advance(channel)
+    for char in b"final":
+        assert m.advance(by_byte[bytes([char])])
+    assert m.advance(message)
+    assert not m.in_thinking()
+    assert m.advance(by_byte[b"2"])
+    assert m.can_end()
+    written = [by_byte[b"x"], start, *[by_byte[bytes([c])] for c in b"assistant"], channel]
+    written += [by_byte[bytes([c])] for c in b"final"] + [message, by_byte[b"2"]]
+    assert spell(gated, written) == b"x" + marker.encode() + b"2"
+    assert gated.accepts(b"x" + marker.encode() + b"2")
+    # capped at the start: the marker's first part, as its control token or its text
+    capped = jsonmode.compile_schema(
+        {"enum": [1, 2]}, vocab, reasoning=jsonmode.Reasoning(marker, max_tokens=0)
+    )
+    assert sorted(np.flatnonzero(capped.matcher().mask()).tolist()) == [by_byte[b"<"], start]

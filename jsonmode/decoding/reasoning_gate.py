@@ -10,7 +10,12 @@ keyword on ``compile_grammar``) wraps the compiled constraint in a
   marker ends it, spelled either as one added control token (Qwen3's ``</think>``,
   id 151668) or by ordinary tokens (``</``, ``think``, ``>`` on Llama-3): the
   marker's bytes are matched across token boundaries by a KMP automaton, so no
-  token may complete the marker anywhere but as the end of the thinking.
+  token may complete the marker anywhere but as the end of the thinking. Control
+  tokens whose text is a part of the marker (not end-of-sequence ones) may write that
+  part where the match has reached it (a marker such as
+  ``<|start|>assistant<|channel|>final<|message|>``), nowhere else; an end-of-sequence
+  token inside a marker (harmony's ``<|end|>``) would stop generation, so that part
+  is written as text.
 - **Start marker** (``Reasoning.start``). The thinking is free text, so a reply
   that begins with the start marker's text and one that begins already inside the
   thinking (the chat template pre-filled the start) are both accepted. When the start
@@ -130,6 +135,15 @@ class MarkerTable:
         self.kmp = _kmp(marker)
         #: The added control token that is the whole marker, if any.
         self.token: int | None = vocabulary.controls.get(marker.decode("utf-8", "surrogatepass"))
+        #: Control tokens (not end-of-sequence) whose text is part of the marker, by
+        #: id: each may write its part where the marker's match has got to it
+        #: (``<|channel|>`` in ``...<|channel|>final<|message|>``), nowhere else.
+        self.pieces: dict[int, bytes] = {
+            token: content.encode("utf-8", "surrogatepass")
+            for content, token in vocabulary.controls.items()
+            if token not in vocabulary.eos_ids
+            and content.encode("utf-8", "surrogatepass") in marker
+        }
         self._steps: dict[int, tuple[npt.NDArray[np.int32], dict[int, int]]] = {}
         self._forced: dict[int, npt.NDArray[np.int32]] = {}
         self._lock = threading.Lock()
@@ -174,8 +188,15 @@ class MarkerTable:
         crossing = {
             int(vocab.ids[r]): int(done_at[r]) for r in np.flatnonzero(codes == _CROSS).tolist()
         }
+        self._place_pieces(out, k)
         out.flags.writeable = False
         return out, crossing
+
+    def _place_pieces(self, out: npt.NDArray[np.int32], k: int) -> None:
+        """Set the codes of the marker's control-token pieces at match state ``k``."""
+        for token, text in self.pieces.items():
+            if self.marker.startswith(text, k):
+                out[token] = _DONE if k + len(text) == len(self.marker) else k + len(text)
 
     def forced(self, k: int) -> npt.NDArray[np.int32]:
         """For the capped thinking at match state ``k``: the next state for tokens whose
@@ -195,6 +216,7 @@ class MarkerTable:
             same = np.all(vocab.matrix[lo:hi, :length] == want, axis=1)
             nxt = _DONE if length == len(rest) else k + length
             out[vocab.ids[lo:hi][same]] = nxt
+        self._place_pieces(out, k)
         out.flags.writeable = False
         with self._lock:
             return self._forced.setdefault(k, out)
@@ -203,7 +225,7 @@ class MarkerTable:
         """Whether the marker can be written at all from match state 0."""
         if self.token is not None:
             return True
-        reach = {0}
+        reach = {0}  # (control-token pieces included: forced() places them)
         for k in range(len(self.marker)):
             if k not in reach:
                 continue
@@ -346,6 +368,9 @@ class GatedConstraint:
         the markers' control tokens (which a vocabulary spells as nothing)."""
         if token == self.table.token:
             return self.end
+        piece = self.table.pieces.get(token)
+        if piece is not None:
+            return piece
         if token == self.start_token and self.reasoning.start is not None:
             return self.reasoning.start.encode("utf-8")
         vocabulary = self.vocabulary
@@ -563,7 +588,9 @@ def marker_spellings(vocabulary: Vocabulary, reasoning: Reasoning | None) -> dic
         return {}
     out: dict[int, bytes] = {}
     for marker in (reasoning.start, reasoning.end):
-        token = None if marker is None else vocabulary.controls.get(marker)
-        if marker is not None and token is not None:
-            out[token] = marker.encode("utf-8", "surrogatepass")
+        if marker is None:
+            continue
+        for content, token in vocabulary.controls.items():
+            if token not in vocabulary.eos_ids and content in marker:
+                out[token] = content.encode("utf-8", "surrogatepass")
     return out
