@@ -18,7 +18,13 @@ schema, a request may carry ``structural_tag``: xgrammar's structural-tag format
 text (offline also a dict; see :mod:`jsonmode.decoding.grammars.structural_tags`), free
 text with constrained regions such as tool calls; it is admitted, compiled and handed
 to the engine exactly as a schema is, and a request with both is refused. Other
-requests of the batch are never touched.
+requests of the batch are never touched. A reasoning model's request adds
+``reasoning_end`` (the end marker's text, ``"</think>"``) and optionally
+``reasoning_max_tokens`` (an int): its thinking is free up to the end marker (no
+end-of-sequence there; the marker matched across tokens, or as one added token), at
+most that many tokens of it before the marker is forced, then the schema or the tag
+applies (:mod:`jsonmode.decoding.reasoning_gate`). Bad values are refused at admission like a
+bad schema; an end marker the tokenizer cannot spell ends the request (logged).
 
 Contract:
 
@@ -124,8 +130,10 @@ from jsonmode.decoding.compile.compiler import CompileOptions
 from jsonmode.decoding.compiled import Compiled, compile_schema
 from jsonmode.decoding.grammars.structural_tags import compile_structural_tag
 from jsonmode.decoding.matcher import MaskEngine, Matcher
+from jsonmode.decoding.reasoning_gate import EngineConstraint, GatedConstraint, gate
 from jsonmode.decoding.vocabulary import Vocabulary
 from jsonmode.errors import JsonModeError
+from jsonmode.reasoning import Reasoning
 
 if TYPE_CHECKING:
     from vllm import SamplingParams
@@ -134,6 +142,8 @@ if TYPE_CHECKING:
 __all__ = [
     "BUDGET_ARGUMENT",
     "BUDGET_ENV",
+    "REASONING_CAP_ARGUMENT",
+    "REASONING_END_ARGUMENT",
     "SCHEMA_ARGUMENT",
     "TAG_ARGUMENT",
     "JsonModeLogitsProcessor",
@@ -143,6 +153,11 @@ __all__ = [
 SCHEMA_ARGUMENT = "json_schema"
 #: The per-request argument that carries a structural tag (instead of a schema).
 TAG_ARGUMENT = "structural_tag"
+#: The per-request argument that gates the schema until the model's thinking ends:
+#: the end marker's text.
+REASONING_END_ARGUMENT = "reasoning_end"
+#: The per-request cap on thinking tokens, after which the end marker is forced (an int).
+REASONING_CAP_ARGUMENT = "reasoning_max_tokens"
 #: The per-request argument that lowers the compile budget (seconds) for its schema.
 BUDGET_ARGUMENT = "json_schema_max_compile_seconds"
 #: The environment variable of the API server's process that sets the compile budget
@@ -214,6 +229,35 @@ def _options_of(argument: str) -> str:
     return TAG_ARGUMENT if argument == TAG_ARGUMENT else _OPTIONS
 
 
+def requested_reasoning(params: SamplingParams) -> Reasoning | None:
+    """The reasoning gate a request asks for (None: none).
+
+    Raises VLLMValidationError for an end marker that is not a non-empty string (of at
+    most 256 characters), a cap that is not a non-negative int, or a cap without an
+    end marker.
+    """
+    extra = params.extra_args or {}
+    end = extra.get(REASONING_END_ARGUMENT)
+    cap = extra.get(REASONING_CAP_ARGUMENT)
+    if end is None:
+        if cap is not None:
+            raise VLLMValidationError(
+                f"{REASONING_CAP_ARGUMENT} needs {REASONING_END_ARGUMENT} (the end marker)",
+                parameter=REASONING_CAP_ARGUMENT,
+            )
+        return None
+    if not isinstance(end, str):
+        raise VLLMValidationError(
+            f"{REASONING_END_ARGUMENT} must be the end marker's text, not {type(end).__name__}",
+            parameter=REASONING_END_ARGUMENT,
+        )
+    try:
+        return Reasoning(end, max_tokens=cap)
+    except JsonModeError as exc:
+        name = REASONING_CAP_ARGUMENT if "max_tokens" in exc.message else REASONING_END_ARGUMENT
+        raise VLLMValidationError(f"{name}: {exc}", parameter=name) from None
+
+
 @dataclass(slots=True)
 class _Row:
     """One constrained request in the persistent batch.
@@ -262,6 +306,7 @@ class JsonModeLogitsProcessor(LogitsProcessor):
                 parameter="min_tokens",
             )
         seconds = _compile_seconds(sampling_params)
+        reasoning = requested_reasoning(sampling_params)
         try:
             # the grammar only: no vocabulary in this process, and none needed
             compiled = _compiled(argument, schema, seconds)
@@ -269,6 +314,13 @@ class JsonModeLogitsProcessor(LogitsProcessor):
             store = _handoff()
         except (JsonModeError, TypeError, ValueError) as exc:
             raise VLLMValidationError(f"{argument}: {exc}", parameter=argument) from None
+        if reasoning is not None:
+            try:
+                gate(compiled, reasoning)  # (an over-long marker; spelling: in the engine)
+            except JsonModeError as exc:
+                raise VLLMValidationError(
+                    f"{REASONING_END_ARGUMENT}: {exc}", parameter=REASONING_END_ARGUMENT
+                ) from None
         if store.touch(key):
             return  # (stored for an earlier request: the engine loads it from there)
         automata = Automata(
@@ -292,6 +344,7 @@ class JsonModeLogitsProcessor(LogitsProcessor):
         self._rows: dict[int, _Row] = {}
         self._vocabulary: Vocabulary | None = None
         self._engines: OrderedDict[str, MaskEngine] = OrderedDict()
+        self._gates: OrderedDict[tuple[int, Reasoning], GatedConstraint] = OrderedDict()
         self._masker: BatchMasker | None = None
         self._unreadable: Exception | None = None
         if not self._standby:
@@ -326,7 +379,7 @@ class JsonModeLogitsProcessor(LogitsProcessor):
             if asked is None:
                 rows.pop(index, None)  # the slot may have held a constrained request
             else:
-                rows[index] = self._new_row(asked, output)
+                rows[index] = self._new_row(asked, output, params)
         for source, target, direction in batch_update.moved:
             moving = rows.pop(source, None)
             other = rows.pop(target, None)
@@ -335,7 +388,9 @@ class JsonModeLogitsProcessor(LogitsProcessor):
             if other is not None and direction == MoveDirectionality.SWAP:
                 rows[source] = other
 
-    def _new_row(self, asked: tuple[str, str | dict[str, Any]], output: list[int]) -> _Row:
+    def _new_row(
+        self, asked: tuple[str, str | dict[str, Any]], output: list[int], params: SamplingParams
+    ) -> _Row:
         """The row of a request admitted by :meth:`validate_params`: its automata are
         loaded from the handoff store, never compiled here (the engine step serves
         every row of the batch). A request whose automata cannot be had may only end."""
@@ -343,6 +398,9 @@ class JsonModeLogitsProcessor(LogitsProcessor):
         try:
             text = _schema_text(schema)
             engine = self._engine(entry_key(text, _options_of(argument)))
+            reasoning = requested_reasoning(params)
+            if engine is not None and reasoning is not None:
+                return _Row(text, output, self._gated(engine, reasoning).matcher())
         except Exception as exc:  # never the engine: it serves every other request too
             label = schema if isinstance(schema, str) else repr(schema)
             log.error("jsonmode: no automata for %.200s: %r; the request may only end", label, exc)
@@ -358,6 +416,18 @@ class JsonModeLogitsProcessor(LogitsProcessor):
             )
             return _Row(text, output, None, failed=True)
         return _Row(text, output, Matcher(engine))
+
+    def _gated(self, engine: MaskEngine, reasoning: Reasoning) -> GatedConstraint:
+        """``engine`` behind the reasoning gate (one per engine and reasoning, its
+        thinking masks shared by the rows; the last few kept). Raises
+        UnsupportedSchemaError for a marker the vocabulary cannot spell."""
+        key = (id(engine), reasoning)
+        gated = self._gates.get(key)
+        if gated is None or gated.engine is not engine:
+            gated = self._gates[key] = gate(EngineConstraint(engine), reasoning)
+            if len(self._gates) > _ENGINES_KEPT:
+                self._gates.popitem(last=False)
+        return gated
 
     def _engine(self, key: str) -> MaskEngine | None:
         """The mask engine for the automata stored under ``key`` (one per schema in

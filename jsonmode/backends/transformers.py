@@ -22,7 +22,16 @@ the forced tokens as they are appended. A batch (``complete_batch``) stays one
 ``generate`` call in lockstep: there the forced tokens are imposed through the mask
 (every other token banned), one step each: the same tokens, so a prompt gives the
 same document alone or in a batch under greedy decoding, but no forward pass saved.
-``fast_forward=False`` uses plain masking. Beam search (``num_beams > 1``) is refused
+``fast_forward=False`` uses plain masking.
+
+Reasoning. A request with ``reasoning`` (a :class:`~jsonmode.Reasoning`) is decoded behind
+the reasoning gate (:mod:`~jsonmode.decoding.reasoning_gate`): the thinking is free up to
+the end marker (at most ``max_tokens`` tokens, then the marker is forced), then the
+schema or grammar applies; alone, batched and streamed alike. The reply's text keeps the
+thinking and its markers (an added marker token is written as its text;
+``Completion.reasoning`` stays None: the tiers split the thinking off).
+:meth:`TransformersBackend.detected_reasoning` tells ``reasoning="auto"`` how the model
+thinks. Beam search (``num_beams > 1``) is refused
 (:class:`~jsonmode.errors.UsageError`): matchers follow rows, which beams reorder.
 """
 
@@ -47,6 +56,7 @@ from jsonmode.decoding.fastforward import FastForward
 from jsonmode.decoding.grammars.compiled import CompiledGrammar
 from jsonmode.decoding.logits import JsonLogitsProcessor
 from jsonmode.decoding.matcher import Matcher
+from jsonmode.decoding.reasoning_gate import GatedConstraint, gate, marker_spellings
 from jsonmode.decoding.vocabulary import Vocabulary
 from jsonmode.errors import (
     BackendError,
@@ -54,6 +64,7 @@ from jsonmode.errors import (
     TransientBackendError,
     UsageError,
 )
+from jsonmode.reasoning import FAMILIES, Reasoning
 from jsonmode.result import Usage
 from jsonmode.schema.core import Schema
 
@@ -128,6 +139,7 @@ class TransformersBackend:
         )
         self._grammars_lock = threading.Lock()
         self._forwarder: FastForward | None = None
+        self._detected: tuple[Reasoning | None] | None = None
 
     @property
     def name(self) -> str:
@@ -140,7 +152,10 @@ class TransformersBackend:
         Raises UnsupportedSchemaError / BudgetExceededError when it cannot be; the
         façade then falls back to the prompted tier.
         """
-        return compile_schema(schema.json_schema, self.vocabulary, **self.compile_options)
+        compiled: CompiledSchema = compile_schema(
+            schema.json_schema, self.vocabulary, **self.compile_options
+        )
+        return compiled
 
     def constrain_grammar(self, grammar: CompiledGrammar) -> CompiledGrammar:
         """``grammar`` (any kind: GBNF, regex, choice, a built-in) for this vocabulary.
@@ -161,10 +176,49 @@ class TransformersBackend:
                 self._grammars[grammar] = made
         return made
 
-    def _constraint(self, request: Request) -> Compiled:
+    def _constraint(self, request: Request) -> Compiled | GatedConstraint:
+        """The request's schema or grammar; behind the reasoning gate when the request
+        says how the model thinks (``request.reasoning``): the thinking is free, the
+        end marker closes it, then the constraint applies (a cap on thinking tokens
+        forces the marker)."""
+        base: Compiled
         if request.grammar is not None:
-            return self.constrain_grammar(request.grammar)
-        return self.constrain(request.schema)
+            base = self.constrain_grammar(request.grammar)
+        else:
+            base = self.constrain(request.schema)
+        if request.reasoning is None:
+            return base
+        return gate(base, request.reasoning, self.vocabulary)
+
+    def detected_reasoning(self) -> Reasoning | None:
+        """How this model thinks, from its tokenizer: an added control token that is a
+        known family's end marker (``</think>``, ``[/THINK]``), else a chat template
+        that writes both of a family's markers; None when neither. Cached."""
+        if self._detected is not None:
+            return self._detected[0]
+        found: Reasoning | None = None
+        controls = self.vocabulary.controls
+        template = getattr(self.tokenizer, "chat_template", None)
+        template = template if isinstance(template, str) else ""
+        for family in FAMILIES.values():
+            if family.end in controls:
+                found = family
+                break
+        else:
+            for family in FAMILIES.values():
+                if family.end in template and (family.start or "") in template:
+                    found = family
+                    break
+        self._detected = (found,)
+        return found
+
+    def _text(self, tokens: Sequence[int], request: Request) -> str:
+        """The reply's text: the tokens' bytes, with the thinking markers' control
+        tokens written as their text (the tiers split the thinking off upstream)."""
+        spelled = marker_spellings(self.vocabulary, request.reasoning)
+        token_bytes = self.vocabulary.token_bytes
+        data = b"".join(spelled.get(t) or token_bytes(t) for t in tokens)
+        return data.decode("utf-8", errors="replace")
 
     def _prompt_ids(self, request: Request) -> list[int]:
         messages = [dict(message) for message in request.messages]
@@ -258,13 +312,12 @@ class TransformersBackend:
                 )
                 continue
             body = generated if ended is None else generated[:ended]
-            data = b"".join(self.vocabulary.token_bytes(t) for t in body)
             truncated = ended is None and len(generated) >= self.max_new_tokens
             if processor is not None and not processor.is_complete(row):
                 truncated = True
             replies.append(
                 Completion(
-                    data.decode("utf-8", errors="replace"),
+                    self._text(body, requests[row]),
                     Usage(len(ids), len(generated) if ended is None else ended + 1),
                     truncated=truncated,
                 )
@@ -372,10 +425,14 @@ class TransformersBackend:
         every row's entry of that group, as a PermanentBackendError. Not thread-safe
         (one model)."""
         replies: list[Completion | BackendError | None] = [None] * len(requests)
-        groups: dict[tuple[bool, int], list[int]] = {}
+        groups: dict[tuple[bool, int, Reasoning | None], list[int]] = {}
         for index, request in enumerate(requests):
             target = request.schema if request.grammar is None else request.grammar
-            key = (request.constrained, id(target) if request.constrained else 0)
+            key = (
+                request.constrained,
+                id(target) if request.constrained else 0,
+                request.reasoning if request.constrained else None,
+            )
             groups.setdefault(key, []).append(index)
         for rows in groups.values():
             try:
@@ -484,7 +541,7 @@ class _Guide:
 
     def __init__(
         self,
-        compiled: Compiled,
+        compiled: Compiled | GatedConstraint,
         forward: FastForward,
         rows: int,
         start: int,
@@ -583,6 +640,7 @@ class _TokenStream:
         self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.stopped = threading.Event()
         self.ended = False
+        self.spelled: dict[int, bytes] = {}
         self.worker: threading.Thread | None = None
 
     # transformers' streamer protocol, less the prompt (see _AfterPrompt): put(token ids), end()
@@ -592,7 +650,8 @@ class _TokenStream:
             if self.ended or int(token) in vocabulary.eos_ids:
                 self.ended = True
                 continue
-            piece = self.decoder.decode(vocabulary.token_bytes(int(token)))
+            token = int(token)
+            piece = self.decoder.decode(self.spelled.get(token) or vocabulary.token_bytes(token))
             if piece:
                 self.queue.put(piece)
 
@@ -606,6 +665,8 @@ class _TokenStream:
         return torch.full((input_ids.shape[0],), self.stopped.is_set(), dtype=torch.bool)
 
     def start(self, request: Request) -> None:
+        self.spelled = marker_spellings(self.backend.vocabulary, request.reasoning)
+
         def work() -> None:
             try:
                 self.queue.put(_raised(self.backend._generate([request], self, self)[0]))

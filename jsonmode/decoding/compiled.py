@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 from concurrent.futures import Future, wait
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, overload
 
 from jsonmode import events
 from jsonmode._text import clip
@@ -24,6 +24,7 @@ from jsonmode.decoding.collector import collector_paused
 from jsonmode.decoding.compile.compiler import CompileOptions, build_grammar
 from jsonmode.decoding.ir import Grammar
 from jsonmode.decoding.matcher import MaskEngine, Matcher
+from jsonmode.decoding.reasoning_gate import GatedConstraint, gate
 from jsonmode.decoding.reference import ReferenceMatcher
 from jsonmode.decoding.textcheck import TextChecker, checking
 from jsonmode.errors import (
@@ -32,6 +33,7 @@ from jsonmode.errors import (
     UnsupportedSchemaError,
     UsageError,
 )
+from jsonmode.reasoning import Reasoning
 from jsonmode.schema.core import Schema
 
 if TYPE_CHECKING:
@@ -235,13 +237,41 @@ class CompiledSchema(Compiled):
             return self.network
 
 
+@overload
 def compile_schema(
-    schema: object, vocabulary: Vocabulary | None = None, **options: Any
-) -> CompiledSchema:
+    schema: object,
+    vocabulary: Vocabulary | None = None,
+    *,
+    reasoning: None = None,
+    **options: Any,
+) -> CompiledSchema: ...
+
+
+@overload
+def compile_schema(
+    schema: object,
+    vocabulary: Vocabulary | None = None,
+    *,
+    reasoning: Reasoning,
+    **options: Any,
+) -> GatedConstraint: ...
+
+
+def compile_schema(
+    schema: object,
+    vocabulary: Vocabulary | None = None,
+    *,
+    reasoning: Reasoning | None = None,
+    **options: Any,
+) -> CompiledSchema | GatedConstraint:
     """Compile ``schema`` (a dict, JSON text, or pydantic model/type) for decoding.
 
     ``options`` are :class:`CompileOptions` fields. Cached by schema, vocabulary
-    fingerprint and options.
+    fingerprint and options. With ``reasoning`` (a :class:`~jsonmode.Reasoning`), the
+    result is the schema behind a reasoning gate
+    (:class:`~jsonmode.decoding.reasoning_gate.GatedConstraint`): its text is free
+    thinking, the end marker, then the document (see that module for exactly what is
+    allowed, and its errors).
 
     Raises:
         InvalidSchemaError: the schema is not valid.
@@ -260,6 +290,8 @@ def compile_schema(
     except TypeError as exc:
         known = ", ".join(field.name for field in dataclasses.fields(CompileOptions))
         raise UsageError(f"unknown compile option: {exc}", hint=f"known options: {known}") from None
+    if reasoning is not None:
+        return gate(compile_schema(schema, vocabulary, **options), reasoning, vocabulary)
     with collector_paused():
         try:
             return _compile(schema, vocabulary, settings)

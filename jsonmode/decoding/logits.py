@@ -21,13 +21,14 @@ from jsonmode import events
 from jsonmode.decoding.batch_masks import BatchMasker
 from jsonmode.decoding.compiled import Compiled
 from jsonmode.decoding.matcher import Matcher
+from jsonmode.decoding.reasoning_gate import GatedConstraint
 
 __all__ = ["JsonLogitsProcessor"]
 
 
 class JsonLogitsProcessor:
     """Constrain generation to what ``compiled`` accepts (a compiled schema, grammar,
-    regex or choice). One per ``generate`` call.
+    regex or choice, or one behind a reasoning gate). One per ``generate`` call.
 
     Pass every end-of-sequence id to ``generate`` (``eos_token_id=sorted(
     compiled.vocabulary.eos_ids)``): a row that ended on one generate does not stop
@@ -44,7 +45,9 @@ class JsonLogitsProcessor:
         failed: rows whose sampled token the matcher refused.
     """
 
-    def __init__(self, compiled: Compiled, *, max_cached_biases: int = 128) -> None:
+    def __init__(
+        self, compiled: Compiled | GatedConstraint, *, max_cached_biases: int = 128
+    ) -> None:
         self.compiled = compiled
         self.matchers: list[Matcher] = []
         self.failed: list[bool] = []

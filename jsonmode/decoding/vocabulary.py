@@ -66,6 +66,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -170,12 +171,18 @@ class Vocabulary:
             id's bytes; equal vocabularies share it (cache keys use it).
         scheme: how bytes were recovered: ``"byte-level"``, ``"sentencepiece"`` or
             ``"bytes"`` (given directly).
+        controls: the text of each added control token, content -> id (``"</think>"``
+            -> 151668 in Qwen3; the first id where two share a content): how the
+            reasoning gate finds a marker that is one token. Read-only; not part
+            of the fingerprint (names, not content). Empty for
+            :meth:`from_token_bytes` unless given.
     """
 
     __slots__ = (
         "_flat",
         "_starts",
         "allowed_base",
+        "controls",
         "eos_ids",
         "fingerprint",
         "ids",
@@ -195,6 +202,7 @@ class Vocabulary:
     ids: npt.NDArray[np.int32]
     fingerprint: str
     scheme: str
+    controls: Mapping[str, int]
     _flat: bytes  # every id's bytes, in id order
     _starts: list[int]  # id -> offset into _flat; one extra entry at the end
 
@@ -261,6 +269,7 @@ class Vocabulary:
         eos_ids: Iterable[int] = (),
         special_ids: Iterable[int] = (),
         vocab_size: int | None = None,
+        controls: Mapping[str, int] | None = None,
     ) -> Vocabulary:
         """A vocabulary given directly: ``tokens[i]`` is the bytes of id ``i``.
 
@@ -269,7 +278,9 @@ class Vocabulary:
         tokens in ``special_ids`` (and ``eos_ids``), which are never ordinary tokens
         whatever bytes they are given; every other id with bytes is text, even
         ``b"<tool_call>"``. Meant for small synthetic vocabularies (one Python step
-        per token); cached by fingerprint like ``from_tokenizer``.
+        per token); cached by fingerprint like ``from_tokenizer``. ``controls`` names
+        control tokens by their text (content -> id; each id must be in ``special_ids``
+        or ``eos_ids``), as a tokenizer's added tokens would.
         """
         _check_vocab_size(vocab_size)
         blobs = [b"" if t is None else bytes(t) for t in tokens]
@@ -281,11 +292,14 @@ class Vocabulary:
         for token_id in special:  # control tokens have no bytes, whatever they were given
             if token_id < len(blobs):
                 blobs[token_id] = b""
+        named = {str(k): int(v) for k, v in (controls or {}).items()}
+        if any(v not in special for v in named.values()):
+            raise UsageError("every id in controls must be one of special_ids or eos_ids")
         lengths = np.zeros(size, dtype=np.int64)
         lengths[: len(blobs)] = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs))
         flat = np.frombuffer(b"".join(blobs), dtype=np.uint8)
         starts = np.cumsum(lengths) - lengths
-        return _assemble(flat, starts, lengths, eos, special, "bytes")
+        return _assemble(flat, starts, lengths, eos, special, "bytes", named)
 
     # -- reading --------------------------------------------------------------------
 
@@ -332,9 +346,12 @@ def _cached(fingerprint: str) -> Vocabulary | None:
 
 
 def _remember(vocab: Vocabulary) -> Vocabulary:
-    """Cache ``vocab``; when another thread cached an equal one first, return that."""
+    """Cache ``vocab``; when another thread cached an equal one first, return that
+    (unless ``vocab`` names control tokens that one does not: it replaces it)."""
     with _lock:
         kept = _by_fingerprint.setdefault(vocab.fingerprint, vocab)
+        if kept is not vocab and vocab.controls and dict(kept.controls) != dict(vocab.controls):
+            kept = _by_fingerprint[vocab.fingerprint] = vocab
         _by_fingerprint.move_to_end(vocab.fingerprint)
         while len(_by_fingerprint) > _CACHE_SIZE:
             _by_fingerprint.popitem(last=False)
@@ -476,7 +493,8 @@ def _from_json(
         flat = np.concatenate([flat, np.frombuffer(b"".join(extra), dtype=np.uint8)])
     if special:
         lens[np.fromiter(special, dtype=np.int64, count=len(special))] = 0
-    return _assemble(flat, starts, lens, frozenset(eos), frozenset(special), scheme)
+    controls = {content: i for content, i in by_content.items() if i in special}
+    return _assemble(flat, starts, lens, frozenset(eos), frozenset(special), scheme, controls)
 
 
 def _assemble(
@@ -486,6 +504,7 @@ def _assemble(
     eos: frozenset[int],
     special: frozenset[int],
     scheme: str,
+    controls: Mapping[str, int] | None = None,
 ) -> Vocabulary:
     """Lay bytes out in id order, fingerprint them, and build the sorted matrix.
 
@@ -508,9 +527,12 @@ def _assemble(
         digest.update(np.array([len(group), *sorted(group)], dtype="<i8").tobytes())
     digest.update(lens.astype("<i4").tobytes())
     digest.update(flat_bytes)
+    named = dict(sorted((controls or {}).items()))
     fingerprint = digest.hexdigest()
     cached = _cached(fingerprint)
-    if cached is not None:
+    # (Names are not content: a vocabulary without them is the cached one with them;
+    # one with names the cached one lacks is built anew and replaces it.)
+    if cached is not None and (not named or dict(cached.controls) == named):
         return cached
 
     normal = np.flatnonzero(lens)
@@ -535,6 +557,7 @@ def _assemble(
         "ids": rows.astype(np.int32),
         "fingerprint": fingerprint,
         "scheme": scheme,
+        "controls": MappingProxyType(named),
         "_flat": flat_bytes,
         "_starts": [*starts.tolist(), total],
     }

@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, overload
 
 from jsonmode import events, limits
 from jsonmode import regex as rx
@@ -52,6 +52,7 @@ from jsonmode.decoding.ir import (
     alt,
     seq,
 )
+from jsonmode.decoding.reasoning_gate import GatedConstraint, gate
 from jsonmode.decoding.reference import ReferenceMatcher
 from jsonmode.decoding.textcheck import TextChecker, checking, raise_if_time
 from jsonmode.errors import (
@@ -61,6 +62,7 @@ from jsonmode.errors import (
     UnsupportedSchemaError,
     UsageError,
 )
+from jsonmode.reasoning import Reasoning
 from jsonmode.regex.syntax import RegexSyntaxError
 from jsonmode.schema.core import Schema
 
@@ -224,14 +226,39 @@ def _show(byte: int) -> str:
 # -- entry points -----------------------------------------------------------------------
 
 
+@overload
 def compile_grammar(
     text: str,
     vocabulary: Vocabulary | None = None,
     syntax: Syntax = "gbnf",
     *,
     schemas: Mapping[str, object] | None = None,
+    reasoning: None = None,
     **options: Any,
-) -> CompiledGrammar:
+) -> CompiledGrammar: ...
+
+
+@overload
+def compile_grammar(
+    text: str,
+    vocabulary: Vocabulary | None = None,
+    syntax: Syntax = "gbnf",
+    *,
+    schemas: Mapping[str, object] | None = None,
+    reasoning: Reasoning,
+    **options: Any,
+) -> GatedConstraint: ...
+
+
+def compile_grammar(
+    text: str,
+    vocabulary: Vocabulary | None = None,
+    syntax: Syntax = "gbnf",
+    *,
+    schemas: Mapping[str, object] | None = None,
+    reasoning: Reasoning | None = None,
+    **options: Any,
+) -> CompiledGrammar | GatedConstraint:
     """Compile a grammar (llama.cpp's GBNF; ``root`` is the start rule).
 
     Args:
@@ -252,6 +279,9 @@ def compile_grammar(
             only continuations nest deeper, so the mask is never empty before the text
             is complete. :meth:`CompiledGrammar.diagnose` of deeper text names the limit
             (``Mismatch.depth``).
+        reasoning: a :class:`~jsonmode.Reasoning`: the grammar behind a reasoning gate
+            (free thinking, the end marker, then the grammar's text; see
+            :mod:`~jsonmode.decoding.reasoning_gate`).
 
     Raises:
         InvalidGrammarError: malformed GBNF (with the line and column; text in Lark,
@@ -280,7 +310,8 @@ def compile_grammar(
         return bind_schemas(_inlined(parsed, settings.max_rule_states), bound, settings)
 
     options.setdefault("max_nesting_depth", GRAMMAR_NESTING_DEPTH)
-    return compiled_constraint(key, build, vocabulary, options, "gbnf", text, bound)
+    compiled = compiled_constraint(key, build, vocabulary, options, "gbnf", text, bound)
+    return compiled if reasoning is None else gate(compiled, reasoning, vocabulary)
 
 
 def compile_regex(
