@@ -130,7 +130,9 @@ Tier = Literal["constrained", "native", "prompted"]
 TIERS: tuple[Tier, ...] = get_args(Tier)
 
 #: How one attempt ended.
-Outcome = Literal["valid", "invalid_json", "schema_violation", "truncated", "backend_error"]
+Outcome = Literal[
+    "valid", "invalid_json", "schema_violation", "truncated", "thinking_truncated", "backend_error"
+]
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 
 
@@ -167,6 +169,8 @@ class Attempt:
         latency_s: wall time of the backend call, transport retries included.
         usage: token counts, when the backend reported them.
         transport_retries: transient backend failures retried inside this attempt.
+        reasoning: the model's thinking, split off before the answer was read (from the
+            reply's thinking markers, or returned apart by the API); None: none.
         calls: (property) backend calls the attempt took, ``transport_retries + 1``.
     """
 
@@ -180,6 +184,7 @@ class Attempt:
     latency_s: float = 0.0
     usage: Usage | None = None
     transport_retries: int = 0
+    reasoning: str | None = None
 
     @property
     def ok(self) -> bool:

@@ -6,8 +6,8 @@
 (function () {
   const SVG = "http://www.w3.org/2000/svg";
   const OUTCOMES = ["first_try", "repaired", "retried", "failed"];
-  const RESULTS = ["valid", "invalid_json", "schema_violation", "truncated", "backend_error"];
-  const REASONS = ["invalid_json", "schema_violation", "truncated", "backend_error"];
+  const RESULTS = ["valid", "invalid_json", "schema_violation", "truncated", "thinking_truncated", "backend_error"];
+  const REASONS = ["invalid_json", "schema_violation", "truncated", "thinking_truncated", "backend_error"];
   const COLORS = {
     first_try: "var(--green)",
     repaired: "var(--blue)",
