@@ -138,19 +138,28 @@ OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Token counts, when the backend reports them."""
+    """Token counts, when the backend reports them. ``reasoning_tokens``: how many of
+    the completion tokens were thinking, when the API says (OpenAI's
+    ``completion_tokens_details.reasoning_tokens``; None when it does not)."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    reasoning_tokens: int | None = None
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
     def __add__(self, other: Usage) -> Usage:
+        reasoning = (
+            None
+            if self.reasoning_tokens is None and other.reasoning_tokens is None
+            else (self.reasoning_tokens or 0) + (other.reasoning_tokens or 0)
+        )
         return Usage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
+            reasoning,
         )
 
 

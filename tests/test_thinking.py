@@ -20,6 +20,7 @@ from jsonmode.errors import (
     ThinkingTruncatedError,
     UsageError,
 )
+from jsonmode.records import Usage
 from jsonmode.repair.reasoning import AUTO, split_reasoning
 from jsonmode.result import OUTCOMES
 
@@ -245,3 +246,25 @@ def test_split_is_linear_on_hostile_text():
 
 def test_request_carries_reasoning_field():
     assert Request.__dataclass_fields__["reasoning"].default is None
+
+
+def test_thinking_tokens_are_estimated_when_not_reported():
+    registry = CollectorRegistry()
+    jsonmode.metrics.enable(registry)
+    try:
+        run([Completion(f"<think>{'x' * 41}</think>{ADA}", Usage(3, 20))])
+        run([Completion(f"<think>{'x' * 41}</think>{ADA}", Usage(3, 20, reasoning_tokens=9))])
+    finally:
+        jsonmode.metrics.disable()
+
+    def count(source):
+        labels = {"tier": "prompted", "source": source}
+        return registry.get_sample_value("jsonmode_thinking_tokens_total", labels)
+
+    assert count("estimated") == 11  # 41 characters at 4 a token, rounded up
+    assert count("reported") == 9
+
+
+def test_usage_sums_reasoning_tokens():
+    assert Usage(1, 2) + Usage(1, 2) == Usage(2, 4)
+    assert (Usage(1, 2, 5) + Usage(1, 2)).reasoning_tokens == 5
