@@ -268,3 +268,89 @@ def test_thinking_tokens_are_estimated_when_not_reported():
 def test_usage_sums_reasoning_tokens():
     assert Usage(1, 2) + Usage(1, 2) == Usage(2, 4)
     assert (Usage(1, 2, 5) + Usage(1, 2)).reasoning_tokens == 5
+
+
+# -- streaming -------------------------------------------------------------------------------
+
+
+def stream_events(pieces, **options):
+    backend = ScriptedBackend([tuple(pieces)])
+    return list(JsonMode(backend, **options).stream("Who?", PERSON))
+
+
+def test_streamed_thinking_is_shown_apart_from_the_partial_values():
+    pieces = ["<th", "ink>\nThe user wants ", '{"name": "x", ', '"age": 1}? No.\n</th', "ink>\n"]
+    pieces += ['{"name": ', '"Ada", ', '"age": 36}']
+    events = stream_events(pieces)
+    kinds = [event.kind for event in events]
+    assert kinds[-1] == "final"
+    thinking = "".join(event.text for event in events if event.kind == "thinking")
+    assert thinking.strip() == 'The user wants {"name": "x", "age": 1}? No.'
+    partials = [event.value for event in events if event.kind == "partial"]
+    assert partials  # read from the answer only: never the draft in the thinking
+    assert all(value.get("name") in (None, "Ada") for value in partials)
+    assert partials[-1] == {"name": "Ada", "age": 36}
+    assert all(not event.text.startswith("<think>") for event in events if event.kind == "partial")
+    # every thinking event comes before the first partial value
+    assert kinds.index("partial") > max(i for i, k in enumerate(kinds) if k == "thinking")
+    final = events[-1].result
+    assert final.reasoning == 'The user wants {"name": "x", "age": 1}? No.'
+
+
+def test_streamed_prefilled_thinking_is_known_at_its_end_marker():
+    events = stream_events(["Hm, ", '{"name": "x"', ", age 36.", "</think>", ADA])
+    thinking = "".join(event.text for event in events if event.kind == "thinking")
+    assert thinking == 'Hm, {"name": "x", age 36.'
+    partials = [event.value for event in events if event.kind == "partial"]
+    assert partials[-1] == {"name": "Ada", "age": 36}
+    assert events[-1].result.reasoning == thinking
+
+
+def test_streamed_items_read_the_answer_only():
+    backend = ScriptedBackend([("<think>[1, 2]", "</think>", "[3, ", "4]")])
+    items = list(JsonMode(backend).stream_items("Numbers?", {"type": "integer"}))
+    assert items == [3, 4]
+
+
+def test_streaming_without_reasoning_has_no_thinking_events():
+    events = stream_events(["<think>x</think>", ADA], reasoning=None, mode="repair")
+    assert "thinking" not in [event.kind for event in events]
+
+
+def test_stream_split_matches_the_whole_split_whatever_the_cuts():
+    import random
+
+    from jsonmode.repair.reasoning import StreamedSplit
+
+    rng = random.Random(41)
+    texts = [
+        REPLY,
+        f"{THINKING}</think>{ADA}",
+        '{"a": "</think>"}',
+        f"[THINK]{THINKING}[/THINK]{ADA}",
+        "<think>never ends",
+        "plain prose {}",
+        "<think>a</think> <think>b</think>{}",
+        "<th",
+    ]
+    for text in texts:
+        whole = split_reasoning(text, AUTO)
+        for _ in range(40):
+            cuts = sorted(rng.sample(range(1, len(text)), min(len(text) - 1, rng.randint(0, 6))))
+            split = StreamedSplit(AUTO)
+            thinking, answer = [], []
+            for start, end in zip([0, *cuts], [*cuts, len(text)], strict=True):
+                delta, more, restart = split.feed(text[start:end])
+                if restart:
+                    answer = []
+                thinking.append(delta)
+                answer.append(more)
+            delta, more = split.finish()
+            thinking.append(delta)
+            answer.append(more)
+            assert "".join(answer).strip() == whole.answer.strip(), (text, cuts)
+            shown = "".join(thinking).strip()
+            if whole.thinking is None:
+                assert not shown, (text, cuts)
+            else:
+                assert shown, (text, cuts)

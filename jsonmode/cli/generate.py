@@ -48,10 +48,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _streamed(jm: JsonMode, prompt: str, spec: Schema) -> Result[Any]:
-    """Run ``jm.stream``, each partial value and retry as one JSON line on stderr."""
+    """Run ``jm.stream``, each partial value, thinking piece and retry as one JSON line
+    on stderr."""
     for event in jm.stream(prompt, spec):
         if event.kind == "partial":
             _event_line({"partial": _plain(event.value)})
+        elif event.kind == "thinking":
+            _event_line({"thinking": event.text})
         elif event.kind == "retry":
             retry = {
                 "attempt": event.attempt,

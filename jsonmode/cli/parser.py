@@ -49,7 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--stream",
         action="store_true",
         help='show the value as it grows: one JSON line per event on stderr, {"partial": '
-        'VALUE} or {"retry": {...}} (the partials so far are void); the value on stdout',
+        'VALUE}, {"thinking": TEXT} (a reasoning model\'s thinking) or {"retry": {...}} '
+        "(the partials so far are void); the value on stdout",
     )
     generate.add_argument("prompt", metavar="PROMPT", help="the prompt ('-' reads stdin)")
 

@@ -35,9 +35,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from jsonmode.reasoning import FAMILIES, Reasoning
+from jsonmode.reasoning import FAMILIES, MAX_MARKER_CHARS, Reasoning
 
-__all__ = ["AUTO", "Split", "split_reasoning"]
+__all__ = ["AUTO", "Split", "StreamedSplit", "split_reasoning"]
 
 #: The markers ``reasoning="auto"`` looks for in replies.
 AUTO: tuple[Reasoning, ...] = tuple(FAMILIES.values())
@@ -45,6 +45,7 @@ AUTO: tuple[Reasoning, ...] = tuple(FAMILIES.values())
 # harmony's header before a channel (``<|start|>assistant``), skipped at the head
 _HEADER = re.compile(r"\s*(?:<\|start\|>[A-Za-z]{0,32})?\s*")
 _DOCUMENT = ("{", "[", '"')
+_HARMONY_HEAD = "<|start|>"
 _HARMONY_END = ("<|return|>", "<|end|>", "<|call|>")
 
 
@@ -115,3 +116,112 @@ def _answer(rest: str, reasoning: Reasoning) -> str:
             if stripped.endswith(token):
                 return stripped[: -len(token)]
     return rest
+
+
+#: The longest head held back while it may still open a thinking block (harmony's
+#: header plus the longest start marker fits; past it the head is decided).
+_MAX_HEAD = 64 + 2 * MAX_MARKER_CHARS
+
+
+class StreamedSplit:
+    """:func:`split_reasoning` over a reply that arrives in pieces: each piece is cut
+    into a thinking delta and an answer delta as it comes, so that a stream shows the
+    thinking apart and reads partial values from the answer only.
+
+    The head is held back while it may still open a thinking block (at most
+    :data:`_MAX_HEAD` characters); inside a thinking block, the last few characters
+    are held back while they may be the start of the end marker. A reply that began
+    inside its thinking (a pre-filled start marker) is known to be thinking only when
+    its end marker arrives: until then it reads as answer, and :meth:`feed` then says
+    ``restart`` (the answer so far was thinking; the answer starts over). Linear in
+    the reply: each character is looked at a bounded number of times (times the
+    marker's length). Not thread-safe: one per streamed reply.
+    """
+
+    def __init__(self, markers: Sequence[Reasoning]) -> None:
+        self._markers = tuple(markers)
+        self._state = "head" if self._markers else "answer"
+        self._held = ""  # head not yet decided, or a tail that may start the end marker
+        self._active: Reasoning | None = None  # the markers of the block being read
+        self._prose: list[str] = []  # answer text that may yet prove to be thinking
+        self._scanned = ""  # the prose's last characters, for markers across pieces
+        self._started = False  # a thinking block was opened or closed already
+
+    def feed(self, piece: str) -> tuple[str, str, bool]:
+        """(thinking delta, answer delta, restart) for one piece of the reply."""
+        if self._state == "answer":
+            return "", piece, False
+        if self._state == "thinking":
+            return self._thinking(piece)
+        if self._state == "prose":
+            return self._in_prose(piece)
+        return self._head(self._held + piece)
+
+    def finish(self) -> tuple[str, str]:
+        """(thinking, answer) still held back when the reply ends."""
+        held, self._held = self._held, ""
+        if self._state == "thinking":
+            return held, ""
+        if self._state == "head":
+            return "", held
+        return "", ""
+
+    def _head(self, text: str) -> tuple[str, str, bool]:
+        self._held = ""
+        head = _HEADER.match(text)
+        at = head.end() if head is not None else 0
+        rest = text[at:]
+        waiting = False
+        for reasoning in self._markers:
+            start = reasoning.start
+            if start is None:
+                continue
+            if rest.startswith(start):
+                self._state, self._active = "thinking", reasoning
+                self._started = True
+                return self._thinking(rest[len(start) :])
+            if start.startswith(rest) or _HARMONY_HEAD.startswith(text.lstrip()):
+                waiting = True
+        if waiting and len(text) < _MAX_HEAD:
+            self._held = text
+            return "", "", False
+        if self._started or text.lstrip()[:1] in _DOCUMENT:
+            self._state = "answer"
+            return "", text, False
+        self._state = "prose"
+        return self._in_prose(text)
+
+    def _thinking(self, piece: str) -> tuple[str, str, bool]:
+        assert self._active is not None
+        end = self._active.end
+        window = self._held + piece
+        closing = window.find(end)
+        if closing < 0:
+            keep = min(len(window), len(end) - 1)
+            self._held = window[len(window) - keep :]
+            return window[: len(window) - keep], "", False
+        self._held = ""
+        self._state = "head"
+        thinking = window[:closing]
+        more_thinking, answer, restart = self._head(window[closing + len(end) :])
+        return thinking + more_thinking, answer, restart
+
+    def _in_prose(self, piece: str) -> tuple[str, str, bool]:
+        window = self._scanned + piece
+        for reasoning in self._markers:
+            closing = window.find(reasoning.end)
+            if closing < 0:
+                continue
+            prose = "".join(self._prose) + piece
+            before = prose[: len(prose) - len(window) + closing]
+            if reasoning.start is not None and reasoning.start in before:
+                continue
+            self._prose, self._scanned, self._started = [], "", True
+            self._state = "head"
+            after = window[closing + len(reasoning.end) :]
+            more_thinking, answer, _ = self._head(after)
+            return before.strip() + more_thinking, answer, True
+        self._prose.append(piece)
+        longest = max(len(reasoning.end) for reasoning in self._markers)
+        self._scanned = window[-(longest - 1) :] if longest > 1 else ""
+        return "", piece, False
