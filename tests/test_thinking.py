@@ -171,7 +171,7 @@ def test_every_tier_reads_through_the_split():
 
 
 def test_text_under_a_grammar_reads_the_answer_only():
-    backend = ScriptedBackend([f"<think>{THINKING}</think>yes"])
+    backend = ScriptedBackend([f"<think>{THINKING}</think>\n\nyes"])
     result = JsonMode(backend).run_text("Yes or no?", 'root ::= "yes" | "no"')
     assert result.value == "yes"
     assert result.reasoning == THINKING

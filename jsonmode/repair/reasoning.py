@@ -19,9 +19,11 @@ wins):
 - a reply that opens with the start marker and never writes the end marker *ended
   inside its thinking* (:attr:`Split.unfinished`): it holds no answer at all.
 
-A marker that appears only after the answer began (inside a JSON string, say) is left
-alone, and a reply with no marker is the answer whole. For harmony, the answer's closing
-``<|return|>``/``<|end|>`` token is dropped too.
+The blank space between the end marker and the answer is dropped (a text under a
+grammar starts where the answer does). A marker that appears only after the answer
+began (inside a JSON string, say) is left alone, and a reply with no marker is the
+answer whole. For harmony, the answer's closing ``<|return|>``/``<|end|>`` token is
+dropped too.
 
 Cost: each marker is looked for once with ``str.find`` from a moving position, so the
 time is linear in the reply (times the marker's length, at most
@@ -110,6 +112,7 @@ def _joined(pieces: list[str]) -> str:
 
 
 def _answer(rest: str, reasoning: Reasoning) -> str:
+    rest = rest.lstrip()  # the blank space after the end marker separates, it is not answer
     if reasoning.end.startswith("<|"):  # harmony: the final message's closing token
         stripped = rest.rstrip()
         for token in _HARMONY_END:
@@ -187,7 +190,7 @@ class StreamedSplit:
             return "", "", False
         if self._started or text.lstrip()[:1] in _DOCUMENT:
             self._state = "answer"
-            return "", text, False
+            return "", text.lstrip() if self._started else text, False
         self._state = "prose"
         return self._in_prose(text)
 
