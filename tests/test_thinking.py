@@ -354,3 +354,19 @@ def test_stream_split_matches_the_whole_split_whatever_the_cuts():
                 assert not shown, (text, cuts)
             else:
                 assert shown, (text, cuts)
+
+
+def test_map_and_astream_read_through_the_split():
+    import asyncio
+
+    backend = ScriptedBackend([REPLY, REPLY])
+    results = list(JsonMode(backend).map(["a", "b"], PERSON, concurrency=1))
+    assert [result.reasoning for result in results] == [THINKING, THINKING]
+
+    async def streamed():
+        jm = JsonMode(ScriptedBackend([("<think>", "hm</think>", ADA)]))
+        return [event async for event in jm.astream("Who?", PERSON)]
+
+    events = asyncio.run(streamed())
+    assert [event.text for event in events if event.kind == "thinking"] == ["hm"]
+    assert events[-1].result.reasoning == "hm"
