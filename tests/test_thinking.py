@@ -370,3 +370,16 @@ def test_map_and_astream_read_through_the_split():
     events = asyncio.run(streamed())
     assert [event.text for event in events if event.kind == "thinking"] == ["hm"]
     assert events[-1].result.reasoning == "hm"
+
+
+def test_a_cut_off_reply_before_a_startless_end_marker_ended_inside_its_thinking():
+    # Reasoning(end=...) with no start: the reply always begins inside the thinking
+    markers = Reasoning(end="</r>")
+    cut = Completion('so {"name": "x", "age": 1} could', truncated=True)
+    result, backend = run([cut, f"brief</r>{ADA}"], "repair", reasoning=markers)
+    assert result.attempts[0].outcome == "thinking_truncated"
+    assert result.reasoning == "brief"
+    assert "ran out of room" in backend.requests[1].messages[-1]["content"]
+    # not cut off: a reply without the marker is read as the answer
+    result, _ = run([ADA], reasoning=markers)
+    assert result.reasoning is None

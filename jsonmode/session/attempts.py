@@ -37,7 +37,7 @@ from jsonmode.errors import (
     UsageError,
 )
 from jsonmode.reasoning import Reasoning
-from jsonmode.repair.reasoning import AUTO, split_reasoning
+from jsonmode.repair.reasoning import AUTO, Split, split_reasoning
 from jsonmode.result import Attempt, Outcome, Result
 from jsonmode.schema.core import Schema
 from jsonmode.schema.validation import Issue
@@ -174,7 +174,7 @@ def attempts(
                 _attempt_finished(report, done[-1])
                 _request_finished(report, done, ok=False)
             raise reply.error
-        attempt, value = judged(index, reply, judge, markers)
+        attempt, value = judged(index, reply, judge, markers, gate)
         done.append(attempt)
         if events.listeners:
             _attempt_finished(report, attempt)
@@ -217,14 +217,29 @@ def _gated(request: Request, gate: Reasoning | None) -> Request:
 
 
 def judged(
-    index: int, reply: Reply, judge: Judge, markers: Sequence[Reasoning] = ()
+    index: int,
+    reply: Reply,
+    judge: Judge,
+    markers: Sequence[Reasoning] = (),
+    gate: Reasoning | None = None,
 ) -> tuple[Attempt, Any]:
     """One output as an Attempt, and its value when it is valid. The reply's thinking
     (by ``markers``, and what the API returned apart) is split off before the judge
-    reads the answer, and kept on the attempt."""
+    reads the answer, and kept on the attempt. ``gate``: the markers sent with the
+    request; when they have no start marker (the reply always begins inside the
+    thinking), a reply cut off at the length limit before their end marker ended
+    inside its thinking."""
     completion = reply.completion
     assert completion is not None
     split = split_reasoning(completion.text, markers)
+    if (
+        split.thinking is None
+        and completion.truncated
+        and gate is not None
+        and gate.start is None
+        and gate.end not in completion.text
+    ):
+        split = Split("", completion.text.strip(), True, gate)
     thinking = _joined(completion.reasoning, split.thinking)
     common: dict[str, Any] = {
         "raw": completion.text,
