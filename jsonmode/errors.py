@@ -17,6 +17,7 @@ attempt made so far, so nothing the model produced is lost.
     ├── OutputError                    yes        one model output does not conform
     │   ├── OutputParseError           yes        no JSON document could be read
     │   ├── OutputTruncatedError       yes        the document was cut off
+    │   │   └── ThinkingTruncatedError yes        the reply ended inside its thinking
     │   └── SchemaViolationError       yes        JSON, but it violates the schema
     ├── AttemptsExhaustedError         no         every attempt produced non-conforming output
     └── BackendError                   (varies)   the model backend failed
@@ -54,6 +55,7 @@ __all__ = [
     "PermanentBackendError",
     "SchemaError",
     "SchemaViolationError",
+    "ThinkingTruncatedError",
     "TransientBackendError",
     "UnsupportedSchemaError",
     "UsageError",
@@ -186,6 +188,13 @@ class OutputParseError(OutputError):
 
 class OutputTruncatedError(OutputError):
     """The output was cut off (length limit, or a document that never closes)."""
+
+
+class ThinkingTruncatedError(OutputTruncatedError):
+    """A reasoning model's reply ended inside its thinking (out of tokens, or its
+    thinking never closed): it holds no answer. ``raw`` is the whole reply; the
+    attempt's outcome is ``thinking_truncated``, and the re-ask asks for a shorter
+    thinking rather than repeating the request blindly."""
 
 
 class SchemaViolationError(OutputError):

@@ -26,10 +26,19 @@ from jsonmode.backends import Backend, resolve
 from jsonmode.backends.base import Constrains, Prepares
 from jsonmode.backends.options import FACADE_OPTIONS, check_spelling, refuse_retry_options
 from jsonmode.errors import JsonModeError, UsageError
+from jsonmode.reasoning import Reasoning
 from jsonmode.repair.parse import Mode, check_mode
 from jsonmode.result import Result, Tier
 from jsonmode.retry import TransportPolicy
-from jsonmode.session import Prompt, SchemaWarnings, adrive, drive, schema_session, text_session
+from jsonmode.session import (
+    Prompt,
+    SchemaWarnings,
+    adrive,
+    check_reasoning,
+    drive,
+    schema_session,
+    text_session,
+)
 
 if TYPE_CHECKING:
     from jsonmode.batch import BatchResults
@@ -59,6 +68,18 @@ class JsonMode:
             ``max_attempts``.
         schema_name: a name for the schema in metrics (``"invoice"``), for every
             request unless a call names its own; see :mod:`jsonmode.metrics`.
+        reasoning: how the model thinks before it answers. ``"auto"`` (default):
+            thinking in the known spellings (``<think>...</think>``, Magistral's
+            ``[THINK]``, gpt-oss's harmony channels; also a reply that starts inside
+            its thinking because the chat template pre-filled the start marker) is
+            split off every reply before the answer is read, and a backend that knows
+            its model's markers (``DetectsReasoning``) gates its mask with them; a
+            :class:`~jsonmode.Reasoning`: those markers, sent on every request; None:
+            replies are read whole, as written. The thinking is never searched for the
+            answer; it is kept on ``Result.reasoning`` (with thinking an API returns
+            apart, litellm's ``reasoning_content``). A reply that ends inside its
+            thinking fails as ``thinking_truncated`` and is re-asked for a shorter
+            thinking.
         **backend_options: passed to the backend (for litellm: ``api_base``,
             ``api_key``, ``timeout``, ``temperature``, ``native`` ...; for an OpenAI
             client: ``model`` ...). Checked before any request: a name close to one of
@@ -68,8 +89,9 @@ class JsonMode:
             it is imported, at :meth:`prepare` or the first call).
 
     Raises:
-        UsageError: a bad option, a misspelt or unknown one, a tier the backend cannot
-            run, or a ``native=`` transport with ``tier="prompted"``/``"constrained"``.
+        UsageError: a bad option (``reasoning`` not ``"auto"``, None or a Reasoning), a
+            misspelt or unknown one, a tier the backend cannot run, or a ``native=``
+            transport with ``tier="prompted"``/``"constrained"``.
 
     A ``JsonMode`` holds no per-request state: one instance may serve many threads
     and tasks at once (if its backend can).
@@ -89,10 +111,12 @@ class JsonMode:
         tier: TierChoice = "auto",
         transport: TransportPolicy | None = None,
         schema_name: str | None = None,
+        reasoning: Reasoning | str | None = "auto",
         **backend_options: Any,
     ) -> None:
         self.mode: Mode = check_mode(mode)
         self.schema_name = events.check_schema_name(schema_name)
+        self.reasoning = check_reasoning(reasoning)
         if not isinstance(max_attempts, int) or isinstance(max_attempts, bool) or max_attempts < 1:
             raise UsageError(f"max_attempts must be a positive integer, not {max_attempts!r}")
         if tier not in ("auto", "constrained", "native", "prompted"):

@@ -130,25 +130,36 @@ Tier = Literal["constrained", "native", "prompted"]
 TIERS: tuple[Tier, ...] = get_args(Tier)
 
 #: How one attempt ended.
-Outcome = Literal["valid", "invalid_json", "schema_violation", "truncated", "backend_error"]
+Outcome = Literal[
+    "valid", "invalid_json", "schema_violation", "truncated", "thinking_truncated", "backend_error"
+]
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Token counts, when the backend reports them."""
+    """Token counts, when the backend reports them. ``reasoning_tokens``: how many of
+    the completion tokens were thinking, when the API says (OpenAI's
+    ``completion_tokens_details.reasoning_tokens``; None when it does not)."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    reasoning_tokens: int | None = None
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
     def __add__(self, other: Usage) -> Usage:
+        reasoning = (
+            None
+            if self.reasoning_tokens is None and other.reasoning_tokens is None
+            else (self.reasoning_tokens or 0) + (other.reasoning_tokens or 0)
+        )
         return Usage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
+            reasoning,
         )
 
 
@@ -167,6 +178,8 @@ class Attempt:
         latency_s: wall time of the backend call, transport retries included.
         usage: token counts, when the backend reported them.
         transport_retries: transient backend failures retried inside this attempt.
+        reasoning: the model's thinking, split off before the answer was read (from the
+            reply's thinking markers, or returned apart by the API); None: none.
         calls: (property) backend calls the attempt took, ``transport_retries + 1``.
     """
 
@@ -180,6 +193,7 @@ class Attempt:
     latency_s: float = 0.0
     usage: Usage | None = None
     transport_retries: int = 0
+    reasoning: str | None = None
 
     @property
     def ok(self) -> bool:

@@ -23,6 +23,8 @@ class Result(Generic[T]):
         mode: ``strict`` or ``repair``.
         attempts: every attempt, the last one valid.
         duration_s: wall time of the whole request.
+        reasoning: (property) the thinking of the attempt that produced the value, kept
+            apart from the answer (None: the model did not think, or ``reasoning=None``).
     """
 
     value: T
@@ -36,6 +38,11 @@ class Result(Generic[T]):
     def raw(self) -> str:
         """The text of the attempt that succeeded."""
         return self.attempts[-1].raw
+
+    @property
+    def reasoning(self) -> str | None:
+        """The thinking of the attempt that succeeded (None when it had none)."""
+        return self.attempts[-1].reasoning
 
     @property
     def repairs(self) -> tuple[Repair, ...]:

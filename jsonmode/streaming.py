@@ -7,6 +7,8 @@ and yield a small vocabulary of events::
     for event in jm.stream("Extract: ...", Person):
         if event.kind == "partial":   # Partial: .value (a PartialPerson), .attempt, .text
             show(event.value)
+        elif event.kind == "thinking":  # Thinking: .text, the thinking's next piece
+            show_thinking(event.text)
         elif event.kind == "retry":   # Retry: the partials so far are void
             clear()                   #   .transport: same request again after a transient
                                       #   failure; else .failed: the Attempt being re-asked
@@ -21,6 +23,15 @@ each partial is read from tokens the decoder allowed, so no later token takes it
 would raise is raised in place of the final event. Given a grammar instead of a schema
 (as ``run_text`` takes it), each partial value is the reply's text so far, and the final
 event holds ``run_text``'s Result.
+
+Thinking (``JsonMode(reasoning=...)``, see :mod:`jsonmode.repair.reasoning`): a
+reasoning model's thinking streams as ``thinking`` events, each with the thinking's
+next piece, apart from the partial values, which are read from the answer only (a
+thinking that drafts a JSON document shows no partial value). A reply whose chat
+template pre-filled the start marker is known to be thinking only when its end marker
+arrives; partial values read from it before then are superseded by the answer's.
+Thinking an API returns apart (``reasoning_content``) is on the final result
+(``Result.reasoning``), not streamed as events.
 
 ``stream_items`` asks for a list and yields each item as soon as it is complete and
 valid on its own (``Schema.check`` of the item schema, pydantic validators included).
@@ -68,6 +79,7 @@ from typing import Any, Literal
 from jsonmode import events
 from jsonmode.backends.base import Chunk, Completion
 from jsonmode.errors import SchemaViolationError, UsageError
+from jsonmode.reasoning import Reasoning
 from jsonmode.repair.parse import Mode
 from jsonmode.repair.partial import (
     MAX_PARTIAL_CHARS,
@@ -75,17 +87,18 @@ from jsonmode.repair.partial import (
     complete_items,
     parse_partial,
 )
+from jsonmode.repair.reasoning import StreamedSplit, split_reasoning
 from jsonmode.repair.typed_partial import typed_partial
 from jsonmode.result import Attempt, Result
 from jsonmode.schema.core import Schema
 from jsonmode.schema.pointer import array_of
 from jsonmode.schema.validation import Issue
-from jsonmode.session import Prompt, Settings, schema_session, text_session
+from jsonmode.session import Prompt, Settings, reasoning_of, schema_session, text_session
 from jsonmode.session.grammar_judge import as_grammar, is_grammar
 from jsonmode.session.streamed import Start, aevents
 from jsonmode.session.streamed import events as streamed_events
 
-__all__ = ["Final", "Partial", "Retry", "StreamEvent"]
+__all__ = ["Final", "Partial", "Retry", "StreamEvent", "Thinking"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +108,7 @@ class Partial:
     Attributes:
         value: the partial value (a partial model instance for a pydantic model).
         attempt: the attempt it belongs to (1-based).
-        text: the reply text so far.
+        text: the reply text so far (its answer: any thinking split off).
         elapsed_s: seconds since the stream started.
     """
 
@@ -104,6 +117,23 @@ class Partial:
     text: str
     elapsed_s: float
     kind: Literal["partial"] = "partial"
+
+
+@dataclass(frozen=True, slots=True)
+class Thinking:
+    """The next piece of a reasoning model's thinking, while the reply streams (shown
+    apart from the partial values, never read for them).
+
+    Attributes:
+        text: the thinking's new text (a delta: join them for the whole thinking).
+        attempt: the attempt it belongs to (1-based).
+        elapsed_s: seconds since the stream started.
+    """
+
+    text: str
+    attempt: int
+    elapsed_s: float
+    kind: Literal["thinking"] = "thinking"
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +176,7 @@ class Final:
     kind: Literal["final"] = "final"
 
 
-StreamEvent = Partial | Retry | Final
+StreamEvent = Partial | Thinking | Retry | Final
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,14 +288,18 @@ class _Reader:
         growing: bool,
         items: _Items | None,
         raw: bool = False,
+        markers: tuple[Reasoning, ...] = (),
     ) -> None:
         self.attempt = attempt
+        self.markers = markers
+        self.split = StreamedSplit(markers) if markers else None
+        self.whole: list[str] = []  # the whole reply (the pieces below are its answer)
         self.started = started
         self.shape = shape
         self.growing = growing or raw
         self.items = items
         self.raw = raw  # the partial value is the text itself (a grammar's text)
-        self.pieces: list[str] = []  # joined into one at each read (and by .text)
+        self.pieces: list[str] = []  # the answer's, joined into one at each read
         self.size = 0  # characters received
         self.cadence = ReadCadence()
         self.unread = False  # a piece that can change the value came since then
@@ -275,18 +309,40 @@ class _Reader:
             items.restart()
 
     @property
-    def text(self) -> str:
+    def answer(self) -> str:
+        """The reply's answer so far (the whole reply when no thinking is split off)."""
         if len(self.pieces) > 1:
             self.pieces = ["".join(self.pieces)]
         return self.pieces[0] if self.pieces else ""
 
-    def feed(self, chunk: Chunk) -> Iterator[Partial | _Item]:
+    @property
+    def text(self) -> str:
+        """The whole reply so far, thinking included."""
+        if self.split is None:
+            return self.answer
+        if len(self.whole) > 1:
+            self.whole = ["".join(self.whole)]
+        return self.whole[0] if self.whole else ""
+
+    def feed(self, chunk: Chunk) -> Iterator[Partial | Thinking | _Item]:
         """Events for one chunk; raises SchemaViolationError (stream_items) to end the
         attempt early."""
         if isinstance(chunk, Completion):
             self.completion = chunk
             return
         if not isinstance(chunk, str) or not chunk:
+            return
+        if self.split is not None:
+            self.whole.append(chunk)
+            thinking, chunk, restart = self.split.feed(chunk)
+            if restart:  # the answer so far was a thinking whose start was pre-filled
+                self.pieces, self.size, self.cadence, self.last = [], 0, ReadCadence(), None
+            if thinking:
+                yield Thinking(thinking, self.attempt, time.perf_counter() - self.started)
+        yield from self._answer(chunk)
+
+    def _answer(self, chunk: str) -> Iterator[Partial | _Item]:
+        if not chunk:
             return
         self.pieces.append(chunk)
         self.size += len(chunk)
@@ -296,9 +352,18 @@ class _Reader:
         if self.unread and self.cadence.due(size):
             yield from self._read()
 
-    def flush(self) -> Iterator[Partial]:
-        """The last partial value, when the cadence left the reply's end unread (the
-        items are read from the whole reply by :meth:`finish`)."""
+    def flush(self) -> Iterator[Partial | Thinking]:
+        """The thinking held back, and the last partial value, when the cadence left
+        the reply's end unread (the items are read from the whole reply by
+        :meth:`finish`)."""
+        if self.split is not None:
+            thinking, answer = self.split.finish()
+            if thinking:
+                yield Thinking(thinking, self.attempt, time.perf_counter() - self.started)
+            if answer:
+                self.pieces.append(answer)
+                self.size += len(answer)
+                self.unread = True
         if self.unread and self.items is None:
             for event in self._read():
                 assert isinstance(event, Partial)
@@ -309,7 +374,7 @@ class _Reader:
         self.cadence.read(self.size)
         if self.size > MAX_PARTIAL_CHARS:
             return  # too long to show (its items come with the final result)
-        text = self.text
+        text = self.answer
         if self.items is not None:
             found, verdict = self.items.check(text)
             yield from found
@@ -330,7 +395,8 @@ class _Reader:
         completion = self.completion or Completion(self.text)
         if self.items is None:
             return completion, [], None
-        found, verdict = self.items.check(completion.text)
+        answer = split_reasoning(completion.text, self.markers).answer
+        found, verdict = self.items.check(answer)
         return completion, found, verdict
 
 
@@ -346,6 +412,7 @@ class _Run:
     growing: bool
     items: _Items | None
     raw: bool = False  # partial values are the reply's text (a grammar's)
+    markers: tuple[Reasoning, ...] = ()  # thinking split off by these (reasoning=)
     partials: int = 0
     first_partial_s: float | None = None
 
@@ -377,7 +444,9 @@ class _Run:
         )
 
     def reader(self, attempt: int) -> _Reader:
-        return _Reader(attempt, self.started, self.shape, self.growing, self.items, self.raw)
+        return _Reader(
+            attempt, self.started, self.shape, self.growing, self.items, self.raw, self.markers
+        )
 
     def repairable(self) -> bool | None:
         """What the reply of an attempt that failed as it streamed says about repair:
@@ -449,7 +518,13 @@ def _streamed_run(
 ) -> _Run:
     name = _name(jm, schema_name)
     shape = _same_text if raw else _shape_for(target)
-    return _Run(jm.mode, time.perf_counter(), name, shape, partial_strings, None, raw)
+    markers = _markers(jm)
+    return _Run(jm.mode, time.perf_counter(), name, shape, partial_strings, None, raw, markers)
+
+
+def _markers(jm: Settings) -> tuple[Reasoning, ...]:
+    """The markers the instance splits thinking by (see ``reasoning_of``)."""
+    return reasoning_of(getattr(jm, "reasoning", "auto"), jm.backend)[0]
 
 
 def _same_text(text: Any) -> Any:
@@ -520,7 +595,8 @@ def _items_run(
     item_spec = Schema.of(item_schema)
     jm.schema_warnings.emit(item_spec)  # (the item schema's, as the caller wrote it)
     items = _Items(item_spec, jm.mode, context)
-    run = _Run(jm.mode, time.perf_counter(), _name(jm, schema_name), None, False, items)
+    name = _name(jm, schema_name)
+    run = _Run(jm.mode, time.perf_counter(), name, None, False, items, markers=_markers(jm))
     if isinstance(item_schema, type) or item_spec.is_typed:
         whole: object = list[item_schema]  # type: ignore[valid-type]
     else:

@@ -162,6 +162,7 @@ def test_request_outcomes_in_strict_mode(registry):
         "invalid_json": 2,
         "schema_violation": 3,
         "truncated": 0,
+        "thinking_truncated": 0,
         "backend_error": 0,
     }
     # a failed request counts under the reason its last attempt gave

@@ -51,6 +51,7 @@ __all__ = [
     "native_arguments",
     "nothing_streamed",
     "openai_strict_ok",
+    "reasoning_of",
     "refers_to_root",
     "run_stream",
     "schema_arguments",
@@ -237,6 +238,7 @@ class Reader:
     def __init__(self, tool: Tool | None) -> None:
         self._tool = tool
         self._content: list[str] = []
+        self._reasoning: list[str] = []  # thinking returned apart (reasoning_content)
         # tool calls by index: [name, argument pieces]
         self._calls: dict[int, tuple[list[str | None], list[str]]] = {}
         self._shown: int | None = None  # the index of the call whose arguments are shown
@@ -261,6 +263,9 @@ class Reader:
         if delta is None:
             return ""
         shown = []
+        thinking = reasoning_of(delta)
+        if thinking:
+            self._reasoning.append(thinking)
         content = getattr(delta, "content", None)
         if content:
             self._content.append(content)
@@ -300,7 +305,11 @@ class Reader:
             calls = [(holder[0], "".join(pieces)) for holder, pieces in self._calls.values()]
             text, problem = self._tool.read(calls, content)
         return Completion(
-            text, self._usage, truncated=self._finish_reason == "length", problem=problem
+            text,
+            self._usage,
+            truncated=self._finish_reason == "length",
+            problem=problem,
+            reasoning="".join(self._reasoning) or None,
         )
 
 
@@ -325,7 +334,15 @@ def usage_of(usage: Any) -> Usage | None:
     """Token counts the server reported (None when it did not)."""
     if usage is None or getattr(usage, "prompt_tokens", None) is None:
         return None
-    return Usage(int(usage.prompt_tokens or 0), int(usage.completion_tokens or 0))
+    details = getattr(usage, "completion_tokens_details", None)
+    if isinstance(details, dict):
+        thinking = details.get("reasoning_tokens")
+    else:
+        thinking = getattr(details, "reasoning_tokens", None)
+    # litellm fills in 0 where the server said nothing: 0 reads as "not reported"
+    counted = isinstance(thinking, int) and not isinstance(thinking, bool) and thinking > 0
+    reasoning = thinking if counted else None
+    return Usage(int(usage.prompt_tokens or 0), int(usage.completion_tokens or 0), reasoning)
 
 
 def to_completion(response: Any, tool: Tool | None) -> Completion:
@@ -343,7 +360,24 @@ def to_completion(response: Any, tool: Tool | None) -> Completion:
         ]
         text, problem = tool.read(calls, text)
     usage = usage_of(getattr(response, "usage", None))
-    return Completion(text, usage, truncated=choice.finish_reason == "length", problem=problem)
+    return Completion(
+        text,
+        usage,
+        truncated=choice.finish_reason == "length",
+        problem=problem,
+        reasoning=reasoning_of(choice.message),
+    )
+
+
+def reasoning_of(message: Any) -> str | None:
+    """The thinking a message (or a streamed delta) carries apart from its content:
+    ``reasoning_content`` (litellm, DeepSeek, vLLM) or ``reasoning`` (OpenRouter,
+    newer vLLM); None when it carries none."""
+    for name in ("reasoning_content", "reasoning"):
+        thinking = getattr(message, name, None)
+        if isinstance(thinking, str) and thinking:
+            return thinking
+    return None
 
 
 def native_arguments(

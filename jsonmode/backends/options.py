@@ -27,7 +27,14 @@ __all__ = [
 ]
 
 #: The keyword arguments ``JsonMode`` itself takes (the rest go to the backend).
-FACADE_OPTIONS: tuple[str, ...] = ("mode", "max_attempts", "tier", "transport", "schema_name")
+FACADE_OPTIONS: tuple[str, ...] = (
+    "mode",
+    "max_attempts",
+    "tier",
+    "transport",
+    "schema_name",
+    "reasoning",
+)
 
 #: Retry counts of other libraries (the OpenAI SDK and instructor's ``max_retries``,
 #: litellm's ``num_retries``): jsonmode's own two loops take their place.

@@ -150,6 +150,7 @@ def build_jsonmode(args: argparse.Namespace) -> JsonMode:
             args.mode,
             args.max_attempts,
             tier=args.tier,
+            reasoning=getattr(args, "reasoning", "auto"),
             tokenizer=tokenizer,
             transport=policy,
             **local,
@@ -175,6 +176,7 @@ def build_jsonmode(args: argparse.Namespace) -> JsonMode:
         options["max_tokens"] = args.max_tokens
     if args.native is not None:
         options["native"] = args.native
+    options["reasoning"] = getattr(args, "reasoning", "auto")  # generate --reasoning
     return JsonMode(
         args.model, args.mode, args.max_attempts, tier=args.tier, transport=policy, **options
     )

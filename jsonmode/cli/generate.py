@@ -10,19 +10,42 @@ from typing import TYPE_CHECKING, Any
 from jsonmode._json import dumps
 from jsonmode.cli import common
 from jsonmode.errors import UsageError
+from jsonmode.reasoning import FAMILIES, Reasoning
 from jsonmode.schema.core import Schema
 
 if TYPE_CHECKING:
     from jsonmode.facade import JsonMode
     from jsonmode.result import Result
 
-__all__ = ["run"]
+__all__ = ["reasoning_option", "run"]
+
+
+def reasoning_option(value: str) -> Reasoning | str | None:
+    """``--reasoning``: ``auto``, ``off`` (None) or an end marker; a known family's end
+    marker gives that family's markers, ``</tag>`` opens with ``<tag>`` and ``[/TAG]``
+    with ``[TAG]``; any other marker ends a thinking that has no start marker.
+
+    Raises:
+        UsageError: an empty or over-long marker.
+    """
+    if value == "auto":
+        return "auto"
+    if value == "off":
+        return None
+    for family in FAMILIES.values():
+        if family.end == value:
+            return family
+    for opening, closing in (("<", "</"), ("[", "[/")):
+        if value.startswith(closing) and len(value) > len(closing):
+            return Reasoning(end=value, start=opening + value[len(closing) :])
+    return Reasoning(end=value)
 
 
 def run(args: argparse.Namespace) -> int:
     """``jsonmode generate`` (see :mod:`jsonmode.cli`): the value (or the text) on stdout;
     exit status 0. Raises what the façade raises (the caller reports it)."""
     grammar = common.compiled_grammar(args)
+    args.reasoning = reasoning_option(args.reasoning)
     jm = common.build_jsonmode(args)
     # An argument that was not UTF-8 (kept by surrogateescape) is refused by the façade
     # like any prompt holding a lone surrogate (session.prompts.user_messages).
@@ -48,10 +71,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _streamed(jm: JsonMode, prompt: str, spec: Schema) -> Result[Any]:
-    """Run ``jm.stream``, each partial value and retry as one JSON line on stderr."""
+    """Run ``jm.stream``, each partial value, thinking piece and retry as one JSON line
+    on stderr."""
     for event in jm.stream(prompt, spec):
         if event.kind == "partial":
             _event_line({"partial": _plain(event.value)})
+        elif event.kind == "thinking":
+            _event_line({"thinking": event.text})
         elif event.kind == "retry":
             retry = {
                 "attempt": event.attempt,

@@ -49,7 +49,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--stream",
         action="store_true",
         help='show the value as it grows: one JSON line per event on stderr, {"partial": '
-        'VALUE} or {"retry": {...}} (the partials so far are void); the value on stdout',
+        'VALUE}, {"thinking": TEXT} (a reasoning model\'s thinking) or {"retry": {...}} '
+        "(the partials so far are void); the value on stdout",
+    )
+    generate.add_argument(
+        "--reasoning",
+        default="auto",
+        metavar="auto|off|END_MARKER",
+        help="a reasoning model's thinking, split off the reply before the answer is read: "
+        "auto (default) knows <think>, [THINK] and gpt-oss's channels; off reads the reply "
+        "whole; END_MARKER names the marker that ends the thinking (e.g. '</reasoning>': "
+        "the same tag without the slash opens it)",
     )
     generate.add_argument("prompt", metavar="PROMPT", help="the prompt ('-' reads stdin)")
 

@@ -13,11 +13,14 @@ Metric families (every label value from a fixed set, except ``schema``):
 
     jsonmode_requests_total{tier,mode,outcome}       first_try | repaired | retried | failed
     jsonmode_attempts_total{tier,result}             valid | invalid_json | schema_violation
-                                                     | truncated | backend_error
+                                                     | truncated | thinking_truncated
+                                                     | backend_error
     jsonmode_failures_total{tier,reason}             failed requests by their last attempt
     jsonmode_repairs_total{kind}                     jsonmode.repair.report.REPAIR_KINDS
     jsonmode_validation_errors_total{keyword}        JSON Schema keyword (or other)
     jsonmode_tokens_total{tier,kind}                 prompt | completion, where reported
+    jsonmode_thinking_tokens_total{tier,source}      reported (the API's reasoning_tokens)
+                                                     | estimated (thinking text, 4 chars a token)
     jsonmode_transport_retries_total{tier}
     jsonmode_tier_fallbacks_total                    constrained asked, prompted ran
     jsonmode_schema_requests_total{schema,outcome}   schema: the schema_name= you give

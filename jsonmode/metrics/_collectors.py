@@ -21,11 +21,16 @@ from jsonmode.repair.parse import MODES
 from jsonmode.repair.report import REPAIR_KINDS
 from jsonmode.result import OUTCOMES, TIERS, Attempt
 
-__all__ = ["FAILURE_REASONS", "KEYWORDS", "TOKEN_KINDS", "Collectors"]
+__all__ = ["FAILURE_REASONS", "KEYWORDS", "THINKING_SOURCES", "TOKEN_KINDS", "Collectors"]
 
 #: Why a request failed: how its last attempt ended.
 FAILURE_REASONS = tuple(outcome for outcome in OUTCOMES if outcome != "valid")
 TOKEN_KINDS = ("prompt", "completion")
+#: Where a count of thinking tokens comes from: the API's usage
+#: (``completion_tokens_details.reasoning_tokens``), or estimated from the thinking's
+#: text at :data:`CHARS_PER_TOKEN` characters a token.
+THINKING_SOURCES = ("reported", "estimated")
+CHARS_PER_TOKEN = 4
 #: Validation keywords counted by name (JSON Schema drafts 3 to 2020-12, plus
 #: ``parse``/``model`` for failures outside JSON Schema); anything else is ``other``.
 KEYWORDS = (
@@ -171,6 +176,13 @@ class Collectors:
             ["tier", "kind"],
             registry=r,
         )
+        thinking = Counter(
+            "jsonmode_thinking_tokens",
+            "Tokens a reasoning model spent thinking (part of the completion tokens): "
+            "as the API reported them, or estimated from the thinking's text.",
+            ["tier", "source"],
+            registry=r,
+        )
         retries = Counter(
             "jsonmode_transport_retries",
             "Transient backend failures retried by the transport policy.",
@@ -246,6 +258,7 @@ class Collectors:
         self._repairs = _children(repairs, REPAIR_KINDS)
         self._keywords = _children(validation, KEYWORDS)
         self._tokens = _children(tokens, TIERS, TOKEN_KINDS)
+        self._thinking = _children(thinking, TIERS, THINKING_SOURCES)
         self._retries = _children(retries, TIERS)
         self._duration = _children(duration, TIERS)
         self._per_request = _children(per_request, TIERS)
@@ -319,6 +332,12 @@ class Collectors:
                 self._tokens[tier, "prompt"].inc(usage.prompt_tokens)
             if usage.completion_tokens:
                 self._tokens[tier, "completion"].inc(usage.completion_tokens)
+        if usage is not None and usage.reasoning_tokens is not None:
+            if usage.reasoning_tokens:
+                self._thinking[tier, "reported"].inc(usage.reasoning_tokens)
+        elif attempt.reasoning:
+            estimate = -(-len(attempt.reasoning) // CHARS_PER_TOKEN)
+            self._thinking[tier, "estimated"].inc(estimate)
         if attempt.transport_retries:
             self._retries[tier,].inc(attempt.transport_retries)
 

@@ -19,7 +19,15 @@ The public verbs (``facade``, ``streaming``, ``batch``, ``texts``) are its clien
 nothing here imports them.
 """
 
-from jsonmode.session.attempts import Prompt, attempts, judged, schema_session, text_session
+from jsonmode.session.attempts import (
+    Prompt,
+    attempts,
+    check_reasoning,
+    judged,
+    reasoning_of,
+    schema_session,
+    text_session,
+)
 from jsonmode.session.drivers import acall, adrive, call, drive, refused, steps, tries
 from jsonmode.session.grammar_judge import GrammarJudge
 from jsonmode.session.judges import Judge, SchemaJudge
@@ -44,8 +52,10 @@ __all__ = [
     "adrive",
     "attempts",
     "call",
+    "check_reasoning",
     "drive",
     "judged",
+    "reasoning_of",
     "refused",
     "schema_session",
     "steps",

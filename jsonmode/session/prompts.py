@@ -19,7 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from jsonmode._json import dumps, has_surrogate
 from jsonmode._text import clip
-from jsonmode.errors import OutputError, OutputTruncatedError, UsageError
+from jsonmode.errors import (
+    OutputError,
+    OutputTruncatedError,
+    ThinkingTruncatedError,
+    UsageError,
+)
 from jsonmode.result import Attempt
 from jsonmode.schema.core import Schema
 from jsonmode.schema.validation import Issue
@@ -138,7 +143,17 @@ def _encodable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+#: The re-ask after a reply that ended inside its thinking (no answer to correct).
+THINKING_RAN_OUT = (
+    "Your reply ran out of room while you were still thinking: it ended inside the "
+    "thinking, before any answer. Think much more briefly (or not at all) and give the "
+    "answer directly."
+)
+
+
 def _problems(outcome: str, issues: Sequence[Issue], error: str | None, raw: str) -> list[str]:
+    if outcome == "thinking_truncated":
+        return [THINKING_RAN_OUT]
     if outcome == "truncated":
         return [
             "Your reply was cut off before the JSON document ended. "
@@ -167,6 +182,8 @@ def describe_failure(failure: OutputError) -> str:
     back to its model (LangChain's ``observation``, a CrewAI guardrail's error).
     """
     outcome = "truncated" if isinstance(failure, OutputTruncatedError) else "other"
+    if isinstance(failure, ThinkingTruncatedError):
+        outcome = "thinking_truncated"
     lines = ["The output does not conform to the JSON Schema."]
     lines += _problems(outcome, failure.issues, failure.message, failure.raw)
     lines.append("Reply again with only the corrected JSON document.")
@@ -263,7 +280,9 @@ def _text_feedback(attempt: Attempt, max_attempts: int, noun: str) -> str:
             f"(Your reply was {len(attempt.raw):,} characters long; only its first and last "
             "characters are repeated above.)"
         )
-    if attempt.outcome == "truncated":
+    if attempt.outcome == "thinking_truncated":
+        lines.append(THINKING_RAN_OUT)
+    elif attempt.outcome == "truncated":
         lines.append(
             "Your reply was cut off at the length limit before the text was complete. "
             "Reply with a complete, shorter text."

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from jsonmode.backends.base import Backend, Completion, Request
 from jsonmode.errors import BackendError, OutputError
+from jsonmode.reasoning import Reasoning
 from jsonmode.repair.parse import Mode
 from jsonmode.result import Attempt, Result, Tier
 from jsonmode.retry import TransportPolicy
@@ -73,6 +74,8 @@ class Settings(Protocol):
     schema_name: str | None
     transport: TransportPolicy
     schema_warnings: SchemaWarnings
+    #: "auto", None or a Reasoning (see jsonmode.session.attempts.reasoning_of)
+    reasoning: Reasoning | str | None
 
     def prepare(self) -> None:
         """The backend's one-time set-up (cheap after the first call)."""

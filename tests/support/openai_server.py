@@ -3,7 +3,8 @@
 Each request to ``POST /v1/chat/completions`` (or ``/chat/completions``) consumes the
 next action of the script:
 
-    Reply("...")            a chat.completion with that content (finish_reason, usage)
+    Reply("...")            a chat.completion with that content (finish_reason, usage;
+                            ``reasoning``: thinking returned apart as reasoning_content)
     ToolReply("f", "{...}") a chat.completion whose message calls the tool ``f`` with
                             those arguments (``others``: more calls, sent first)
     HttpError(429)          an OpenAI-style JSON error body with that status (``headers``:
@@ -55,6 +56,10 @@ class Reply:
     every: float = 0.0
     #: streamed only: drop the connection after this many pieces
     cut_after: int | None = None
+    #: thinking returned apart (``reasoning_content``; streamed in up to four deltas
+    #: before the content), and the usage's ``completion_tokens_details.reasoning_tokens``
+    reasoning: str | None = None
+    reasoning_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -104,12 +109,15 @@ class Recorded:
     body: Any
 
 
-def _usage(reply: Reply | ToolReply) -> dict[str, int]:
-    return {
+def _usage(reply: Reply | ToolReply) -> dict[str, Any]:
+    usage: dict[str, Any] = {
         "prompt_tokens": reply.prompt_tokens,
         "completion_tokens": reply.completion_tokens,
         "total_tokens": reply.prompt_tokens + reply.completion_tokens,
     }
+    if isinstance(reply, Reply) and reply.reasoning_tokens is not None:
+        usage["completion_tokens_details"] = {"reasoning_tokens": reply.reasoning_tokens}
+    return usage
 
 
 def _calls(reply: ToolReply) -> list[tuple[str, str]]:
@@ -118,6 +126,8 @@ def _calls(reply: ToolReply) -> list[tuple[str, str]]:
 
 def completion_object(reply: Reply | ToolReply, model: str, number: int) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if isinstance(reply, Reply) and reply.reasoning is not None:
+        message["reasoning_content"] = reply.reasoning
     if isinstance(reply, ToolReply):
         message["tool_calls"] = [
             {
@@ -176,6 +186,8 @@ def chunk_events(
                 yield event({"tool_calls": [call]}), last
     else:
         yield event({"role": "assistant", "content": ""}), False
+        for piece in split(reply.reasoning) if reply.reasoning is not None else ():
+            yield event({"reasoning_content": piece}), False
         for piece in reply.pieces if reply.pieces is not None else split(reply.content):
             yield event({"content": piece}), True
     yield event({}, reply.finish_reason), False

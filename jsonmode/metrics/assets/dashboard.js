@@ -6,8 +6,10 @@
 (function () {
   const SVG = "http://www.w3.org/2000/svg";
   const OUTCOMES = ["first_try", "repaired", "retried", "failed"];
-  const RESULTS = ["valid", "invalid_json", "schema_violation", "truncated", "backend_error"];
-  const REASONS = ["invalid_json", "schema_violation", "truncated", "backend_error"];
+  const RESULTS = ["valid", "invalid_json", "schema_violation", "truncated", "thinking_truncated",
+    "backend_error"];
+  const REASONS = ["invalid_json", "schema_violation", "truncated", "thinking_truncated",
+    "backend_error"];
   const COLORS = {
     first_try: "var(--green)",
     repaired: "var(--blue)",
@@ -17,6 +19,7 @@
     invalid_json: "var(--orange)",
     schema_violation: "var(--purple)",
     truncated: "var(--amber)",
+    thinking_truncated: "var(--teal)",
     backend_error: "var(--red)",
   };
   const PALETTE = ["var(--blue)", "var(--purple)", "var(--teal)", "var(--amber)", "var(--pink)",
