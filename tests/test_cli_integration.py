@@ -114,6 +114,7 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Ge
     schema = tmp_path_factory.mktemp("cli") / "person.json"
     schema.write_text(json.dumps(PERSON), encoding="utf-8")
     servers = {name: OpenAIServer(script) for name, (script, _) in SCENARIOS.items()}
+    processes: dict[str, subprocess.Popen[str]] = {}
     try:
         processes = {
             name: subprocess.Popen(
@@ -150,6 +151,10 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Ge
             results[name] = Generated(done, servers[name])
         yield results
     finally:
+        for process in processes.values():
+            if process.returncode is None:  # (a hang: at the deadline) reap it, close its pipes
+                process.kill()
+                process.communicate()
         for server in servers.values():
             server.close()
 

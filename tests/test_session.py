@@ -18,6 +18,7 @@ from jsonmode.errors import (
     PermanentBackendError,
     TransientBackendError,
 )
+from jsonmode.reasoning import Reasoning
 from jsonmode.repair.parse import Mode
 from jsonmode.result import Result, Tier
 from jsonmode.retry import TransportPolicy
@@ -61,6 +62,7 @@ class Settings:
         )
     )
     schema_warnings: SchemaWarnings = field(default_factory=SchemaWarnings)
+    reasoning: Reasoning | str | None = "auto"
     prepared: int = 0
 
     def prepare(self) -> None:

@@ -383,3 +383,21 @@ def test_a_cut_off_reply_before_a_startless_end_marker_ended_inside_its_thinking
     # not cut off: a reply without the marker is read as the answer
     result, _ = run([ADA], reasoning=markers)
     assert result.reasoning is None
+
+
+def test_a_gated_reply_is_split_exactly_whatever_its_thinking_looks_like() -> None:
+    """Under a constraining backend's gate the reply is thinking, marker, document: the
+    split needs no guess (the heuristic leaves a reply opening with '{' whole)."""
+    from jsonmode.repair.reasoning import split_gated, split_reasoning
+
+    marks = jsonmode.Reasoning("</think>", start="<think>")
+    reply = '{"draft": 1} hmm</think>\n{"a": 2}'
+    assert split_reasoning(reply, [marks]).thinking is None  # the guess declines
+    split = split_gated(reply, marks)
+    assert (split.thinking, split.answer, split.unfinished) == (
+        '{"draft": 1} hmm',
+        '{"a": 2}',
+        False,
+    )
+    assert split_gated("<think>still going", marks).unfinished
+    assert split_gated("<think>a</think>[1]", marks).answer == "[1]"

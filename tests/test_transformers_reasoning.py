@@ -136,3 +136,48 @@ def test_detected_reasoning(qwen3_model: tuple[Any, Any], tmp_path: Path) -> Non
         "{% for m in messages %}{{ m['content'] }}{% endfor %}[THINK]...[/THINK]"
     )
     assert backend_of((model, tokenizer)).detected_reasoning() == FAMILIES["magistral"]
+
+
+def test_the_facade_thinks_then_answers_in_every_path(qwen3_model: tuple[Any, Any]) -> None:
+    """The seam between the two halves of issue 41: JsonMode sends its markers on the
+    request, the backend gates its mask with them, and the tiers split the reply."""
+    model, tokenizer = qwen3_model
+    jm = jsonmode.JsonMode(model, tokenizer=tokenizer, reasoning=REASONING, max_new_tokens=48)
+    result = jm.run("Pick a color.", SCHEMA)
+    assert result.tier == "constrained"
+    jsonschema.validate(result.value, SCHEMA)
+    thinking, marker, document = result.raw.partition("</think>")
+    assert marker and json.loads(document) == result.value
+    assert result.reasoning is not None and "</think>" not in result.reasoning
+    assert result.reasoning.strip() in thinking
+
+    for item in jm.map(["one", "two, longer"], SCHEMA):
+        assert isinstance(item, jsonmode.Result), item
+        jsonschema.validate(item.value, SCHEMA)
+        assert item.reasoning is not None
+
+    kinds = [event.kind for event in jm.stream("Stream it.", SCHEMA)]
+    assert kinds[-1] == "final"
+    assert "thinking" in kinds  # the thinking shown apart from the partial values
+
+
+def test_auto_uses_what_the_local_model_says(qwen3_model: tuple[Any, Any]) -> None:
+    """reasoning="auto" (the default) asks a local backend for its markers and sends
+    them: the mask then lets the model think (it would be forced into JSON at once)."""
+    model, tokenizer = qwen3_model
+    from jsonmode.backends.transformers import TransformersBackend
+
+    seen: list[Request] = []
+
+    class Recording(TransformersBackend):
+        def complete(self, request: Request) -> jsonmode.Completion:
+            seen.append(request)
+            return super().complete(request)
+
+    backend = Recording(model, tokenizer, max_new_tokens=8)
+    jm = jsonmode.JsonMode(backend, max_attempts=1)
+    with pytest.raises(jsonmode.AttemptsExhaustedError) as caught:
+        jm.run("Think about it.", SCHEMA)  # no cap: 8 tokens end inside the thinking
+    assert [attempt.outcome for attempt in caught.value.attempts] == ["thinking_truncated"]
+    assert seen and seen[0].reasoning == FAMILIES["think"]
+    assert seen[0].constrained

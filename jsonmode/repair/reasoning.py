@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 from jsonmode.reasoning import FAMILIES, MAX_MARKER_CHARS, Reasoning
 
-__all__ = ["AUTO", "Split", "StreamedSplit", "split_reasoning"]
+__all__ = ["AUTO", "Split", "StreamedSplit", "split_gated", "split_reasoning"]
 
 #: The markers ``reasoning="auto"`` looks for in replies.
 AUTO: tuple[Reasoning, ...] = tuple(FAMILIES.values())
@@ -76,6 +76,27 @@ def split_reasoning(text: str, markers: Sequence[Reasoning]) -> Split:
         if split is not None:
             return split
     return Split(text)
+
+
+def split_gated(text: str, reasoning: Reasoning) -> Split:
+    """``text`` as a constraining backend decoded it under ``reasoning``'s gate: an
+    optional start marker, the thinking, the end marker, the document (no guessing: the
+    thinking may look like anything, even JSON). No end marker: the reply ended inside
+    its thinking (``unfinished``). Linear in ``text``."""
+    body = (
+        text[len(reasoning.start) :]
+        if reasoning.start and text.startswith(reasoning.start)
+        else text
+    )
+    closing = body.find(reasoning.end)
+    if closing < 0:
+        return Split("", body.strip(), True, reasoning)
+    return Split(
+        _answer(body[closing + len(reasoning.end) :], reasoning),
+        body[:closing].strip(),
+        False,
+        reasoning,
+    )
 
 
 def _split(text: str, reasoning: Reasoning) -> Split | None:

@@ -37,7 +37,7 @@ from jsonmode.errors import (
     UsageError,
 )
 from jsonmode.reasoning import Reasoning
-from jsonmode.repair.reasoning import AUTO, Split, split_reasoning
+from jsonmode.repair.reasoning import AUTO, Split, split_gated, split_reasoning
 from jsonmode.result import Attempt, Outcome, Result
 from jsonmode.schema.core import Schema
 from jsonmode.schema.validation import Issue
@@ -153,7 +153,7 @@ def attempts(
     # what the events need; a tuple costs nothing when nobody listens
     fallback = settings.tier == "constrained" and tier != "constrained"
     report = Context(tier, mode, name, started, fallback)
-    markers, gate = reasoning_of(getattr(settings, "reasoning", "auto"), settings.backend)
+    markers, gate = reasoning_of(settings.reasoning, settings.backend)
     first = judge.first_messages(user_messages(prompt), examples)
     request = _gated(judge.request(first, tier), gate)
     done = trace.attempts
@@ -174,7 +174,9 @@ def attempts(
                 _attempt_finished(report, done[-1])
                 _request_finished(report, done, ok=False)
             raise reply.error
-        attempt, value = judged(index, reply, judge, markers, gate)
+        # a constraining backend gated this reply: thinking, end marker, document, exactly
+        gated = gate if request.constrained else None
+        attempt, value = judged(index, reply, judge, markers, gate, gated)
         done.append(attempt)
         if events.listeners:
             _attempt_finished(report, attempt)
@@ -222,16 +224,22 @@ def judged(
     judge: Judge,
     markers: Sequence[Reasoning] = (),
     gate: Reasoning | None = None,
+    gated: Reasoning | None = None,
 ) -> tuple[Attempt, Any]:
     """One output as an Attempt, and its value when it is valid. The reply's thinking
     (by ``markers``, and what the API returned apart) is split off before the judge
     reads the answer, and kept on the attempt. ``gate``: the markers sent with the
     request; when they have no start marker (the reply always begins inside the
     thinking), a reply cut off at the length limit before their end marker ended
-    inside its thinking."""
+    inside its thinking. ``gated``: the markers a constraining backend decoded this
+    reply under; it is then exactly thinking, end marker, document, and split so
+    (:func:`~jsonmode.repair.reasoning.split_gated`), whatever the thinking looks like."""
     completion = reply.completion
     assert completion is not None
-    split = split_reasoning(completion.text, markers)
+    if gated is not None:
+        split = split_gated(completion.text, gated)
+    else:
+        split = split_reasoning(completion.text, markers)
     if (
         split.thinking is None
         and completion.truncated
