@@ -147,8 +147,10 @@ def test_the_facade_thinks_then_answers_in_every_path(qwen3_model: tuple[Any, An
     assert result.tier == "constrained"
     jsonschema.validate(result.value, SCHEMA)
     thinking, marker, document = result.raw.partition("</think>")
-    assert marker and json.loads(document) == result.value
-    assert result.reasoning is not None and "</think>" not in result.reasoning
+    assert marker
+    assert json.loads(document) == result.value
+    assert result.reasoning is not None
+    assert "</think>" not in result.reasoning
     assert result.reasoning.strip() in thinking
 
     for item in jm.map(["one", "two, longer"], SCHEMA):
@@ -179,5 +181,6 @@ def test_auto_uses_what_the_local_model_says(qwen3_model: tuple[Any, Any]) -> No
     with pytest.raises(jsonmode.AttemptsExhaustedError) as caught:
         jm.run("Think about it.", SCHEMA)  # no cap: 8 tokens end inside the thinking
     assert [attempt.outcome for attempt in caught.value.attempts] == ["thinking_truncated"]
-    assert seen and seen[0].reasoning == FAMILIES["think"]
+    assert seen
+    assert seen[0].reasoning == FAMILIES["think"]
     assert seen[0].constrained
