@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import json
 import random
-import re
 from typing import Any
 
-import jsonschema
 import pytest
 import torch
 from test_processor import PERSON, WIDTH, Request, eos_only, step
@@ -129,70 +127,3 @@ def test_a_call_in_prose_ends_only_when_the_call_is_closed(
         request.output.append(token)
     out = processor.apply(torch.zeros(1, WIDTH))
     assert eos_only(out[0], vocabulary), "after the first call (stop_after_first) only the end"
-
-
-CITY = {
-    "type": "object",
-    "properties": {"city": {"enum": ["Oslo", "Rome"]}, "unit": {"enum": ["c", "f"]}},
-    "required": ["city", "unit"],
-    "additionalProperties": False,
-}
-TZ = {
-    "type": "object",
-    "properties": {"tz": {"type": "string", "pattern": "^[A-Z]{3}$"}},
-    "required": ["tz"],
-    "additionalProperties": False,
-}
-
-
-def test_a_real_server_writes_exactly_one_conforming_call(server: Any) -> None:
-    """Over HTTP (``vllm_xargs``): ``at_least_one`` and ``stop_after_first`` make the reply
-    exactly one call of one of two tools; the random model's reply is that, and stops."""
-    import openai
-
-    tools = {"get_weather": CITY, "get_time": TZ}
-    spec = {
-        "type": "structural_tag",
-        "format": {
-            "type": "triggered_tags",
-            "triggers": ["<tool_call>"],
-            "tags": [
-                {
-                    "type": "tag",
-                    "begin": f'<tool_call>\n{{"name": "{name}", "arguments": ',
-                    "content": {"type": "json_schema", "json_schema": schema},
-                    "end": "}\n</tool_call>",
-                }
-                for name, schema in tools.items()
-            ],
-            "at_least_one": True,
-            "stop_after_first": True,
-        },
-    }
-    compiled = jsonmode.compile_structural_tag(spec)
-    client = openai.OpenAI(base_url=server.base_url, api_key="unused", max_retries=0, timeout=120)
-    pattern = re.compile(r'<tool_call>\n\{"name": "(\w+)", "arguments": (.*)\}\n</tool_call>', re.S)
-    for seed in range(3):
-        reply = client.chat.completions.create(
-            model="tiny",
-            messages=[{"role": "user", "content": "Call a tool."}],
-            max_tokens=400,
-            temperature=1.0,
-            extra_body={"seed": seed, "vllm_xargs": {"structural_tag": json.dumps(spec)}},
-        )
-        choice = reply.choices[0]
-        text = choice.message.content or ""
-        assert choice.finish_reason == "stop", (choice.finish_reason, text)
-        assert compiled.accepts(text), text
-        found = pattern.fullmatch(text)
-        assert found is not None, text
-        jsonschema.validate(json.loads(found.group(2)), tools[found.group(1)])
-    bad = json.loads(json.dumps(spec))
-    bad["format"]["tags"][1]["content"]["type"] = "nope"
-    with pytest.raises(openai.BadRequestError, match=r"\$\.format\.tags\[1\]\.content\.type"):
-        client.chat.completions.create(
-            model="tiny",
-            messages=[{"role": "user", "content": "Call a tool."}],
-            max_tokens=5,
-            extra_body={"vllm_xargs": {"structural_tag": json.dumps(bad)}},
-        )
