@@ -214,3 +214,33 @@ def test_a_structural_tag_gives_exactly_one_conforming_call(server: Any) -> None
             max_tokens=5,
             extra_body={"vllm_xargs": {"structural_tag": json.dumps(bad)}},
         )
+
+
+def test_a_thinking_model_thinks_closes_and_answers_over_http(server: Any) -> None:
+    """The reasoning gate over HTTP (issue 41): ``reasoning_end`` and
+    ``reasoning_max_tokens`` beside ``json_schema`` in ``vllm_xargs``; the random model's
+    reply is thinking (free, no marker in it), the marker (its text spelled in ordinary
+    tokens here, forced once the cap is reached), then a conforming document, and it
+    stops."""
+    for seed in range(3):
+        reply = client(server).chat.completions.create(
+            model="tiny",
+            messages=[{"role": "user", "content": "Think, then reply with JSON."}],
+            max_tokens=400,
+            temperature=1.0,
+            extra_body={
+                "seed": seed,
+                "vllm_xargs": {
+                    "json_schema": json.dumps(PERSON),
+                    "reasoning_end": "</think>",
+                    "reasoning_max_tokens": 12,
+                },
+            },
+        )
+        choice = reply.choices[0]
+        text = choice.message.content or ""
+        _thinking, marker, document = text.partition("</think>")
+        assert marker, text
+        assert choice.finish_reason == "stop", text
+        conforms(document, PERSON)
+        assert reply.usage.completion_tokens <= 12 + len("</think>") + len(document.encode()) + 1
