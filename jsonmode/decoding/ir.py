@@ -35,6 +35,7 @@ __all__ = [
     "alt",
     "called",
     "expr_bytes",
+    "renamed_calls",
     "seq",
 ]
 
@@ -340,3 +341,24 @@ def expr_bytes(expr: Expr | None) -> int:
     if isinstance(expr, Rep):
         return 64 + expr_bytes(expr.item)
     return 64
+
+
+def renamed_calls(expr: Expr, rename: Callable[[str], str]) -> Expr:
+    """``expr`` with every rule it calls renamed by ``rename`` (a grammar's rules copied
+    under new names: a GBNF body bound into another grammar). Linear in ``expr``."""
+    if isinstance(expr, Call):
+        return Call(rename(expr.rule))
+    if isinstance(expr, Seq):
+        return Seq(tuple(renamed_calls(item, rename) for item in expr.items))
+    if isinstance(expr, Alt):
+        return Alt(tuple(renamed_calls(option, rename) for option in expr.options))
+    if isinstance(expr, Rep):
+        return Rep(renamed_calls(expr.item, rename), expr.low, expr.high)
+    if isinstance(expr, Members):
+        return Members(
+            tuple((renamed_calls(member, rename), needed) for member, needed in expr.members),
+            None if expr.extra is None else renamed_calls(expr.extra, rename),
+            renamed_calls(expr.sep, rename),
+            expr.any_order,
+        )
+    return expr

@@ -21,6 +21,7 @@ schemas, vocabulary fingerprint and options), like compiled schemas.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import sys
 import threading
@@ -50,6 +51,7 @@ from jsonmode.decoding.ir import (
     Rep,
     Seq,
     alt,
+    renamed_calls,
     seq,
 )
 from jsonmode.decoding.reasoning_gate import GatedConstraint, gate
@@ -528,7 +530,7 @@ def bind_schemas(
         sub, holes = build_grammar(spec.json_schema, settings, _validator_for(spec))
         names = {rule: name if rule == sub.root else f"{name}/{rule}" for rule in sub.rules}
         for rule, expr in sub.rules.items():
-            rules[names[rule]] = _renamed(expr, names)
+            rules[names[rule]] = renamed_calls(expr, functools.partial(_lookup, names))
         unenforced.extend(f"{name}:{pointer}" for pointer in holes)
     return Grammar(grammar.root, rules), tuple(unenforced)
 
@@ -711,22 +713,6 @@ def _validator_for(spec: Schema) -> Any:
     return lambda node: spec.validator.evolve(schema=node)
 
 
-def _renamed(expr: Expr, names: Mapping[str, str]) -> Expr:
-    """``expr`` with its calls renamed by ``names``."""
-    if isinstance(expr, Call):
-        return Call(names.get(expr.rule, expr.rule))
-    if isinstance(expr, Seq):
-        return Seq(tuple(_renamed(item, names) for item in expr.items))
-    if isinstance(expr, Alt):
-        return Alt(tuple(_renamed(option, names) for option in expr.options))
-    if isinstance(expr, Rep):
-        return Rep(_renamed(expr.item, names), expr.low, expr.high)
-    if isinstance(expr, Members):
-        return Members(
-            tuple((_renamed(member, names), needed) for member, needed in expr.members),
-            None if expr.extra is None else _renamed(expr.extra, names),
-            _renamed(expr.sep, names),
-            expr.any_order,
-        )
-    assert isinstance(expr, (Lit, Lex))
-    return expr
+def _lookup(names: Mapping[str, str], rule: str) -> str:
+    """``rule``'s new name in ``names`` (itself when it has none)."""
+    return names.get(rule, rule)

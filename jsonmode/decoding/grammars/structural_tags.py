@@ -68,7 +68,17 @@ from jsonmode.decoding.grammars.tag_spec import (
     TriggeredFormat,
     read_spec,
 )
-from jsonmode.decoding.ir import EMPTY, Alt, Call, Expr, Grammar, Lex, Lit, Members, Rep, Seq
+from jsonmode.decoding.ir import (
+    EMPTY,
+    Alt,
+    Call,
+    Expr,
+    Grammar,
+    Lex,
+    Lit,
+    Rep,
+    renamed_calls,
+)
 from jsonmode.decoding.ir import alt as alt_of
 from jsonmode.decoding.ir import seq as seq_of
 from jsonmode.errors import (
@@ -250,7 +260,7 @@ class _Writer:
         prefix = f"grammar{self.grammars}/"
         self.grammars += 1
         for name, expr in parsed.rules.items():
-            self.rules[prefix + name] = _prefixed(expr, prefix)
+            self.rules[prefix + name] = renamed_calls(expr, lambda called: prefix + called)
         return Call(prefix + parsed.root)
 
 
@@ -279,26 +289,6 @@ def _closing(ends: tuple[str, ...] | None) -> Expr:
     if ends is None:
         return EMPTY
     return alt_of(*(Lit(end.encode("utf-8")) for end in ends))
-
-
-def _prefixed(expr: Expr, prefix: str) -> Expr:
-    """``expr`` with every rule it calls renamed ``prefix + name``."""
-    if isinstance(expr, Call):
-        return Call(prefix + expr.rule)
-    if isinstance(expr, Seq):
-        return Seq(tuple(_prefixed(item, prefix) for item in expr.items))
-    if isinstance(expr, Alt):
-        return Alt(tuple(_prefixed(option, prefix) for option in expr.options))
-    if isinstance(expr, Rep):
-        return Rep(_prefixed(expr.item, prefix), expr.low, expr.high)
-    if isinstance(expr, Members):
-        return Members(
-            tuple((_prefixed(member, prefix), needed) for member, needed in expr.members),
-            None if expr.extra is None else _prefixed(expr.extra, prefix),
-            _prefixed(expr.sep, prefix),
-            expr.any_order,
-        )
-    return expr
 
 
 # -- entry point ----------------------------------------------------------------------------
