@@ -15,6 +15,7 @@ import pydantic
 import pytest
 from openai.types.responses import Response, ResponseStreamEvent
 
+from jsonmode.serve.responses import Ids, response_events, response_object
 from tests.support.openai_server import Delay, OpenAIServer, Reply
 from tests.support.serve_inprocess import served
 
@@ -303,3 +304,20 @@ def test_bad_requests_are_400_naming_the_responses_field(
     assert answer.status_code == 400
     assert answer.json()["error"]["param"].startswith(param)
     assert upstream.request_count == 0  # answered before the upstream is touched
+
+
+def test_refusal_and_reasoning_render_as_the_openai_types() -> None:
+    ids = Ids()
+    body = {"model": "m", "input": "x"}
+    parts = {"text": "", "refusal": "I can't help with that.", "reasoning": "Hmm.", "usage": None}
+    final = response_object(body, ids, parts=parts, jsonmode={"tier": "native"})
+    response = Response.model_validate(final)
+    assert [item.type for item in response.output] == ["reasoning", "message"]
+    assert response.output[1].content[0].type == "refusal"  # type: ignore[union-attr]
+    events = response_events(body, ids, parts, model="m", jsonmode=None, first=2)
+    for event in events:
+        EVENTS.validate_python(event)
+    kinds = [event["type"] for event in events]
+    assert "response.refusal.delta" in kinds
+    assert "response.refusal.done" in kinds
+    assert [event["sequence_number"] for event in events] == list(range(2, 2 + len(events)))

@@ -67,6 +67,7 @@ from jsonmode.serve.wire import Call, read_chat
 
 __all__ = [
     "Answer",
+    "Ids",
     "ResponsesRendering",
     "chat_body",
     "completion_parts",

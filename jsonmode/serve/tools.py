@@ -619,10 +619,12 @@ def tools_reply(call: Call, upstream: Any, keepalive_s: float) -> Deferred[Tools
     """The ASGI answer to a chat call with strict tools (see the module docstring).
 
     Raises:
-        ServeError: 400 for a strict tool whose parameters cannot be used (before the
-            upstream is touched).
+        ServeError: 400 for a strict tool whose parameters cannot be used, or ``n``
+            other than 1 (before the upstream is touched).
     """
     strict_tools(call.params)
+    if call.params.get("n", 1) not in (1, None):
+        raise ServeError(400, "n must be 1 with strict tools", param="n", code="unsupported_value")
     return Deferred(
         run_tools(call, upstream), ToolsRendering(call), stream=call.stream, keepalive_s=keepalive_s
     )
