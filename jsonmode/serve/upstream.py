@@ -37,6 +37,7 @@ from jsonmode.errors import JsonModeError, PermanentBackendError, UsageError
 from jsonmode.facade import JsonMode
 from jsonmode.records import Usage
 from jsonmode.result import Result
+from jsonmode.retry import TransportPolicy
 from jsonmode.serve.config import ServeConfig
 from jsonmode.serve.errors import from_jsonmode
 from jsonmode.serve.wire import Call
@@ -254,6 +255,9 @@ class Upstream:
             self.native_schema = False
         else:
             self.native_schema = native_schema_for(config.upstream, config.api_base)
+        self.transport = TransportPolicy(
+            max_retries=config.transport_retries, max_delay=config.max_retry_wait_s
+        )
         self._client: Any = None
         self._http: Any = None
         if self.compatible:
@@ -313,6 +317,7 @@ class Upstream:
             options.mode,
             options.max_attempts,
             tier=tier,
+            transport=self.transport,
             reasoning=options.reasoning,
         )
         try:
