@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -15,14 +14,16 @@ import pydantic
 import pytest
 from openai.types.responses import Response, ResponseStreamEvent
 
+from jsonmode.serve.config import ServeConfig
 from jsonmode.serve.responses import Ids, response_events, response_object
 from tests.support.openai_server import Delay, OpenAIServer, Reply
-from tests.support.serve_inprocess import served
+from tests.support.serve_app import ServedApp
 
 pytestmark = pytest.mark.integration
 
 GOOD = '{"name": "Ada", "age": 36}'
 EVENTS = pydantic.TypeAdapter(ResponseStreamEvent)
+KEEPALIVE_S = 0.3
 
 
 class Person(pydantic.BaseModel):
@@ -30,39 +31,52 @@ class Person(pydantic.BaseModel):
     age: int
 
 
+class Stack:
+    """A scripted upstream, the server in front of it and a client: one per module,
+    re-scripted per test."""
+
+    def __init__(self) -> None:
+        self.upstream = OpenAIServer().__enter__()
+        config = ServeConfig(
+            "openai/scripted",
+            api_base=self.upstream.base_url,
+            tier="prompted",
+            keepalive_s=KEEPALIVE_S,
+            timeout_s=5.0,
+        )
+        self.served = ServedApp(config).__enter__()
+        self.base = self.served.base_url
+        self.client = openai.OpenAI(base_url=self.base, api_key="none", max_retries=0)
+
+    def script(self, *actions: Any) -> OpenAIServer:
+        self.upstream.rescript(actions)
+        return self.upstream
+
+    def post(self, body: dict[str, Any]) -> httpx.Response:
+        return httpx.post(f"{self.base}/responses", json=body, timeout=10)
+
+    def events(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """The data of every SSE event of a streamed answer, read raw."""
+        with httpx.stream("POST", f"{self.base}/responses", json=body, timeout=10) as answer:
+            lines = list(answer.iter_lines())
+        return [json.loads(line[6:]) for line in lines if line.startswith("data: ")]
+
+    def close(self) -> None:
+        self.client.close()
+        self.served.__exit__()
+        self.upstream.close()
+
+
 @pytest.fixture(scope="module")
-def idle() -> Iterator[tuple[OpenAIServer, str]]:
-    """One server for the requests that must never reach its upstream."""
-    with OpenAIServer([]) as upstream, served(upstream) as base:
-        yield upstream, base
+def stack() -> Iterator[Stack]:
+    s = Stack()
+    yield s
+    s.close()
 
 
-def client(base_url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=base_url, api_key="none", max_retries=0)
-
-
-@contextmanager
-def session(script: list[Any], **settings: Any) -> Iterator[tuple[OpenAIServer, openai.OpenAI]]:
-    """The scripted upstream, the server in front of it, a sync client of the server."""
-    with (
-        OpenAIServer(script) as upstream,
-        served(upstream, **settings) as base,
-        client(base) as openai_client,
-    ):
-        yield upstream, openai_client
-
-
-def raw_post(base_url: str, body: dict[str, Any]) -> httpx.Response:
-    return httpx.post(f"{base_url}/responses", json=body, timeout=10)
-
-
-def test_parse_repairs_a_slip_and_the_reply_is_a_response_object() -> None:
-    with (
-        OpenAIServer([Reply("Sure! {'name': 'Ada', 'age': '36'}")]) as upstream,
-        served(upstream) as base,
-        client(base) as openai_client,
-    ):
-        parsed = openai_client.responses.parse(model="m", input="Ada, 36", text_format=Person)
+def test_parse_repairs_a_slip_and_the_reply_is_a_response_object(stack: Stack) -> None:
+    upstream = stack.script(Reply("Sure! {'name': 'Ada', 'age': '36'}"))
+    parsed = stack.client.responses.parse(model="m", input="Ada, 36", text_format=Person)
     assert parsed.output_parsed == Person(name="Ada", age=36)
     assert parsed.id.startswith("resp_")
     assert parsed.status == "completed"
@@ -77,28 +91,20 @@ def test_parse_repairs_a_slip_and_the_reply_is_a_response_object() -> None:
     assert upstream.request_count == 1
 
 
-def test_the_body_validates_against_the_openai_types() -> None:
-    reply = Reply(GOOD, prompt_tokens=7, completion_tokens=3)
-    with OpenAIServer([reply]) as upstream, served(upstream) as base:
-        raw = raw_post(
-            base,
-            {
-                "model": "m",
-                "input": "Ada",
-                "instructions": "Extract the person.",
-                "text": {
-                    "format": {
-                        "type": "json_schema",
-                        "name": "person",
-                        "strict": True,
-                        "schema": Person.model_json_schema(),
-                    }
-                },
-            },
-        )
-    assert raw.status_code == 200
-    body = raw.json()
-    response = Response.model_validate(body)  # strict pydantic validation, every field
+def test_the_body_validates_against_the_openai_types(stack: Stack) -> None:
+    stack.script(Reply(GOOD, prompt_tokens=7, completion_tokens=3))
+    person = {"type": "json_schema", "name": "person", "strict": True}
+    answer = stack.post(
+        {
+            "model": "m",
+            "input": "Ada",
+            "instructions": "Extract the person.",
+            "text": {"format": {**person, "schema": Person.model_json_schema()}},
+        }
+    )
+    assert answer.status_code == 200
+    body = answer.json()
+    response = Response.model_validate(body)  # pydantic validation of every field
     assert response.object == "response"
     assert json.loads(response.output_text) == json.loads(GOOD)
     message = body["output"][0]
@@ -115,10 +121,9 @@ def test_the_body_validates_against_the_openai_types() -> None:
     assert set(body["jsonmode"]) >= {"tier", "attempts", "repairs"}
 
 
-def test_a_wrong_reply_is_re_asked_and_usage_sums_every_attempt() -> None:
-    script = [Reply('{"name": "Ada"}'), Reply(GOOD)]
-    with session(script) as (upstream, openai_client):
-        parsed = openai_client.responses.parse(model="m", input="Ada", text_format=Person)
+def test_a_wrong_reply_is_re_asked_and_usage_sums_every_attempt(stack: Stack) -> None:
+    upstream = stack.script(Reply('{"name": "Ada"}'), Reply(GOOD))
+    parsed = stack.client.responses.parse(model="m", input="Ada", text_format=Person)
     assert parsed.output_parsed == Person(name="Ada", age=36)
     assert parsed.model_extra["jsonmode"]["attempts"] == 2
     assert parsed.usage is not None
@@ -126,43 +131,37 @@ def test_a_wrong_reply_is_re_asked_and_usage_sums_every_attempt() -> None:
     assert parsed.usage.total_tokens == 30
     reask = upstream.requests[1]["messages"]
     assert "age" in reask[-1]["content"]  # the errors went back to the model
-    assert len(upstream.requests[0]["messages"]) == 2  # system contract + the input
+    assert len(upstream.requests[0]["messages"]) == 2  # the contract + the input
 
 
-def test_a_reply_that_never_conforms_is_a_422_the_client_raises() -> None:
-    with (
-        session([Reply("no")] * 3) as (upstream, openai_client),
-        pytest.raises(openai.UnprocessableEntityError) as caught,
-    ):
-        openai_client.responses.parse(model="m", input="Ada", text_format=Person)
+def test_a_reply_that_never_conforms_is_a_422_the_client_raises(stack: Stack) -> None:
+    upstream = stack.script(*[Reply("no")] * 3)
+    with pytest.raises(openai.UnprocessableEntityError) as caught:
+        stack.client.responses.parse(model="m", input="Ada", text_format=Person)
     assert caught.value.status_code == 422
     body = caught.value.response.json()
     assert body["error"]["type"] == "jsonmode_nonconforming"
     assert len(body["error"]["attempts"]) == 3
+    assert body["jsonmode"]["attempts"] == 3
     assert upstream.request_count == 3
 
 
-def test_input_items_instructions_and_sampling_fields_reach_the_upstream() -> None:
-    with session([Reply('{"ok": true}')]) as (upstream, openai_client):
-        response = openai_client.responses.create(
-            model="m",
-            instructions="Be brief.",
-            input=[
-                {"role": "developer", "content": "Answer in JSON."},
-                {
-                    "role": "user",
-                    "content": [
-                        {"type": "input_text", "text": "Is it "},
-                        {"type": "input_text", "text": "ok?"},
-                    ],
-                },
-            ],
-            text={"format": {"type": "json_object"}},
-            temperature=0.25,
-            top_p=0.5,
-            max_output_tokens=77,
-            extra_body={"jsonmode": {"mode": "strict"}},
-        )
+def test_input_items_instructions_and_sampling_fields_reach_the_upstream(stack: Stack) -> None:
+    upstream = stack.script(Reply('{"ok": true}'))
+    parts = [{"type": "input_text", "text": "Is it "}, {"type": "input_text", "text": "ok?"}]
+    response = stack.client.responses.create(
+        model="m",
+        instructions="Be brief.",
+        input=[
+            {"role": "developer", "content": "Answer in JSON."},
+            {"role": "user", "content": parts},  # type: ignore[typeddict-item]
+        ],
+        text={"format": {"type": "json_object"}},
+        temperature=0.25,
+        top_p=0.5,
+        max_output_tokens=77,
+        extra_body={"jsonmode": {"mode": "strict"}},
+    )
     assert json.loads(response.output_text) == {"ok": True}
     assert response.model_extra["jsonmode"]["mode"] == "strict"
     sent = upstream.requests[0]
@@ -177,10 +176,9 @@ def test_input_items_instructions_and_sampling_fields_reach_the_upstream() -> No
     assert sent["messages"][2]["content"] == "Is it ok?"
 
 
-def test_a_request_without_a_format_is_proxied_and_converted_back() -> None:
-    reply = Reply("Hello there", prompt_tokens=3, completion_tokens=2)
-    with session([reply]) as (upstream, openai_client):
-        response = openai_client.responses.create(model="m", input="hi")
+def test_a_request_without_a_format_is_proxied_and_converted_back(stack: Stack) -> None:
+    upstream = stack.script(Reply("Hello there", prompt_tokens=3, completion_tokens=2))
+    response = stack.client.responses.create(model="m", input="hi")
     assert response.output_text == "Hello there"
     assert response.usage is not None
     assert response.usage.total_tokens == 5
@@ -189,24 +187,31 @@ def test_a_request_without_a_format_is_proxied_and_converted_back() -> None:
     assert "response_format" not in upstream.requests[0]
 
 
-def test_async_client() -> None:
-    async def main(base: str) -> Person | None:
-        async with openai.AsyncOpenAI(base_url=base, api_key="none", max_retries=0) as aclient:
+def test_a_refusal_passes_through_as_a_refusal_part(stack: Stack) -> None:
+    stack.script(Reply("", refusal="I can't help with that."))
+    answer = stack.post({"model": "m", "input": "x", "text": {"format": {"type": "json_object"}}})
+    assert answer.status_code == 200
+    response = Response.model_validate(answer.json())
+    content = response.output[0].content[0]  # type: ignore[union-attr]
+    assert content.type == "refusal"
+    assert content.refusal == "I can't help with that."  # type: ignore[union-attr]
+
+
+def test_async_client(stack: Stack) -> None:
+    async def main() -> Person | None:
+        async with openai.AsyncOpenAI(
+            base_url=stack.base, api_key="none", max_retries=0
+        ) as aclient:
             parsed = await aclient.responses.parse(model="m", input="Ada", text_format=Person)
             return parsed.output_parsed
 
-    with OpenAIServer([Reply("```json\n" + GOOD + "\n```")]) as upstream, served(upstream) as base:
-        assert asyncio.run(main(base)) == Person(name="Ada", age=36)
+    stack.script(Reply("```json\n" + GOOD + "\n```"))
+    assert asyncio.run(main()) == Person(name="Ada", age=36)
 
 
-def test_stream_sends_only_the_conforming_attempt_as_the_official_events() -> None:
-    script = [Reply('{"name": "Bob"}'), Reply(GOOD)]
-    with (
-        OpenAIServer(script) as upstream,
-        served(upstream) as base,
-        client(base) as openai_client,
-        openai_client.responses.stream(model="m", input="Ada", text_format=Person) as stream,
-    ):
+def test_stream_sends_only_the_conforming_attempt_as_the_official_events(stack: Stack) -> None:
+    stack.script(Reply('{"name": "Bob"}'), Reply(GOOD))
+    with stack.client.responses.stream(model="m", input="Ada", text_format=Person) as stream:
         events = list(stream)
         final = stream.get_final_response()
     assert [event.type for event in events] == [
@@ -229,26 +234,14 @@ def test_stream_sends_only_the_conforming_attempt_as_the_official_events() -> No
     assert final.usage.input_tokens == 20
 
 
-def test_a_stream_without_format_passes_the_upstream_deltas_on() -> None:
-    reply = Reply("Hello there, Ada", pieces=("Hello", " there", ", Ada"), completion_tokens=4)
-    with (
-        OpenAIServer([reply]) as upstream,
-        served(upstream) as base,
-        httpx.stream(
-            "POST",
-            f"{base}/responses",
-            json={"model": "m", "input": "hi", "stream": True},
-            timeout=10,
-        ) as raw,
-    ):
-        events = [json.loads(line[6:]) for line in raw.iter_lines() if line.startswith("data: ")]
+def test_a_stream_without_format_passes_the_upstream_deltas_on(stack: Stack) -> None:
+    pieces = ("Hello", " there", ", Ada")
+    upstream = stack.script(Reply("".join(pieces), pieces=pieces, completion_tokens=4))
+    events = stack.events({"model": "m", "input": "hi", "stream": True})
     for event in events:
         EVENTS.validate_python(event)  # each event has the openai package's shape
-    assert [e["delta"] for e in events if e["type"] == "response.output_text.delta"] == [
-        "Hello",
-        " there",
-        ", Ada",
-    ]
+    deltas = [e["delta"] for e in events if e["type"] == "response.output_text.delta"]
+    assert deltas == list(pieces)
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
     assert events[-1]["type"] == "response.completed"
     assert events[-1]["response"]["output"][0]["content"][0]["text"] == "Hello there, Ada"
@@ -256,19 +249,18 @@ def test_a_stream_without_format_passes_the_upstream_deltas_on() -> None:
     assert upstream.requests[0]["stream"] is True
 
 
-def test_a_failure_after_the_stream_started_is_an_error_event() -> None:
-    script = [Delay(0.6, Reply("not json"))]
+def test_a_failure_after_the_stream_started_is_an_error_event(stack: Stack) -> None:
+    upstream = stack.script(Delay(KEEPALIVE_S * 3, Reply("not json")))
+    stream = stack.client.responses.create(
+        model="m",
+        input="Ada",
+        text={"format": {"type": "json_object"}},
+        stream=True,
+        extra_body={"jsonmode": {"max_attempts": 1}},
+    )
     seen: list[str] = []
-    with session(script, keepalive_s=0.2) as (upstream, openai_client):
-        stream = openai_client.responses.create(
-            model="m",
-            input="Ada",
-            text={"format": {"type": "json_object"}},
-            stream=True,
-            extra_body={"jsonmode": {"max_attempts": 1}},
-        )
-        with pytest.raises(openai.APIError) as caught:
-            seen.extend(event.type for event in stream)
+    with pytest.raises(openai.APIError) as caught:
+        seen.extend(event.type for event in stream)
     assert seen == ["response.created", "response.in_progress"]
     assert caught.value.body["type"] == "jsonmode_nonconforming"
     assert upstream.request_count == 1
@@ -287,9 +279,7 @@ def test_a_failure_after_the_stream_started_is_an_error_event() -> None:
             {
                 "model": "m",
                 "input": "x",
-                "text": {
-                    "format": {"type": "json_schema", "name": "p", "schema": {"type": "nope"}}
-                },
+                "text": {"format": {"type": "json_schema", "name": "p", "schema": {"type": 5}}},
             },
             "text.format.schema",
         ),
@@ -297,10 +287,10 @@ def test_a_failure_after_the_stream_started_is_an_error_event() -> None:
     ],
 )
 def test_bad_requests_are_400_naming_the_responses_field(
-    idle: tuple[OpenAIServer, str], body: dict[str, Any], param: str
+    stack: Stack, body: dict[str, Any], param: str
 ) -> None:
-    upstream, base = idle
-    answer = raw_post(base, body)
+    upstream = stack.script()
+    answer = stack.post(body)
     assert answer.status_code == 400
     assert answer.json()["error"]["param"].startswith(param)
     assert upstream.request_count == 0  # answered before the upstream is touched

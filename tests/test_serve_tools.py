@@ -15,8 +15,9 @@ import openai
 import pydantic
 import pytest
 
-from tests.support.openai_server import OpenAIServer, Reply, ToolReply
-from tests.support.serve_inprocess import served
+from jsonmode.serve.config import ServeConfig
+from tests.support.openai_server import HttpError, OpenAIServer, Reply, ToolReply
+from tests.support.serve_app import ServedApp
 
 pytestmark = pytest.mark.integration
 
@@ -43,53 +44,77 @@ class Weather(pydantic.BaseModel):
     days: int
 
 
-def client(base_url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=base_url, api_key="none", max_retries=0)
+class Stack:
+    """A scripted upstream, the server in front of it and a client: one per module,
+    re-scripted per test."""
+
+    def __init__(self) -> None:
+        self.upstream = OpenAIServer().__enter__()
+        config = ServeConfig(
+            "openai/scripted",
+            api_base=self.upstream.base_url,
+            keepalive_s=0.3,
+            timeout_s=5.0,
+            transport_retries=1,
+            max_retry_wait_s=2.0,
+        )
+        self.served = ServedApp(config).__enter__()
+        self.base = self.served.base_url
+        self.client = openai.OpenAI(base_url=self.base, api_key="none", max_retries=0)
+
+    def script(self, *actions: Any) -> OpenAIServer:
+        self.upstream.rescript(actions)
+        return self.upstream
+
+    def close(self) -> None:
+        self.client.close()
+        self.served.__exit__()
+        self.upstream.close()
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[Stack]:
+    s = Stack()
+    yield s
+    s.close()
 
 
 def arguments(completion: Any, index: int = 0) -> Any:
     return json.loads(completion.choices[0].message.tool_calls[index].function.arguments)
 
 
-@pytest.fixture(scope="module")
-def idle() -> Iterator[tuple[OpenAIServer, str]]:
-    """One server for the requests that must never reach its upstream."""
-    with OpenAIServer([]) as upstream, served(upstream) as base:
-        yield upstream, base
-
-
-def test_repair_mode_repairs_a_strict_call_and_leaves_a_loose_one_alone() -> None:
+def test_repair_mode_repairs_a_strict_call_and_leaves_a_loose_one_alone(stack: Stack) -> None:
     slip = ToolReply("get_weather", "{'city': 'Paris', 'days': '3',}", others=(("note", "{oops"),))
-    with OpenAIServer([slip]) as upstream, served(upstream) as base, client(base) as openai_client:
-        completion = openai_client.chat.completions.create(model="m", messages=ASK, tools=TOOLS)
+    upstream = stack.script(slip)
+    completion = stack.client.chat.completions.create(model="m", messages=ASK, tools=TOOLS)
     calls = completion.choices[0].message.tool_calls
     assert calls is not None
-    assert [call.function.name for call in calls] == ["note", "get_weather"]
-    assert calls[0].function.arguments == "{oops"  # not strict: passed as the model wrote it
+    assert [call.function.name for call in calls] == ["note", "get_weather"]  # type: ignore[union-attr]
+    assert calls[0].function.arguments == "{oops"  # type: ignore[union-attr]  # not strict
     assert arguments(completion, 1) == {"city": "Paris", "days": 3}
     assert completion.choices[0].finish_reason == "tool_calls"
+    assert completion.model == "m"
     record = completion.model_extra["jsonmode"]
     assert record["attempts"] == 1
-    assert {
+    assert record["tier"] == "native"
+    repair = {
         "path": "tool_calls[1].function.arguments.days",
         "kind": "string_to_integer",
         "before": "3",
         "after": 3,
-    } in record["repairs"]
+    }
+    assert repair in record["repairs"]
     assert upstream.request_count == 1
     assert upstream.requests[0]["tools"] == TOOLS  # the tools went upstream as given
 
 
-def test_a_wrong_call_is_re_asked_with_its_errors_and_a_new_message_list() -> None:
-    script = [
+def test_a_wrong_call_is_re_asked_with_its_errors_and_a_new_message_list(stack: Stack) -> None:
+    upstream = stack.script(
         ToolReply("get_weather", '{"city": "Paris"}'),
         ToolReply("get_weather", '{"city": "Paris", "days": 3}'),
-    ]
+    )
     messages = copy.deepcopy(ASK)
-    with OpenAIServer(script) as upstream, served(upstream) as base, client(base) as openai_client:
-        completion = openai_client.chat.completions.create(
-            model="m", messages=messages, tools=TOOLS
-        )
+    completion = stack.client.chat.completions.create(model="m", messages=messages, tools=TOOLS)
     assert arguments(completion) == {"city": "Paris", "days": 3}
     assert completion.model_extra["jsonmode"]["attempts"] == 2
     assert completion.model_extra["jsonmode"]["outcomes"] == ["schema_violation", "valid"]
@@ -107,30 +132,26 @@ def test_a_wrong_call_is_re_asked_with_its_errors_and_a_new_message_list() -> No
     assert "'days' is a required property" in reask[2]["content"]
 
 
-def test_strict_mode_re_asks_what_repair_mode_would_fix() -> None:
-    script = [
+def test_strict_mode_re_asks_what_repair_mode_would_fix(stack: Stack) -> None:
+    upstream = stack.script(
         ToolReply("get_weather", '{"city": "Paris", "days": "3"}'),
         ToolReply("get_weather", '{"city": "Paris", "days": 3}'),
-    ]
-    with OpenAIServer(script) as upstream, served(upstream) as base, client(base) as openai_client:
-        completion = openai_client.chat.completions.create(
-            model="m", messages=ASK, tools=TOOLS, extra_body={"jsonmode": {"mode": "strict"}}
-        )
+    )
+    completion = stack.client.chat.completions.create(
+        model="m", messages=ASK, tools=TOOLS, extra_body={"jsonmode": {"mode": "strict"}}
+    )
     assert arguments(completion) == {"city": "Paris", "days": 3}
     assert completion.model_extra["jsonmode"]["repairs"] == []
     assert completion.model_extra["jsonmode"]["mode"] == "strict"
     assert upstream.request_count == 2
 
 
-def test_a_call_that_never_conforms_is_a_422_listing_every_attempt() -> None:
-    script = [ToolReply("get_weather", '{"city": 1}')] * 2
-    with (
-        OpenAIServer(script) as upstream,
-        served(upstream, max_attempts=2) as base,
-        client(base) as openai_client,
-        pytest.raises(openai.UnprocessableEntityError) as caught,
-    ):
-        openai_client.chat.completions.create(model="m", messages=ASK, tools=TOOLS)
+def test_a_call_that_never_conforms_is_a_422_listing_every_attempt(stack: Stack) -> None:
+    upstream = stack.script(*[ToolReply("get_weather", '{"city": 1}')] * 2)
+    with pytest.raises(openai.UnprocessableEntityError) as caught:
+        stack.client.chat.completions.create(
+            model="m", messages=ASK, tools=TOOLS, extra_body={"jsonmode": {"max_attempts": 2}}
+        )
     body = caught.value.response.json()
     assert body["error"]["type"] == "jsonmode_nonconforming"
     assert [attempt["outcome"] for attempt in body["error"]["attempts"]] == ["schema_violation"] * 2
@@ -141,88 +162,91 @@ def test_a_call_that_never_conforms_is_a_422_listing_every_attempt() -> None:
     assert upstream.request_count == 2
 
 
-def test_a_forced_function_answered_with_text_is_re_asked() -> None:
-    script = [Reply("It is sunny."), ToolReply("get_weather", '{"city": "Paris", "days": 1}')]
-    choice = {"type": "function", "function": {"name": "get_weather"}}
-    with OpenAIServer(script) as upstream, served(upstream) as base, client(base) as openai_client:
-        completion = openai_client.chat.completions.create(
-            model="m",
-            messages=ASK,
-            tools=TOOLS,
-            tool_choice=choice,  # type: ignore[arg-type]
-        )
+def test_a_forced_function_answered_with_text_is_re_asked(stack: Stack) -> None:
+    upstream = stack.script(
+        Reply("It is sunny."), ToolReply("get_weather", '{"city": "Paris", "days": 1}')
+    )
+    choice: Any = {"type": "function", "function": {"name": "get_weather"}}
+    completion = stack.client.chat.completions.create(
+        model="m", messages=ASK, tools=TOOLS, tool_choice=choice
+    )
     assert arguments(completion) == {"city": "Paris", "days": 1}
     assert upstream.requests[0]["tool_choice"] == choice
     assert "get_weather" in upstream.requests[1]["messages"][-1]["content"]
 
 
-def test_parse_with_a_pydantic_function_tool() -> None:
+def test_upstream_429_is_retried_under_the_transport_policy(stack: Stack) -> None:
+    upstream = stack.script(
+        HttpError(429, headers={"Retry-After": "0"}),
+        ToolReply("get_weather", '{"city": "Paris", "days": 1}'),
+    )
+    completion = stack.client.chat.completions.create(model="m", messages=ASK, tools=TOOLS)
+    assert arguments(completion) == {"city": "Paris", "days": 1}
+    assert completion.model_extra["jsonmode"]["attempts"] == 1
+    assert upstream.request_count == 2
+
+
+def test_parse_with_a_pydantic_function_tool(stack: Stack) -> None:
     tool = openai.pydantic_function_tool(Weather, name="get_weather")
-    script = [ToolReply("get_weather", '```json\n{"city": "Paris", "days": 2.0}\n```')]
-    with OpenAIServer(script) as upstream, served(upstream) as base, client(base) as openai_client:
-        completion = openai_client.chat.completions.parse(model="m", messages=ASK, tools=[tool])
+    upstream = stack.script(
+        ToolReply("get_weather", '```json\n{"city": "Paris", "days": 2.0}\n```')
+    )
+    completion = stack.client.chat.completions.parse(model="m", messages=ASK, tools=[tool])
     calls = completion.choices[0].message.tool_calls
     assert calls is not None
     assert calls[0].function.parsed_arguments == Weather(city="Paris", days=2)
     assert upstream.request_count == 1
 
 
-def test_streamed_tool_calls_arrive_conforming_with_summed_usage() -> None:
-    script = [
+def test_streamed_tool_calls_arrive_conforming_with_summed_usage(stack: Stack) -> None:
+    upstream = stack.script(
         ToolReply("get_weather", '{"city": "Paris"}'),
         ToolReply("get_weather", "{'city': 'Paris', 'days': 4}"),
-    ]
-    with OpenAIServer(script) as upstream, served(upstream) as base, client(base) as openai_client:
-        stream = openai_client.chat.completions.create(
-            model="m",
-            messages=ASK,
-            tools=TOOLS,
-            stream=True,
-            stream_options={"include_usage": True},
-        )
-        pieces: list[str] = []
-        usage = None
-        finish = None
-        for chunk in stream:
-            usage = chunk.usage or usage
-            for choice in chunk.choices:
-                finish = choice.finish_reason or finish
-                for call in choice.delta.tool_calls or ():
-                    pieces.append(call.function.arguments or "" if call.function else "")
-    assert json.loads("".join(pieces)) == {
-        "city": "Paris",
-        "days": 4,
-    }  # only the conforming attempt
+    )
+    stream = stack.client.chat.completions.create(
+        model="m",
+        messages=ASK,
+        tools=TOOLS,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    pieces: list[str] = []
+    usage = None
+    finish = None
+    for chunk in stream:
+        usage = chunk.usage or usage
+        for choice in chunk.choices:
+            finish = choice.finish_reason or finish
+            for call in choice.delta.tool_calls or ():
+                pieces.append(call.function.arguments or "" if call.function else "")
+    assert json.loads("".join(pieces)) == {"city": "Paris", "days": 4}  # the conforming attempt
     assert finish == "tool_calls"
     assert usage is not None
     assert usage.total_tokens == 30
     assert upstream.requests[0]["stream"] is False  # each attempt is fetched whole
 
 
-def test_async_client() -> None:
-    async def main(base: str) -> Any:
-        async with openai.AsyncOpenAI(base_url=base, api_key="none", max_retries=0) as aclient:
+def test_async_client(stack: Stack) -> None:
+    async def main() -> Any:
+        async with openai.AsyncOpenAI(
+            base_url=stack.base, api_key="none", max_retries=0
+        ) as aclient:
             return await aclient.chat.completions.create(model="m", messages=ASK, tools=TOOLS)
 
-    script = [
+    stack.script(
         ToolReply("get_weather", '{"city": "Paris", "days": true}'),
         ToolReply("get_weather", '{"city": "Rome", "days": 5}'),
-    ]
-    with OpenAIServer(script) as upstream, served(upstream) as base:
-        completion = asyncio.run(main(base))
-    assert arguments(completion) == {"city": "Rome", "days": 5}
+    )
+    assert arguments(asyncio.run(main())) == {"city": "Rome", "days": 5}
 
 
-def test_an_unusable_strict_schema_is_a_400_before_the_upstream(
-    idle: tuple[OpenAIServer, str],
-) -> None:
-    upstream, base = idle
-    bad = {
-        "type": "function",
-        "function": {"name": "f", "strict": True, "parameters": {"type": "nope"}},
-    }
+def test_an_unusable_strict_schema_is_a_400_before_the_upstream(stack: Stack) -> None:
+    upstream = stack.script()
+    bad = {"type": "function", "function": {"name": "f", "strict": True, "parameters": {"type": 5}}}
     answer = httpx.post(
-        f"{base}/chat/completions", json={"model": "m", "messages": ASK, "tools": [bad]}, timeout=10
+        f"{stack.base}/chat/completions",
+        json={"model": "m", "messages": ASK, "tools": [bad]},
+        timeout=10,
     )
     assert answer.status_code == 400
     assert answer.json()["error"]["param"].startswith("tools[0].function.parameters")

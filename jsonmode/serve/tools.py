@@ -28,7 +28,8 @@ ordinary ``chat.completion`` (or its chunks, for ``stream: true``: sent once the
 message conforms) with the top-level ``jsonmode`` record (tier ``native``: the tools went
 to the upstream's own tool calling, then were checked here).
 
-Upstream failures follow the chat route: 429 (Retry-After kept), 502, 503, 504; an
+Upstream failures follow the chat route: the transport policy retries 429s, 5xx and
+timeouts (``Retry-After`` honoured), then 429 (Retry-After kept), 502, 503, 504; an
 upstream that refuses the request as sent (its 400) is passed on with its status.
 
 Cost: one upstream call per attempt; validation is linear in the arguments and bounded
@@ -47,6 +48,7 @@ from typing import Any
 
 from jsonmode.errors import (
     AttemptsExhaustedError,
+    BackendError,
     BudgetExceededError,
     OutputError,
     OutputTruncatedError,
@@ -430,33 +432,27 @@ async def run_tools(call: Call, upstream: Any) -> ToolsOutcome:
     """:func:`run_loop` over ``upstream`` (a :class:`~jsonmode.serve.upstream.Upstream`):
     each attempt is one non-streamed chat completions request with the request's own
     fields (tools, tool_choice, temperature ...) and the attempt's messages, sent
-    through :meth:`Upstream.proxy`.
+    through :meth:`Upstream.proxy`, under the upstream's transport policy (429s, 5xx
+    and timeouts retried, ``Retry-After`` honoured, within the server's limits).
 
     Raises:
         ServeError: see :func:`run_loop`; the upstream's 429/5xx/timeouts map to
             429/502/503/504 as the chat route's do.
     """
 
-    async def complete(messages: tuple[dict[str, Any], ...]) -> dict[str, Any]:
+    policy = getattr(upstream, "transport", None)
+
+    async def once(messages: tuple[dict[str, Any], ...]) -> dict[str, Any]:
         body = {
             **call.params,
             "model": call.model,
             "messages": [dict(message) for message in messages],
             "stream": False,
         }
-        try:
-            status, headers, pieces = await upstream.proxy(body)
-            data = await _read(pieces)
-        except ServeError:
-            raise
-        except Exception as exc:
-            from jsonmode.errors import BackendError
-
-            if isinstance(exc, BackendError):
-                raise from_jsonmode(exc) from exc
-            raise
+        status, headers, pieces = await upstream.proxy(body)
+        data = await _read(pieces)
         if status != 200:
-            raise from_jsonmode(_upstream_error(status, headers, data))
+            raise _upstream_error(status, headers, data)
         try:
             completion = json.loads(data)
         except ValueError:
@@ -466,6 +462,17 @@ async def run_tools(call: Call, upstream: Any) -> ToolsOutcome:
                 502, "upstream: the reply is not a chat completion", type="upstream_error"
             )
         return completion
+
+    async def complete(messages: tuple[dict[str, Any], ...]) -> dict[str, Any]:
+        try:
+            if policy is None:
+                return await once(messages)
+            async for retry in policy.aretrying():
+                with retry:
+                    return await once(messages)
+        except BackendError as exc:
+            raise from_jsonmode(exc) from exc
+        raise AssertionError("unreachable: the transport policy returns or raises")
 
     return await run_loop(call, complete)
 
