@@ -83,19 +83,9 @@ MAX_REPLY_BYTES = 16 * 1024 * 1024
 #: Fields accepted and ignored: storage, presentation and caching hints that do not
 #: change the answer of a stateless server.
 IGNORED = frozenset(
-    {
-        "store",
-        "metadata",
-        "truncation",
-        "include",
-        "service_tier",
-        "parallel_tool_calls",
-        "prompt_cache_key",
-        "prompt_cache_retention",
-        "stream_options",
-        "top_logprobs",
-        "max_tool_calls",
-    }
+    "store metadata truncation include service_tier parallel_tool_calls "
+    "prompt_cache_key prompt_cache_retention stream_options top_logprobs "
+    "max_tool_calls".split()
 )
 #: Fields that need state or tools this server does not keep: a 400 when set.
 UNSUPPORTED = {
@@ -106,21 +96,8 @@ UNSUPPORTED = {
     "background": "background responses need stored state; call without background",
 }
 HANDLED = frozenset(
-    {
-        "model",
-        "input",
-        "instructions",
-        "text",
-        "temperature",
-        "top_p",
-        "max_output_tokens",
-        "reasoning",
-        "user",
-        "safety_identifier",
-        "stream",
-        "tool_choice",
-        "jsonmode",
-    }
+    "model input instructions text temperature top_p max_output_tokens reasoning user "
+    "safety_identifier stream tool_choice jsonmode".split()
 )
 #: Roles of an input message, and what each is sent upstream as.
 ROLES = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant"}
