@@ -125,11 +125,14 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def outcome_of(result: Result[Any], mode: str) -> Outcome:
+def outcome_of(result: Result[Any], mode: str, *, constrained_upstream: bool = False) -> Outcome:
+    """The Outcome of a Result. ``constrained_upstream``: the native tier ran on a vLLM
+    server under jsonmode's own processor, so the tier reported is ``constrained``."""
+    tier = "constrained" if constrained_upstream and result.tier == "native" else result.tier
     return Outcome(
         text=json.dumps(result.data, ensure_ascii=False),
         value=result.data,
-        tier=result.tier,
+        tier=tier,
         mode=mode,
         attempts=len(result.attempts),
         repairs=tuple(repair_json(repair) for repair in result.repairs),
@@ -334,7 +337,7 @@ class Upstream:
             }
             top = {"jsonmode": record, "usage": usage_json(summed(exc.attempts))}
             raise from_jsonmode(exc, top=top) from exc
-        return outcome_of(result, options.mode)
+        return outcome_of(result, options.mode, constrained_upstream=self.config.vllm_processor)
 
     @staticmethod
     def _refused(refused: Refused, tier: str, mode: str) -> Outcome:
