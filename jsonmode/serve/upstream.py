@@ -263,7 +263,12 @@ class Upstream:
         )
         self._client: Any = None
         self._http: Any = None
-        if self.compatible:
+        if not self.compatible:
+            from jsonmode.backends.litellm import LiteLLMBackend
+
+            # litellm's import takes seconds: at startup, not inside the first request
+            LiteLLMBackend(config.upstream).prepare()
+        else:
             import httpx
             import openai
 
@@ -404,11 +409,9 @@ class Upstream:
     async def _proxy_litellm(
         self, body: dict[str, Any]
     ) -> tuple[int, dict[str, str], AsyncIterator[bytes]]:
-        from jsonmode.backends.litellm import LiteLLMBackend, map_error
+        import litellm  # imported at startup (see __init__)
 
-        backend = LiteLLMBackend(self.config.upstream, timeout=self.config.timeout_s)
-        backend.prepare()
-        import litellm
+        from jsonmode.backends.litellm import map_error
 
         arguments = {k: v for k, v in body.items() if k not in ("model", "jsonmode")}
         if self.config.api_base:
