@@ -474,3 +474,25 @@ def test_every_reply_conforms_to_the_schema_it_asked_for(stack: Stack) -> None:
             model="m", messages=ASK, response_format=FORMAT
         )
         jsonschema.validate(json.loads(reply.choices[0].message.content or ""), SCHEMA)
+
+
+def test_other_providers_go_through_litellm() -> None:
+    """An upstream that is not openai/ or hosted_vllm/ is called through litellm: here
+    together_ai/ (OpenAI's wire) at the scripted server's address."""
+    script = [Reply('{"name": "Ada", "age": "3"}'), Reply("plain"), Reply("streamed text")]
+    with OpenAIServer(script) as upstream:
+        config = ServeConfig(
+            "together_ai/scripted", api_base=upstream.base_url, upstream_api_key="k"
+        )
+        with (
+            ServedApp(config) as served,
+            openai.OpenAI(base_url=served.base_url, api_key="x", max_retries=0) as client,
+        ):
+            reply = client.chat.completions.create(model="m", messages=ASK, response_format=FORMAT)
+            assert json.loads(reply.choices[0].message.content or "") == {"name": "Ada", "age": 3}
+            plain = client.chat.completions.create(model="m", messages=ASK, temperature=0.5)
+            assert plain.choices[0].message.content == "plain"
+            stream = client.chat.completions.create(model="m", messages=ASK, stream=True)
+            text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+            assert text == "streamed text"
+        assert upstream.requests[1] == {"model": "scripted", "messages": ASK, "temperature": 0.5}

@@ -203,6 +203,9 @@ def chunk_events(
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # answer at once: headers and body go in separate writes, which Nagle would hold
+    # for the client's delayed ACK (40 ms a reply)
+    disable_nagle_algorithm = True
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
