@@ -162,17 +162,52 @@ def test_a_call_that_never_conforms_is_a_422_listing_every_attempt(stack: Stack)
     assert upstream.request_count == 2
 
 
-def test_a_forced_function_answered_with_text_is_re_asked(stack: Stack) -> None:
-    upstream = stack.script(
-        Reply("It is sunny."), ToolReply("get_weather", '{"city": "Paris", "days": 1}')
-    )
+def test_a_forced_function_goes_through_the_tiers_with_its_parameters_as_schema(
+    stack: Stack,
+) -> None:
+    # the upstream answers in text (no tool calling): prompted, repaired, re-asked
+    upstream = stack.script(Reply("It is sunny."), Reply("Sure: {'city': 'Paris', 'days': '1'}"))
     choice: Any = {"type": "function", "function": {"name": "get_weather"}}
     completion = stack.client.chat.completions.create(
-        model="m", messages=ASK, tools=TOOLS, tool_choice=choice
+        model="m", messages=ASK, tools=TOOLS, tool_choice=choice, temperature=0.5
     )
     assert arguments(completion) == {"city": "Paris", "days": 1}
-    assert upstream.requests[0]["tool_choice"] == choice
-    assert "get_weather" in upstream.requests[1]["messages"][-1]["content"]
+    calls = completion.choices[0].message.tool_calls
+    assert calls is not None
+    assert calls[0].function.name == "get_weather"  # type: ignore[union-attr]
+    assert calls[0].id.startswith("call_")
+    assert completion.choices[0].finish_reason == "tool_calls"
+    record = completion.model_extra["jsonmode"]
+    assert record["tier"] == "prompted"
+    assert record["attempts"] == 2
+    assert "tool_calls[0].function.arguments.days" in [r["path"] for r in record["repairs"]]
+    first = upstream.requests[0]
+    assert "tools" not in first
+    assert "tool_choice" not in first
+    assert first["temperature"] == 0.5
+    assert "get_weather" in first["messages"][0]["content"]
+    assert '"days"' in first["messages"][0]["content"]  # the parameters are the schema
+    assert completion.usage is not None
+    assert completion.usage.total_tokens == 30
+
+
+def test_required_with_one_strict_tool_is_forced_and_never_conforming_is_a_422(
+    stack: Stack,
+) -> None:
+    upstream = stack.script(Reply('{"city": 1}'), Reply('{"city": 2}'))
+    with pytest.raises(openai.UnprocessableEntityError) as caught:
+        stack.client.chat.completions.create(
+            model="m",
+            messages=ASK,
+            tools=[WEATHER],  # type: ignore[list-item]
+            tool_choice="required",
+            extra_body={"jsonmode": {"max_attempts": 2}},
+        )
+    body = caught.value.response.json()
+    assert body["error"]["type"] == "jsonmode_nonconforming"
+    assert body["jsonmode"]["attempts"] == 2
+    assert upstream.request_count == 2
+    assert "tools" not in upstream.requests[0]
 
 
 def test_upstream_429_is_retried_under_the_transport_policy(stack: Stack) -> None:

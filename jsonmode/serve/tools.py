@@ -2,9 +2,18 @@
 
 A function tool whose ``function.strict`` is true promises that the arguments of each
 call to it conform to its ``function.parameters``. The server keeps that promise on any
-upstream: the request goes upstream with its tools as the client gave them (the
-upstream enforces what it can: OpenAI's own API and vLLM take ``strict``, and a
-``tool_choice`` that forces one function), and the reply is then checked here:
+upstream, two ways:
+
+- **One strict function forced** (``tool_choice`` names it, or is ``"required"`` with it
+  the only tool): the call goes through jsonmode's tiers like a ``json_schema`` request,
+  with the function's parameters as the schema (:func:`run_forced`): constrained by
+  jsonmode's processor on vLLM, native where the upstream takes a schema, else prompted
+  with repair and re-ask. The upstream needs no tool calling; the function's name and
+  description lead the messages, and the answer comes back as that function's call.
+- **The model chooses** (``tool_choice`` ``"auto"``, absent, or several tools): the
+  request goes upstream with its tools as the client gave them (OpenAI's own API and
+  vLLM enforce ``strict`` themselves), and the reply is then checked here
+  (:func:`run_loop`):
 
 1. Every call to a strict tool has its arguments read by :func:`jsonmode.parse` against
    the tool's parameters, in the request's mode: ``repair`` fixes syntax slips and wrong
@@ -25,8 +34,9 @@ upstream enforces what it can: OpenAI's own API and vLLM take ``strict``, and a
 ``usage`` sums every attempt. A reply with text and no calls is accepted where the
 request let the model choose (``tool_choice`` ``"auto"`` or absent). The reply is an
 ordinary ``chat.completion`` (or its chunks, for ``stream: true``: sent once the whole
-message conforms) with the top-level ``jsonmode`` record (tier ``native``: the tools went
-to the upstream's own tool calling, then were checked here).
+message conforms) with the top-level ``jsonmode`` record: the tier that served a forced
+call; ``native`` where the model chose (the tools went to the upstream's own tool
+calling, then were checked here).
 
 Upstream failures follow the chat route: the transport policy retries 429s, 5xx and
 timeouts (``Retry-After`` honoured), then 429 (Retry-After kept), 502, 503, 504; an
@@ -39,6 +49,7 @@ request; nothing is shared between requests.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 import uuid
@@ -68,8 +79,10 @@ __all__ = [
     "ToolsOutcome",
     "ToolsRendering",
     "check_message",
+    "forced_function",
     "has_strict_tools",
     "reask_messages",
+    "run_forced",
     "run_loop",
     "run_tools",
     "strict_tools",
@@ -295,9 +308,10 @@ class ToolsOutcome:
     completion: dict[str, Any]
     mode: str
     attempts: int
-    repairs: tuple[Repair, ...]
+    repairs: tuple[dict[str, Any], ...]
     usage: Usage | None
     outcomes: tuple[str, ...]
+    tier: str = "native"
 
     @property
     def message(self) -> dict[str, Any]:
@@ -306,15 +320,21 @@ class ToolsOutcome:
     def record(self) -> dict[str, Any]:
         """The reply's top-level ``jsonmode`` object."""
         return {
-            "tier": "native",
+            "tier": self.tier,
             "mode": self.mode,
             "attempts": self.attempts,
-            "repairs": [
-                {"path": r.path, "kind": r.kind, "before": r.before, "after": r.after}
-                for r in self.repairs
-            ],
+            "repairs": list(self.repairs),
             "outcomes": list(self.outcomes),
         }
+
+
+def _repair_json(repair: Repair) -> dict[str, Any]:
+    return {
+        "path": repair.path,
+        "kind": repair.kind,
+        "before": repair.before,
+        "after": repair.after,
+    }
 
 
 def _usage(completion: Mapping[str, Any]) -> Usage | None:
@@ -380,7 +400,7 @@ async def run_loop(call: Call, complete: Complete) -> ToolsOutcome:
                 final,
                 mode,
                 index,
-                checked.repairs,
+                tuple(_repair_json(repair) for repair in checked.repairs),
                 _summed(usages),
                 tuple(attempt.outcome for attempt in attempts),
             )
@@ -440,6 +460,9 @@ async def run_tools(call: Call, upstream: Any) -> ToolsOutcome:
             429/502/503/504 as the chat route's do.
     """
 
+    function = forced_function(call.params)
+    if function is not None:
+        return await run_forced(call, upstream, function)
     policy = getattr(upstream, "transport", None)
 
     async def once(messages: tuple[dict[str, Any], ...]) -> dict[str, Any]:
@@ -475,6 +498,81 @@ async def run_tools(call: Call, upstream: Any) -> ToolsOutcome:
         raise AssertionError("unreachable: the transport policy returns or raises")
 
     return await run_loop(call, complete)
+
+
+def forced_function(params: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The strict function a request forces (``tool_choice`` names it, or is
+    ``"required"`` with it the only tool), or None: the model chooses."""
+    tools = [tool for tool in params.get("tools") or () if isinstance(tool, dict)]
+    functions = [tool["function"] for tool in tools if isinstance(tool.get("function"), dict)]
+    demanded = _required(params)
+    if demanded == "*" and len(tools) == 1 and len(functions) == 1:
+        demanded = functions[0].get("name")
+    chosen = [function for function in functions if function.get("name") == demanded]
+    if len(chosen) == 1 and chosen[0].get("strict") is True:
+        return dict(chosen[0])
+    return None
+
+
+#: Request fields that describe tools: a forced call through the tiers sends none.
+TOOL_FIELDS = ("tools", "tool_choice", "parallel_tool_calls")
+
+
+async def run_forced(call: Call, upstream: Any, function: Mapping[str, Any]) -> ToolsOutcome:
+    """A call forced to one strict function, through jsonmode's tiers (``upstream.run``)
+    with the function's parameters as the schema: constrained or native where the
+    upstream takes a schema, else prompted with repair and re-ask, so it holds on
+    upstreams without tool calling too. The function's name and description lead the
+    messages; the answer is rendered as that function's call.
+
+    Raises:
+        ServeError: as :meth:`Upstream.run` does (422 after the last attempt ...).
+    """
+    name = str(function.get("name"))
+    what = f"Call the function `{name}`"
+    if isinstance(function.get("description"), str) and function["description"]:
+        what += f" ({function['description']})"
+    hint = {
+        "role": "system",
+        "content": f"{what}: reply with its arguments, one JSON object.",
+    }
+    params = {key: value for key, value in call.params.items() if key not in TOOL_FIELDS}
+    schema = function.get("parameters", {"type": "object", "properties": {}})
+    forced = dataclasses.replace(
+        call,
+        messages=(hint, *call.messages),
+        schema=schema,
+        schema_name=name,
+        kind="tool",
+        params=params,
+    )
+    outcome = await upstream.run(forced)
+    if outcome.refusal is not None:
+        message: dict[str, Any] = {"role": "assistant", "content": None, "refusal": outcome.refusal}
+        finish = "stop"
+    else:
+        tool_call = {
+            "id": "call_" + uuid.uuid4().hex[:24],
+            "type": "function",
+            "function": {"name": name, "arguments": outcome.text},
+        }
+        message = {"role": "assistant", "content": None, "tool_calls": [tool_call]}
+        finish = "tool_calls"
+    prefix = "tool_calls[0].function.arguments"
+    repairs = tuple(
+        {**repair, "path": prefix + str(repair.get("path", "$")).removeprefix("$")}
+        for repair in outcome.repairs
+    )
+    completion = {"choices": [{"index": 0, "message": message, "finish_reason": finish}]}
+    return ToolsOutcome(
+        completion,
+        outcome.mode,
+        outcome.attempts,
+        repairs,
+        outcome.usage,
+        tuple(outcome.outcomes),
+        tier=outcome.tier,
+    )
 
 
 async def _read(pieces: AsyncIterator[bytes]) -> bytes:
