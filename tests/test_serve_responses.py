@@ -176,6 +176,50 @@ def test_input_items_instructions_and_sampling_fields_reach_the_upstream(stack: 
     assert sent["messages"][2]["content"] == "Is it ok?"
 
 
+def test_a_replayed_conversation_becomes_chat_messages(stack: Stack) -> None:
+    upstream = stack.script(Reply('{"ok": true}'))
+    earlier = {
+        "type": "message",
+        "id": "msg_1",
+        "status": "completed",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "Which city?", "annotations": []}],
+    }
+    call = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}
+    answer = stack.post(
+        {
+            "model": "m",
+            "input": [
+                {"role": "user", "content": "Weather?"},
+                {"type": "reasoning", "id": "rs_1", "summary": []},
+                earlier,
+                call,
+                {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
+                {"type": "message", "role": "user", "content": "Paris."},
+            ],
+            "text": {"format": {"type": "json_object"}},
+            "previous_response_id": None,
+            "store": False,
+            "tools": [],
+        }
+    )
+    assert answer.status_code == 200
+    sent = upstream.requests[0]["messages"][1:]  # after the contract
+    assert sent == [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": "Which city?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+        {"role": "user", "content": "Paris."},
+    ]
+
+
 def test_a_request_without_a_format_is_proxied_and_converted_back(stack: Stack) -> None:
     upstream = stack.script(Reply("Hello there", prompt_tokens=3, completion_tokens=2))
     response = stack.client.responses.create(model="m", input="hi")

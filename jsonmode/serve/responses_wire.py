@@ -11,7 +11,8 @@ Translation (what a client sends → what the upstream gets):
 - ``input``: a string (one user message) or a list of items: messages (``role`` user,
   system, developer or assistant; ``content`` a string or ``input_text`` /
   ``output_text`` / ``refusal`` / ``input_image`` parts), ``function_call`` and
-  ``function_call_output`` items (an assistant tool call and its result). ``instructions``
+  ``function_call_output`` items (an assistant tool call and its result); ``reasoning``
+  items (an earlier reply's thinking, replayed) are dropped. ``instructions``
   becomes a first system message; ``developer`` is sent as ``system`` (every
   OpenAI-compatible upstream knows it).
 - ``text.format``: ``json_schema`` (``name``, ``schema``, ``strict``, ``description``) →
@@ -22,8 +23,9 @@ Translation (what a client sends → what the upstream gets):
 - Fields that describe storage or presentation and change nothing in the answer
   (``store``, ``metadata``, ``truncation``, ``include``, ``service_tier``, ...) are accepted
   and ignored. Fields the server cannot honour without state or tools
-  (``previous_response_id``, ``conversation``, ``tools``, ``background: true``, ``prompt``)
-  are a 400 naming the field; an unknown field is a 400 too (as OpenAI answers).
+  (``previous_response_id``, ``conversation``, ``tools``, ``background``, ``prompt``) are a
+  400 naming the field when set (null, false or empty is as if absent); an unknown field
+  is a 400 too (as OpenAI answers).
 
 Cost: one pass over the body; nothing is copied but the message list. Pure functions,
 thread-safe.
@@ -114,9 +116,7 @@ def chat_body(body: object) -> dict[str, Any]:
         if name in HANDLED or name in IGNORED:
             continue
         if name in UNSUPPORTED:
-            if name == "background" and body[name] in (False, None):
-                continue
-            if name == "tools" and body[name] in ([], None):
+            if body[name] in (None, False, [], {}, ""):  # not asked for: as if absent
                 continue
             raise _bad(f"{name} is not supported by this server: {UNSUPPORTED[name]}", name)
         raise ServeError(400, f"Unknown parameter: '{name}'.", param=name, code="unknown_parameter")
@@ -200,10 +200,12 @@ def _messages(value: object) -> list[dict[str, Any]]:
             messages.append(
                 {"role": "tool", "tool_call_id": _text(item, "call_id", at), "content": output}
             )
+        elif kind == "reasoning":
+            continue  # an earlier reply's thinking, replayed: not for the upstream
         else:
             raise _bad(
-                f"input items of type {kind!r} are not supported (messages, function_call "
-                "and function_call_output are)",
+                f"input items of type {kind!r} are not supported (messages, function_call, "
+                "function_call_output and reasoning are)",
                 f"{at}.type",
             )
     return messages
