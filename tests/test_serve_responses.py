@@ -16,7 +16,7 @@ from openai.types.responses import Response, ResponseStreamEvent
 
 from jsonmode.serve.config import ServeConfig
 from jsonmode.serve.responses import Ids, response_events, response_object
-from tests.support.openai_server import Delay, OpenAIServer, Reply
+from tests.support.openai_server import Delay, HttpError, OpenAIServer, Reply
 from tests.support.serve_app import ServedApp
 
 pytestmark = pytest.mark.integration
@@ -43,6 +43,7 @@ class Stack:
             tier="prompted",
             keepalive_s=KEEPALIVE_S,
             timeout_s=5.0,
+            transport_retries=0,
         )
         self.served = ServedApp(config).__enter__()
         self.base = self.served.base_url
@@ -308,6 +309,25 @@ def test_a_failure_after_the_stream_started_is_an_error_event(stack: Stack) -> N
     assert seen == ["response.created", "response.in_progress"]
     assert caught.value.body["type"] == "jsonmode_nonconforming"
     assert upstream.request_count == 1
+
+
+def test_upstream_failures_map_as_on_chat(stack: Stack) -> None:
+    stack.script(HttpError(429, "slow down", "rate_limit_error", headers={"Retry-After": "7"}))
+    with pytest.raises(openai.RateLimitError) as limited:
+        stack.client.responses.parse(model="m", input="Ada", text_format=Person)
+    assert limited.value.response.headers["retry-after"] == "7"
+    stack.script(HttpError(503))
+    with pytest.raises(openai.InternalServerError) as unavailable:
+        stack.client.responses.create(
+            model="m", input="Ada", text={"format": {"type": "json_object"}}
+        )
+    assert unavailable.value.status_code == 503
+    # proxied: the upstream's own refusal of the request comes back as it was
+    stack.script(HttpError(400, "bad temperature"))
+    with pytest.raises(openai.BadRequestError) as refused:
+        stack.client.responses.create(model="m", input="hi", temperature=7)
+    assert refused.value.status_code == 400
+    assert "bad temperature" in str(refused.value)
 
 
 @pytest.mark.parametrize(
