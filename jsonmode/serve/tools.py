@@ -60,11 +60,9 @@ from typing import Any
 from jsonmode.errors import (
     AttemptsExhaustedError,
     BackendError,
-    BudgetExceededError,
     OutputError,
     OutputTruncatedError,
     PermanentBackendError,
-    SchemaError,
     TransientBackendError,
 )
 from jsonmode.records import Attempt, Issue, Outcome, Repair, Usage
@@ -72,7 +70,7 @@ from jsonmode.repair.parse import parse
 from jsonmode.schema import Schema
 from jsonmode.serve.deferred import Deferred, Rendering, json_bytes
 from jsonmode.serve.errors import ServeError, from_jsonmode
-from jsonmode.serve.wire import Call
+from jsonmode.serve.wire import Call, read_schema
 
 __all__ = [
     "Checked",
@@ -131,16 +129,8 @@ def strict_tools(params: Mapping[str, Any]) -> dict[str, Schema]:
         schema = function.get("parameters", {"type": "object", "properties": {}})
         if not isinstance(schema, dict):
             raise ServeError(400, "parameters must be a JSON Schema object", param=where)
-        try:
-            found[name] = Schema.of(schema, name=name)
-        except (SchemaError, BudgetExceededError) as exc:
-            path = getattr(exc, "schema_path", "")
-            raise ServeError(
-                400,
-                f"the parameters of {name!r} cannot be used: {exc}",
-                param=f"{where} at {path}" if path else where,
-                code="invalid_schema",
-            ) from None
+        read_schema(schema, where)  # under the route's deadline: a 400 naming the path
+        found[name] = Schema.of(schema)  # read above: from the cache
     return found
 
 
