@@ -16,7 +16,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from support.openai_server import OpenAIServer, Reply
+from support.openai_server import Delay, OpenAIServer, Reply
 from support.serve_process import ServeProcess
 
 pytestmark = pytest.mark.integration
@@ -34,7 +34,8 @@ RESPONSE_FORMAT = {
     "type": "json_schema",
     "json_schema": {"name": "Person", "schema": PERSON, "strict": True},
 }
-LIMIT = 1 << 20  # the server's default --max-body-bytes
+LIMIT = 64 * 1024  # the server's --max-body-bytes here
+KEEPALIVE = 0.2  # seconds between SSE comments while a streamed request retries
 STATUS = "\n%{http_code}"  # curl -w: the status after the body, on a line of its own
 
 
@@ -55,7 +56,8 @@ def upstream() -> Iterator[OpenAIServer]:
 @pytest.fixture(scope="module")
 def served(upstream: OpenAIServer) -> Iterator[ServeProcess]:
     arguments = ("--upstream", "openai/scripted", "--api-base", upstream.base_url)
-    with ServeProcess(*arguments, env={"OPENAI_API_KEY": "sk-upstream-curl"}) as process:
+    limits = ("--max-body-bytes", str(LIMIT), "--keepalive", str(KEEPALIVE))
+    with ServeProcess(*arguments, *limits) as process:
         yield process
 
 
@@ -83,6 +85,14 @@ def request(**fields: Any) -> bytes:
     return json.dumps({**body, **fields}).encode()
 
 
+def has_content(line: str) -> bool:
+    """Whether an SSE line is a chunk with some content."""
+    if not line.startswith("data: {"):
+        return False
+    chunk = json.loads(line.removeprefix("data: "))
+    return any(choice["delta"].get("content") for choice in chunk["choices"])
+
+
 def test_a_json_request_gets_conforming_content(
     curl_program: str, served: ServeProcess, upstream: OpenAIServer
 ) -> None:
@@ -102,18 +112,23 @@ def test_a_json_request_gets_conforming_content(
 def test_a_streamed_request_is_server_sent_events(
     curl_program: str, served: ServeProcess, upstream: OpenAIServer
 ) -> None:
-    upstream.add(Reply("not JSON at all"), Reply(ADA_JSON))
+    upstream.add(Reply("not JSON at all"), Delay(5 * KEEPALIVE, Reply(ADA_JSON)))
     body = request(stream=True, stream_options={"include_usage": True})
     status, text = post(curl_program, f"{served.base_url}/chat/completions", body, "-N")
     assert status == 200, text
-    events = [line for line in text.splitlines() if line.startswith("data: ")]
+    # while the re-ask is slow, comments keep the connection alive, before any content
+    lines = text.splitlines()
+    # Every line is an SSE field, a comment (": keep-alive") or a blank separator.
+    assert all(line == "" or line.startswith(("data: ", ":")) for line in lines)
+    events = [line for line in lines if line.startswith("data: ")]
     assert events[-1] == "data: [DONE]"
     chunks = [json.loads(line.removeprefix("data: ")) for line in events[:-1]]
-    # Every line is an SSE field, a comment (": keep-alive") or a blank separator.
-    assert all(line == "" or line.startswith(("data: ", ":")) for line in text.splitlines())
     content = "".join(
         choice["delta"].get("content") or "" for chunk in chunks for choice in chunk["choices"]
     )
+    # while the re-ask is slow, comments keep the connection alive, before any content
+    first = next(number for number, line in enumerate(lines) if has_content(line))
+    assert any(line.startswith(":") for line in lines[:first])
     assert json.loads(content) == ADA
     assert "not JSON" not in text
     assert chunks[-1]["usage"]["total_tokens"] == 30  # both attempts

@@ -26,9 +26,10 @@ TREE = SCHEMAS[3]  # recursive ($ref)
 
 @pytest.fixture(scope="module")
 def served(server: Any) -> Iterator[ServeProcess]:
-    arguments = ["--upstream", "hosted_vllm/tiny", "--api-base", server.base_url]
-    with ServeProcess(*arguments, "--max-attempts", "1", env={"HOSTED_VLLM_API_KEY": "x"}) as s:
-        yield s
+    upstream = ["--upstream", "hosted_vllm/tiny", "--api-base", server.base_url]
+    # one attempt: the first one must conform, or the request is a 422
+    with ServeProcess(*upstream, "--vllm-processor", "--max-attempts", "1") as process:
+        yield process
 
 
 def client(served: ServeProcess) -> openai.OpenAI:
