@@ -14,7 +14,7 @@ __all__ = ["serve"]
 
 
 def serve(config: ServeConfig) -> int:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((config.host, config.port))
     host, port = sock.getsockname()[:2]
