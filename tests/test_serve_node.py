@@ -82,12 +82,11 @@ def node(
 ) -> list[Any]:
     """Give the upstream ``script``, run the requests through the npm client, and check
     that the upstream was asked exactly as often as scripted."""
-    before = upstream.request_count
-    upstream.add(*script)
+    upstream.rescript(script)
     results: list[Any] = client.run(
         "openai_client.mjs", list(requests), base_url=served.base_url, api_key=KEY
     )
-    assert upstream.request_count - before == len(script), served.log[-3000:]
+    assert upstream.request_count == len(script), served.log[-3000:]
     assert upstream.remaining == 0
     return results
 
