@@ -7,7 +7,8 @@
 //             "api_key": "..." (optional: overrides JSONMODE_API_KEY)}
 // A result: {"ok": true, "reply": <the parsed body>, "output_text": <responses only>}
 //   or, for a stream, {"ok": true, "chunks": [...events...], "content": "<joined deltas>",
-//                      "usage": <the last usage seen>, "output_text": <responses only>}
+//                      "usage": <the last usage seen>, "output_text": <responses only:
+//                      the SDK's responses.stream() helper's final response>}
 //   or {"ok": false, "error": {name, status, type, code, param, body, instanceOf: {...}}}.
 import { readFileSync } from "node:fs";
 import OpenAI from "openai";
@@ -67,20 +68,18 @@ async function responses(openai, params) {
     const reply = await openai.responses.create(params);
     return { ok: true, reply, output_text: reply.output_text };
   }
-  const stream = await openai.responses.create(params);
+  // the SDK's streaming helper: events as they come, then the final response it
+  // assembled (with its output_text accessor)
+  const { stream: _, ...rest } = params;
+  const stream = openai.responses.stream(rest);
   const chunks = [];
   let content = "";
-  let usage = null;
-  let outputText = null;
   for await (const event of stream) {
     chunks.push(event);
     if (event.type === "response.output_text.delta") content += event.delta;
-    if (event.type === "response.completed") {
-      usage = event.response?.usage ?? null;
-      outputText = event.response?.output_text ?? null;
-    }
   }
-  return { ok: true, chunks, content, usage, output_text: outputText };
+  const final = await stream.finalResponse();
+  return { ok: true, chunks, content, usage: final.usage, output_text: final.output_text };
 }
 
 const results = [];
