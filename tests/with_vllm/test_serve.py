@@ -1,7 +1,8 @@
 """``jsonmode serve`` in front of the real vLLM server (issue 42, item 7): the official
-``openai`` Python client, pointed at ``jsonmode serve --upstream hosted_vllm/tiny``, gets
-conforming JSON from the random-weight model, plain and streamed, and the reply says
-which tier ran.
+``openai`` Python client, pointed at ``jsonmode serve --upstream hosted_vllm/tiny
+--vllm-processor``, gets conforming JSON from the random-weight model, plain and
+streamed, and the reply says which tier ran (``constrained``: jsonmode's processor in
+vLLM decoded it).
 
 The vLLM server is the session's (conftest.py ``server``: jsonmode's processor loaded,
 shared with test_server.py: one start for both); ``jsonmode serve`` is one child process
@@ -56,7 +57,7 @@ def test_the_python_client_gets_conforming_json_constrained_on_the_first_attempt
         assert choice.finish_reason == "stop", choice.message.content
         conforms(choice.message.content or "", schema)
         report = reply.to_dict()["jsonmode"]
-        assert report["tier"] == "native", report  # vLLM constrained it
+        assert report["tier"] == "constrained", report  # jsonmode's processor in vLLM
         assert report["attempts"] == 1, report
         assert report["repairs"] == []
         assert reply.usage is not None
@@ -81,5 +82,5 @@ def test_a_stream_through_serve_is_conforming(served: ServeProcess) -> None:
     assert chunks[-1].usage.completion_tokens > 0
     reports = [c.to_dict()["jsonmode"] for c in chunks if "jsonmode" in c.to_dict()]
     assert reports
-    assert reports[-1]["tier"] == "native"
+    assert reports[-1]["tier"] == "constrained"
     assert json.loads(text)  # a document, not noise
