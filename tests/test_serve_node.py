@@ -186,3 +186,27 @@ def test_a_wrong_key_is_an_authentication_error_and_never_reaches_the_upstream(
         assert result["error"]["name"] == "AuthenticationError"
         assert result["error"]["instanceOf"]["AuthenticationError"]
         assert result["error"]["status"] == 401
+
+
+def test_the_responses_api_with_text_format(
+    node_openai: NodeClient, served: ServeProcess, upstream: OpenAIServer
+) -> None:
+    text = {"format": {"type": "json_schema", "name": "Person", "schema": PERSON, "strict": True}}
+    plain = {"model": "scripted", "input": "Extract the person: Ada, 36", "text": text}
+    streamed = {**plain, "stream": True}
+    script = [Reply(FENCED), Reply(WORDS), Reply(ADA_JSON)]
+    plain_result, stream_result = node(
+        node_openai,
+        served,
+        upstream,
+        script,
+        {"api": "responses", "params": plain},
+        {"api": "responses", "params": streamed},
+    )
+    assert plain_result["ok"], plain_result
+    assert conforming(plain_result["output_text"]) == ADA  # the SDK's own accessor
+    assert plain_result["reply"]["jsonmode"]["repairs"]
+    assert stream_result["ok"], stream_result
+    assert conforming(stream_result["content"]) == ADA
+    assert conforming(stream_result["output_text"]) == ADA
+    assert "thirty" not in json.dumps(stream_result["chunks"])
