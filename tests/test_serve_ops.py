@@ -56,9 +56,12 @@ def chat_body(text: str = "give a", name: str = "thing") -> dict[str, Any]:
 
 
 class Served:
-    """``jsonmode serve`` started as a child process; its stderr collected by a thread."""
+    """``jsonmode serve`` started as a child process in front of ``upstream`` (its
+    own); its stderr collected by a thread. :meth:`wait_ready` before use."""
 
-    def __init__(self, upstream: OpenAIServer, *flags: str, env: dict[str, str] | None = None):
+    def __init__(self, *flags: str, env: dict[str, str] | None = None):
+        self.upstream = upstream = OpenAIServer()
+        self._closed = False
         environ = {**os.environ, "UPSTREAM_KEY": UPSTREAM_KEY, **(env or {})}
         environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
         self.process = subprocess.Popen(
@@ -78,11 +81,11 @@ class Served:
         self.url = ""
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
+
+    def wait_ready(self) -> None:
         if not self._ready.wait(START_S):
-            self.close()
             raise AssertionError(f"the server did not start:\n{self.stderr}")
         if not self.url:
-            self.close()
             raise AssertionError(f"the server ended before serving:\n{self.stderr}")
 
     def _read(self) -> None:
@@ -107,10 +110,13 @@ class Served:
         status = pathlib_read(f"/proc/{self.process.pid}/status")
         return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1))  # type: ignore[union-attr]
 
-    def close(self) -> int:
-        """SIGTERM, then the exit status (SIGKILL after 30 s: a hang fails the test)."""
+    def close(self, sig: int = signal.SIGTERM) -> int:
+        """``sig``, then the exit status (SIGKILL after 30 s: a hang fails the test).
+        Idempotent: a closed server's status again."""
+        if self._closed:
+            return self.process.wait()
         if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
+            self.process.send_signal(sig)
         try:
             status = self.process.wait(30)
         except subprocess.TimeoutExpired:
@@ -121,6 +127,8 @@ class Served:
         self.process.stdout.close()
         if self.process.stderr is not None:
             self.process.stderr.close()
+        self.upstream.close()
+        self._closed = True
         return status
 
 
@@ -163,20 +171,40 @@ def wait_for(condition: Any, timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
+@pytest.fixture(scope="module")
+def fleet() -> Iterator[dict[str, Served]]:
+    """Every server of the module, started at once (their imports overlap): ``plain``
+    (one worker, shared), ``guarded`` (--api-key-env), ``workers`` (--workers 2) and
+    ``drain`` (--drain 3, stopped by its test). Each test scripts its upstream."""
+    servers: dict[str, Served] = {}
+    try:
+        servers["plain"] = Served()
+        servers["guarded"] = Served("--api-key-env", "SERVER_KEY", env={"SERVER_KEY": SERVER_KEY})
+        servers["workers"] = Served("--workers", "2")
+        servers["drain"] = Served("--drain", "3")
+        for served in servers.values():
+            served.wait_ready()
+        yield servers
+    finally:
+        statuses = {
+            name: served.close(signal.SIGINT if name == "guarded" else signal.SIGTERM)
+            for name, served in servers.items()
+        }
+    # Ctrl+C (SIGINT) drains and exits 0 as SIGTERM does
+    assert statuses == dict.fromkeys(servers, 0)
+
+
 # -- one worker, shared: disconnects, memory, what it keeps to itself ---------------------
 
 
 @pytest.fixture(scope="module")
-def upstream() -> Iterator[OpenAIServer]:
-    with OpenAIServer() as server:
-        yield server
+def plain(fleet: dict[str, Served]) -> Served:
+    return fleet["plain"]
 
 
 @pytest.fixture(scope="module")
-def plain(upstream: OpenAIServer) -> Iterator[Served]:
-    served = Served(upstream)
-    yield served
-    assert served.close() == 0
+def upstream(plain: Served) -> OpenAIServer:
+    return plain.upstream
 
 
 def test_binds_loopback_by_default(plain: Served) -> None:
@@ -285,16 +313,13 @@ def test_metric_labels_carry_no_user_text(plain: Served, upstream: OpenAIServer)
 
 
 @pytest.fixture(scope="module")
-def guarded_upstream() -> Iterator[OpenAIServer]:
-    with OpenAIServer() as server:
-        yield server
+def guarded(fleet: dict[str, Served]) -> Served:
+    return fleet["guarded"]
 
 
 @pytest.fixture(scope="module")
-def guarded(guarded_upstream: OpenAIServer) -> Iterator[Served]:
-    served = Served(guarded_upstream, "--api-key-env", "SERVER_KEY", env={"SERVER_KEY": SERVER_KEY})
-    yield served
-    assert served.close() == 0
+def guarded_upstream(guarded: Served) -> OpenAIServer:
+    return guarded.upstream
 
 
 def test_a_missing_or_wrong_key_is_401_and_never_reaches_the_upstream(
@@ -345,92 +370,93 @@ def test_keys_never_leak(guarded: Served, guarded_upstream: OpenAIServer) -> Non
 # -- SIGTERM --------------------------------------------------------------------------------
 
 
-def test_sigterm_drains_in_flight_requests_and_refuses_new_ones() -> None:
+def test_sigterm_drains_in_flight_requests_and_refuses_new_ones(
+    fleet: dict[str, Served],
+) -> None:
     """Two requests in flight at SIGTERM: the one that ends within --drain 3 is answered
     200; new connections are refused at once; the one that would take 60 s is cut at the
     drain's end; the process exits 0 within the drain (plus shutdown's slack)."""
-    with OpenAIServer([Delay(1.5, Reply(CONFORMING)), Delay(60.0, Reply(CONFORMING))]) as up:
-        served = Served(up, "--drain", "3")
-        results: dict[str, Any] = {}
+    served = fleet["drain"]
+    up = served.upstream
+    up.add(Delay(1.5, Reply(CONFORMING)), Delay(60.0, Reply(CONFORMING)))
+    results: dict[str, Any] = {}
 
-        def ask(name: str) -> None:
-            try:
-                url = served.url + "/v1/chat/completions"
-                reply = httpx.post(url, json=chat_body(), timeout=30)
-                results[name] = reply.status_code
-            except httpx.HTTPError as exc:
-                results[name] = type(exc).__name__
+    def ask(name: str) -> None:
+        try:
+            url = served.url + "/v1/chat/completions"
+            reply = httpx.post(url, json=chat_body(), timeout=30)
+            results[name] = reply.status_code
+        except httpx.HTTPError as exc:
+            results[name] = type(exc).__name__
 
-        quick = threading.Thread(target=ask, args=("quick",))
-        quick.start()
-        wait_for(lambda: up.request_count == 1, 10, "the first upstream call")
-        slow = threading.Thread(target=ask, args=("slow",))
-        slow.start()
-        wait_for(lambda: up.request_count == 2, 10, "the second upstream call")
-        signalled = time.monotonic()
-        served.process.send_signal(signal.SIGTERM)
+    quick = threading.Thread(target=ask, args=("quick",))
+    quick.start()
+    wait_for(lambda: up.request_count == 1, 10, "the first upstream call")
+    slow = threading.Thread(target=ask, args=("slow",))
+    slow.start()
+    wait_for(lambda: up.request_count == 2, 10, "the second upstream call")
+    signalled = time.monotonic()
+    served.process.send_signal(signal.SIGTERM)
 
-        def refused() -> bool:
-            try:
-                socket.create_connection(("127.0.0.1", served.port), timeout=1).close()
-            except ConnectionRefusedError:
-                return True
-            return False
+    def refused() -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", served.port), timeout=1).close()
+        except ConnectionRefusedError:
+            return True
+        return False
 
-        wait_for(refused, 1.0, "new connections to be refused")
-        assert served.process.poll() is None  # still draining
-        status = served.process.wait(10)
-        took = time.monotonic() - signalled
-        quick.join(10)
-        slow.join(10)
-        assert served.close() == status == 0
-        assert results["quick"] == 200
-        assert results["slow"] != 200
-        assert 2.5 < took < 3 + 2.0, took
+    wait_for(refused, 1.0, "new connections to be refused")
+    assert served.process.poll() is None  # still draining
+    status = served.process.wait(10)
+    took = time.monotonic() - signalled
+    quick.join(10)
+    slow.join(10)
+    assert served.close() == status == 0
+    assert results["quick"] == 200
+    assert results["slow"] != 200
+    assert 2.5 < took < 3 + 2.0, took
 
 
 # -- several workers --------------------------------------------------------------------------
 
 
-def test_two_workers_answer_and_metrics_sum_over_both() -> None:
+def test_two_workers_answer_and_metrics_sum_over_both(fleet: dict[str, Served]) -> None:
     """--workers 2: the requests are spread over two worker processes (children of the
     server), and /metrics, asked of whichever worker, sums both: every counter equals the
     number of requests sent, though each worker answered only some."""
-    with OpenAIServer([Reply(CONFORMING)] * 400) as up:
-        served = Served(up, "--workers", "2")
-        try:
-            sent = scrapes = 0
-            per_worker: dict[str, float] = {}
+    served = fleet["workers"]
+    up = served.upstream
+    up.add(*[Reply(CONFORMING)] * 320)
+    sent = scrapes = 0
+    per_worker: dict[str, float] = {}
 
-            def one(_: int) -> int:
-                # a new connection each time: the kernel hands each to either worker
-                url = served.url + "/v1/chat/completions"
-                return client.post(url, json=chat_body(), headers=CLOSE).status_code
+    def one(_: int) -> int:
+        # a new connection each time: the kernel hands each to either worker
+        url = served.url + "/v1/chat/completions"
+        return client.post(url, json=chat_body(), headers=CLOSE).status_code
 
-            with ThreadPoolExecutor(8) as pool, httpx.Client(timeout=30) as client:
-                while sent < 320:
-                    assert list(pool.map(one, range(40))) == [200] * 40
-                    sent += 40
-                    text = httpx.get(served.url + "/metrics", timeout=10).text
-                    scrapes += 1
-                    samples = metric_samples(text, "jsonmode_serve_worker_requests")
-                    per_worker = {labels["pid"]: value for labels, value in samples}
-                    # a scrape is counted once answered: a worker that answered as many
-                    # requests as there were scrapes answered a chat request
-                    if len([value for value in per_worker.values() if value >= scrapes]) >= 2:
-                        break
-            assert len(per_worker) == 2, per_worker
-            assert all(value >= scrapes for value in per_worker.values()), per_worker
-            assert sum(per_worker.values()) == sent + scrapes - 1
-            for pid in per_worker:
-                stat = pathlib_read(f"/proc/{pid}/stat")
-                assert int(stat.rsplit(")", 1)[1].split()[1]) == served.process.pid
+    with ThreadPoolExecutor(8) as pool, httpx.Client(timeout=30) as client:
+        while sent < 320:
+            assert list(pool.map(one, range(40))) == [200] * 40
+            sent += 40
             text = httpx.get(served.url + "/metrics", timeout=10).text
-            answered = metric_samples(text, "jsonmode_serve_requests_total")
-            chat = [v for labels, v in answered if labels["route"] == "/v1/chat/completions"]
-            assert chat == [sent]
-            jsonmode_requests = metric_samples(text, "jsonmode_requests_total")
-            assert sum(value for _, value in jsonmode_requests) == sent
-            assert up.request_count == sent
-        finally:
-            assert served.close() == 0
+            scrapes += 1
+            samples = metric_samples(text, "jsonmode_serve_worker_requests")
+            per_worker = {labels["pid"]: value for labels, value in samples}
+            # a scrape is counted once answered: a worker that answered as many
+            # requests as there were scrapes answered a chat request
+            if len([value for value in per_worker.values() if value >= scrapes]) >= 2:
+                break
+    assert len(per_worker) == 2, per_worker
+    assert all(value >= scrapes for value in per_worker.values()), per_worker
+    assert sum(per_worker.values()) == sent + scrapes - 1
+    for pid in per_worker:
+        stat = pathlib_read(f"/proc/{pid}/stat")
+        assert int(stat.rsplit(")", 1)[1].split()[1]) == served.process.pid
+    text = httpx.get(served.url + "/metrics", timeout=10).text
+    answered = metric_samples(text, "jsonmode_serve_requests_total")
+    chat = [v for labels, v in answered if labels["route"] == "/v1/chat/completions"]
+    assert chat == [sent]
+    jsonmode_requests = metric_samples(text, "jsonmode_requests_total")
+    assert sum(value for _, value in jsonmode_requests) == sent
+    assert up.request_count == sent

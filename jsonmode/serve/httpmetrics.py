@@ -12,8 +12,8 @@ Families (every label value from a fixed set: no user text, no key, no raw path)
                                                   live workers in multiprocess mode)
     jsonmode_serve_worker_requests                requests this worker process has
                                                   answered; in multiprocess mode one
-                                                  sample per worker (label ``pid``), so
-                                                  the spread over workers shows
+                                                  sample per live worker (label ``pid``),
+                                                  so the spread over workers shows
 
 Works in prometheus-client's multiprocess mode (``PROMETHEUS_MULTIPROC_DIR`` set before
 it was imported): the values go to the shared directory and any worker's /metrics,
@@ -65,7 +65,7 @@ class RequestMetrics:
             "jsonmode_serve_worker_requests",
             "HTTP requests answered by this worker process",
             registry=registry,
-            multiprocess_mode="all",
+            multiprocess_mode="liveall",
         )
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:

@@ -221,11 +221,7 @@ class _Supervisor(Multiprocess):
 
     def serve(self) -> int:
         self.init_processes()
-        ready = all(
-            process.wait_until_ready(_STARTUP_WAIT_S, self.should_exit)
-            for process in self.processes
-        )
-        if ready and not self.signal_queue:
+        if self._wait_ready():
             _announce(self.host, self.sockets[0])
         while not self.should_exit.wait(0.25):
             self.handle_signals()
@@ -242,6 +238,21 @@ class _Supervisor(Multiprocess):
                 process.process.join()
             self._mark_dead(process.pid)
         return 1 if failed else 0
+
+    def _wait_ready(self) -> bool:
+        """Whether every worker finished its startup (False at once on a signal or a
+        worker that ended, and after _STARTUP_WAIT_S)."""
+        deadline = time.monotonic() + _STARTUP_WAIT_S
+        waiting = list(self.processes)
+        while waiting:
+            if self.signal_queue or time.monotonic() > deadline:
+                return False
+            if not all(process.process.is_alive() for process in waiting):
+                return False
+            waiting = [process for process in waiting if not process.is_ready(timeout=1)]
+            if waiting:
+                time.sleep(0.05)
+        return True
 
     def keep_subprocess_alive(self) -> None:
         dead = [process.pid for process in self.processes if not process.process.is_alive()]
