@@ -27,6 +27,10 @@ import httpx
 import pytest
 from support.openai_server import Delay, HttpError, OpenAIServer, Reply
 
+from jsonmode.errors import UsageError
+from jsonmode.serve import runner
+from jsonmode.serve.config import ServeConfig
+
 pytestmark = pytest.mark.integration
 
 READY = re.compile(r"jsonmode serve: serving on (http://\S+)")
@@ -77,10 +81,13 @@ class Served:
             env=environ,
         )
         self._lines: list[str] = []
+        self._out: list[str] = []
         self._ready = threading.Event()
         self.url = ""
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
+        self._out_reader = threading.Thread(target=self._read_out, daemon=True)
+        self._out_reader.start()
 
     def wait_ready(self) -> None:
         if not self._ready.wait(START_S):
@@ -98,9 +105,18 @@ class Served:
                 self._ready.set()
         self._ready.set()
 
+    def _read_out(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self._out.append(line)
+
     @property
     def stderr(self) -> str:
         return "".join(self._lines)
+
+    @property
+    def stdout(self) -> str:
+        return "".join(self._out)
 
     @property
     def port(self) -> int:
@@ -123,6 +139,7 @@ class Served:
             self.process.kill()
             status = self.process.wait()
         self._reader.join(5)
+        self._out_reader.join(5)
         assert self.process.stdout is not None
         self.process.stdout.close()
         if self.process.stderr is not None:
@@ -179,7 +196,9 @@ def fleet() -> Iterator[dict[str, Served]]:
     servers: dict[str, Served] = {}
     try:
         servers["plain"] = Served()
-        servers["guarded"] = Served("--api-key-env", "SERVER_KEY", env={"SERVER_KEY": SERVER_KEY})
+        servers["guarded"] = Served(
+            "--api-key-env", "SERVER_KEY", "--access-log", env={"SERVER_KEY": SERVER_KEY}
+        )
         servers["workers"] = Served("--workers", "2")
         servers["drain"] = Served("--drain", "3")
         for served in servers.values():
@@ -276,6 +295,15 @@ def test_memory_stays_flat(plain: Served, upstream: OpenAIServer) -> None:
     assert after_all - after_warmup < 6 * 1024, (after_warmup, after_all)
 
 
+def test_a_port_in_use_is_a_usage_error() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(UsageError, match=f"cannot listen on 127.0.0.1:{port}"):
+            runner.serve(ServeConfig("openai/m", port=port))
+
+
 def test_no_cors_headers_unless_configured(plain: Served) -> None:
     origin = {"Origin": "https://elsewhere.example"}
     got = httpx.get(plain.url + "/v1/models", headers=origin, timeout=10)
@@ -346,7 +374,7 @@ def test_a_missing_or_wrong_key_is_401_and_never_reaches_the_upstream(
 
 def test_keys_never_leak(guarded: Served, guarded_upstream: OpenAIServer) -> None:
     """The upstream gets its own key (and never the server's); neither key is in a reply,
-    an error, /metrics or the server's log."""
+    an error, /metrics or the server's logs (its access log on)."""
     auth = {"Authorization": f"Bearer {SERVER_KEY}"}
     guarded_upstream.add(
         Reply(CONFORMING), HttpError(401, "Incorrect API key provided", "invalid_request_error")
@@ -362,7 +390,10 @@ def test_keys_never_leak(guarded: Served, guarded_upstream: OpenAIServer) -> Non
     sent = guarded_upstream.recorded[before:]
     assert [item.headers.get("authorization") for item in sent] == [f"Bearer {UPSTREAM_KEY}"] * 2
     assert all(SERVER_KEY not in json.dumps(item.headers) for item in sent)
-    for text in (good.text, str(good.headers), refused.text, metrics.text, guarded.stderr):
+    wait_for(lambda: "GET /metrics" in guarded.stdout, 5, "the access log")
+    assert '"POST /v1/chat/completions HTTP/1.1" 200' in guarded.stdout
+    logs = guarded.stdout + guarded.stderr
+    for text in (good.text, str(good.headers), refused.text, metrics.text, logs):
         assert UPSTREAM_KEY not in text
         assert SERVER_KEY not in text
 

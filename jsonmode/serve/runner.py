@@ -34,9 +34,9 @@ Contracts:
   each worker's ``/metrics`` then serves the sum over all workers
   (``MultiProcessCollector``). The supervisor marks each worker that ended as dead
   (live gauges drop it). One worker: the app's own registry.
-- **Logs.** uvicorn's own log at ``warning``; its access log only with
-  ``config.access_log`` (request lines: method, path, status; never a header, so never
-  a key). The runner prints no key.
+- **Logs.** uvicorn's own log on stderr from ``warning`` up; its access log only with
+  ``config.access_log``, on stdout (client address, request line, status; never a
+  header, so never a key). The runner prints no key.
 
 :func:`serve` must be called from the main thread (it installs signal handlers) and
 at most once at a time per process; it changes ``os.environ`` while it runs (the two
@@ -46,6 +46,8 @@ variables above) and restores it before returning.
 from __future__ import annotations
 
 import contextlib
+import copy
+import math
 import os
 import shutil
 import signal
@@ -58,7 +60,7 @@ from collections.abc import Generator, Iterator
 from typing import Any
 
 import uvicorn
-from uvicorn.config import STARTUP_FAILURE
+from uvicorn.config import LOGGING_CONFIG, STARTUP_FAILURE
 from uvicorn.supervisors.multiprocess import Multiprocess
 
 from jsonmode.errors import UsageError
@@ -79,6 +81,10 @@ _MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 _STARTUP_WAIT_S = 60.0
 #: Seconds past ``drain_s`` before a worker that has not ended is killed.
 _KILL_GRACE_S = 5.0
+#: uvicorn's logging, its own messages from warning up (its access log, when asked
+#: for, at info on stdout: a level set for both would silence it).
+_LOGGING = copy.deepcopy(LOGGING_CONFIG)
+_LOGGING["loggers"]["uvicorn.error"]["level"] = "WARNING"
 
 
 def serve(config: ServeConfig) -> int:
@@ -106,11 +112,12 @@ def _uvicorn_config(config: ServeConfig, app: Any, *, factory: bool) -> uvicorn.
         port=config.port,
         workers=config.workers,
         access_log=config.access_log,
-        log_level="warning",
+        log_config=_LOGGING,
+        log_level=None,
         server_header=False,
         proxy_headers=False,
         lifespan="auto",
-        timeout_graceful_shutdown=max(1, round(config.drain_s)),
+        timeout_graceful_shutdown=math.ceil(config.drain_s),
         timeout_worker_healthcheck=30,
     )
 
