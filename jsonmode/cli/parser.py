@@ -283,6 +283,21 @@ def serve_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[
         help=f"seconds one upstream call may take, whole reply (default {DEFAULT_TIMEOUT:g})",
     )
     serve.add_argument(
+        "--transport-retries",
+        type=int,
+        default=2,
+        metavar="N",
+        help="retries of an upstream 429/5xx/timeout per attempt (default 2)",
+    )
+    serve.add_argument(
+        "--max-retry-wait",
+        type=float,
+        default=20.0,
+        metavar="S",
+        help="no upstream retry is waited for past S seconds (default 20); a longer "
+        "Retry-After goes to the client with the 429",
+    )
+    serve.add_argument(
         "--max-body-bytes",
         type=int,
         default=4 * 1024 * 1024,

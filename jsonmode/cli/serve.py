@@ -53,6 +53,8 @@ def config_of(args: argparse.Namespace) -> object:
         api_key=_key(args.api_key_env, "--api-key-env"),
         workers=args.workers,
         timeout_s=args.timeout,
+        transport_retries=args.transport_retries,
+        max_retry_wait_s=args.max_retry_wait,
         max_body_bytes=args.max_body_bytes,
         keepalive_s=args.keepalive,
         drain_s=args.drain,

@@ -97,6 +97,7 @@ def create_app(config: ServeConfig) -> Starlette:
             yield
         finally:
             await state["upstream"].aclose()
+            _metrics_off(state["metrics"])
 
     async def chat(request: Request) -> Response:
         upstream: Upstream = state["upstream"]
@@ -158,6 +159,14 @@ def _metrics(registry: Any) -> Any:
     import jsonmode.metrics
 
     return jsonmode.metrics.enable(registry)
+
+
+def _metrics_off(registry: Any) -> None:
+    """Stop counting into ``registry`` if it is still the process's active one."""
+    import jsonmode.metrics
+
+    if jsonmode.metrics.active_registry() is registry:
+        jsonmode.metrics.disable()
 
 
 async def _proxied(upstream: Upstream, body: dict[str, Any]) -> Response:

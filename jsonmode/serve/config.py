@@ -55,6 +55,10 @@ class ServeConfig:
             ``/healthz`` must carry ``Authorization: Bearer <key>``. None: open.
         workers: server processes sharing the listening socket.
         timeout_s: seconds one upstream call may take, whole reply included.
+        transport_retries, max_retry_wait_s: the transport policy for upstream 429s,
+            5xx and timeouts: retries per attempt, and the seconds after which no
+            retry is waited for (a ``Retry-After`` longer than what is left is passed
+            on to the client with the 429/503 instead).
         max_body_bytes: the largest request body read (413 beyond).
         keepalive_s: a stream whose attempt is still running gets an SSE comment this
             often; a stream's response starts no later than this (a failure found
@@ -77,6 +81,8 @@ class ServeConfig:
     api_key: str | None = dataclasses.field(default=None, repr=False)
     workers: int = 1
     timeout_s: float = 120.0
+    transport_retries: int = 2
+    max_retry_wait_s: float = 20.0
     max_body_bytes: int = 4 * 1024 * 1024
     keepalive_s: float = 5.0
     drain_s: float = 30.0
@@ -108,7 +114,13 @@ class ServeConfig:
             or not 0 <= self.port < 65536
         ):
             raise UsageError(f"port must be 0..65535, not {self.port!r}")
-        for name in ("timeout_s", "keepalive_s", "drain_s"):
+        if (
+            isinstance(self.transport_retries, bool)
+            or not isinstance(self.transport_retries, int)
+            or self.transport_retries < 0
+        ):
+            raise UsageError(f"transport_retries must be 0 or more, not {self.transport_retries!r}")
+        for name in ("timeout_s", "keepalive_s", "drain_s", "max_retry_wait_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise UsageError(f"{name} must be a positive number of seconds, not {value!r}")

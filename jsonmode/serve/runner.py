@@ -129,7 +129,10 @@ def _bind(host: str, port: int) -> socket.socket:
         )[0]
     except socket.gaierror as exc:
         raise UsageError(f"cannot resolve host {host!r}: {exc.strerror}") from None
-    sock = socket.socket(family, kind, proto)
+    # IPPROTO_TCP named: asyncio sets TCP_NODELAY on accepted sockets only when the
+    # listening socket's proto says TCP (without it every small reply waits out the
+    # client's delayed ACK, ~40 ms)
+    sock = socket.socket(family, kind, proto or socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)

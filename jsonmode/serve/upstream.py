@@ -37,6 +37,7 @@ from jsonmode.errors import JsonModeError, PermanentBackendError, UsageError
 from jsonmode.facade import JsonMode
 from jsonmode.records import Usage
 from jsonmode.result import Result
+from jsonmode.retry import TransportPolicy
 from jsonmode.serve.config import ServeConfig
 from jsonmode.serve.errors import from_jsonmode
 from jsonmode.serve.wire import Call
@@ -124,11 +125,14 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def outcome_of(result: Result[Any], mode: str) -> Outcome:
+def outcome_of(result: Result[Any], mode: str, *, constrained_upstream: bool = False) -> Outcome:
+    """The Outcome of a Result. ``constrained_upstream``: the native tier ran on a vLLM
+    server under jsonmode's own processor, so the tier reported is ``constrained``."""
+    tier = "constrained" if constrained_upstream and result.tier == "native" else result.tier
     return Outcome(
         text=json.dumps(result.data, ensure_ascii=False),
         value=result.data,
-        tier=result.tier,
+        tier=tier,
         mode=mode,
         attempts=len(result.attempts),
         repairs=tuple(repair_json(repair) for repair in result.repairs),
@@ -254,9 +258,17 @@ class Upstream:
             self.native_schema = False
         else:
             self.native_schema = native_schema_for(config.upstream, config.api_base)
+        self.transport = TransportPolicy(
+            max_retries=config.transport_retries, max_delay=config.max_retry_wait_s
+        )
         self._client: Any = None
         self._http: Any = None
-        if self.compatible:
+        if not self.compatible:
+            from jsonmode.backends.litellm import LiteLLMBackend
+
+            # litellm's import takes seconds: at startup, not inside the first request
+            LiteLLMBackend(config.upstream).prepare()
+        else:
             import httpx
             import openai
 
@@ -313,6 +325,7 @@ class Upstream:
             options.mode,
             options.max_attempts,
             tier=tier,
+            transport=self.transport,
             reasoning=options.reasoning,
         )
         try:
@@ -330,7 +343,7 @@ class Upstream:
             }
             top = {"jsonmode": record, "usage": usage_json(summed(exc.attempts))}
             raise from_jsonmode(exc, top=top) from exc
-        return outcome_of(result, options.mode)
+        return outcome_of(result, options.mode, constrained_upstream=self.config.vllm_processor)
 
     @staticmethod
     def _refused(refused: Refused, tier: str, mode: str) -> Outcome:
@@ -397,11 +410,9 @@ class Upstream:
     async def _proxy_litellm(
         self, body: dict[str, Any]
     ) -> tuple[int, dict[str, str], AsyncIterator[bytes]]:
-        from jsonmode.backends.litellm import LiteLLMBackend, map_error
+        import litellm  # imported at startup (see __init__)
 
-        backend = LiteLLMBackend(self.config.upstream, timeout=self.config.timeout_s)
-        backend.prepare()
-        import litellm
+        from jsonmode.backends.litellm import map_error
 
         arguments = {k: v for k, v in body.items() if k not in ("model", "jsonmode")}
         if self.config.api_base:

@@ -22,7 +22,8 @@ upstream as it came.
 
 Cost: one pass over the body's top level; the schema is read by
 :meth:`jsonmode.Schema.of` (bounded: the body is at most the server's
-``max_body_bytes``, and the schema reader has its own nesting and size limits). A
+``max_body_bytes``, the schema reader has its own nesting and size limits, and it runs
+under a deadline of :data:`SCHEMA_SECONDS`). A
 schema never makes the server read a file or touch the network (``$ref`` stays inside
 the document).
 """
@@ -34,6 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from jsonmode import budget
 from jsonmode.errors import SchemaError
 from jsonmode.repair.parse import MODES, Mode
 from jsonmode.schema import Schema
@@ -44,6 +46,10 @@ __all__ = ["Call", "Kind", "Options", "bad", "parse_body", "read_chat", "read_op
 
 Kind = Literal["json_schema", "json_object", "tool"]
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+
+#: Seconds a request's schema may take to read (a hostile one is refused with a 400
+#: within about this long, instead of holding a worker for the library's default).
+SCHEMA_SECONDS = 2.0
 
 #: Body fields the server reads itself; every other field goes upstream as it came.
 OWN_FIELDS = frozenset(
@@ -164,7 +170,8 @@ def read_schema(schema: Any, param: str) -> Any:
     if not isinstance(schema, (dict, bool)):
         raise bad(f"a JSON Schema must be an object, not {_kind(schema)}", param)
     try:
-        Schema.of(schema)
+        with budget.deadline(SCHEMA_SECONDS, doing="reading the request's schema"):
+            Schema.of(schema)
     except SchemaError as exc:
         where = f"{param} at {exc.schema_path}" if exc.schema_path else param
         raise bad(f"the schema cannot be used: {exc}", where, code="invalid_schema") from None

@@ -4,7 +4,8 @@ Each request to ``POST /v1/chat/completions`` (or ``/chat/completions``) consume
 next action of the script:
 
     Reply("...")            a chat.completion with that content (finish_reason, usage;
-                            ``reasoning``: thinking returned apart as reasoning_content)
+                            ``reasoning``: thinking returned apart as reasoning_content;
+                            ``refusal``: the model refuses, content null; not streamed)
     ToolReply("f", "{...}") a chat.completion whose message calls the tool ``f`` with
                             those arguments (``others``: more calls, sent first)
     HttpError(429)          an OpenAI-style JSON error body with that status (``headers``:
@@ -60,6 +61,8 @@ class Reply:
     #: before the content), and the usage's ``completion_tokens_details.reasoning_tokens``
     reasoning: str | None = None
     reasoning_tokens: int | None = None
+    #: the model refuses (OpenAI's structured outputs): ``message.refusal``, content null
+    refusal: str | None = None
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,9 @@ def completion_object(reply: Reply | ToolReply, model: str, number: int) -> dict
     message: dict[str, Any] = {"role": "assistant", "content": reply.content}
     if isinstance(reply, Reply) and reply.reasoning is not None:
         message["reasoning_content"] = reply.reasoning
+    if isinstance(reply, Reply) and reply.refusal is not None:
+        message["content"] = None
+        message["refusal"] = reply.refusal
     if isinstance(reply, ToolReply):
         message["tool_calls"] = [
             {
@@ -197,6 +203,9 @@ def chunk_events(
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # answer at once: headers and body go in separate writes, which Nagle would hold
+    # for the client's delayed ACK (40 ms a reply)
+    disable_nagle_algorithm = True
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
@@ -324,6 +333,13 @@ class OpenAIServer:
     def request_count(self) -> int:
         with self._lock:
             return len(self.recorded)
+
+    def rescript(self, script: Iterable[Action]) -> None:
+        """Answer the next requests with ``script`` (what is left of the old one is
+        dropped) and forget the requests recorded so far: one server for many tests."""
+        with self._lock:
+            self._script = list(script)
+            self.recorded = []
 
     @property
     def remaining(self) -> int:

@@ -25,7 +25,7 @@ __all__ = ["ServedApp"]
 class ServedApp:
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         self._sock.bind(("127.0.0.1", 0))
         self.port: int = self._sock.getsockname()[1]
         self.server = uvicorn.Server(
