@@ -20,8 +20,11 @@ Contracts:
   :data:`FACTORY` with the configuration passed in the environment variable
   :data:`ENV_CONFIG` (:func:`jsonmode.serve.config.to_env`: the keys included, so they
   stay in this process tree's environment, never on a command line). A worker
-  that dies is replaced; one that fails its startup stops the server (status 1). No
-  state is shared between workers or kept between requests.
+  that dies is replaced; one that fails its startup (the app's lifespan) stops the
+  server with status 3 (uvicorn's ``STARTUP_FAILURE``, the status of one process too). No
+  state is shared between workers or kept between requests. uvicorn's supervisor
+  signals work too: SIGHUP replaces the workers one at a time (each new one serving
+  before the old one drains), SIGTTIN / SIGTTOU add or remove one.
 - **Drain.** SIGTERM or SIGINT stops accepting (the listening socket is closed, so new
   connections are refused), lets in-flight requests finish for up to
   ``config.drain_s`` seconds (uvicorn's ``timeout_graceful_shutdown``; then they are
@@ -223,7 +226,7 @@ class _Supervisor(Multiprocess):
     """uvicorn's supervisor, which announces the address once every worker is ready,
     closes its copy of the socket before stopping the workers (so new connections
     are refused during the drain), bounds the wait for them and reports a failed
-    startup as status 1."""
+    startup as status 3."""
 
     host: str = "127.0.0.1"
     drain_s: float = 30.0
@@ -247,7 +250,7 @@ class _Supervisor(Multiprocess):
                 process.kill()
                 process.process.join()
             self._mark_dead(process.pid)
-        return 1 if failed else 0
+        return STARTUP_FAILURE if failed else 0
 
     def _wait_ready(self) -> bool:
         """Whether every worker finished its startup (False at once on a signal or a
