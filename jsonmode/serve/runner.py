@@ -273,6 +273,18 @@ class _Supervisor(Multiprocess):
         for pid in dead:
             self._mark_dead(pid)
 
+    def restart_all(self) -> None:
+        before = {process.pid for process in self.processes}
+        super().restart_all()
+        for pid in before - {process.pid for process in self.processes}:
+            self._mark_dead(pid)
+
+    def handle_ttou(self) -> None:
+        before = {process.pid for process in self.processes}
+        super().handle_ttou()
+        for pid in before - {process.pid for process in self.processes}:
+            self._mark_dead(pid)
+
     def _mark_dead(self, pid: int | None) -> None:
         if self.multiproc_dir is None or pid is None:
             return
