@@ -119,7 +119,7 @@ def _uvicorn_config(config: ServeConfig, app: Any, *, factory: bool) -> uvicorn.
         log_level=None,
         server_header=False,
         proxy_headers=False,
-        lifespan="auto",
+        lifespan="on",  # the app needs its startup (its upstream client); a failure stops it
         timeout_graceful_shutdown=math.ceil(config.drain_s),
         timeout_worker_healthcheck=30,
     )
