@@ -269,7 +269,11 @@ def serve_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[
         "/healthz then needs 'Authorization: Bearer <key>' (401 otherwise)",
     )
     serve.add_argument(
-        "--workers", type=int, default=1, metavar="N", help="server processes (default 1)"
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="server processes sharing the port (default 1); /metrics sums them all",
     )
     serve.add_argument(
         "--timeout",
@@ -312,7 +316,8 @@ def serve_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[
         type=float,
         default=30.0,
         metavar="S",
-        help="on SIGTERM, seconds in-flight requests get to finish (default 30)",
+        help="on SIGTERM or Ctrl+C: new connections are refused, requests in flight get "
+        "S seconds to finish (default 30), then the server exits 0",
     )
     serve.add_argument(
         "--cors-origin",

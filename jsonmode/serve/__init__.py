@@ -14,5 +14,6 @@ An optional extra (``pip install "jsonmode[serve]"``: Starlette and uvicorn);
     errors.py     errors as OpenAI-shaped HTTP answers (422 jsonmode_nonconforming ...)
     auth.py       the bearer key
     app.py        the Starlette app
+    httpmetrics.py  the server's own metric families (requests by route and status, in flight)
     runner.py     uvicorn: workers, SIGTERM drain
 """

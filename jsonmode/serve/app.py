@@ -31,12 +31,25 @@ from jsonmode.serve.auth import BearerAuth
 from jsonmode.serve.chat import structured_reply
 from jsonmode.serve.config import ServeConfig, from_env
 from jsonmode.serve.errors import ServeError, from_jsonmode
+from jsonmode.serve.httpmetrics import RequestMetrics, exposition
 from jsonmode.serve.responses import responses_reply
 from jsonmode.serve.tools import has_strict_tools, tools_reply
 from jsonmode.serve.upstream import Upstream
 from jsonmode.serve.wire import parse_body, read_chat
 
-__all__ = ["app_from_env", "create_app", "read_json"]
+__all__ = ["ROUTE_PATHS", "app_from_env", "create_app", "read_json"]
+
+#: The paths served (counted under their own name in ``jsonmode_serve_requests_total``).
+ROUTE_PATHS = (
+    "/v1/chat/completions",
+    "/chat/completions",
+    "/v1/responses",
+    "/responses",
+    "/v1/models",
+    "/models",
+    "/healthz",
+    "/metrics",
+)
 
 
 async def read_json(request: Request, limit: int) -> dict[str, Any]:
@@ -76,11 +89,12 @@ def create_app(config: ServeConfig) -> Starlette:
     """The server's app for ``config`` (one :class:`Upstream` per app, made at startup
     inside the serving event loop and closed at shutdown)."""
     state: dict[str, Any] = {}
+    registry = _registry()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         state["upstream"] = Upstream(config)
-        state["metrics"] = _metrics()
+        state["metrics"] = _metrics(registry)
         try:
             yield
         finally:
@@ -122,12 +136,10 @@ def create_app(config: ServeConfig) -> Starlette:
     async def metrics(request: Request) -> Response:
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-        from jsonmode.metrics import exposition_registry
-
-        data = generate_latest(exposition_registry(state["metrics"]))
+        data = generate_latest(exposition(state["metrics"]))
         return Response(data, media_type=CONTENT_TYPE_LATEST)
 
-    middleware = []
+    middleware = [Middleware(RequestMetrics, registry=registry, routes=ROUTE_PATHS)]
     if config.cors_origins:
         from starlette.middleware.cors import CORSMiddleware
 
@@ -154,12 +166,16 @@ def create_app(config: ServeConfig) -> Starlette:
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
 
 
-def _metrics() -> Any:
+def _registry() -> Any:
     from prometheus_client import CollectorRegistry
 
+    return CollectorRegistry()
+
+
+def _metrics(registry: Any) -> Any:
     import jsonmode.metrics
 
-    return jsonmode.metrics.enable(CollectorRegistry())
+    return jsonmode.metrics.enable(registry)
 
 
 def _metrics_off(registry: Any) -> None:

@@ -329,7 +329,8 @@ class Upstream:
             reasoning=options.reasoning,
         )
         try:
-            result = await jm.arun(list(call.messages), call.schema, schema_name=call.schema_name)
+            # no schema_name: it would be a metric label, and the name is the client's text
+            result = await jm.arun(list(call.messages), call.schema)
         except Refused as refused:
             return self._refused(refused, tier, options.mode)
         except JsonModeError as exc:

@@ -347,6 +347,12 @@ class OpenAIServer:
         with self._lock:
             return len(self._script)
 
+    def add(self, *actions: Action) -> None:
+        """Append ``actions`` to the script (a server shared by several tests, each
+        scripting what it asks for)."""
+        with self._lock:
+            self._script.extend(actions)
+
     def _record(self, item: Recorded) -> tuple[Action, int]:
         with self._lock:
             self.recorded.append(item)
