@@ -3,7 +3,8 @@
 Keys come from environment variables named by the flags (``--api-key-env``,
 ``--upstream-key-env``), never from the command line, where ``ps`` would show them.
 Exit status: 0 after a clean shutdown (SIGTERM/SIGINT, in-flight requests drained), 2
-for bad usage (a missing variable, the serve extra not installed, a bad flag).
+for bad usage (a missing variable, the serve extra not installed, a bad flag, a port
+that cannot be listened on), 3 when a worker process fails to start.
 """
 
 from __future__ import annotations
