@@ -60,7 +60,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("backends, transport policy, metrics", ("backends", "retry", "metrics")),
     ("the attempt session", ("session",)),
     ("public verbs", ("facade", "streaming", "batch", "texts")),
-    ("entry points", ("", "cli", "adapters", "decorator", "demo", "_traffic", "_startup")),
+    ("entry points", ("", "cli", "serve", "adapters", "decorator", "demo", "_traffic", "_startup")),
 )
 
 

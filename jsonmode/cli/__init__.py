@@ -16,6 +16,9 @@
     jsonmode metrics serve --port P [--addr A]
     jsonmode metrics assets
     jsonmode dashboard [--metrics-url URL] [--port P] [--addr A] [--interval S]
+    jsonmode serve    --upstream MODEL [--api-base URL] [--host H] [--port P]
+                      [--mode repair|strict] [--max-attempts N] [--api-key-env VAR]
+                      [--workers N] [...]
 
 ``--model`` is a litellm model string (``openai/gpt-4o-mini``), or a local folder
 holding a transformers model and its tokenizer (``config.json``, weights, tokenizer
@@ -160,6 +163,10 @@ def _dispatch(args: argparse.Namespace, verbose: bool) -> int:
             from jsonmode.cli import metrics
 
             return metrics.run_dashboard(args)
+        if args.command == "serve":
+            from jsonmode.cli import serve
+
+            return serve.run(args)
         from jsonmode.cli import demo
 
         return demo.run(args, verbose=verbose)

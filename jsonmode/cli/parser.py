@@ -191,7 +191,122 @@ def build_parser() -> argparse.ArgumentParser:
     dashboard.add_argument(
         "--interval", type=float, default=2.0, metavar="S", help="seconds between polls"
     )
+    serve_parser(commands)
     return parser
+
+
+def serve_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """``jsonmode serve``: an OpenAI-compatible endpoint in front of an upstream model."""
+    serve = commands.add_parser(
+        "serve",
+        help="Serve an OpenAI-compatible endpoint that returns conforming JSON.",
+        description="Serve POST /v1/chat/completions and /v1/responses (plain and "
+        "streamed), GET /v1/models, /metrics and /healthz in front of an upstream model. "
+        "Requests with response_format json_schema / json_object (or strict tools) get "
+        "conforming JSON through jsonmode's tiers (native where the upstream takes a "
+        "schema, else prompted with repair and re-ask); a reply that never conforms is "
+        "HTTP 422 (error.type jsonmode_nonconforming). Other requests are proxied "
+        "unchanged. Needs the serve extra: pip install 'jsonmode[serve]'.",
+    )
+    serve.add_argument(
+        "--upstream",
+        required=True,
+        metavar="MODEL",
+        help="the model behind the server, a litellm model string: openai/NAME or "
+        "hosted_vllm/NAME for an OpenAI-compatible server at --api-base (one pooled "
+        "client), any other litellm provider through litellm",
+    )
+    serve.add_argument("--api-base", metavar="URL", help="the upstream's base URL (…/v1)")
+    serve.add_argument(
+        "--upstream-key-env",
+        metavar="VAR",
+        help="environment variable holding the upstream's API key (default: none; "
+        "never logged nor echoed)",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback)")
+    serve.add_argument(
+        "--port", type=int, default=8000, metavar="P", help="default 8000; 0 picks a free one"
+    )
+    serve.add_argument(
+        "--mode",
+        choices=MODES,
+        default="repair",
+        help="default mode of structured requests (default: repair; a request may ask "
+        'for another with "jsonmode": {"mode": ...})',
+    )
+    serve.add_argument(
+        "--max-attempts",
+        type=int,
+        default=3,
+        metavar="N",
+        help="default attempts per structured request (default 3)",
+    )
+    serve.add_argument(
+        "--max-attempts-cap",
+        type=int,
+        default=None,
+        metavar="N",
+        help='the most attempts a request may ask for with "jsonmode": {"max_attempts": '
+        "N} (larger numbers are capped; default: 5, or --max-attempts when larger)",
+    )
+    serve.add_argument(
+        "--tier",
+        choices=("auto", "native", "prompted"),
+        default="auto",
+        help="auto: native where the upstream is known to take a JSON Schema (vLLM, "
+        "OpenAI's API), else prompted",
+    )
+    serve.add_argument(
+        "--vllm-processor",
+        action="store_true",
+        help="the upstream is a vLLM server running jsonmode's logits processor: the "
+        "schema goes as vllm_xargs.json_schema, constrained by jsonmode's decoder",
+    )
+    serve.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="environment variable holding this server's key: every request but "
+        "/healthz then needs 'Authorization: Bearer <key>' (401 otherwise)",
+    )
+    serve.add_argument(
+        "--workers", type=int, default=1, metavar="N", help="server processes (default 1)"
+    )
+    serve.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        metavar="S",
+        help=f"seconds one upstream call may take, whole reply (default {DEFAULT_TIMEOUT:g})",
+    )
+    serve.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=4 * 1024 * 1024,
+        metavar="N",
+        help="largest request body (default 4 MiB; 413 beyond)",
+    )
+    serve.add_argument(
+        "--keepalive",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="seconds between SSE keep-alive comments while a streamed request retries (default 5)",
+    )
+    serve.add_argument(
+        "--drain",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="on SIGTERM, seconds in-flight requests get to finish (default 30)",
+    )
+    serve.add_argument(
+        "--cors-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="allow browser requests from ORIGIN (repeatable; default: CORS off)",
+    )
+    serve.add_argument("--access-log", action="store_true", help="log every request (uvicorn)")
 
 
 def targets(sub: argparse.ArgumentParser, matching: str, instead: str) -> None:
