@@ -75,7 +75,10 @@ general_settings:
   master_key: {key}
 """
 #: both proxies check a bearer key (LiteLLM refuses to start without a master key)
-KEYS = {"jsonmode": "sk-bench-jsonmode-0123456789abcdef", "litellm": "sk-bench-litellm-0123456789abcdef"}
+KEYS = {
+    "jsonmode": "sk-bench-jsonmode-0123456789abcdef",
+    "litellm": "sk-bench-litellm-0123456789abcdef",
+}
 
 
 def free_port() -> int:
@@ -280,8 +283,12 @@ def run_matrix(args: argparse.Namespace, urls: dict[str, Any]) -> list[dict[str,
     for side in order:  # warm-up: connections, imports, caches
         for stream in (False, True):
             asyncio.run(measure(urls[side], side, 20, 10, stream, f"warm-{side}-{int(stream)}"))
+    if args.profile:  # the samplers start counting now, start-up and warm-up left out
+        for name in ("jsonmode", "litellm"):
+            if name in urls["children"]:
+                urls["children"][name].proc.send_signal(signal.SIGUSR1)
     rows: list[dict[str, Any]] = []
-    for concurrency, n in zip(args.levels, args.requests):
+    for concurrency, n in zip(args.levels, args.requests, strict=True):
         for stream in (False, True):
             for side in order:
                 before = upstream_calls(urls["upstream"])
@@ -401,6 +408,38 @@ def ratios(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def targets(rows: list[dict[str, Any]], report: dict[str, Any]) -> list[str]:
+    """Issue 42's targets, each as 'met' or 'MISSED' with the measured value."""
+    out = []
+    mine = [r for r in rows if r["side"] == "jsonmode"]
+    if mine:
+        worst = min(r["conformance"] for r in mine)
+        out.append(
+            f"conformance 100 % on every jsonmode row: {worst:.1%} lowest — "
+            + ("met" if worst == 1.0 else "MISSED")
+        )
+        top = max(r["concurrency"] for r in mine)
+        for r in mine:
+            if r["concurrency"] == top and r["stream"]:
+                p50, p99 = r.get("added_p50_ms", math.nan), r.get("added_p99_ms", math.nan)
+                out.append(
+                    f"added p50 ≤ 2 ms at {top} streams: {p50:.1f} ms — "
+                    + ("met" if p50 <= 2 else "MISSED")
+                )
+                out.append(
+                    f"added p99 ≤ 10 ms at {top} streams: {p99:.1f} ms — "
+                    + ("met" if p99 <= 10 else "MISSED")
+                )
+    if "integrity" in report:
+        i = report["integrity"]
+        bad = i["lost"] + i["duplicated"] + i["mixed"]
+        out.append(
+            f"0 lost/duplicated/mixed over {i['requests']}: {bad} — "
+            + ("met" if bad == 0 else "MISSED")
+        )
+    return out
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="jsonmode serve beside LiteLLM's proxy on one scripted upstream."
@@ -410,7 +449,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--requests",
         default=None,
-        help="requests per level, comma-separated (default 200,1000,2000; --quick 30,150,400)",
+        help="requests per level, comma-separated (default 100,500,1000; --quick 30,150,400)",
     )
     parser.add_argument(
         "--integrity", type=int, default=None, help="integrity-run requests (0: skip)"
@@ -427,7 +466,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--keep-logs", action="store_true", help="keep the children's logs")
     args = parser.parse_args(argv)
     args.levels = [int(x) for x in args.levels.split(",")]
-    default = "30,150,400" if args.quick else "200,1000,2000"
+    default = "30,150,400" if args.quick else "100,500,1000"
     requests = [int(x) for x in (args.requests or default).split(",")]
     if len(requests) == 1:
         requests = requests * len(args.levels)
@@ -491,9 +530,14 @@ def main(argv: list[str] | None = None) -> int:
             f"mixed {i['mixed']}, conforming {i['conforming']}/{i['requests']}, "
             f"upstream calls {i['upstream_calls']}, errors {i['errors'] or 0}"
         )
+    met = targets(rows, report)
+    if met:
+        print("\nTargets (issue 42):\n" + "\n".join(f"- {line}" for line in met))
+    report["targets"] = met
     if args.profile:
         print(f"\nstack samples of the proxies: {args.profile}/")
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=1, default=str))
     if args.keep_logs:
         print(f"\nlogs: {logdir}")

@@ -87,7 +87,9 @@ def integrity(sent: Sequence[str], received: Sequence[str | None]) -> dict[str, 
     if len(sent) != len(received):
         raise ValueError("one received entry per sent request")
     lost = sum(1 for got in received if got is None)
-    mixed = sum(1 for want, got in zip(sent, received) if got is not None and got != want)
+    mixed = sum(
+        1 for want, got in zip(sent, received, strict=True) if got is not None and got != want
+    )
     counts = Counter(got for got in received if got is not None)
     duplicated = sum(c - 1 for c in counts.values() if c > 1)
     return {"requests": len(sent), "lost": lost, "duplicated": duplicated, "mixed": mixed}
@@ -222,7 +224,9 @@ def summarize(level: Level) -> dict[str, Any]:
     """The level's row: counts, conformance, latency/ttfb percentiles (ms), throughput."""
     results = level.results
     ok = [r for r in results if r.error is None]
-    latencies = [r.latency * 1000 for r in results if r.error is None]
+    # every answered request counts, errors too (a proxy's retries before its error
+    # are time the client waited); only transport failures have no latency
+    latencies = [r.latency * 1000 for r in results if not math.isnan(r.latency)]
     ttfbs = [r.ttfb * 1000 for r in results if r.ttfb is not None]
     errors = Counter(r.error for r in results if r.error is not None)
     attempts = [r.jsonmode.get("attempts", 1) for r in ok if isinstance(r.jsonmode, dict)]

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import re
 import sys
@@ -239,9 +240,9 @@ class Upstream:
                 "object": "chat.completion.chunk",
                 "created": created,
                 "model": model,
-                "choices": [] if delta is None else [
-                    {"index": 0, "delta": delta, "finish_reason": finish}
-                ],
+                "choices": []
+                if delta is None
+                else [{"index": 0, "delta": delta, "finish_reason": finish}],
                 **extra,
             }
             events.append(b"data: " + json.dumps(chunk).encode() + b"\n\n")
@@ -289,10 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--delay", type=float, default=0.02, help="seconds before each reply")
     args = parser.parse_args(argv)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(main_async(args.host, args.port, args.delay))
-    except KeyboardInterrupt:
-        pass
     return 0
 
 
