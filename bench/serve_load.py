@@ -224,8 +224,8 @@ def summarize(level: Level) -> dict[str, Any]:
     """The level's row: counts, conformance, latency/ttfb percentiles (ms), throughput."""
     results = level.results
     ok = [r for r in results if r.error is None]
-    # every answered request counts, errors too (a proxy's retries before its error
-    # are time the client waited); only transport failures have no latency
+    # every request counts, errors too: a proxy's retries before its error are time
+    # the client waited
     latencies = [r.latency * 1000 for r in results if not math.isnan(r.latency)]
     ttfbs = [r.ttfb * 1000 for r in results if r.ttfb is not None]
     errors = Counter(r.error for r in results if r.error is not None)
