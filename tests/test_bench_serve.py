@@ -70,7 +70,7 @@ def test_each_slip_breaks_the_reply_the_way_it_says_and_a_reask_is_clean():
         elif slip in ("wrong_type", "missing_field"):
             assert not validator.is_valid(json.loads(text))
         else:  # repairable syntax: not JSON as sent
-            with pytest.raises(ValueError):
+            with pytest.raises(json.JSONDecodeError):
                 json.loads(text)
         # jsonmode's own repair recovers the repairable ones, exactly
         if slip in REPAIRABLE:
@@ -110,7 +110,7 @@ def test_integrity_counts_lost_duplicated_and_mixed_up_replies():
     lost = integrity(sent, ["a", None, "c", "d"])
     assert lost["lost"] == 1
     assert lost["mixed"] == lost["duplicated"] == 0
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="one received entry per sent request"):
         integrity(sent, ["a"])
 
 
