@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib.util
 import json
 import math
 import os
@@ -373,7 +374,7 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"| {r['side']} | {r['concurrency']} | {'stream' if r['stream'] else 'plain'} "
             f"| {r['requests']} | {r['conformance']:.1%} | {fmt(r['p50_ms'])} "
             f"| {fmt(r['p99_ms'])} | {fmt(r.get('added_p50_ms'))} | {fmt(r.get('added_p99_ms'))} "
-            f"| {fmt(r.get('ttfb_p50_ms'))} | {fmt(r['rps'], 0)} "
+            f"| {fmt(r.get('ttfb_p50_ms'))} | {fmt(r['rps'], 0 if r['rps'] >= 10 else 1)} "
             f"| {fmt(r['cpu_ms_per_request'], 2)} "
             f"| {fmt(r['upstream_calls_per_request'], 2)} | {errors} |"
         )
@@ -498,6 +499,11 @@ def main(argv: list[str] | None = None) -> int:
         "requests": args.requests,
         "mode": args.mode,
         "workers": args.workers,
+        # uvicorn picks these up when present: they change the server side's cost
+        "jsonmode_env": {
+            name: importlib.util.find_spec(name) is not None
+            for name in ("uvloop", "httptools", "httpx_aiohttp")
+        },
     }
     try:
         with sides(args, logdir) as urls:
@@ -515,7 +521,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"# jsonmode serve vs LiteLLM proxy — upstream delay {args.delay * 1000:.0f} ms, "
         f"load {meta['loadavg'][0]:.2f} → {meta['loadavg_end'][0]:.2f}, "
-        f"{meta['cpus']} CPUs, litellm {meta.get('litellm', '–')}\n"
+        f"{meta['cpus']} CPUs, litellm {meta.get('litellm', '–')}, jsonmode's environment "
+        f"{', '.join(k for k, v in meta['jsonmode_env'].items() if v) or 'plain asyncio/h11'}\n"
     )
     print(table(rows))
     ratio_table = ratios(rows)
