@@ -27,7 +27,6 @@ runs on the event loop; the server keeps no state between requests (response ids
 
 from __future__ import annotations
 
-import contextlib
 import json
 import secrets
 import time
@@ -42,6 +41,7 @@ from jsonmode.serve.config import ServeConfig
 from jsonmode.serve.deferred import Deferred, Rendering
 from jsonmode.serve.errors import ServeError, from_jsonmode
 from jsonmode.serve.responses_wire import chat_body, responses_param
+from jsonmode.serve.transport import MAX_ERROR_BYTES, MAX_REPLY_BYTES, http_failure
 from jsonmode.serve.upstream import Upstream, usage_json
 from jsonmode.serve.wire import Call, read_chat
 
@@ -55,9 +55,6 @@ __all__ = [
     "responses_reply",
     "usage_of",
 ]
-
-#: The largest upstream reply read for a proxied request (bytes).
-MAX_REPLY_BYTES = 16 * 1024 * 1024
 
 # -- the reply -------------------------------------------------------------------------
 
@@ -361,38 +358,11 @@ async def _structured(call: Call, upstream: Upstream) -> Answer:
     return Answer(parts, outcome.record())
 
 
-def _upstream_error(status: int, data: bytes, headers: Mapping[str, str]) -> ServeError:
-    """The upstream's own error answer, passed on with its status."""
-    error: Any = None
-    with contextlib.suppress(ValueError, AttributeError):
-        error = json.loads(data).get("error")
-    if not isinstance(error, dict):
-        error = {"message": data[:2000].decode("utf-8", "replace"), "type": "upstream_error"}
-    kept = {k: v for k, v in headers.items() if k.lower() == "retry-after"}
-    return ServeError(
-        status,
-        str(error.get("message") or "the upstream failed"),
-        type=str(error.get("type") or "upstream_error"),
-        param=error.get("param"),
-        code=error.get("code"),
-        headers=kept,
-    )
-
-
 async def _proxied(chat: dict[str, Any], upstream: Upstream) -> Answer:
     try:
-        status, headers, pieces = await upstream.proxy(chat)
+        completion = await upstream.complete(chat)
     except JsonModeError as exc:
         raise from_jsonmode(exc) from exc
-    data = await _read_all(pieces)
-    if status != 200:
-        raise _upstream_error(status, data, headers)
-    try:
-        completion = json.loads(data)
-    except ValueError:
-        completion = None
-    if not isinstance(completion, dict):
-        raise ServeError(502, "upstream: the reply is not a chat completion", type="upstream_error")
     return Answer(completion_parts(completion), None)
 
 
@@ -409,8 +379,9 @@ def _proxied_stream(chat: dict[str, Any], rendering: ResponsesRendering, upstrea
             await error_json(from_jsonmode(exc))(scope, receive, send)
             return
         if status != 200:
-            data = await _read_all(pieces)
-            await error_json(_upstream_error(status, data, headers))(scope, receive, send)
+            data = await _read_all(pieces, MAX_ERROR_BYTES)
+            error = from_jsonmode(http_failure(status, headers, data))
+            await error_json(error)(scope, receive, send)
             return
         events = _relayed(rendering, pieces)
         await StreamingResponse(events, headers=_STREAM_HEADERS)(scope, receive, send)
@@ -502,22 +473,20 @@ def _numbered(kind: str, number: int, **fields: Any) -> dict[str, Any]:
     return {"type": kind, **fields, "sequence_number": number}
 
 
-async def _read_all(pieces: AsyncIterator[bytes]) -> bytes:
+async def _read_all(pieces: AsyncIterator[bytes], limit: int) -> bytes:
+    """At most ``limit`` bytes of ``pieces`` (an error body: the rest is not needed);
+    the stream is closed."""
     chunks: list[bytes] = []
     size = 0
     try:
         async for piece in pieces:
-            size += len(piece)
-            if size > MAX_REPLY_BYTES:
-                raise ServeError(
-                    502,
-                    f"upstream: the reply is over {MAX_REPLY_BYTES} bytes",
-                    type="upstream_error",
-                )
             chunks.append(piece)
+            size += len(piece)
+            if size >= limit:
+                break
     finally:
         await _close(pieces)
-    return b"".join(chunks)
+    return b"".join(chunks)[:limit]
 
 
 async def _chunks(pieces: AsyncIterator[bytes]) -> AsyncIterator[dict[str, Any]]:

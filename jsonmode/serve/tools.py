@@ -53,7 +53,7 @@ import dataclasses
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,14 +62,13 @@ from jsonmode.errors import (
     BackendError,
     OutputError,
     OutputTruncatedError,
-    PermanentBackendError,
-    TransientBackendError,
 )
 from jsonmode.records import Attempt, Issue, Outcome, Repair, Usage
 from jsonmode.repair.parse import parse
 from jsonmode.schema import Schema
 from jsonmode.serve.deferred import Deferred, Rendering, json_bytes
 from jsonmode.serve.errors import ServeError, from_jsonmode
+from jsonmode.serve.upstream import usage_json
 from jsonmode.serve.wire import Call, read_schema
 
 __all__ = [
@@ -91,8 +90,6 @@ __all__ = [
 MAX_REASK_ISSUES = 20
 #: Characters of one issue's message that a re-ask repeats.
 MAX_ISSUE_CHARS = 300
-#: The largest upstream reply read (bytes); a longer one is an upstream error.
-MAX_REPLY_BYTES = 16 * 1024 * 1024
 
 #: One upstream call: the messages → the upstream's ``chat.completion``, as JSON.
 Complete = Callable[[tuple[dict[str, Any], ...]], Awaitable[dict[str, Any]]]
@@ -462,19 +459,8 @@ async def run_tools(call: Call, upstream: Any) -> ToolsOutcome:
             "messages": [dict(message) for message in messages],
             "stream": False,
         }
-        status, headers, pieces = await upstream.proxy(body)
-        data = await _read(pieces)
-        if status != 200:
-            raise _upstream_error(status, headers, data)
-        try:
-            completion = json.loads(data)
-        except ValueError:
-            completion = None
-        if not isinstance(completion, dict):
-            raise ServeError(
-                502, "upstream: the reply is not a chat completion", type="upstream_error"
-            )
-        return completion
+        reply: dict[str, Any] = await upstream.complete(body)
+        return reply
 
     async def complete(messages: tuple[dict[str, Any], ...]) -> dict[str, Any]:
         try:
@@ -565,61 +551,6 @@ async def run_forced(call: Call, upstream: Any, function: Mapping[str, Any]) -> 
     )
 
 
-async def _read(pieces: AsyncIterator[bytes]) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    try:
-        async for piece in pieces:
-            size += len(piece)
-            if size > MAX_REPLY_BYTES:
-                raise ServeError(
-                    502,
-                    f"upstream: the reply is over {MAX_REPLY_BYTES} bytes",
-                    type="upstream_error",
-                )
-            chunks.append(piece)
-    finally:
-        closing = getattr(pieces, "aclose", None)
-        if closing is not None:
-            await closing()
-    return b"".join(chunks)
-
-
-def _upstream_error(
-    status: int, headers: Mapping[str, str], data: bytes
-) -> TransientBackendError | PermanentBackendError:
-    message = data[:2000].decode("utf-8", "replace")
-    try:
-        body = json.loads(data)
-        message = str(body["error"]["message"])
-    except (ValueError, KeyError, TypeError):
-        pass
-    retry_after = None
-    for name, value in headers.items():
-        if name.lower() == "retry-after":
-            try:
-                retry_after = float(value)
-            except ValueError:
-                retry_after = None
-    text = f"status {status}: {message}"
-    if status in (408, 409, 429) or status >= 500:
-        return TransientBackendError(text, status_code=status, retry_after=retry_after)
-    return PermanentBackendError(text, status_code=status)
-
-
-def _usage_json(usage: Usage | None) -> dict[str, Any] | None:
-    if usage is None:
-        return None
-    out: dict[str, Any] = {
-        "prompt_tokens": usage.prompt_tokens,
-        "completion_tokens": usage.completion_tokens,
-        "total_tokens": usage.total_tokens,
-    }
-    if usage.reasoning_tokens is not None:
-        out["completion_tokens_details"] = {"reasoning_tokens": usage.reasoning_tokens}
-    return out
-
-
 class ToolsRendering(Rendering[ToolsOutcome]):
     """A :class:`ToolsOutcome` as a ``chat.completion`` (the model the client named,
     ``usage`` summed over every attempt, the ``jsonmode`` record), or as its
@@ -648,7 +579,7 @@ class ToolsRendering(Rendering[ToolsOutcome]):
                     "finish_reason": choice.get("finish_reason") or "tool_calls",
                 }
             ],
-            "usage": _usage_json(done.usage),
+            "usage": usage_json(done.usage),
             "jsonmode": done.record(),
         }
 
@@ -688,7 +619,7 @@ class ToolsRendering(Rendering[ToolsOutcome]):
         if self.call.include_usage:
             tail = self._chunk({})
             tail["choices"] = []
-            tail["usage"] = _usage_json(done.usage)
+            tail["usage"] = usage_json(done.usage)
             tail["jsonmode"] = done.record()
             events.append(_event(tail))
         events.append(b"data: [DONE]\n\n")

@@ -1,10 +1,10 @@
 """The model behind the server: structured calls through jsonmode's tiers, the rest proxied.
 
 One :class:`Upstream` per worker process. For an OpenAI-compatible upstream
-(``openai/...`` and ``hosted_vllm/...`` models) it holds one ``openai.AsyncOpenAI``
-client, whose connection pool every request shares, and an ``httpx.AsyncClient`` (the
-SDK's own) for requests proxied unchanged. Any other provider goes through litellm,
-one call at a time.
+(``openai/...`` and ``hosted_vllm/...`` models) it holds one pooled HTTP client
+(:class:`~jsonmode.serve.transport.UpstreamHTTP`) that every upstream call of the
+worker shares: structured attempts, strict tools' calls, requests proxied unchanged.
+Any other provider goes through litellm, one call at a time.
 
 Structured requests (:meth:`Upstream.run`) go through a :class:`~jsonmode.JsonMode`
 made for the request (its mode and attempts) over :class:`CallBackend`, which sends the
@@ -23,23 +23,21 @@ Thread-safety: an Upstream belongs to one event loop (its clients' pools do).
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from jsonmode.backends.base import Chunk, Completion, Request
-from jsonmode.backends.deadline import acall
 from jsonmode.backends.litellm import native_schema_for
-from jsonmode.backends.openai_client import map_openai_error
-from jsonmode.backends.openai_wire import native_arguments, to_completion
-from jsonmode.errors import JsonModeError, PermanentBackendError, UsageError
+from jsonmode.backends.openai_wire import native_arguments
+from jsonmode.errors import JsonModeError, PermanentBackendError, TransientBackendError, UsageError
 from jsonmode.facade import JsonMode
 from jsonmode.records import Usage
 from jsonmode.result import Result
 from jsonmode.retry import TransportPolicy
 from jsonmode.serve.config import ServeConfig
 from jsonmode.serve.errors import from_jsonmode
+from jsonmode.serve.transport import UpstreamHTTP
 from jsonmode.serve.wire import Call
 
 __all__ = ["CallBackend", "Outcome", "Refused", "Upstream", "usage_json"]
@@ -153,7 +151,8 @@ def summed(records: Any) -> Usage | None:
 
 
 class CallBackend:
-    """A backend for one request: the shared SDK client, the request's own fields.
+    """A backend for one request: the worker's pooled HTTP client, the request's own
+    fields.
 
     Implements jsonmode's :class:`~jsonmode.backends.Backend` protocol (async only):
     each call sends the attempt's messages with the request's fields; natively the
@@ -163,76 +162,91 @@ class CallBackend:
 
     def __init__(
         self,
-        client: Any,
+        http: UpstreamHTTP,
         model: str,
         params: dict[str, Any],
         *,
         native_schema: bool | None,
         vllm_processor: bool,
-        timeout: float,
     ) -> None:
-        self._client = client
+        self._http = http
         self.model = model
         self._params = params
         self.native_schema = native_schema
         self._vllm_processor = vllm_processor
-        self._timeout = timeout
 
     @property
     def name(self) -> str:
         return f"serve:{self.model}"
 
-    def _arguments(self, request: Request) -> tuple[dict[str, Any], Any]:
-        extra = dict(self._params)
-        arguments: dict[str, Any] = {
+    def payload(self, request: Request) -> dict[str, Any]:
+        """The chat completions body for ``request``: the client's fields, the
+        attempt's messages, the schema when native."""
+        body: dict[str, Any] = {
+            **self._params,
             "model": self.model,
             "messages": [dict(message) for message in request.messages],
-            "timeout": self._timeout,
         }
-        tool = None
         if request.native and self._vllm_processor:
-            xargs = dict(extra.get("vllm_xargs") or {})
+            xargs = dict(body.get("vllm_xargs") or {})
             xargs["json_schema"] = json.dumps(request.schema.json_schema)
-            extra["vllm_xargs"] = xargs
+            body["vllm_xargs"] = xargs
         elif request.native:
-            fields, tool = native_arguments(request.schema, "response_format")
-            arguments.update(fields)
-        if extra:
-            arguments["extra_body"] = extra
-        return arguments, tool
+            fields, _ = native_arguments(request.schema, "response_format")
+            body.update(fields)
+        return body
 
     def complete(self, request: Request) -> Completion:
         raise UsageError("the server's backend answers async calls only")
 
     async def acomplete(self, request: Request) -> Completion:
-        arguments, tool = self._arguments(request)
-        create = self._client.chat.completions.create
-
-        async def one() -> Completion:
-            try:
-                response = await create(**arguments)
-            except JsonModeError:
-                raise
-            except Exception as exc:
-                raise map_openai_error(exc) from exc
-            completion = to_completion(response, tool)
-            refusal = _refusal(response)
-            if refusal and not completion.text:
-                raise Refused(refusal, completion.usage)
-            return completion
-
-        return await acall(one, self._timeout, self.name)
+        reply = await self._http.complete("/chat/completions", self.payload(request))
+        completion, refusal = completion_of(reply)
+        if refusal and not completion.text:
+            raise Refused(refusal, completion.usage)
+        return completion
 
     def stream(self, request: Request) -> Iterator[Chunk]:  # pragma: no cover - unused
         raise UsageError("the server streams whole attempts")
 
 
-def _refusal(response: Any) -> str | None:
-    try:
-        refusal = response.choices[0].message.refusal
-    except (AttributeError, IndexError, TypeError):
+def completion_of(reply: dict[str, Any]) -> tuple[Completion, str | None]:
+    """A ``chat.completion`` (as JSON) as a Completion, and the model's refusal.
+
+    Raises:
+        TransientBackendError: a reply without a first choice.
+    """
+    choices = reply.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    if not isinstance(choice, dict):
+        raise TransientBackendError("the upstream returned no choices")
+    message = choice.get("message")
+    message = message if isinstance(message, dict) else {}
+    content = message.get("content")
+    thinking = message.get("reasoning_content") or message.get("reasoning")
+    refusal = message.get("refusal")
+    completion = Completion(
+        content if isinstance(content, str) else "",
+        usage_from(reply.get("usage")),
+        truncated=choice.get("finish_reason") == "length",
+        reasoning=thinking if isinstance(thinking, str) and thinking else None,
+    )
+    return completion, refusal if isinstance(refusal, str) and refusal else None
+
+
+def usage_from(usage: Any) -> Usage | None:
+    """The Usage of a ``usage`` object (None when the upstream reported none)."""
+    if not isinstance(usage, dict) or not isinstance(usage.get("prompt_tokens"), int):
         return None
-    return refusal if isinstance(refusal, str) and refusal else None
+    details = usage.get("completion_tokens_details")
+    thinking = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    counted = isinstance(thinking, int) and not isinstance(thinking, bool) and thinking > 0
+    completion = usage.get("completion_tokens")
+    return Usage(
+        usage["prompt_tokens"],
+        completion if isinstance(completion, int) else 0,
+        thinking if counted else None,
+    )
 
 
 class Upstream:
@@ -261,44 +275,33 @@ class Upstream:
         self.transport = TransportPolicy(
             max_retries=config.transport_retries, max_delay=config.max_retry_wait_s
         )
-        self._client: Any = None
-        self._http: Any = None
+        self.http: UpstreamHTTP | None = None
         if not self.compatible:
             from jsonmode.backends.litellm import LiteLLMBackend
 
             # litellm's import takes seconds: at startup, not inside the first request
             LiteLLMBackend(config.upstream).prepare()
         else:
-            import httpx
-            import openai
-
-            # one pool for every request of this worker: the SDK's calls and the proxied ones
-            self._http = httpx.AsyncClient(
-                limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200),
+            # one pool for every upstream call of this worker
+            self.http = UpstreamHTTP(
+                config.api_base or "https://api.openai.com/v1",
+                config.upstream_api_key,
                 timeout=config.timeout_s,
-            )
-            self._client = openai.AsyncOpenAI(
-                api_key=config.upstream_api_key or "none",
-                base_url=config.api_base,
-                max_retries=0,
-                timeout=config.timeout_s,
-                http_client=self._http,
             )
 
     async def aclose(self) -> None:
         """Close the connection pool (at shutdown)."""
-        if self._http is not None:
-            await self._http.aclose()
+        if self.http is not None:
+            await self.http.close()
 
     def _backend(self, call: Call) -> Any:
-        if self.compatible:
+        if self.http is not None:
             return CallBackend(
-                self._client,
+                self.http,
                 self.model_name,
                 call.params,
                 native_schema=self.native_schema,
                 vllm_processor=self.config.vllm_processor,
-                timeout=self.config.timeout_s,
             )
         from jsonmode.backends.litellm import LiteLLMBackend
 
@@ -362,10 +365,6 @@ class Upstream:
 
     # ---- requests without structure ------------------------------------------------
 
-    def proxy_url(self, path: str) -> str:
-        base = (self.config.api_base or "https://api.openai.com/v1").rstrip("/")
-        return f"{base}/{path.lstrip('/')}"
-
     async def proxy(self, body: dict[str, Any]) -> tuple[int, dict[str, str], AsyncIterator[bytes]]:
         """Send ``body`` (a chat completions request without structure) upstream as it
         came, but for the model's name: (status, headers, the body's bytes as they
@@ -374,38 +373,38 @@ class Upstream:
         Raises:
             BackendError: no answer (refused connection, timeout), as a transient one.
         """
-        if not self.compatible:
+        if self.http is None:
             return await self._proxy_litellm(body)
-        payload = {**body, "model": self.model_name}
-        client = self._http
-        headers = {"content-type": "application/json"}
-        if self.config.upstream_api_key:
-            headers["authorization"] = f"Bearer {self.config.upstream_api_key}"
-        request = client.build_request(
-            "POST",
-            self.proxy_url("chat/completions"),
-            content=json.dumps(payload).encode(),
-            headers=headers,
-            timeout=self.config.timeout_s,
-        )
+        return await self.http.open("/chat/completions", {**body, "model": self.model_name})
+
+    async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        """One chat completions call with ``body`` (not streamed; the model's name
+        replaced by the upstream's), its reply as JSON.
+
+        Raises:
+            BackendError: the upstream failed (see :mod:`jsonmode.serve.transport`).
+        """
+        if self.http is not None:
+            return await self.http.complete("/chat/completions", {**body, "model": self.model_name})
+        import litellm  # imported at startup (see __init__)
+
+        from jsonmode.backends.litellm import map_error
+
+        arguments = self._litellm_arguments({**body, "stream": False})
         try:
-            response = await client.send(request, stream=True)
+            response = await litellm.acompletion(model=self.config.upstream, **arguments)
         except Exception as exc:
-            raise map_openai_error(_as_connection_error(exc, request)) from exc
-        kept = {
-            key: value
-            for key, value in response.headers.items()
-            if key.lower() in ("content-type", "retry-after", "x-request-id")
-        }
+            raise map_error(exc) from exc
+        reply: dict[str, Any] = response.model_dump()
+        return reply
 
-        async def pieces() -> AsyncIterator[bytes]:
-            try:
-                async for piece in response.aiter_raw():
-                    yield piece
-            finally:
-                await response.aclose()
-
-        return response.status_code, kept, pieces()
+    def _litellm_arguments(self, body: dict[str, Any]) -> dict[str, Any]:
+        arguments = {k: v for k, v in body.items() if k not in ("model", "jsonmode")}
+        if self.config.api_base:
+            arguments["api_base"] = self.config.api_base
+        if self.config.upstream_api_key:
+            arguments["api_key"] = self.config.upstream_api_key
+        return arguments
 
     async def _proxy_litellm(
         self, body: dict[str, Any]
@@ -414,11 +413,7 @@ class Upstream:
 
         from jsonmode.backends.litellm import map_error
 
-        arguments = {k: v for k, v in body.items() if k not in ("model", "jsonmode")}
-        if self.config.api_base:
-            arguments["api_base"] = self.config.api_base
-        if self.config.upstream_api_key:
-            arguments["api_key"] = self.config.upstream_api_key
+        arguments = self._litellm_arguments(body)
         try:
             response = await litellm.acompletion(model=self.config.upstream, **arguments)
         except Exception as exc:
@@ -436,19 +431,3 @@ class Upstream:
             yield response.model_dump_json().encode()
 
         return 200, {"content-type": "application/json"}, whole()
-
-
-def _as_connection_error(exc: Exception, request: Any) -> Exception:
-    """An httpx failure as the SDK's connection error (for one error mapping)."""
-    import httpx
-    import openai
-
-    if isinstance(exc, httpx.TimeoutException):
-        return openai.APITimeoutError(request=request)
-    if isinstance(exc, httpx.HTTPError):
-        return openai.APIConnectionError(message=str(exc) or type(exc).__name__, request=request)
-    return exc
-
-
-def now() -> int:
-    return int(time.time())
