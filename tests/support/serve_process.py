@@ -29,32 +29,54 @@ _SERVING = re.compile(r"serving on (http://127\.0\.0\.1:(\d+))")
 START_LIMIT = 60.0  # seconds; it serves ~3 s after start here (imports)
 
 
+def _environment(changes: dict[str, str | None]) -> dict[str, str]:
+    """This checkout's environment for a child, with ``changes`` (None: unset)."""
+    environ = python_env()
+    for name, value in changes.items():
+        if value is None:
+            environ.pop(name, None)
+        else:
+            environ[name] = value
+    return environ
+
+
 class ServeProcess:
-    """A started ``jsonmode serve``; ``env`` adds environment variables (e.g. a key)."""
+    """A started ``jsonmode serve``; ``env`` adds environment variables (e.g. a key;
+    None unsets one).
+
+    ``wait=False`` returns at once (start several, then :meth:`wait_ready` each).
+    ``stdout`` and ``log`` (stderr) hold everything the process printed.
+    """
 
     def __init__(
-        self, *args: str, env: dict[str, str] | None = None, start_limit: float = START_LIMIT
+        self,
+        *args: str,
+        env: dict[str, str | None] | None = None,
+        start_limit: float = START_LIMIT,
+        wait: bool = True,
     ) -> None:
         self.args = ["serve", *args, "--port", "0"]
         self._lines: list[str] = []
+        self._out: list[str] = []
         self._lock = threading.Lock()
         self._found = threading.Event()
+        self._status: int | None = None
         self.root = ""
         self.process = subprocess.Popen(
             [*JSONMODE, *self.args],
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env=python_env(**(env or {})),
+            env=_environment(env or {}),
         )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
-        try:
-            self._wait_ready(start_limit)
-        except BaseException:
-            self.close()
-            raise
+        self._out_reader = threading.Thread(target=self._read_out, daemon=True)
+        self._out_reader.start()
+        self._start_limit = start_limit
+        if wait:
+            self.wait_ready()
 
     @property
     def base_url(self) -> str:
@@ -62,9 +84,26 @@ class ServeProcess:
         return f"{self.root}/v1"
 
     @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT``."""
+        return self.root
+
+    @property
+    def port(self) -> int:
+        return int(self.root.rsplit(":", 1)[1])
+
+    @property
     def log(self) -> str:
+        """Everything on stderr so far."""
         with self._lock:
             return "".join(self._lines)
+
+    stderr = log
+
+    @property
+    def stdout(self) -> str:
+        with self._lock:
+            return "".join(self._out)
 
     def _read(self) -> None:
         assert self.process.stderr is not None
@@ -75,6 +114,24 @@ class ServeProcess:
             if found and not self._found.is_set():
                 self.root = found.group(1)
                 self._found.set()
+
+    def _read_out(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            with self._lock:
+                self._out.append(line)
+
+    def wait_ready(self) -> None:
+        """Until the address is printed and /healthz answers 200.
+
+        Raises:
+            RuntimeError: the process ended first, or ``start_limit`` passed.
+        """
+        try:
+            self._wait_ready(self._start_limit)
+        except BaseException:
+            self.close()
+            raise
 
     def _wait_ready(self, limit: float) -> None:
         deadline = time.monotonic() + limit
@@ -96,17 +153,25 @@ class ServeProcess:
                 raise RuntimeError(f"/healthz never answered 200:\n{self.log[-4000:]}")
             time.sleep(0.05)
 
-    def close(self) -> None:
+    def close(self, sig: int = signal.SIGTERM) -> int:
+        """``sig``, then the exit status (SIGKILL after 30 s: a hang fails the test
+        that waits for a clean exit). Idempotent: a closed process's status again."""
+        if self._status is not None:
+            return self._status
         if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
+            self.process.send_signal(sig)
+        try:
+            status = self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            status = self.process.wait(5)
         self._reader.join(5)
-        if self.process.stderr is not None:
-            self.process.stderr.close()
+        self._out_reader.join(5)
+        for stream in (self.process.stdout, self.process.stderr):
+            if stream is not None:
+                stream.close()
+        self._status = status
+        return status
 
     def __enter__(self) -> ServeProcess:
         return self
