@@ -21,7 +21,7 @@ import pytest
 
 from jsonmode.serve.config import ServeConfig
 from tests.support.openai_server import Delay, Drop, HttpError, OpenAIServer, Reply
-from tests.support.serve_app import ServedApp
+from tests.support.serve_app import ServedApp, Stack
 
 pytestmark = pytest.mark.integration
 
@@ -43,36 +43,15 @@ class Person(pydantic.BaseModel):
     age: int
 
 
-class Stack:
-    """A scripted upstream and the server in front of it, re-scripted per test."""
-
-    def __init__(self) -> None:
-        self.upstream = OpenAIServer()
-        self.upstream.__enter__()
-        self.config = ServeConfig(
-            "openai/scripted",
-            api_base=self.upstream.base_url,
-            keepalive_s=0.3,
-            transport_retries=1,
-            max_retry_wait_s=2.0,
-            timeout_s=1.5,
-            max_body_bytes=64 * 1024,
-        )
-        self.served = ServedApp(self.config).__enter__()
-        self.client = openai.OpenAI(base_url=self.served.base_url, api_key="k", max_retries=0)
-
-    def script(self, *actions: Any) -> None:
-        self.upstream.rescript(actions)
-
-    def close(self) -> None:
-        self.client.close()
-        self.served.__exit__()
-        self.upstream.close()
-
-
 @pytest.fixture(scope="module")
 def stack() -> Iterator[Stack]:
-    s = Stack()
+    s = Stack(
+        keepalive_s=0.3,
+        transport_retries=1,
+        max_retry_wait_s=2.0,
+        timeout_s=1.5,
+        max_body_bytes=64 * 1024,
+    )
     yield s
     s.close()
 

@@ -14,10 +14,9 @@ import pydantic
 import pytest
 from openai.types.responses import Response, ResponseStreamEvent
 
-from jsonmode.serve.config import ServeConfig
 from jsonmode.serve.responses import Ids, response_events, response_object
-from tests.support.openai_server import Delay, HttpError, OpenAIServer, Reply
-from tests.support.serve_app import ServedApp
+from tests.support.openai_server import Delay, HttpError, Reply
+from tests.support.serve_app import Stack
 
 pytestmark = pytest.mark.integration
 
@@ -31,27 +30,8 @@ class Person(pydantic.BaseModel):
     age: int
 
 
-class Stack:
-    """A scripted upstream, the server in front of it and a client: one per module,
-    re-scripted per test."""
-
-    def __init__(self) -> None:
-        self.upstream = OpenAIServer().__enter__()
-        config = ServeConfig(
-            "openai/scripted",
-            api_base=self.upstream.base_url,
-            tier="prompted",
-            keepalive_s=KEEPALIVE_S,
-            timeout_s=5.0,
-            transport_retries=0,
-        )
-        self.served = ServedApp(config).__enter__()
-        self.base = self.served.base_url
-        self.client = openai.OpenAI(base_url=self.base, api_key="none", max_retries=0)
-
-    def script(self, *actions: Any) -> OpenAIServer:
-        self.upstream.rescript(actions)
-        return self.upstream
+class Responses(Stack):
+    """The stack, with raw access to /v1/responses."""
 
     def post(self, body: dict[str, Any]) -> httpx.Response:
         return httpx.post(f"{self.base}/responses", json=body, timeout=10)
@@ -62,20 +42,15 @@ class Stack:
             lines = list(answer.iter_lines())
         return [json.loads(line[6:]) for line in lines if line.startswith("data: ")]
 
-    def close(self) -> None:
-        self.client.close()
-        self.served.__exit__()
-        self.upstream.close()
-
 
 @pytest.fixture(scope="module")
-def stack() -> Iterator[Stack]:
-    s = Stack()
+def stack() -> Iterator[Responses]:
+    s = Responses(tier="prompted", keepalive_s=KEEPALIVE_S, timeout_s=5.0, transport_retries=0)
     yield s
     s.close()
 
 
-def test_parse_repairs_a_slip_and_the_reply_is_a_response_object(stack: Stack) -> None:
+def test_parse_repairs_a_slip_and_the_reply_is_a_response_object(stack: Responses) -> None:
     upstream = stack.script(Reply("Sure! {'name': 'Ada', 'age': '36'}"))
     parsed = stack.client.responses.parse(model="m", input="Ada, 36", text_format=Person)
     assert parsed.output_parsed == Person(name="Ada", age=36)
@@ -92,7 +67,7 @@ def test_parse_repairs_a_slip_and_the_reply_is_a_response_object(stack: Stack) -
     assert upstream.request_count == 1
 
 
-def test_the_body_validates_against_the_openai_types(stack: Stack) -> None:
+def test_the_body_validates_against_the_openai_types(stack: Responses) -> None:
     stack.script(Reply(GOOD, prompt_tokens=7, completion_tokens=3))
     person = {"type": "json_schema", "name": "person", "strict": True}
     answer = stack.post(
@@ -122,7 +97,7 @@ def test_the_body_validates_against_the_openai_types(stack: Stack) -> None:
     assert set(body["jsonmode"]) >= {"tier", "attempts", "repairs"}
 
 
-def test_a_wrong_reply_is_re_asked_and_usage_sums_every_attempt(stack: Stack) -> None:
+def test_a_wrong_reply_is_re_asked_and_usage_sums_every_attempt(stack: Responses) -> None:
     upstream = stack.script(Reply('{"name": "Ada"}'), Reply(GOOD))
     parsed = stack.client.responses.parse(model="m", input="Ada", text_format=Person)
     assert parsed.output_parsed == Person(name="Ada", age=36)
@@ -135,7 +110,7 @@ def test_a_wrong_reply_is_re_asked_and_usage_sums_every_attempt(stack: Stack) ->
     assert len(upstream.requests[0]["messages"]) == 2  # the contract + the input
 
 
-def test_a_reply_that_never_conforms_is_a_422_the_client_raises(stack: Stack) -> None:
+def test_a_reply_that_never_conforms_is_a_422_the_client_raises(stack: Responses) -> None:
     upstream = stack.script(*[Reply("no")] * 3)
     with pytest.raises(openai.UnprocessableEntityError) as caught:
         stack.client.responses.parse(model="m", input="Ada", text_format=Person)
@@ -147,7 +122,7 @@ def test_a_reply_that_never_conforms_is_a_422_the_client_raises(stack: Stack) ->
     assert upstream.request_count == 3
 
 
-def test_input_items_instructions_and_sampling_fields_reach_the_upstream(stack: Stack) -> None:
+def test_input_items_instructions_and_sampling_fields_reach_the_upstream(stack: Responses) -> None:
     upstream = stack.script(Reply('{"ok": true}'))
     parts = [{"type": "input_text", "text": "Is it "}, {"type": "input_text", "text": "ok?"}]
     response = stack.client.responses.create(
@@ -177,7 +152,7 @@ def test_input_items_instructions_and_sampling_fields_reach_the_upstream(stack: 
     assert sent["messages"][2]["content"] == "Is it ok?"
 
 
-def test_a_replayed_conversation_becomes_chat_messages(stack: Stack) -> None:
+def test_a_replayed_conversation_becomes_chat_messages(stack: Responses) -> None:
     upstream = stack.script(Reply('{"ok": true}'))
     earlier = {
         "type": "message",
@@ -221,7 +196,7 @@ def test_a_replayed_conversation_becomes_chat_messages(stack: Stack) -> None:
     ]
 
 
-def test_a_request_without_a_format_is_proxied_and_converted_back(stack: Stack) -> None:
+def test_a_request_without_a_format_is_proxied_and_converted_back(stack: Responses) -> None:
     upstream = stack.script(Reply("Hello there", prompt_tokens=3, completion_tokens=2))
     response = stack.client.responses.create(model="m", input="hi")
     assert response.output_text == "Hello there"
@@ -232,7 +207,7 @@ def test_a_request_without_a_format_is_proxied_and_converted_back(stack: Stack) 
     assert "response_format" not in upstream.requests[0]
 
 
-def test_a_refusal_passes_through_as_a_refusal_part(stack: Stack) -> None:
+def test_a_refusal_passes_through_as_a_refusal_part(stack: Responses) -> None:
     stack.script(Reply("", refusal="I can't help with that."))
     answer = stack.post({"model": "m", "input": "x", "text": {"format": {"type": "json_object"}}})
     assert answer.status_code == 200
@@ -242,7 +217,7 @@ def test_a_refusal_passes_through_as_a_refusal_part(stack: Stack) -> None:
     assert content.refusal == "I can't help with that."  # type: ignore[union-attr]
 
 
-def test_async_client(stack: Stack) -> None:
+def test_async_client(stack: Responses) -> None:
     async def main() -> Person | None:
         async with openai.AsyncOpenAI(
             base_url=stack.base, api_key="none", max_retries=0
@@ -254,7 +229,7 @@ def test_async_client(stack: Stack) -> None:
     assert asyncio.run(main()) == Person(name="Ada", age=36)
 
 
-def test_stream_sends_only_the_conforming_attempt_as_the_official_events(stack: Stack) -> None:
+def test_stream_sends_only_the_conforming_attempt_as_the_official_events(stack: Responses) -> None:
     stack.script(Reply('{"name": "Bob"}'), Reply(GOOD))
     with stack.client.responses.stream(model="m", input="Ada", text_format=Person) as stream:
         events = list(stream)
@@ -279,7 +254,7 @@ def test_stream_sends_only_the_conforming_attempt_as_the_official_events(stack: 
     assert final.usage.input_tokens == 20
 
 
-def test_a_stream_without_format_passes_the_upstream_deltas_on(stack: Stack) -> None:
+def test_a_stream_without_format_passes_the_upstream_deltas_on(stack: Responses) -> None:
     pieces = ("Hello", " there", ", Ada")
     upstream = stack.script(Reply("".join(pieces), pieces=pieces, completion_tokens=4))
     events = stack.events({"model": "m", "input": "hi", "stream": True})
@@ -294,7 +269,7 @@ def test_a_stream_without_format_passes_the_upstream_deltas_on(stack: Stack) -> 
     assert upstream.requests[0]["stream"] is True
 
 
-def test_a_failure_after_the_stream_started_is_an_error_event(stack: Stack) -> None:
+def test_a_failure_after_the_stream_started_is_an_error_event(stack: Responses) -> None:
     upstream = stack.script(Delay(KEEPALIVE_S * 3, Reply("not json")))
     stream = stack.client.responses.create(
         model="m",
@@ -311,7 +286,7 @@ def test_a_failure_after_the_stream_started_is_an_error_event(stack: Stack) -> N
     assert upstream.request_count == 1
 
 
-def test_upstream_failures_map_as_on_chat(stack: Stack) -> None:
+def test_upstream_failures_map_as_on_chat(stack: Responses) -> None:
     stack.script(HttpError(429, "slow down", "rate_limit_error", headers={"Retry-After": "7"}))
     with pytest.raises(openai.RateLimitError) as limited:
         stack.client.responses.parse(model="m", input="Ada", text_format=Person)

@@ -15,9 +15,8 @@ import openai
 import pydantic
 import pytest
 
-from jsonmode.serve.config import ServeConfig
-from tests.support.openai_server import HttpError, OpenAIServer, Reply, ToolReply
-from tests.support.serve_app import ServedApp
+from tests.support.openai_server import HttpError, Reply, ToolReply
+from tests.support.serve_app import Stack
 
 pytestmark = pytest.mark.integration
 
@@ -44,37 +43,9 @@ class Weather(pydantic.BaseModel):
     days: int
 
 
-class Stack:
-    """A scripted upstream, the server in front of it and a client: one per module,
-    re-scripted per test."""
-
-    def __init__(self) -> None:
-        self.upstream = OpenAIServer().__enter__()
-        config = ServeConfig(
-            "openai/scripted",
-            api_base=self.upstream.base_url,
-            keepalive_s=0.3,
-            timeout_s=5.0,
-            transport_retries=1,
-            max_retry_wait_s=2.0,
-        )
-        self.served = ServedApp(config).__enter__()
-        self.base = self.served.base_url
-        self.client = openai.OpenAI(base_url=self.base, api_key="none", max_retries=0)
-
-    def script(self, *actions: Any) -> OpenAIServer:
-        self.upstream.rescript(actions)
-        return self.upstream
-
-    def close(self) -> None:
-        self.client.close()
-        self.served.__exit__()
-        self.upstream.close()
-
-
 @pytest.fixture(scope="module")
 def stack() -> Iterator[Stack]:
-    s = Stack()
+    s = Stack(keepalive_s=0.3, timeout_s=5.0, transport_retries=1, max_retry_wait_s=2.0)
     yield s
     s.close()
 

@@ -66,9 +66,16 @@ from jsonmode.errors import (
 from jsonmode.records import Attempt, Issue, Outcome, Repair, Usage
 from jsonmode.repair.parse import parse
 from jsonmode.schema import Schema
-from jsonmode.serve.deferred import Deferred, Rendering, json_bytes
+from jsonmode.serve.chat import ChunkedReply, event
+from jsonmode.serve.deferred import Deferred
 from jsonmode.serve.errors import ServeError, from_jsonmode
-from jsonmode.serve.upstream import usage_json
+from jsonmode.serve.upstream import (
+    jsonmode_record,
+    repair_json,
+    total_usage,
+    usage_from,
+    usage_json,
+)
 from jsonmode.serve.wire import Call, read_schema
 
 __all__ = [
@@ -306,35 +313,7 @@ class ToolsOutcome:
 
     def record(self) -> dict[str, Any]:
         """The reply's top-level ``jsonmode`` object."""
-        return {
-            "tier": self.tier,
-            "mode": self.mode,
-            "attempts": self.attempts,
-            "repairs": list(self.repairs),
-            "outcomes": list(self.outcomes),
-        }
-
-
-def _repair_json(repair: Repair) -> dict[str, Any]:
-    return {
-        "path": repair.path,
-        "kind": repair.kind,
-        "before": repair.before,
-        "after": repair.after,
-    }
-
-
-def _usage(completion: Mapping[str, Any]) -> Usage | None:
-    usage = completion.get("usage")
-    if not isinstance(usage, dict):
-        return None
-    details = usage.get("completion_tokens_details")
-    reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
-    return Usage(
-        int(usage.get("prompt_tokens") or 0),
-        int(usage.get("completion_tokens") or 0),
-        int(reasoning) if isinstance(reasoning, int) else None,
-    )
+        return jsonmode_record(self.tier, self.mode, self.attempts, self.repairs, self.outcomes)
 
 
 def _message(completion: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
@@ -346,16 +325,6 @@ def _message(completion: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
             502, "upstream: the reply is not a chat completion", type="upstream_error"
         ) from None
     return message, str(choice.get("finish_reason") or "stop")
-
-
-def _summed(usages: Sequence[Usage | None]) -> Usage | None:
-    reported = [usage for usage in usages if usage is not None]
-    if not reported:
-        return None
-    total = Usage()
-    for usage in reported:
-        total = total + usage
-    return total
 
 
 async def run_loop(call: Call, complete: Complete) -> ToolsOutcome:
@@ -374,7 +343,7 @@ async def run_loop(call: Call, complete: Complete) -> ToolsOutcome:
         started = time.monotonic()
         completion = await complete(messages)
         latency = time.monotonic() - started
-        usage = _usage(completion)
+        usage = usage_from(completion.get("usage"))
         usages.append(usage)
         reply, finish = _message(completion)
         checked = check_message(reply, call.params, strict, mode)
@@ -387,8 +356,8 @@ async def run_loop(call: Call, complete: Complete) -> ToolsOutcome:
                 final,
                 mode,
                 index,
-                tuple(_repair_json(repair) for repair in checked.repairs),
-                _summed(usages),
+                tuple(repair_json(repair) for repair in checked.repairs),
+                total_usage(usages),
                 tuple(attempt.outcome for attempt in attempts),
             )
         outcome: Outcome = "truncated" if finish == "length" else _outcome(checked.issues)
@@ -409,22 +378,11 @@ async def run_loop(call: Call, complete: Complete) -> ToolsOutcome:
         f"no conforming tool call after {limit} attempt{'s' if limit != 1 else ''}",
         attempts=attempts,
     )
-    total = _summed(usages)
-    top: dict[str, Any] = {
-        "jsonmode": {
-            "tier": "native",
-            "mode": mode,
-            "attempts": len(attempts),
-            "repairs": [],
-            "outcomes": [attempt.outcome for attempt in attempts],
-        }
-    }
+    outcomes = [attempt.outcome for attempt in attempts]
+    top: dict[str, Any] = {"jsonmode": jsonmode_record("native", mode, len(attempts), (), outcomes)}
+    total = total_usage(usages)
     if total is not None:
-        top["usage"] = {
-            "prompt_tokens": total.prompt_tokens,
-            "completion_tokens": total.completion_tokens,
-            "total_tokens": total.total_tokens,
-        }
+        top["usage"] = usage_json(total)
     raise from_jsonmode(error, top=top)
 
 
@@ -551,56 +509,23 @@ async def run_forced(call: Call, upstream: Any, function: Mapping[str, Any]) -> 
     )
 
 
-class ToolsRendering(Rendering[ToolsOutcome]):
+class ToolsRendering(ChunkedReply[ToolsOutcome]):
     """A :class:`ToolsOutcome` as a ``chat.completion`` (the model the client named,
     ``usage`` summed over every attempt, the ``jsonmode`` record), or as its
     ``chat.completion.chunk`` events: the role, the content, each call whole (id, name,
     arguments), the finish reason with the ``jsonmode`` record, the usage chunk when
     ``stream_options.include_usage`` asked, ``[DONE]``."""
 
-    def __init__(self, call: Call) -> None:
-        self.call = call
-        self.id = "chatcmpl-" + uuid.uuid4().hex
-        self.created = int(time.time())
-
     def body(self, done: ToolsOutcome) -> dict[str, Any]:
-        completion = done.completion
-        choice = completion["choices"][0]
-        return {
-            "id": self.id,
-            "object": "chat.completion",
-            "created": self.created,
-            "model": self.call.model,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": done.message,
-                    "logprobs": None,
-                    "finish_reason": choice.get("finish_reason") or "tool_calls",
-                }
-            ],
-            "usage": usage_json(done.usage),
-            "jsonmode": done.record(),
-        }
-
-    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "object": "chat.completion.chunk",
-            "created": self.created,
-            "model": self.call.model,
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
-        }
-
-    def opening(self) -> Sequence[bytes]:
-        return (_event(self._chunk({"role": "assistant", "content": ""})),)
+        finish = done.completion["choices"][0].get("finish_reason") or "tool_calls"
+        return self.completion(done.message, finish, done.usage, done.record())
 
     def events(self, done: ToolsOutcome) -> Sequence[bytes]:
         message = done.message
         choice = done.completion["choices"][0]
         events = []
         if message.get("content"):
-            events.append(_event(self._chunk({"content": message["content"]})))
+            events.append(event(self.chunk({"content": message["content"]})))
         for index, tool_call in enumerate(message.get("tool_calls") or []):
             function = tool_call.get("function") or {}
             delta = {
@@ -612,22 +537,9 @@ class ToolsRendering(Rendering[ToolsOutcome]):
                     "arguments": function.get("arguments"),
                 },
             }
-            events.append(_event(self._chunk({"tool_calls": [delta]})))
-        last = self._chunk({}, choice.get("finish_reason") or "tool_calls")
-        last["jsonmode"] = done.record()
-        events.append(_event(last))
-        if self.call.include_usage:
-            tail = self._chunk({})
-            tail["choices"] = []
-            tail["usage"] = usage_json(done.usage)
-            tail["jsonmode"] = done.record()
-            events.append(_event(tail))
-        events.append(b"data: [DONE]\n\n")
-        return events
-
-
-def _event(payload: dict[str, Any]) -> bytes:
-    return b"data: " + json_bytes(payload) + b"\n\n"
+            events.append(event(self.chunk({"tool_calls": [delta]})))
+        finish = choice.get("finish_reason") or "tool_calls"
+        return [*events, *self.closing(finish, done.usage, done.record())]
 
 
 def has_strict_tools(call: Call) -> bool:

@@ -23,7 +23,7 @@ Thread-safety: an Upstream belongs to one event loop (its clients' pools do).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -81,15 +81,22 @@ class Outcome:
     outcomes: tuple[str, ...] = field(default=())
 
     def record(self) -> dict[str, Any]:
-        """The reply's top-level ``jsonmode`` object (contract: ``tier``, ``attempts``,
-        ``repairs``)."""
-        return {
-            "tier": self.tier,
-            "mode": self.mode,
-            "attempts": self.attempts,
-            "repairs": list(self.repairs),
-            "outcomes": list(self.outcomes),
-        }
+        """The reply's top-level ``jsonmode`` object."""
+        return jsonmode_record(self.tier, self.mode, self.attempts, self.repairs, self.outcomes)
+
+
+def jsonmode_record(
+    tier: str, mode: str, attempts: int, repairs: Any, outcomes: Any
+) -> dict[str, Any]:
+    """The top-level ``jsonmode`` object of a structured reply (contract: ``tier``,
+    ``attempts``, ``repairs``; also ``mode`` and each attempt's outcome)."""
+    return {
+        "tier": tier,
+        "mode": mode,
+        "attempts": attempts,
+        "repairs": list(repairs),
+        "outcomes": list(outcomes),
+    }
 
 
 def usage_json(usage: Usage | None) -> dict[str, Any] | None:
@@ -107,6 +114,7 @@ def usage_json(usage: Usage | None) -> dict[str, Any] | None:
 
 
 def repair_json(repair: Any) -> dict[str, Any]:
+    """A :class:`~jsonmode.Repair` as the ``jsonmode.repairs`` entries show it."""
     return {
         "path": repair.path,
         "kind": repair.kind,
@@ -143,7 +151,12 @@ def outcome_of(result: Result[Any], mode: str, *, constrained_upstream: bool = F
 def summed(records: Any) -> Usage | None:
     """The usage of ``records`` (attempts, anything with ``usage``) added up (None:
     none reported)."""
-    reported = [r.usage for r in records if r.usage is not None]
+    return total_usage(record.usage for record in records)
+
+
+def total_usage(usages: Iterable[Usage | None]) -> Usage | None:
+    """``usages`` added up (None: none reported)."""
+    reported = [usage for usage in usages if usage is not None]
     total = Usage()
     for usage in reported:
         total = total + usage
@@ -337,13 +350,8 @@ class Upstream:
         except Refused as refused:
             return self._refused(refused, tier, options.mode)
         except JsonModeError as exc:
-            record = {
-                "tier": tier,
-                "mode": options.mode,
-                "attempts": len(exc.attempts),
-                "repairs": [],
-                "outcomes": [a.outcome for a in exc.attempts],
-            }
+            outcomes = [a.outcome for a in exc.attempts]
+            record = jsonmode_record(tier, options.mode, len(exc.attempts), (), outcomes)
             top = {"jsonmode": record, "usage": usage_json(summed(exc.attempts))}
             raise from_jsonmode(exc, top=top) from exc
         return outcome_of(result, options.mode, constrained_upstream=self.config.vllm_processor)

@@ -18,8 +18,9 @@ import uvicorn
 
 from jsonmode.serve.app import create_app
 from jsonmode.serve.config import ServeConfig
+from tests.support.openai_server import OpenAIServer
 
-__all__ = ["ServedApp"]
+__all__ = ["ServedApp", "Stack"]
 
 
 class ServedApp:
@@ -57,3 +58,28 @@ class ServedApp:
         self.server.should_exit = True
         self._thread.join(30)
         self._sock.close()
+
+
+class Stack:
+    """A scripted upstream, the served app in front of it and an ``openai`` client: one
+    per test module, re-scripted per test (:meth:`script`). ``settings`` override the
+    :class:`ServeConfig` fields (``keepalive_s``, ``tier`` ...)."""
+
+    def __init__(self, **settings: Any) -> None:
+        import openai
+
+        self.upstream = OpenAIServer()
+        self.config = ServeConfig("openai/scripted", api_base=self.upstream.base_url, **settings)
+        self.served = ServedApp(self.config).__enter__()
+        self.base = self.served.base_url
+        self.client = openai.OpenAI(base_url=self.base, api_key="none", max_retries=0)
+
+    def script(self, *actions: Any) -> OpenAIServer:
+        """Answer the next requests with ``actions`` (the recorded requests forgotten)."""
+        self.upstream.rescript(actions)
+        return self.upstream
+
+    def close(self) -> None:
+        self.client.close()
+        self.served.__exit__()
+        self.upstream.close()
