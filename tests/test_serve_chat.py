@@ -475,3 +475,21 @@ def test_other_providers_go_through_litellm() -> None:
             text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
             assert text == "streamed text"
         assert upstream.requests[1] == {"model": "scripted", "messages": ASK, "temperature": 0.5}
+
+
+def test_the_native_tier_sends_the_schema_under_the_clients_name(stack: Stack) -> None:
+    """With an upstream that takes a JSON Schema (``tier="native"``), each attempt
+    carries the schema as ``response_format`` under the name the client gave it."""
+    stack.script(Reply('{"name": "Ada", "age": "36"}'))
+    config = ServeConfig("openai/scripted", api_base=stack.upstream.base_url, tier="native")
+    with (
+        ServedApp(config) as served,
+        openai.OpenAI(base_url=served.base_url, api_key="k", max_retries=0) as client,
+    ):
+        reply = client.chat.completions.create(model="m", messages=ASK, response_format=FORMAT)
+    assert json.loads(reply.choices[0].message.content or "") == {"name": "Ada", "age": 36}
+    assert reply.model_extra["jsonmode"]["tier"] == "native"
+    sent = stack.upstream.requests[0]["response_format"]
+    assert sent["type"] == "json_schema"
+    assert sent["json_schema"]["name"] == "person"
+    assert sent["json_schema"]["schema"]["required"] == ["name", "age"]

@@ -35,6 +35,7 @@ from jsonmode.facade import JsonMode
 from jsonmode.records import Usage
 from jsonmode.result import Result
 from jsonmode.retry import TransportPolicy
+from jsonmode.schema import Schema
 from jsonmode.serve.config import ServeConfig
 from jsonmode.serve.errors import from_jsonmode
 from jsonmode.serve.transport import UpstreamHTTP
@@ -346,7 +347,12 @@ class Upstream:
         )
         try:
             # no schema_name: it would be a metric label, and the name is the client's text
-            result = await jm.arun(list(call.messages), call.schema)
+            # the client's name goes to a native API with the schema, never to a
+            # metric label (client text)
+            schema = (
+                Schema.of(call.schema, name=call.schema_name) if call.schema_name else call.schema
+            )
+            result = await jm.arun(list(call.messages), schema)
         except Refused as refused:
             return self._refused(refused, tier, options.mode)
         except JsonModeError as exc:
