@@ -30,26 +30,14 @@ from jsonmode.errors import JsonModeError
 from jsonmode.serve.auth import BearerAuth
 from jsonmode.serve.chat import structured_reply
 from jsonmode.serve.config import ServeConfig, from_env
-from jsonmode.serve.errors import ServeError, from_jsonmode
+from jsonmode.serve.errors import ServeError, error_response, from_jsonmode
 from jsonmode.serve.httpmetrics import RequestMetrics, exposition
 from jsonmode.serve.responses import responses_reply
 from jsonmode.serve.tools import has_strict_tools, tools_reply
 from jsonmode.serve.upstream import Upstream
 from jsonmode.serve.wire import parse_body, read_chat
 
-__all__ = ["ROUTE_PATHS", "app_from_env", "create_app", "read_json"]
-
-#: The paths served (counted under their own name in ``jsonmode_serve_requests_total``).
-ROUTE_PATHS = (
-    "/v1/chat/completions",
-    "/chat/completions",
-    "/v1/responses",
-    "/responses",
-    "/v1/models",
-    "/models",
-    "/healthz",
-    "/metrics",
-)
+__all__ = ["app_from_env", "create_app", "read_json"]
 
 
 async def read_json(request: Request, limit: int) -> dict[str, Any]:
@@ -81,10 +69,6 @@ def _too_large(limit: int) -> ServeError:
     )
 
 
-def _error_response(error: ServeError) -> JSONResponse:
-    return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
-
-
 def create_app(config: ServeConfig) -> Starlette:
     """The server's app for ``config`` (one :class:`Upstream` per app, made at startup
     inside the serving event loop and closed at shutdown)."""
@@ -107,12 +91,12 @@ def create_app(config: ServeConfig) -> Starlette:
             body = await read_json(request, config.max_body_bytes)
             call = read_chat(body, config)
         except ServeError as error:
-            return _error_response(error)
+            return error_response(error)
         if not call.structured and has_strict_tools(call):
             try:
                 return tools_reply(call, upstream, config.keepalive_s)  # type: ignore[return-value]
             except ServeError as error:
-                return _error_response(error)
+                return error_response(error)
         if not call.structured:
             return await _proxied(upstream, body)
         return structured_reply(call, upstream, config.keepalive_s)  # type: ignore[return-value]
@@ -122,7 +106,7 @@ def create_app(config: ServeConfig) -> Starlette:
             body = await read_json(request, config.max_body_bytes)
             reply = responses_reply(body, config, state["upstream"])
         except ServeError as error:
-            return _error_response(error)
+            return error_response(error)
         return reply  # type: ignore[no-any-return]
 
     async def models(request: Request) -> Response:
@@ -139,7 +123,19 @@ def create_app(config: ServeConfig) -> Starlette:
         data = generate_latest(exposition(state["metrics"]))
         return Response(data, media_type=CONTENT_TYPE_LATEST)
 
-    middleware = [Middleware(RequestMetrics, registry=registry, routes=ROUTE_PATHS)]
+    routes = [
+        Route("/v1/chat/completions", chat, methods=["POST"]),
+        Route("/chat/completions", chat, methods=["POST"]),
+        Route("/v1/responses", responses, methods=["POST"]),
+        Route("/responses", responses, methods=["POST"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/models", models, methods=["GET"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+    ]
+    # each served path is counted under its own name (any other path as "other")
+    paths = [route.path for route in routes]
+    middleware = [Middleware(RequestMetrics, registry=registry, routes=paths)]
     if config.cors_origins:
         from starlette.middleware.cors import CORSMiddleware
 
@@ -153,16 +149,6 @@ def create_app(config: ServeConfig) -> Starlette:
         )
     if config.api_key is not None:
         middleware.append(Middleware(BearerAuth, key=config.api_key))
-    routes = [
-        Route("/v1/chat/completions", chat, methods=["POST"]),
-        Route("/chat/completions", chat, methods=["POST"]),
-        Route("/v1/responses", responses, methods=["POST"]),
-        Route("/responses", responses, methods=["POST"]),
-        Route("/v1/models", models, methods=["GET"]),
-        Route("/models", models, methods=["GET"]),
-        Route("/healthz", healthz, methods=["GET"]),
-        Route("/metrics", metrics, methods=["GET"]),
-    ]
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
 
 
@@ -191,7 +177,7 @@ async def _proxied(upstream: Upstream, body: dict[str, Any]) -> Response:
     try:
         status, headers, pieces = await upstream.proxy(body)
     except JsonModeError as exc:
-        return _error_response(from_jsonmode(exc))
+        return error_response(from_jsonmode(exc))
     return StreamingResponse(pieces, status_code=status, headers=headers)
 
 

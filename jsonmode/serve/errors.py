@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from starlette.responses import JSONResponse
+
 from jsonmode._text import clip
 from jsonmode.errors import (
     AttemptsExhaustedError,
@@ -39,7 +41,7 @@ from jsonmode.errors import (
 )
 from jsonmode.records import Attempt, Issue
 
-__all__ = ["NONCONFORMING", "ServeError", "from_jsonmode", "issue_json"]
+__all__ = ["NONCONFORMING", "ServeError", "error_response", "from_jsonmode", "issue_json"]
 
 #: ``error.type`` of a reply that did not conform after the last attempt (contract).
 NONCONFORMING = "jsonmode_nonconforming"
@@ -78,6 +80,11 @@ class ServeError(Exception):
         ``usage``)."""
         error = {"message": self.message, "type": self.type, "param": self.param, "code": self.code}
         return {"error": {**error, **self.extra}, **self.top}
+
+
+def error_response(error: ServeError) -> JSONResponse:
+    """The HTTP answer for ``error``: its status, body and headers."""
+    return JSONResponse(error.body(), status_code=error.status, headers=error.headers)
 
 
 def issue_json(issue: Issue) -> dict[str, str]:

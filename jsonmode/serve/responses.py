@@ -34,12 +34,12 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from starlette.responses import JSONResponse, StreamingResponse
+from starlette.responses import StreamingResponse
 
 from jsonmode.errors import JsonModeError
 from jsonmode.serve.config import ServeConfig
 from jsonmode.serve.deferred import Deferred, Rendering
-from jsonmode.serve.errors import ServeError, from_jsonmode
+from jsonmode.serve.errors import ServeError, error_response, from_jsonmode
 from jsonmode.serve.responses_wire import chat_body, responses_param
 from jsonmode.serve.transport import MAX_ERROR_BYTES, MAX_REPLY_BYTES, http_failure
 from jsonmode.serve.upstream import Upstream, usage_json
@@ -376,12 +376,12 @@ def _proxied_stream(chat: dict[str, Any], rendering: ResponsesRendering, upstrea
         try:
             status, headers, pieces = await upstream.proxy(chat)
         except JsonModeError as exc:
-            await error_json(from_jsonmode(exc))(scope, receive, send)
+            await error_response(from_jsonmode(exc))(scope, receive, send)
             return
         if status != 200:
             data = await _read_all(pieces, MAX_ERROR_BYTES)
             error = from_jsonmode(http_failure(status, headers, data))
-            await error_json(error)(scope, receive, send)
+            await error_response(error)(scope, receive, send)
             return
         events = _relayed(rendering, pieces)
         await StreamingResponse(events, headers=_STREAM_HEADERS)(scope, receive, send)
@@ -394,11 +394,6 @@ _STREAM_HEADERS = {
     "cache-control": "no-cache",
     "x-accel-buffering": "no",
 }
-
-
-def error_json(exc: ServeError) -> JSONResponse:
-    """The HTTP answer for ``exc`` (OpenAI's error shape, its headers)."""
-    return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
 
 
 async def _relayed(

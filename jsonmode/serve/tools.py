@@ -57,6 +57,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from jsonmode._text import clip
 from jsonmode.errors import (
     AttemptsExhaustedError,
     BackendError,
@@ -70,6 +71,7 @@ from jsonmode.serve.chat import ChunkedReply, event
 from jsonmode.serve.deferred import Deferred
 from jsonmode.serve.errors import ServeError, from_jsonmode
 from jsonmode.serve.upstream import (
+    Upstream,
     jsonmode_record,
     repair_json,
     total_usage,
@@ -247,15 +249,11 @@ def check_message(
     return Checked(out, tuple(issues), by_call, tuple(repairs))
 
 
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def _feedback(issues: Sequence[Issue]) -> str:
     lines = ["Error: the arguments of this call do not conform to the function's parameters:"]
     lines += [
         f"- ${issue.path.split('.function.arguments', 1)[-1]} ({issue.keyword}): "
-        f"{_clip(issue.message, MAX_ISSUE_CHARS)}"
+        f"{clip(issue.message, MAX_ISSUE_CHARS)}"
         for issue in issues[:MAX_REASK_ISSUES]
     ]
     if len(issues) > MAX_REASK_ISSUES:
@@ -393,11 +391,11 @@ def _outcome(issues: Sequence[Issue]) -> Outcome:
     return "invalid_json" if "parse" in keywords else "schema_violation"
 
 
-async def run_tools(call: Call, upstream: Any) -> ToolsOutcome:
-    """:func:`run_loop` over ``upstream`` (a :class:`~jsonmode.serve.upstream.Upstream`):
-    each attempt is one non-streamed chat completions request with the request's own
-    fields (tools, tool_choice, temperature ...) and the attempt's messages, sent
-    through :meth:`Upstream.proxy`, under the upstream's transport policy (429s, 5xx
+async def run_tools(call: Call, upstream: Upstream) -> ToolsOutcome:
+    """:func:`run_loop` over ``upstream``: each attempt is one non-streamed chat
+    completions request with the request's own fields (tools, tool_choice, temperature
+    ...) and the attempt's messages, sent with :meth:`Upstream.complete`, under the
+    upstream's transport policy (429s, 5xx
     and timeouts retried, ``Retry-After`` honoured, within the server's limits).
 
     Raises:
@@ -408,7 +406,6 @@ async def run_tools(call: Call, upstream: Any) -> ToolsOutcome:
     function = forced_function(call.params)
     if function is not None:
         return await run_forced(call, upstream, function)
-    policy = getattr(upstream, "transport", None)
 
     async def once(messages: tuple[dict[str, Any], ...]) -> dict[str, Any]:
         body = {
@@ -422,14 +419,10 @@ async def run_tools(call: Call, upstream: Any) -> ToolsOutcome:
 
     async def complete(messages: tuple[dict[str, Any], ...]) -> dict[str, Any]:
         try:
-            if policy is None:
-                return await once(messages)
-            async for retry in policy.aretrying():
-                with retry:
-                    return await once(messages)
+            reply: dict[str, Any] = await upstream.transport.aretrying()(once, messages)
         except BackendError as exc:
             raise from_jsonmode(exc) from exc
-        raise AssertionError("unreachable: the transport policy returns or raises")
+        return reply
 
     return await run_loop(call, complete)
 
@@ -452,7 +445,7 @@ def forced_function(params: Mapping[str, Any]) -> dict[str, Any] | None:
 TOOL_FIELDS = ("tools", "tool_choice", "parallel_tool_calls")
 
 
-async def run_forced(call: Call, upstream: Any, function: Mapping[str, Any]) -> ToolsOutcome:
+async def run_forced(call: Call, upstream: Upstream, function: Mapping[str, Any]) -> ToolsOutcome:
     """A call forced to one strict function, through jsonmode's tiers (``upstream.run``)
     with the function's parameters as the schema: constrained or native where the
     upstream takes a schema, else prompted with repair and re-ask, so it holds on
@@ -553,7 +546,7 @@ def has_strict_tools(call: Call) -> bool:
     )
 
 
-def tools_reply(call: Call, upstream: Any, keepalive_s: float) -> Deferred[ToolsOutcome]:
+def tools_reply(call: Call, upstream: Upstream, keepalive_s: float) -> Deferred[ToolsOutcome]:
     """The ASGI answer to a chat call with strict tools (see the module docstring).
 
     Raises:

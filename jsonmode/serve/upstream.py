@@ -23,11 +23,11 @@ Thread-safety: an Upstream belongs to one event loop (its clients' pools do).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from jsonmode.backends.base import Chunk, Completion, Request
+from jsonmode.backends.base import Completion, Request
 from jsonmode.backends.litellm import native_schema_for
 from jsonmode.backends.openai_wire import native_arguments
 from jsonmode.errors import JsonModeError, PermanentBackendError, TransientBackendError, UsageError
@@ -220,9 +220,6 @@ class CallBackend:
             raise Refused(refusal, completion.usage)
         return completion
 
-    def stream(self, request: Request) -> Iterator[Chunk]:  # pragma: no cover - unused
-        raise UsageError("the server streams whole attempts")
-
 
 def completion_of(reply: dict[str, Any]) -> tuple[Completion, str | None]:
     """A ``chat.completion`` (as JSON) as a Completion, and the model's refusal.
@@ -275,7 +272,6 @@ class Upstream:
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
         provider, _, name = config.upstream.partition("/")
-        self.provider = provider
         self.compatible = provider in OPENAI_COMPATIBLE
         self.model_name = name if self.compatible else config.upstream
         if config.vllm_processor:
@@ -346,7 +342,6 @@ class Upstream:
             reasoning=options.reasoning,
         )
         try:
-            # no schema_name: it would be a metric label, and the name is the client's text
             # the client's name goes to a native API with the schema, never to a
             # metric label (client text)
             schema = (
