@@ -51,6 +51,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "_text",
             "_json",
             "_watchdog",
+            "native",
         ),
     ),
     ("regex engine", ("regex",)),

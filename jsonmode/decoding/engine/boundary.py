@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from jsonmode import native
 from jsonmode.decoding.automata.families import TAIL
 from jsonmode.decoding.engine.facts import Facts, ReadLists, TokenIndex, facts
 from jsonmode.decoding.engine.trie import Following, TokenTrie
@@ -258,6 +259,12 @@ class Stacks:
         the stacks walk the rests' trie, one step per node for all the tokens below."""
         tables, crossings, expand = self.tables, self.crossings, self.expand
         byte_of, kids, ends = rests.byte, rests.kids, rests.ends
+        kernels = native.KERNELS
+        if kernels is not None:  # (the same walk in C: jsonmode.native)
+            finished: list[int] = kernels.finish(
+                byte_of, kids, ends, pairs, tables, crossings, expand
+            )
+            return finished
         found: list[int] = []
         work = [(child, pairs) for child in kids[0]]
         while work:

@@ -23,9 +23,13 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+from jsonmode import native
 
 __all__ = ["Boundaries", "Following", "TokenTrie", "TrieWalk", "lexicographic_order", "ranges"]
 
@@ -230,6 +234,7 @@ class TokenTrie:
         self.first_node_list: list[int] = self.first_nodes.tolist()
         # Per depth-1 node, the number of tokens below it (itself included).
         self.first_sizes: list[int] = (levels[0].hi - levels[0].lo).tolist() if levels else []
+        self._native: Any = None  # the compiled core's form of the levels (_compiled)
 
     def walk(
         self,
@@ -302,6 +307,12 @@ class TokenTrie:
         many). A token is read when some stack is alive at its last node. None as
         soon as more than ``budget`` (node, stack) pairs have been live.
         """
+        kernels = native.KERNELS
+        if kernels is not None:  # (the same walk in C: jsonmode.native)
+            walked: list[int] | None = self._compiled(kernels).walk_stacks(
+                tables, crossings, reads, expand, seeds, budget
+            )
+            return walked
         found: list[int] = []
         frontier = seeds
         depth, seen, levels = 1, 0, len(self.levels)
@@ -351,6 +362,16 @@ class TokenTrie:
             frontier = following
             depth += 1
         return found
+
+    def _compiled(self, kernels: ModuleType) -> Any:
+        """The levels as the compiled core's ``Trie`` (made on first use; two threads
+        may both make one: equal, and either is kept)."""
+        made = self._native
+        if made is None:
+            made = self._native = kernels.Trie(
+                [(lv.lo, lv.term, lv.child_lo, lv.child_hi, lv.byte) for lv in self.levels]
+            )
+        return made
 
     def diverging(
         self,

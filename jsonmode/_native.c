@@ -1,0 +1,966 @@
+/* jsonmode._native: the compiled kernels of the mask engine (see jsonmode/native.py).
+ *
+ * Each kernel is the C form of a pure-Python function that stays in the package as
+ * the reference and the fallback; the two must give the same answers, and the
+ * differential tests (tests/test_native_*.py) hold them so:
+ *
+ *   Trie.walk_stacks  jsonmode.decoding.engine.trie.TokenTrie.walk_stacks
+ *   finish            jsonmode.decoding.engine.boundary.Stacks.finish
+ *   apply_rows        jsonmode.decoding.batch_masks._apply_numpy (GIL released, rows
+ *                     spread over threads)
+ *
+ * Safety: every index read from a caller's buffer is checked against that buffer's
+ * length (a bad one raises ValueError, never reads past it); work lists grow on the
+ * heap, never on the C stack (no recursion); the walk keeps the Python budget of
+ * (node, stack) pairs. The walk kernels hold the GIL (they call back into Python for
+ * the stacks' closures); apply_rows checks its arguments with the GIL held, then
+ * releases it while it writes.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KERNELS_VERSION 1
+#define MAX_THREADS 64
+
+/* ------------------------------------------------------------------------------ */
+/* Growable arrays                                                                  */
+
+typedef struct {
+    int64_t *data;
+    Py_ssize_t size;
+    Py_ssize_t cap;
+} I64Vec;
+
+static int vec_reserve(I64Vec *v, Py_ssize_t more) {
+    if (v->size + more <= v->cap) return 0;
+    Py_ssize_t cap = v->cap ? v->cap : 64;
+    while (cap < v->size + more) {
+        if (cap > PY_SSIZE_T_MAX / 2 / (Py_ssize_t)sizeof(int64_t)) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        cap *= 2;
+    }
+    int64_t *data = PyMem_Realloc(v->data, (size_t)cap * sizeof(int64_t));
+    if (!data) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    v->data = data;
+    v->cap = cap;
+    return 0;
+}
+
+static int vec_push(I64Vec *v, int64_t x) {
+    if (vec_reserve(v, 1) < 0) return -1;
+    v->data[v->size++] = x;
+    return 0;
+}
+
+static void vec_free(I64Vec *v) {
+    PyMem_Free(v->data);
+    v->data = NULL;
+    v->size = v->cap = 0;
+}
+
+static PyObject *vec_to_list(const I64Vec *v) {
+    PyObject *out = PyList_New(v->size);
+    if (!out) return NULL;
+    for (Py_ssize_t i = 0; i < v->size; i++) {
+        PyObject *x = PyLong_FromLongLong(v->data[i]);
+        if (!x) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, x);
+    }
+    return out;
+}
+
+/* A set of int64 keys (open addressing), cleared between uses. */
+typedef struct {
+    int64_t *keys;
+    uint8_t *used;
+    Py_ssize_t cap; /* a power of two */
+    Py_ssize_t count;
+} I64Set;
+
+static int set_init(I64Set *s, Py_ssize_t expected) {
+    Py_ssize_t cap = 16;
+    while (cap < 2 * expected) cap *= 2;
+    if (s->cap < cap) {
+        PyMem_Free(s->keys);
+        PyMem_Free(s->used);
+        s->keys = PyMem_Malloc((size_t)cap * sizeof(int64_t));
+        s->used = PyMem_Malloc((size_t)cap);
+        if (!s->keys || !s->used) {
+            PyErr_NoMemory();
+            s->cap = 0;
+            return -1;
+        }
+        s->cap = cap;
+    }
+    memset(s->used, 0, (size_t)s->cap);
+    s->count = 0;
+    return 0;
+}
+
+static inline uint64_t mix(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return x;
+}
+
+/* 1 when added, 0 when present already. The caller sized the set for every key. */
+static int set_add(I64Set *s, int64_t key) {
+    Py_ssize_t mask = s->cap - 1;
+    Py_ssize_t at = (Py_ssize_t)(mix((uint64_t)key) & (uint64_t)mask);
+    while (s->used[at]) {
+        if (s->keys[at] == key) return 0;
+        at = (at + 1) & mask;
+    }
+    s->used[at] = 1;
+    s->keys[at] = key;
+    s->count++;
+    return 1;
+}
+
+static void set_free(I64Set *s) {
+    PyMem_Free(s->keys);
+    PyMem_Free(s->used);
+    s->keys = NULL;
+    s->used = NULL;
+    s->cap = s->count = 0;
+}
+
+/* ------------------------------------------------------------------------------ */
+/* Reading Python values                                                            */
+
+/* An int from a Python int, as int64 (-1 with an exception set on failure: callers
+ * check PyErr_Occurred only when the value is -1). */
+static inline int64_t as_i64(PyObject *o) { return (int64_t)PyLong_AsLongLong(o); }
+
+/* The rule tables of the stacks: tables[context] is a flat int32 buffer
+ * (state * 256 + byte; -1: none), crossings[context] a bytes object (non-zero: the
+ * state is crossing). Buffers are taken once per context per call. */
+typedef struct {
+    PyObject *tables;    /* list */
+    PyObject *crossings; /* list */
+    Py_buffer *views;    /* per context, taken on first use */
+    uint8_t *taken;
+    Py_ssize_t count;
+} Tables;
+
+static int tables_init(Tables *t, PyObject *tables, PyObject *crossings) {
+    if (!PyList_Check(tables) || !PyList_Check(crossings)) {
+        PyErr_SetString(PyExc_TypeError, "tables and crossings must be lists");
+        return -1;
+    }
+    t->tables = tables;
+    t->crossings = crossings;
+    t->count = 0;
+    t->views = NULL;
+    t->taken = NULL;
+    return 0;
+}
+
+static void tables_free(Tables *t) {
+    for (Py_ssize_t i = 0; i < t->count; i++)
+        if (t->taken[i]) PyBuffer_Release(&t->views[i]);
+    PyMem_Free(t->views);
+    PyMem_Free(t->taken);
+    t->views = NULL;
+    t->taken = NULL;
+    t->count = 0;
+}
+
+/* The table of ``context`` (NULL with an exception on error); its entry count in *n. */
+static const int32_t *table_of(Tables *t, int64_t context, Py_ssize_t *n) {
+    Py_ssize_t size = PyList_GET_SIZE(t->tables);
+    if (context < 0 || context >= size || context >= PyList_GET_SIZE(t->crossings)) {
+        PyErr_Format(PyExc_ValueError, "context %lld out of range", (long long)context);
+        return NULL;
+    }
+    if (context >= t->count) {
+        Py_ssize_t count = size;
+        Py_buffer *views = PyMem_Realloc(t->views, (size_t)count * sizeof(Py_buffer));
+        if (!views) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        t->views = views;
+        uint8_t *taken = PyMem_Realloc(t->taken, (size_t)count);
+        if (!taken) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        t->taken = taken;
+        memset(t->taken + t->count, 0, (size_t)(count - t->count));
+        t->count = count;
+    }
+    Py_buffer *view = &t->views[context];
+    if (!t->taken[context]) {
+        if (PyObject_GetBuffer(PyList_GET_ITEM(t->tables, context), view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+            return NULL;
+        t->taken[context] = 1;
+        if (view->itemsize != 4 || !view->format || (strcmp(view->format, "i") && strcmp(view->format, "=i") && strcmp(view->format, "<i"))) {
+            PyErr_SetString(PyExc_TypeError, "a rule table must be a buffer of int32");
+            return NULL;
+        }
+    }
+    *n = view->len / 4;
+    return (const int32_t *)view->buf;
+}
+
+/* Whether ``state`` of ``context`` is crossing (-1 with an exception on error). */
+static inline int crossing_of(Tables *t, int64_t context, int64_t state) {
+    PyObject *flags = PyList_GET_ITEM(t->crossings, context);
+    if (!PyBytes_Check(flags)) {
+        PyErr_SetString(PyExc_TypeError, "crossings must be bytes");
+        return -1;
+    }
+    if (state < 0 || state >= PyBytes_GET_SIZE(flags)) {
+        PyErr_Format(PyExc_ValueError, "state %lld out of range", (long long)state);
+        return -1;
+    }
+    return PyBytes_AS_STRING(flags)[state] != 0;
+}
+
+/* The step of (context, state) over ``byte``: the target state, -1 for none, -2 on
+ * error (an exception set). */
+static inline int64_t step_of(Tables *t, int64_t context, int64_t state, int64_t byte) {
+    Py_ssize_t n;
+    const int32_t *table = table_of(t, context, &n);
+    if (!table) return -2;
+    if (state < 0 || byte < 0 || byte > 255 || state >= n / 256 + 1 || state * 256 + byte >= n) {
+        PyErr_Format(PyExc_ValueError, "state %lld or byte %lld out of the table", (long long)state, (long long)byte);
+        return -2;
+    }
+    return table[state * 256 + byte];
+}
+
+/* Appends the pairs of ``expand(context, state)`` (a tuple of (context, state)
+ * tuples) to ``out`` as two int64 each. */
+static int push_expanded(PyObject *expand, int64_t context, int64_t state, I64Vec *out, int64_t node, int with_node) {
+    PyObject *args = Py_BuildValue("(LL)", (long long)context, (long long)state);
+    if (!args) return -1;
+    PyObject *pairs = PyObject_Call(expand, args, NULL);
+    Py_DECREF(args);
+    if (!pairs) return -1;
+    PyObject *seq = PySequence_Fast(pairs, "expand must return a sequence of pairs");
+    Py_DECREF(pairs);
+    if (!seq) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (vec_reserve(out, n * (with_node ? 3 : 2)) < 0) {
+        Py_DECREF(seq);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            Py_DECREF(seq);
+            PyErr_SetString(PyExc_TypeError, "expand must return (context, state) tuples");
+            return -1;
+        }
+        int64_t c = as_i64(PyTuple_GET_ITEM(pair, 0));
+        int64_t s = as_i64(PyTuple_GET_ITEM(pair, 1));
+        if ((c == -1 || s == -1) && PyErr_Occurred()) {
+            Py_DECREF(seq);
+            return -1;
+        }
+        if (with_node) out->data[out->size++] = node;
+        out->data[out->size++] = c;
+        out->data[out->size++] = s;
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------ */
+/* Trie: the token trie's levels, for walk_stacks                                  */
+
+enum { L_LO, L_TERM, L_CHILD_LO, L_CHILD_HI, L_BYTE, L_FIELDS };
+
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t levels;
+    Py_buffer *views; /* levels * L_FIELDS, each a 1-D int64 buffer */
+    int taken;
+} TrieObject;
+
+static void Trie_dealloc(TrieObject *self) {
+    for (Py_ssize_t i = 0; i < self->taken; i++) PyBuffer_Release(&self->views[i]);
+    PyMem_Free(self->views);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int Trie_init(TrieObject *self, PyObject *args, PyObject *kwds) {
+    PyObject *levels;
+    static char *kwlist[] = {"levels", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O", kwlist, &levels)) return -1;
+    if (self->views) {
+        PyErr_SetString(PyExc_TypeError, "a Trie is initialised once");
+        return -1;
+    }
+    PyObject *seq = PySequence_Fast(levels, "levels must be a sequence");
+    if (!seq) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    self->views = PyMem_Calloc((size_t)(n ? n : 1) * L_FIELDS, sizeof(Py_buffer));
+    if (!self->views) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->levels = n;
+    for (Py_ssize_t d = 0; d < n; d++) {
+        PyObject *level = PySequence_Fast_GET_ITEM(seq, d);
+        if (!PyTuple_Check(level) || PyTuple_GET_SIZE(level) != L_FIELDS) {
+            Py_DECREF(seq);
+            PyErr_SetString(PyExc_TypeError, "a level is (lo, term, child_lo, child_hi, byte)");
+            return -1;
+        }
+        for (int f = 0; f < L_FIELDS; f++) {
+            Py_buffer *view = &self->views[d * L_FIELDS + f];
+            if (PyObject_GetBuffer(PyTuple_GET_ITEM(level, f), view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+                Py_DECREF(seq);
+                return -1;
+            }
+            self->taken++;
+            if (view->itemsize != 8 || view->ndim > 1) {
+                Py_DECREF(seq);
+                PyErr_SetString(PyExc_TypeError, "trie arrays must be 1-D int64");
+                return -1;
+            }
+        }
+        Py_ssize_t nodes = self->views[d * L_FIELDS + L_BYTE].len / 8;
+        for (int f = 0; f < L_BYTE; f++) {
+            if (self->views[d * L_FIELDS + f].len / 8 != nodes) {
+                Py_DECREF(seq);
+                PyErr_SetString(PyExc_ValueError, "a level's arrays differ in length");
+                return -1;
+            }
+        }
+    }
+    /* Children must lie in the next level, and ascend (bisect relies on it). */
+    for (Py_ssize_t d = 0; d < n; d++) {
+        Py_ssize_t nodes = self->views[d * L_FIELDS + L_BYTE].len / 8;
+        Py_ssize_t below = d + 1 < n ? self->views[(d + 1) * L_FIELDS + L_BYTE].len / 8 : 0;
+        const int64_t *clo = self->views[d * L_FIELDS + L_CHILD_LO].buf;
+        const int64_t *chi = self->views[d * L_FIELDS + L_CHILD_HI].buf;
+        const int64_t *term = self->views[d * L_FIELDS + L_TERM].buf;
+        for (Py_ssize_t i = 0; i < nodes; i++) {
+            if (clo[i] < 0 || chi[i] < clo[i] || chi[i] > below || term[i] < 0) {
+                Py_DECREF(seq);
+                PyErr_SetString(PyExc_ValueError, "a trie level points outside the next one");
+                return -1;
+            }
+        }
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
+static inline const int64_t *field(TrieObject *t, Py_ssize_t depth, int f) {
+    return (const int64_t *)t->views[depth * L_FIELDS + f].buf;
+}
+
+/* First child in [first, end) of ``below`` whose byte is >= ``byte`` (below ascends
+ * over a node's children). */
+static inline Py_ssize_t bisect(const int64_t *below, Py_ssize_t first, Py_ssize_t end, int64_t byte) {
+    while (first < end) {
+        Py_ssize_t mid = first + (end - first) / 2;
+        if (below[mid] < byte)
+            first = mid + 1;
+        else
+            end = mid;
+    }
+    return first;
+}
+
+static PyObject *Trie_walk_stacks(TrieObject *self, PyObject *args) {
+    PyObject *tables, *crossings, *reads, *expand, *seeds;
+    long long budget;
+    if (!PyArg_ParseTuple(args, "OOOOOL", &tables, &crossings, &reads, &expand, &seeds, &budget)) return NULL;
+    Tables t;
+    if (tables_init(&t, tables, crossings) < 0) return NULL;
+    I64Vec found = {0}, frontier = {0}, following = {0};
+    I64Set credited = {0};
+    PyObject *result = NULL;
+
+    PyObject *seedseq = PySequence_Fast(seeds, "seeds must be a sequence");
+    if (!seedseq) goto done;
+    Py_ssize_t nseeds = PySequence_Fast_GET_SIZE(seedseq);
+    if (vec_reserve(&frontier, 3 * nseeds) < 0) {
+        Py_DECREF(seedseq);
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < nseeds; i++) {
+        PyObject *seed = PySequence_Fast_GET_ITEM(seedseq, i);
+        if (!PyTuple_Check(seed) || PyTuple_GET_SIZE(seed) != 3) {
+            Py_DECREF(seedseq);
+            PyErr_SetString(PyExc_TypeError, "a seed is (node, context, state)");
+            goto done;
+        }
+        for (int k = 0; k < 3; k++) {
+            int64_t x = as_i64(PyTuple_GET_ITEM(seed, k));
+            if (x == -1 && PyErr_Occurred()) {
+                Py_DECREF(seedseq);
+                goto done;
+            }
+            frontier.data[frontier.size++] = x;
+        }
+    }
+    Py_DECREF(seedseq);
+
+    Py_ssize_t depth = 1, levels = self->levels;
+    long long seen = 0;
+    while (frontier.size) {
+        Py_ssize_t count = frontier.size / 3;
+        seen += count;
+        if (seen > budget) {
+            result = Py_None;
+            Py_INCREF(result);
+            goto done;
+        }
+        if (depth - 1 >= levels) {
+            PyErr_SetString(PyExc_ValueError, "the walk went below the trie");
+            goto done;
+        }
+        Py_ssize_t nodes = self->views[(depth - 1) * L_FIELDS + L_BYTE].len / 8;
+        const int64_t *lo_of = field(self, depth - 1, L_LO);
+        const int64_t *term_of = field(self, depth - 1, L_TERM);
+        const int64_t *child_lo = field(self, depth - 1, L_CHILD_LO);
+        const int64_t *child_hi = field(self, depth - 1, L_CHILD_HI);
+        const int64_t *below = depth < levels ? field(self, depth, L_BYTE) : NULL;
+        following.size = 0;
+        if (set_init(&credited, count) < 0) goto done;
+        for (Py_ssize_t i = 0; i < count; i++) {
+            int64_t node = frontier.data[3 * i], context = frontier.data[3 * i + 1], state = frontier.data[3 * i + 2];
+            if (node < 0 || node >= nodes) {
+                PyErr_Format(PyExc_ValueError, "node %lld out of range", (long long)node);
+                goto done;
+            }
+            if (set_add(&credited, node)) {
+                int64_t term = term_of[node];
+                if (term) {
+                    int64_t lo = lo_of[node];
+                    if (vec_reserve(&found, term) < 0) goto done;
+                    for (int64_t p = lo; p < lo + term; p++) found.data[found.size++] = p;
+                }
+            }
+            if (below == NULL || context < 0) continue;
+            int64_t first = child_lo[node], end = child_hi[node];
+            if (first == end) continue;
+            Py_ssize_t n;
+            const int32_t *table = table_of(&t, context, &n);
+            if (!table) goto done;
+            if (state < 0 || state >= n / 256) {
+                PyErr_Format(PyExc_ValueError, "state %lld out of the table", (long long)state);
+                goto done;
+            }
+            int64_t base = state * 256;
+            if (end - first > 16) {
+                PyObject *rargs = Py_BuildValue("(LL)", (long long)context, (long long)state);
+                if (!rargs) goto done;
+                PyObject *readable = PyObject_Call(reads, rargs, NULL);
+                Py_DECREF(rargs);
+                if (!readable) goto done;
+                PyObject *rseq = PySequence_Fast(readable, "reads must return a sequence of bytes");
+                Py_DECREF(readable);
+                if (!rseq) goto done;
+                Py_ssize_t nread = PySequence_Fast_GET_SIZE(rseq);
+                if (nread < end - first) {
+                    for (Py_ssize_t k = 0; k < nread; k++) {
+                        int64_t byte = as_i64(PySequence_Fast_GET_ITEM(rseq, k));
+                        if (byte < 0 || byte > 255) {
+                            Py_DECREF(rseq);
+                            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a read byte out of range");
+                            goto done;
+                        }
+                        Py_ssize_t child = bisect(below, first, end, byte);
+                        if (child < end && below[child] == byte) {
+                            int64_t target = table[base + byte];
+                            if (target < 0) continue; /* (the Python form steps to -1 too: see below) */
+                            int crossing = crossing_of(&t, context, target);
+                            if (crossing < 0) {
+                                Py_DECREF(rseq);
+                                goto done;
+                            }
+                            if (crossing) {
+                                if (push_expanded(expand, context, target, &following, child, 1) < 0) {
+                                    Py_DECREF(rseq);
+                                    goto done;
+                                }
+                            } else {
+                                if (vec_reserve(&following, 3) < 0) {
+                                    Py_DECREF(rseq);
+                                    goto done;
+                                }
+                                following.data[following.size++] = child;
+                                following.data[following.size++] = context;
+                                following.data[following.size++] = target;
+                            }
+                        }
+                    }
+                    Py_DECREF(rseq);
+                    continue;
+                }
+                Py_DECREF(rseq);
+            }
+            for (int64_t child = first; child < end; child++) {
+                int64_t byte = below[child];
+                if (byte < 0 || byte > 255) {
+                    PyErr_SetString(PyExc_ValueError, "a trie byte out of range");
+                    goto done;
+                }
+                int64_t target = table[base + byte];
+                if (target >= 0) {
+                    int crossing = crossing_of(&t, context, target);
+                    if (crossing < 0) goto done;
+                    if (crossing) {
+                        if (push_expanded(expand, context, target, &following, child, 1) < 0) goto done;
+                    } else {
+                        if (vec_reserve(&following, 3) < 0) goto done;
+                        following.data[following.size++] = child;
+                        following.data[following.size++] = context;
+                        following.data[following.size++] = target;
+                    }
+                }
+            }
+        }
+        I64Vec swap = frontier;
+        frontier = following;
+        following = swap;
+        depth++;
+    }
+    result = vec_to_list(&found);
+done:
+    tables_free(&t);
+    vec_free(&found);
+    vec_free(&frontier);
+    vec_free(&following);
+    set_free(&credited);
+    return result;
+}
+
+static PyMethodDef Trie_methods[] = {
+    {"walk_stacks", (PyCFunction)Trie_walk_stacks, METH_VARARGS,
+     "walk_stacks(tables, crossings, reads, expand, seeds, budget) -> list[int] | None\n\n"
+     "TokenTrie.walk_stacks in C (see its docstring): the positions of the tokens the\n"
+     "seeded stacks read to their end; None past ``budget`` live (node, stack) pairs."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject TrieType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "jsonmode._native.Trie",
+    .tp_basicsize = sizeof(TrieObject),
+    .tp_dealloc = (destructor)Trie_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Trie(levels): the token trie's levels, each (lo, term, child_lo, child_hi, byte)\n"
+              "as 1-D int64 buffers (held, read-only, for the object's life).",
+    .tp_methods = Trie_methods,
+    .tp_init = (initproc)Trie_init,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ------------------------------------------------------------------------------ */
+/* finish: stacks walking a boundary group's rests trie                            */
+
+/* A list of Python ints at ``index`` of list ``lists`` (borrowed; NULL + exception). */
+static PyObject *list_at(PyObject *lists, int64_t index, const char *what) {
+    if (index < 0 || index >= PyList_GET_SIZE(lists)) {
+        PyErr_Format(PyExc_ValueError, "%s: node %lld out of range", what, (long long)index);
+        return NULL;
+    }
+    PyObject *item = PyList_GET_ITEM(lists, index);
+    if (!PyList_Check(item)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a list of lists", what);
+        return NULL;
+    }
+    return item;
+}
+
+static PyObject *native_finish(PyObject *module, PyObject *args) {
+    PyObject *byte_of, *kids, *ends, *pairs, *tables, *crossings, *expand;
+    if (!PyArg_ParseTuple(args, "O!O!O!OOOO", &PyList_Type, &byte_of, &PyList_Type, &kids, &PyList_Type, &ends, &pairs,
+                          &tables, &crossings, &expand))
+        return NULL;
+    Tables t;
+    if (tables_init(&t, tables, crossings) < 0) return NULL;
+    Py_ssize_t nodes = PyList_GET_SIZE(byte_of);
+    if (PyList_GET_SIZE(kids) != nodes || PyList_GET_SIZE(ends) != nodes || nodes < 1) {
+        PyErr_SetString(PyExc_ValueError, "byte, kids and ends must be lists of one length");
+        return NULL;
+    }
+    /* Pair lists live in ``arena`` (context, state, ...); a work item is (node,
+     * start, count) into it. */
+    I64Vec arena = {0}, work = {0}, found = {0}, after = {0};
+    I64Set merged = {0};
+    PyObject *result = NULL;
+    PyObject *pseq = PySequence_Fast(pairs, "pairs must be a sequence");
+    if (!pseq) goto done;
+    Py_ssize_t npairs = PySequence_Fast_GET_SIZE(pseq);
+    if (vec_reserve(&arena, 2 * npairs) < 0) {
+        Py_DECREF(pseq);
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < npairs; i++) {
+        PyObject *pair = PySequence_Fast_GET_ITEM(pseq, i);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            Py_DECREF(pseq);
+            PyErr_SetString(PyExc_TypeError, "a pair is (context, state)");
+            goto done;
+        }
+        int64_t c = as_i64(PyTuple_GET_ITEM(pair, 0)), s = as_i64(PyTuple_GET_ITEM(pair, 1));
+        if ((c == -1 || s == -1) && PyErr_Occurred()) {
+            Py_DECREF(pseq);
+            goto done;
+        }
+        arena.data[arena.size++] = c;
+        arena.data[arena.size++] = s;
+    }
+    Py_DECREF(pseq);
+    {
+        PyObject *root = list_at(kids, 0, "kids");
+        if (!root) goto done;
+        Py_ssize_t nroot = PyList_GET_SIZE(root);
+        if (vec_reserve(&work, 3 * nroot) < 0) goto done;
+        for (Py_ssize_t i = 0; i < nroot; i++) {
+            int64_t child = as_i64(PyList_GET_ITEM(root, i));
+            if (child == -1 && PyErr_Occurred()) goto done;
+            work.data[work.size++] = child;
+            work.data[work.size++] = 0;
+            work.data[work.size++] = npairs;
+        }
+    }
+    while (work.size) {
+        work.size -= 3;
+        int64_t node = work.data[work.size], start = work.data[work.size + 1], count = work.data[work.size + 2];
+        if (node <= 0 || node >= nodes) {
+            PyErr_Format(PyExc_ValueError, "rest node %lld out of range", (long long)node);
+            goto done;
+        }
+        int64_t byte = as_i64(PyList_GET_ITEM(byte_of, node));
+        if (byte < 0 || byte > 255) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a rest byte out of range");
+            goto done;
+        }
+        /* ``after``: the stacks after the byte, in the Python form's order, each once;
+         * then only those still reading (context >= 0) go on. */
+        after.size = 0;
+        if (count == 1) {
+            int64_t context = arena.data[start], state = arena.data[start + 1];
+            int64_t target = step_of(&t, context, state, byte);
+            if (target == -2) goto done;
+            if (target < 0) continue;
+            int crossing = crossing_of(&t, context, target);
+            if (crossing < 0) goto done;
+            if (crossing) {
+                if (push_expanded(expand, context, target, &after, 0, 0) < 0) goto done;
+            } else {
+                if (vec_push(&after, context) < 0 || vec_push(&after, target) < 0) goto done;
+            }
+        } else {
+            I64Vec raw = {0};
+            for (int64_t k = 0; k < count; k++) {
+                int64_t context = arena.data[start + 2 * k], state = arena.data[start + 2 * k + 1];
+                int64_t target = step_of(&t, context, state, byte);
+                if (target == -2) {
+                    vec_free(&raw);
+                    goto done;
+                }
+                if (target < 0) continue;
+                int crossing = crossing_of(&t, context, target);
+                if (crossing < 0) {
+                    vec_free(&raw);
+                    goto done;
+                }
+                if (crossing) {
+                    if (push_expanded(expand, context, target, &raw, 0, 0) < 0) {
+                        vec_free(&raw);
+                        goto done;
+                    }
+                } else if (vec_push(&raw, context) < 0 || vec_push(&raw, target) < 0) {
+                    vec_free(&raw);
+                    goto done;
+                }
+            }
+            /* First occurrences only, in order (the Python form's dict). A pair is a
+             * key of 64 bits when both halves fit 32; else compared in full. */
+            Py_ssize_t nraw = raw.size / 2;
+            if (set_init(&merged, nraw) < 0) {
+                vec_free(&raw);
+                goto done;
+            }
+            for (Py_ssize_t k = 0; k < nraw; k++) {
+                int64_t c = raw.data[2 * k], s = raw.data[2 * k + 1];
+                int fresh;
+                if (c >= INT32_MIN && c <= INT32_MAX && s >= INT32_MIN && s <= INT32_MAX) {
+                    fresh = set_add(&merged, (int64_t)(((uint64_t)(uint32_t)c << 32) | (uint32_t)s));
+                } else {
+                    fresh = 1;
+                    for (Py_ssize_t j = 0; j < after.size; j += 2)
+                        if (after.data[j] == c && after.data[j + 1] == s) fresh = 0;
+                }
+                if (fresh && (vec_push(&after, c) < 0 || vec_push(&after, s) < 0)) {
+                    vec_free(&raw);
+                    goto done;
+                }
+            }
+            vec_free(&raw);
+            if (!after.size) continue;
+        }
+        PyObject *ending = list_at(ends, node, "ends");
+        if (!ending) goto done;
+        Py_ssize_t nend = PyList_GET_SIZE(ending);
+        if (vec_reserve(&found, nend) < 0) goto done;
+        for (Py_ssize_t k = 0; k < nend; k++) {
+            int64_t p = as_i64(PyList_GET_ITEM(ending, k));
+            if (p == -1 && PyErr_Occurred()) goto done;
+            found.data[found.size++] = p;
+        }
+        PyObject *children = list_at(kids, node, "kids");
+        if (!children) goto done;
+        Py_ssize_t nkids = PyList_GET_SIZE(children);
+        if (!nkids) continue;
+        int64_t readers_start = arena.size, readers = 0;
+        if (vec_reserve(&arena, after.size) < 0) goto done;
+        for (Py_ssize_t j = 0; j < after.size; j += 2) {
+            if (after.data[j] >= 0) {
+                arena.data[arena.size++] = after.data[j];
+                arena.data[arena.size++] = after.data[j + 1];
+                readers++;
+            }
+        }
+        if (!readers) continue;
+        if (vec_reserve(&work, 3 * nkids) < 0) goto done;
+        for (Py_ssize_t k = 0; k < nkids; k++) {
+            int64_t child = as_i64(PyList_GET_ITEM(children, k));
+            if (child == -1 && PyErr_Occurred()) goto done;
+            work.data[work.size++] = child;
+            work.data[work.size++] = readers_start;
+            work.data[work.size++] = readers;
+        }
+    }
+    result = vec_to_list(&found);
+done:
+    tables_free(&t);
+    vec_free(&arena);
+    vec_free(&work);
+    vec_free(&found);
+    vec_free(&after);
+    set_free(&merged);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------ */
+/* apply_rows: logits rows restricted to id lists, the GIL released                */
+
+typedef struct {
+    char *row;               /* the row's first element */
+    const int64_t *ids;      /* allowed ids (keep) or banned ids */
+    Py_ssize_t count;
+    int keep;
+} RowJob;
+
+typedef struct {
+    RowJob *jobs;
+    Py_ssize_t njobs;
+    Py_ssize_t width;
+    int itemsize;
+    uint64_t negative;
+    Py_ssize_t next; /* the next job to take (atomic) */
+} Batch;
+
+#define FILL_ROW(T)                                                     \
+    do {                                                                \
+        T *r = (T *)job->row;                                           \
+        T neg = (T)b->negative;                                         \
+        if (!job->keep) {                                               \
+            for (Py_ssize_t k = 0; k < job->count; k++) r[job->ids[k]] = neg; \
+        } else {                                                        \
+            T *kept = (T *)scratch;                                     \
+            for (Py_ssize_t k = 0; k < job->count; k++) kept[k] = r[job->ids[k]]; \
+            for (Py_ssize_t k = 0; k < b->width; k++) r[k] = neg;        \
+            for (Py_ssize_t k = 0; k < job->count; k++) r[job->ids[k]] = kept[k]; \
+        }                                                               \
+    } while (0)
+
+static void run_rows(Batch *b, char *scratch) {
+    for (;;) {
+        Py_ssize_t i = __atomic_fetch_add(&b->next, 1, __ATOMIC_RELAXED);
+        if (i >= b->njobs) return;
+        RowJob *job = &b->jobs[i];
+        switch (b->itemsize) {
+        case 2: FILL_ROW(uint16_t); break;
+        case 4: FILL_ROW(uint32_t); break;
+        default: FILL_ROW(uint64_t); break;
+        }
+    }
+}
+
+typedef struct {
+    Batch *batch;
+    char *scratch;
+} Worker;
+
+static void *worker_main(void *arg) {
+    Worker *w = (Worker *)arg;
+    run_rows(w->batch, w->scratch);
+    return NULL;
+}
+
+static PyObject *native_apply_rows(PyObject *module, PyObject *args) {
+    PyObject *host, *rows, *ids_list, *keeps;
+    unsigned long long negative;
+    int threads;
+    if (!PyArg_ParseTuple(args, "OOOOKi", &host, &rows, &ids_list, &keeps, &negative, &threads)) return NULL;
+    Py_buffer logits;
+    if (PyObject_GetBuffer(host, &logits, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_ND) < 0) return NULL;
+    PyObject *result = NULL;
+    RowJob *jobs = NULL;
+    Py_buffer *idviews = NULL;
+    Py_ssize_t taken = 0, njobs = 0;
+    char *scratch = NULL;
+    if (logits.ndim != 2 || (logits.itemsize != 2 && logits.itemsize != 4 && logits.itemsize != 8)) {
+        PyErr_SetString(PyExc_ValueError, "logits must be a 2-D buffer of 2, 4 or 8 byte items");
+        goto done;
+    }
+    Py_ssize_t batch = logits.shape[0], width = logits.shape[1];
+    if (!PyList_Check(rows) || !PyList_Check(ids_list) || !PyList_Check(keeps) ||
+        PyList_GET_SIZE(ids_list) != PyList_GET_SIZE(rows) || PyList_GET_SIZE(keeps) != PyList_GET_SIZE(rows)) {
+        PyErr_SetString(PyExc_ValueError, "rows, ids and keeps must be lists of one length");
+        goto done;
+    }
+    njobs = PyList_GET_SIZE(rows);
+    jobs = PyMem_Calloc((size_t)(njobs ? njobs : 1), sizeof(RowJob));
+    idviews = PyMem_Calloc((size_t)(njobs ? njobs : 1), sizeof(Py_buffer));
+    if (!jobs || !idviews) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    uint8_t *seen = PyMem_Calloc((size_t)(batch ? batch : 1), 1);
+    if (!seen) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t most = 0;
+    for (Py_ssize_t i = 0; i < njobs; i++) {
+        Py_ssize_t r = PyLong_AsSsize_t(PyList_GET_ITEM(rows, i));
+        if (r == -1 && PyErr_Occurred()) {
+            PyMem_Free(seen);
+            goto done;
+        }
+        if (r < 0 || r >= batch || seen[r]) {
+            PyMem_Free(seen);
+            PyErr_Format(PyExc_ValueError, "row %zd out of range or given twice", r);
+            goto done;
+        }
+        seen[r] = 1;
+        if (PyObject_GetBuffer(PyList_GET_ITEM(ids_list, i), &idviews[i], PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+            PyMem_Free(seen);
+            goto done;
+        }
+        taken++;
+        if (idviews[i].itemsize != 8 || idviews[i].ndim > 1) {
+            PyMem_Free(seen);
+            PyErr_SetString(PyExc_TypeError, "ids must be 1-D int64");
+            goto done;
+        }
+        const int64_t *ids = idviews[i].buf;
+        Py_ssize_t count = idviews[i].len / 8;
+        for (Py_ssize_t k = 0; k < count; k++) {
+            if (ids[k] < 0 || ids[k] >= width) {
+                PyMem_Free(seen);
+                PyErr_Format(PyExc_ValueError, "id %lld outside the row's %zd columns", (long long)ids[k], width);
+                goto done;
+            }
+        }
+        int keep = PyObject_IsTrue(PyList_GET_ITEM(keeps, i));
+        if (keep < 0) {
+            PyMem_Free(seen);
+            goto done;
+        }
+        jobs[i].row = (char *)logits.buf + r * width * logits.itemsize;
+        jobs[i].ids = ids;
+        jobs[i].count = count;
+        jobs[i].keep = keep;
+        if (keep && count > most) most = count;
+    }
+    PyMem_Free(seen);
+    if (threads < 1) threads = 1;
+    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    if (threads > njobs) threads = (int)(njobs ? njobs : 1);
+    size_t per = (size_t)(most ? most : 1) * (size_t)logits.itemsize;
+    scratch = PyMem_RawMalloc(per * (size_t)threads);
+    if (!scratch) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    {
+        Batch b = {jobs, njobs, width, (int)logits.itemsize, (uint64_t)negative, 0};
+        pthread_t ids[MAX_THREADS];
+        Worker workers[MAX_THREADS];
+        int started = 0;
+        Py_BEGIN_ALLOW_THREADS
+        for (int k = 1; k < threads; k++) {
+            workers[k].batch = &b;
+            workers[k].scratch = scratch + per * (size_t)k;
+            if (pthread_create(&ids[k], NULL, worker_main, &workers[k]) != 0) break;
+            started = k;
+        }
+        run_rows(&b, scratch); /* the calling thread works too (and alone if none started) */
+        for (int k = 1; k <= started; k++) pthread_join(ids[k], NULL);
+        Py_END_ALLOW_THREADS
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    for (Py_ssize_t i = 0; i < taken; i++) PyBuffer_Release(&idviews[i]);
+    PyMem_Free(idviews);
+    PyMem_Free(jobs);
+    PyMem_RawFree(scratch);
+    PyBuffer_Release(&logits);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------ */
+
+static PyMethodDef native_methods[] = {
+    {"finish", native_finish, METH_VARARGS,
+     "finish(byte, kids, ends, pairs, tables, crossings, expand) -> list[int]\n\n"
+     "Stacks.finish in C (see its docstring): the positions of the tokens whose rest\n"
+     "one of ``pairs`` reads to its end, the rests given as their trie's lists."},
+    {"apply_rows", native_apply_rows, METH_VARARGS,
+     "apply_rows(host, rows, ids, keeps, negative, threads) -> None\n\n"
+     "In place: row rows[i] of the 2-D buffer ``host`` (the logits' bits, 2/4/8-byte\n"
+     "items) gets ``negative`` at ids[i] (keeps[i] false), or everywhere but ids[i]\n"
+     "(keeps[i] true), the rows spread over ``threads`` threads with the GIL released.\n"
+     "Every argument is checked first (ValueError/TypeError, nothing written)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef native_module = {
+    PyModuleDef_HEAD_INIT, "jsonmode._native",
+    "The compiled kernels of jsonmode's mask engine (see jsonmode.native).", -1, native_methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__native(void) {
+    if (PyType_Ready(&TrieType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&native_module);
+    if (!m) return NULL;
+    Py_INCREF(&TrieType);
+    if (PyModule_AddObject(m, "Trie", (PyObject *)&TrieType) < 0 ||
+        PyModule_AddIntConstant(m, "KERNELS_VERSION", KERNELS_VERSION) < 0) {
+        Py_DECREF(&TrieType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
