@@ -106,7 +106,24 @@ class SchemaError(JsonModeError):
 
 
 class InvalidSchemaError(SchemaError):
-    """Not a valid JSON Schema, or not something that can be turned into one."""
+    """Not a valid JSON Schema, or not something that can be turned into one; or, with
+    ``strict_schema=True`` (``--strict-schema``), a schema with lint warnings.
+
+    Attributes:
+        warnings: for the latter, the :class:`SchemaWarning` records that refused the
+            schema (:attr:`jsonmode.Schema.warnings`); empty otherwise.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        schema_path: str = "",
+        hint: str | None = None,
+        warnings: Sequence[SchemaWarning] = (),
+    ) -> None:
+        super().__init__(message, schema_path=schema_path, hint=hint)
+        self.warnings: tuple[SchemaWarning, ...] = tuple(warnings)
 
 
 class InvalidGrammarError(SchemaError):

@@ -155,6 +155,10 @@ def _dispatch(args: argparse.Namespace, verbose: bool) -> int:
             from jsonmode.cli import check
 
             return check.run(args)
+        if args.command == "lint":
+            from jsonmode.cli import lint
+
+            return lint.run(args)
         if args.command == "metrics":
             from jsonmode.cli import metrics
 
