@@ -276,7 +276,9 @@ class JsonModeWarning(UserWarning):
     """Legal, but probably not what was meant: emitted by :class:`~jsonmode.JsonMode`
     once per schema and instance for each of the schema's
     :attr:`~jsonmode.Schema.warnings` (an unknown keyword such as ``"requried"``, which
-    JSON Schema ignores). The record is on the warning: ``warning.record``."""
+    JSON Schema ignores, ``minimum`` above ``maximum`` ...: the schema lint). The record
+    is on the warning: ``warning.record``. ``JsonMode(strict_schema=True)`` raises
+    :class:`InvalidSchemaError` instead."""
 
     def __init__(self, message: str, record: SchemaWarning | None = None) -> None:
         super().__init__(message)

@@ -191,7 +191,9 @@ class Schema:
                 or a boolean, or not a type pydantic knows.
             InvalidSchemaError: also a reference that does not resolve inside the
                 document (files and URLs are never read: see :mod:`jsonmode.schema.refs`),
-                or a reference cycle that never descends into the value.
+                or a reference cycle that never descends into the value. (A pointer to
+                nowhere inside a definition nothing uses is a :attr:`warnings` record
+                instead: nothing ever looks it up.)
             UnsupportedSchemaError: a schema that accepts nothing.
             BudgetExceededError: JSON text over :data:`~jsonmode.limits.MAX_SCHEMA_CHARS`
                 (a file is read no further), a ``pattern`` or ``patternProperties`` name
