@@ -182,6 +182,7 @@ _DEFINITIONS = frozenset({"$defs", "definitions"})
 Parts = tuple[str | int, ...]
 _Spec = referencing.Specification[Any]
 _Resolver = referencing._core.Resolver[Any]
+_Entry = tuple[Any, Parts, _Resolver, _Spec]  # (node, location, resolver, dialect)
 
 
 @dataclass(frozen=True)
@@ -199,11 +200,8 @@ class References:
             not look (``{"$ref": "#/x", "x": {...}}``, or under a keyword the dialect
             does not know), with their locations: the caller checks them against the
             metaschema itself, since validating and compiling read them as schemas.
-        dangling: the references that point to nowhere inside the document from a
-            definition nothing uses (``$defs``/``definitions`` entries that no
-            reference reaches from the root), as (location of the node, keyword,
-            reference): not an error, since nothing ever looks them up, but a
-            lint warning (:mod:`jsonmode.schema.lint`).
+        dangling: (location of the node, keyword, reference) for each pointer to
+            nowhere in a definition nothing uses (see the module docstring).
     """
 
     document: Any
@@ -313,34 +311,24 @@ class _Analysis:
         self.recursive_anchors: list[int] = []
         self.dynamic_refs: list[tuple[int, str, str]] = []
         self.targets: list[tuple[Parts, str, Parts]] = []  # (node, keyword, target)
-        # (node, keyword, reference): pointers to nowhere in subschemas nothing uses
-        self.dangling: list[tuple[Parts, str, str]] = []
+        self.dangling: list[tuple[Parts, str, str]] = []  # (see References)
         self.unused = False  # walking the definitions the first pass did not reach
 
     # -- the walk ------------------------------------------------------------------------
 
     def run(self) -> None:
-        """Walk the document from the root, then the definitions (``$defs``,
-        ``definitions``) the first walk did not reach: nothing uses those, so a
-        reference there that points to nowhere inside the document is recorded in
-        :attr:`dangling` (a lint warning) instead of refused."""
+        """Walk from the root, then the definitions that walk did not reach (unused:
+        see the module docstring)."""
         if not self.referenced:
             return  # nothing to resolve, no cycle possible
         # Each entry's resolver is already inside the entry's node (its base URI).
-        stack: list[tuple[Any, Parts, _Resolver, _Spec]]
-        stack = [(self.root, (), self.root_resolver, self.specification)]
-        definitions: list[tuple[Any, Parts, _Resolver, _Spec]] = []
-        self.walk(stack, definitions)
+        definitions: list[_Entry] = []
+        self.walk([(self.root, (), self.root_resolver, self.specification)], definitions)
         self.unused = True
         self.walk(definitions[::-1], [])
 
-    def walk(
-        self,
-        stack: list[tuple[Any, Parts, _Resolver, _Spec]],
-        definitions: list[tuple[Any, Parts, _Resolver, _Spec]],
-    ) -> None:
-        """Visit what ``stack`` reaches, setting aside each definition on the way (in
-        ``definitions``, for the second pass: see :meth:`run`), unless in that pass."""
+    def walk(self, stack: list[_Entry], definitions: list[_Entry]) -> None:
+        """Visit what ``stack`` reaches; in the first pass, set definitions aside."""
         while stack:
             node, parts, resolver, spec = stack.pop()
             if not isinstance(node, dict) or id(node) in self.visited:
@@ -656,12 +644,8 @@ def analyse(schema: Any, dialect: str | None) -> References:
         # keyword that a pointer reaches, say): referencing cannot read it.
         raise InvalidSchemaError(f"the schema's references cannot be read: {exc!r}") from None
     analysis.check_cycles()
-    return References(
-        analysis.document(),
-        as_written=analysis.dynamic,
-        unchecked=unchecked,
-        dangling=tuple(analysis.dangling),
-    )
+    dangling = tuple(analysis.dangling)
+    return References(analysis.document(), analysis.dynamic, unchecked, dangling)
 
 
 # -- the document as the decoder reads it ---------------------------------------------
