@@ -385,10 +385,15 @@ class _Finish:
 
 
 def _check_once(
-    target: object, examples: Sequence[tuple[str, Any]], schema_name: str | None, context: Any
+    jm: Settings,
+    target: object,
+    examples: Sequence[tuple[str, Any]],
+    schema_name: str | None,
+    context: Any,
 ) -> Target:
     """What every request of the batch would refuse alike raises once, up front: a
-    bad schema or grammar, examples, or schema name. Returns the compiled target."""
+    bad schema or grammar (a schema with warnings under ``strict_schema``), examples,
+    or schema name. Returns the compiled target."""
     events.check_schema_name(schema_name)
     if is_grammar(target):
         if context is not None:
@@ -397,6 +402,7 @@ def _check_once(
         GrammarJudge(grammar, "strict").first_messages((), examples)  # checks the examples
         return grammar
     spec = Schema.of(target)
+    jm.schema_warnings.check(spec)
     checked_examples(spec, examples)
     return spec
 
@@ -406,7 +412,7 @@ def run_map(
 ) -> BatchResults:
     """JsonMode.map's body (see the module docstring)."""
     items = list(prompts)
-    target = _check_once(schema, options.examples, options.schema_name, options.context)
+    target = _check_once(jm, schema, options.examples, options.schema_name, options.context)
     jm.prepare()
     started = time.perf_counter()  # after prepare: no duration includes importing litellm
     finish = _Finish(len(items), options)
@@ -505,7 +511,7 @@ def stream(
     whether the next entry is known. The target is checked once (bad: raised here);
     the backend is prepared here.
     """
-    target = _check_once(schema, (), None, None)
+    target = _check_once(jm, schema, (), None, None)
     options = Options(concurrency, False, (), None, None, None)
     jm.prepare()
     window = 2 * concurrency
@@ -528,7 +534,7 @@ async def run_amap(
 ) -> BatchResults:
     """JsonMode.amap's body (see the module docstring)."""
     items = list(prompts)
-    target = _check_once(schema, options.examples, options.schema_name, options.context)
+    target = _check_once(jm, schema, options.examples, options.schema_name, options.context)
     await jm.aprepare()
     started = time.perf_counter()  # after prepare: no duration includes importing litellm
     gate = Gate()

@@ -106,7 +106,24 @@ class SchemaError(JsonModeError):
 
 
 class InvalidSchemaError(SchemaError):
-    """Not a valid JSON Schema, or not something that can be turned into one."""
+    """Not a valid JSON Schema, or not something that can be turned into one; or, with
+    ``strict_schema=True`` (``--strict-schema``), a schema with lint warnings.
+
+    Attributes:
+        warnings: for the latter, the :class:`SchemaWarning` records that refused the
+            schema (:attr:`jsonmode.Schema.warnings`); empty otherwise.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        schema_path: str = "",
+        hint: str | None = None,
+        warnings: Sequence[SchemaWarning] = (),
+    ) -> None:
+        super().__init__(message, schema_path=schema_path, hint=hint)
+        self.warnings: tuple[SchemaWarning, ...] = tuple(warnings)
 
 
 class InvalidGrammarError(SchemaError):
@@ -259,7 +276,9 @@ class JsonModeWarning(UserWarning):
     """Legal, but probably not what was meant: emitted by :class:`~jsonmode.JsonMode`
     once per schema and instance for each of the schema's
     :attr:`~jsonmode.Schema.warnings` (an unknown keyword such as ``"requried"``, which
-    JSON Schema ignores). The record is on the warning: ``warning.record``."""
+    JSON Schema ignores, ``minimum`` above ``maximum`` ...: the schema lint). The record
+    is on the warning: ``warning.record``. ``JsonMode(strict_schema=True)`` raises
+    :class:`InvalidSchemaError` instead."""
 
     def __init__(self, message: str, record: SchemaWarning | None = None) -> None:
         super().__init__(message)

@@ -80,6 +80,8 @@ class JsonMode:
             apart, litellm's ``reasoning_content``). A reply that ends inside its
             thinking fails as ``thinking_truncated`` and is re-asked for a shorter
             thinking.
+        strict_schema: refuse a schema with lint warnings (see "Schema warnings"
+            below) instead of warning about it.
         **backend_options: passed to the backend (for litellm: ``api_base``,
             ``api_key``, ``timeout``, ``temperature``, ``native`` ...; for an OpenAI
             client: ``model`` ...). Checked before any request: a name close to one of
@@ -89,17 +91,21 @@ class JsonMode:
             it is imported, at :meth:`prepare` or the first call).
 
     Raises:
-        UsageError: a bad option (``reasoning`` not ``"auto"``, None or a Reasoning), a
-            misspelt or unknown one, a tier the backend cannot run, or a ``native=``
-            transport with ``tier="prompted"``/``"constrained"``.
+        UsageError: a bad option (``reasoning`` not ``"auto"``, None or a Reasoning,
+            ``strict_schema`` not a bool), a misspelt or unknown one, a tier the backend
+            cannot run, or a ``native=`` transport with ``tier="prompted"``/``"constrained"``.
 
     A ``JsonMode`` holds no per-request state: one instance may serve many threads
     and tasks at once (if its backend can).
 
     Schema warnings: the first request with a schema emits a
     :class:`~jsonmode.JsonModeWarning` for each of its :attr:`Schema.warnings
-    <jsonmode.Schema.warnings>` (an unknown keyword, "did you mean 'required'?"),
-    once per schema and instance, whichever verb; notes are not emitted.
+    <jsonmode.Schema.warnings>` (an unknown keyword, "did you mean 'required'?",
+    ``minimum`` above ``maximum`` ...: the schema lint), once per schema and instance,
+    whichever verb; notes are not emitted. With ``strict_schema=True`` such a schema is
+    refused instead: every verb (``map``, ``stream_items`` and ``@structured`` too)
+    raises :class:`~jsonmode.InvalidSchemaError` listing each warning's JSON pointer and
+    fix (its ``warnings`` holds the records) before any request reaches the backend.
     """
 
     def __init__(
@@ -112,9 +118,12 @@ class JsonMode:
         transport: TransportPolicy | None = None,
         schema_name: str | None = None,
         reasoning: Reasoning | str | None = "auto",
+        strict_schema: bool = False,
         **backend_options: Any,
     ) -> None:
         self.mode: Mode = check_mode(mode)
+        if not isinstance(strict_schema, bool):
+            raise UsageError(f"strict_schema must be True or False, not {strict_schema!r}")
         self.schema_name = events.check_schema_name(schema_name)
         self.reasoning = check_reasoning(reasoning)
         if not isinstance(max_attempts, int) or isinstance(max_attempts, bool) or max_attempts < 1:
@@ -138,8 +147,9 @@ class JsonMode:
                     "drop native=",
                 )
         self.max_attempts = max_attempts
-        #: emits each schema's warnings once for this instance (see the class docstring)
-        self.schema_warnings = SchemaWarnings()
+        #: emits each schema's warnings once for this instance, or refuses the schema
+        #: with strict_schema (see the class docstring)
+        self.schema_warnings = SchemaWarnings(strict=strict_schema)
         self.backend: Backend = resolve(backend, **backend_options)
         self.transport = transport or TransportPolicy()
         if tier == "native" and self.backend.native_schema is False:

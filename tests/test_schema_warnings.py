@@ -115,8 +115,10 @@ def test_a_keyword_of_another_draft_says_so():
     (record,) = Schema.of(draft7).warnings
     assert record.message == (
         "unknown keyword 'prefixItems' is ignored: it is a keyword of Draft 2020-12, "
-        "not of Draft 7 (this schema's draft)"
-    )
+        "not of Draft 7 (this schema's draft); in Draft 7 write 'items' as an array of "
+        "schemas ('additionalItems' for the items after them), or declare Draft 2020-12 "
+        'with "$schema": "https://json-schema.org/draft/2020-12/schema"'
+    )  # (issue 44: the fix is named too)
 
 
 class Color(enum.Enum):

@@ -34,6 +34,7 @@ FACADE_OPTIONS: tuple[str, ...] = (
     "transport",
     "schema_name",
     "reasoning",
+    "strict_schema",
 )
 
 #: Retry counts of other libraries (the OpenAI SDK and instructor's ``max_retries``,

@@ -12,6 +12,7 @@
     jsonmode validate --schema FILE | --grammar FILE.gbnf [--max-nesting-depth N]
                       | --regex PATTERN [INPUT]
     jsonmode repair   --schema FILE [INPUT]
+    jsonmode lint     [--json] SCHEMA
     jsonmode demo     [--metrics-port P [--duration S]]
     jsonmode metrics serve --port P [--addr A]
     jsonmode metrics assets
@@ -92,9 +93,20 @@ or a write failed (``cannot write OUT after K lines: ...``), 3 when the backend 
 every line sent, 130 on Ctrl-C, 141 when stdout's reader went away (quietly, as SIGPIPE).
 
 ``validate``, ``repair``, ``generate`` and ``batch`` print each of the schema's
-:attr:`~jsonmode.Schema.warnings` once on stderr before any work, and carry on:
+:attr:`~jsonmode.Schema.warnings` (the schema lint: :mod:`jsonmode.schema.lint`) once on
+stderr before any work, and carry on:
 ``jsonmode: warning: /requried: unknown keyword 'requried' (did you mean 'required'?)``
-(a note, OpenAPI's ``nullable``, as ``jsonmode: note: ...``).
+(a note, OpenAPI's ``nullable``, as ``jsonmode: note: ...``). With ``--strict-schema``
+they refuse such a schema instead (exit status 2, ``jsonmode: error: InvalidSchemaError:
+the schema has N lint warnings and --strict-schema refuses it: /pointer: message; ...``),
+before any call to the model.
+
+``lint SCHEMA`` (a file, or ``-`` for stdin) prints those findings as its output, on
+stdout, one line each in the same format (``--json``: one JSON array of objects with
+``location``, ``keyword``, ``severity`` and ``message``), and a summary line on stderr
+(``jsonmode: FILE: 2 warnings``, ``... no warnings``). Exit status 0 without warnings
+(notes allowed), 1 with warnings, 2 for a schema that cannot be read or is not valid
+JSON Schema (the error, with a hint naming the fix where there is one).
 
 ``validate`` and ``repair`` never import litellm, so they start fast. The servers
 (``metrics serve``, ``dashboard``, ``demo --metrics-port``) print their URL on the
@@ -103,8 +115,8 @@ first line of stdout and run until Ctrl-C (exit status 0).
 The package: :mod:`~jsonmode.cli.parser` declares the arguments,
 :mod:`~jsonmode.cli.startup` begins litellm's import, one module per command runs it
 (:mod:`~jsonmode.cli.generate`, :mod:`~jsonmode.cli.batch`, :mod:`~jsonmode.cli.check`
-for ``validate`` and ``repair``, :mod:`~jsonmode.cli.metrics` for ``metrics`` and
-``dashboard``, :mod:`~jsonmode.cli.demo`), all on the helpers of
+for ``validate`` and ``repair``, :mod:`~jsonmode.cli.lint`, :mod:`~jsonmode.cli.metrics`
+for ``metrics`` and ``dashboard``, :mod:`~jsonmode.cli.demo`), all on the helpers of
 :mod:`~jsonmode.cli.common`; :func:`main`, here, dispatches to them (each imported
 when its command runs, so ``--help`` stays fast) and turns errors into exit statuses.
 """
@@ -155,6 +167,10 @@ def _dispatch(args: argparse.Namespace, verbose: bool) -> int:
             from jsonmode.cli import check
 
             return check.run(args)
+        if args.command == "lint":
+            from jsonmode.cli import lint
+
+            return lint.run(args)
         if args.command == "metrics":
             from jsonmode.cli import metrics
 

@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     target: Any = grammar
     if grammar is None:
         target = Schema.of(args.schema)
-        common.print_schema_warnings(target)
+        common.print_schema_warnings(target, args.strict_schema)
     _check_paths(args)
     source = _Input(args.input)
     try:

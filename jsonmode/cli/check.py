@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     mode: Mode = "repair" if args.command == "repair" else "strict"
     spec = Schema.of(args.schema)
-    common.print_schema_warnings(spec)
+    common.print_schema_warnings(spec, args.strict_schema)
     parsed = parse(_read(args.input), spec, mode)
     if args.verbose:
         for repair in parsed.repairs:

@@ -35,8 +35,10 @@ from jsonmode.errors import (
     SchemaError,
     UsageError,
 )
+from jsonmode.records import SchemaWarning
 from jsonmode.retry import TransportPolicy
 from jsonmode.schema.core import Schema
+from jsonmode.schema.lint import refusal
 
 if TYPE_CHECKING:
     from jsonmode.facade import JsonMode
@@ -56,6 +58,7 @@ __all__ = [
     "read_stdin",
     "report",
     "retry_line",
+    "schema_warning_line",
     "showing_retries",
     "write_text",
 ]
@@ -230,7 +233,12 @@ def compiled_grammar(args: argparse.Namespace) -> Any:
     its errors name the file. ``--stream`` and ``--indent`` are refused with one."""
     if getattr(args, "grammar", None) is None and getattr(args, "regex", None) is None:
         return None
-    for flag, given in (("--stream", getattr(args, "stream", False)), ("--indent", args.indent)):
+    flags = (
+        ("--stream", getattr(args, "stream", False)),
+        ("--indent", args.indent),
+        ("--strict-schema", getattr(args, "strict_schema", False)),
+    )
+    for flag, given in flags:
         if given not in (None, False):
             raise UsageError(f"{flag} is for JSON output (--schema), not a text")
     from jsonmode.decoding.grammars.compiled import compile_grammar, compile_regex
@@ -269,14 +277,28 @@ def write_text(text: str) -> None:
     buffer.flush()
 
 
-def print_schema_warnings(spec: Schema) -> None:
+def print_schema_warnings(spec: Schema, strict: bool = False) -> None:
     """Each of the schema's :attr:`~jsonmode.Schema.warnings` as one line on stderr,
     ``jsonmode: warning: /requried: unknown keyword 'requried' (did you mean
     'required'?)`` (a note as ``jsonmode: note: ...``): once per run, before any work.
     (The façade's own Python warnings are silenced by :func:`jsonmode.cli.main`: these
-    stand for them.)"""
-    for record in spec.warnings:
-        print(f"jsonmode: {record.severity}: {record}", file=sys.stderr)
+    stand for them.) ``strict`` (``--strict-schema``): warnings refuse the schema
+    instead (notes are still printed).
+
+    Raises:
+        InvalidSchemaError: ``strict`` and the schema has warnings (each one's pointer
+            and fix in the message).
+    """
+    records = spec.warnings
+    if strict and any(record.severity == "warning" for record in records):
+        raise refusal([record for record in records if record.severity == "warning"])
+    for record in records:
+        print(schema_warning_line(record), file=sys.stderr)
+
+
+def schema_warning_line(record: SchemaWarning) -> str:
+    """``jsonmode: warning: /requried: unknown keyword ...`` (``jsonmode: note: ...``)."""
+    return f"jsonmode: {record.severity}: {record}"
 
 
 def report(error: JsonModeError, verbose: bool) -> None:
@@ -316,6 +338,7 @@ def error_message(error: JsonModeError) -> str:
 # Python-API spellings in the hints of the layers below, as this command spells them
 # (what the command cannot set is left out).
 _CLI_SPELLING = (
+    ("leave strict_schema off", "drop --strict-schema"),
     ("raise timeout=", "raise --timeout"),
     ("raise max_tokens", "raise --max-tokens"),
     ("lower max_new_tokens", "lower --max-tokens"),
@@ -328,6 +351,7 @@ _CLI_SPELLING = (
 )
 # ... and in the messages.
 _CLI_MESSAGE_SPELLING = (
+    ("and strict_schema refuses it", "and --strict-schema refuses it"),
     ("the transport policy's max_delay", "--max-retry-wait"),
     (
         "compile the grammar with a larger max_nesting_depth=N to raise it",

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
             result = jm.run_text(prompt, grammar)
     else:
         spec = Schema.of(args.schema)
-        common.print_schema_warnings(spec)
+        common.print_schema_warnings(spec, args.strict_schema)
         with common.showing_retries(args.verbose):
             result = _streamed(jm, prompt, spec) if args.stream else jm.run(prompt, spec)
     if args.verbose:

@@ -17,7 +17,14 @@ from jsonmode.retry import TransportPolicy
 __all__ = ["build_parser", "model_options", "nesting_option", "targets"]
 
 # (Schema.warnings: printed by print_schema_warnings)
-_SCHEMA_HELP = "JSON Schema file (unknown keywords are warned about on stderr)"
+_SCHEMA_HELP = (
+    "JSON Schema file (what the schema lint finds, as jsonmode lint does, is warned about "
+    "on stderr)"
+)
+_STRICT_HELP = (
+    "with --schema: refuse a schema with lint warnings (exit status 2, each warning's "
+    "JSON pointer and fix in the error) instead of warning and carrying on"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
             targets(sub, "a text matching", "instead of JSON")
         else:
             sub.add_argument("--schema", required=True, type=pathlib.Path, help=_SCHEMA_HELP)
+        sub.add_argument("--strict-schema", action="store_true", help=_STRICT_HELP)
         sub.add_argument("--verbose", "-v", action="store_true", help="show every attempt/repair")
         sub.add_argument("--indent", type=int, default=None, help="pretty-print the output")
         return sub
@@ -81,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Ctrl-C (the summary says what was written), 141 when stdout's reader went away.",
     )
     targets(batch, "texts matching", 'instead of JSON ({"value": "the text"})')
+    batch.add_argument("--strict-schema", action="store_true", help=_STRICT_HELP)
     batch.set_defaults(indent=None)  # (--indent is generate's; _grammar asks)
     batch.add_argument(
         "--input",
@@ -135,6 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         sub = schema_command(name, text, grammars=grammars)
         sub.add_argument("input", nargs="?", default="-", help="file to read (default: stdin)")
+
+    lint_parser(commands)
 
     demo = commands.add_parser("demo", help="Run the offline demo.")
     demo.add_argument("--verbose", "-v", action="store_true")
@@ -193,6 +204,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve_parser(commands)
     return parser
+
+
+def lint_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """``jsonmode lint SCHEMA``: the schema lint's findings (Schema.warnings)."""
+    lint = commands.add_parser(
+        "lint",
+        help="Find what in a JSON Schema is legal but probably a mistake.",
+        description="Lint a JSON Schema: unknown keywords (did you mean ...?), keywords of "
+        "another draft than the document's, required names that additionalProperties: "
+        "false forbids, contradictory bounds (minimum above maximum, minLength above "
+        "maxLength ...), an empty enum, a pattern that matches no string, a reference to "
+        "nowhere in a definition nothing uses. Each finding is one line on stdout, "
+        "'jsonmode: warning: /JSON/pointer: message and fix' ('jsonmode: note: ...' for "
+        "what is probably meant), and a summary line goes to stderr. Exit status 0 when "
+        "there is no warning (notes allowed), 1 when there are warnings, 2 for a schema "
+        "that cannot be read or is not valid JSON Schema, or bad usage.",
+    )
+    lint.add_argument("schema", metavar="SCHEMA", help="JSON Schema file ('-' reads stdin)")
+    lint.add_argument(
+        "--json",
+        action="store_true",
+        help="write the findings as one JSON array on stdout instead: objects with "
+        "location, keyword, severity and message",
+    )
 
 
 def serve_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

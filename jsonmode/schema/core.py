@@ -38,10 +38,11 @@ from jsonmode.schema.fastcheck import compile_check
 from jsonmode.schema.formats import FormatUndecided, bounded
 from jsonmode.schema.formats import budget as format_budget
 from jsonmode.schema.linear import without_memo
+from jsonmode.schema.lint import lint
 from jsonmode.schema.patterns import PatternUndecidedError
 from jsonmode.schema.patterns import compiled as compiled_pattern
 from jsonmode.schema.refs import analyse, schema_positions
-from jsonmode.schema.spelling import SchemaWarning, unknown_keywords
+from jsonmode.schema.spelling import SchemaWarning
 from jsonmode.schema.validation import (
     MAX_ISSUES,
     Issue,
@@ -103,6 +104,10 @@ class Schema:
     _fast: Callable[[Any], bool] | None = field(init=False, repr=False, compare=False)
     # json_schema as JSON text (json.dumps, keys in their order), once known.
     _text: str | None = field(init=False, default=None, repr=False, compare=False)
+    # References to nowhere in definitions nothing uses (schema.refs): lint warnings.
+    _dangling: tuple[tuple[tuple[str | int, ...], str, str], ...] = field(
+        init=False, default=(), repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         # Read under the compile's deadline, or (parse, validate, Schema.of) one of
@@ -128,6 +133,7 @@ class Schema:
             # (Reached by a reference where the metaschema does not look: checked
             # here, against the document's dialect unless it declares its own.)
             self._checked_class({"$schema": dialect, **target}, at=parts)
+        object.__setattr__(self, "_dangling", references.dangling)
         if references.document is not self.json_schema:
             object.__setattr__(self, "json_schema", references.document)
             cls = self._checked_class(references.document)
@@ -185,7 +191,9 @@ class Schema:
                 or a boolean, or not a type pydantic knows.
             InvalidSchemaError: also a reference that does not resolve inside the
                 document (files and URLs are never read: see :mod:`jsonmode.schema.refs`),
-                or a reference cycle that never descends into the value.
+                or a reference cycle that never descends into the value. (A pointer to
+                nowhere inside a definition nothing uses is a :attr:`warnings` record
+                instead: nothing ever looks it up.)
             UnsupportedSchemaError: a schema that accepts nothing.
             BudgetExceededError: JSON text over :data:`~jsonmode.limits.MAX_SCHEMA_CHARS`
                 (a file is read no further), a ``pattern`` or ``patternProperties`` name
@@ -463,20 +471,28 @@ class Schema:
 
     @functools.cached_property
     def warnings(self) -> tuple[SchemaWarning, ...]:
-        """What in the schema is probably a mistake, though legal JSON Schema: for now
-        every keyword its draft does not know, which JSON Schema ignores (``"requried"``
-        requires nothing), with "did you mean 'required'?" when a keyword is close.
-        Each record has the keyword's JSON pointer (``location``), the ``keyword``, a
-        one-line ``message`` and a ``severity``. Empty for pydantic-generated schemas;
+        """What in the schema is probably a mistake, though legal JSON Schema (the
+        schema lint, :mod:`jsonmode.schema.lint`), in document order: every keyword its
+        draft does not know, which JSON Schema ignores (``"requried"`` requires
+        nothing), with "did you mean 'required'?" when a keyword is close, or what to
+        write instead when it is another draft's; a keyword of another draft that
+        this one ignores (``dependencies`` in Draft 2020-12); a ``required`` name that
+        ``additionalProperties: false`` forbids; contradictory bounds (``minimum``
+        above ``maximum``, ``minLength`` above ``maxLength`` ...); an empty ``enum``;
+        a ``pattern`` (or ``patternProperties`` name) that matches no string; a
+        reference to nowhere in a definition nothing uses. Each record has the
+        keyword's JSON pointer (``location``), the ``keyword``, a one-line ``message``
+        naming the fix and a ``severity``. Empty for pydantic-generated schemas;
         ``x-`` extensions and annotations (``title``, ``description``, ``examples``,
         ``$comment`` ...) are known. See :mod:`jsonmode.schema.spelling` for what counts
-        as known and for the bounds (at most
-        :data:`~jsonmode.schema.spelling.MAX_WARNINGS` records, plus one counting the rest).
+        as known, and :mod:`jsonmode.schema.lint` for the bounds (at most
+        :data:`~jsonmode.schema.lint.MAX_WARNINGS` records, plus one counting the rest).
 
         Cost: one pass over the schema's keys, on first use (then kept). Never raises.
         """
         cls = self._validator_class
-        return unknown_keywords(self.json_schema, str(cls.ID_OF(cls.META_SCHEMA)))
+        dialect = str(cls.ID_OF(cls.META_SCHEMA))
+        return lint(self.json_schema, dialect, self._dangling)
 
     @functools.cached_property
     def prompt_form(self) -> str:

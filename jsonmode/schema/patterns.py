@@ -187,6 +187,14 @@ class CompiledPattern:
             return _dfa_search(self._dfa, self._sure, self._rows, text)
         return self._fallback_search(text)
 
+    @property
+    def matches_nothing(self) -> bool:
+        """Whether no string at all matches (the empty language: ``[^\\s\\S]``).
+        Known only for a pattern the DFA engine compiled (trimmed and minimal: the
+        empty language is its one state, so this stops at the first accepting state
+        it meets); False for the others, whose verdict is unknown."""
+        return self._dfa is not None and self._dfa.is_empty()
+
     def _fallback_search(self, text: str) -> bool:
         with self._lock:
             known = self._memo.get(text, _UNKNOWN)

@@ -23,6 +23,13 @@ dynamic references (``$dynamicRef``, ``$recursiveRef``) or switches dialect insi
 (a nested ``$schema``) is left as written: its meaning depends on the dynamic
 scope, which a static rewrite cannot keep.
 
+Definitions nothing uses: a ``$defs``/``definitions`` entry that no reference reaches
+from the root is walked after the rest, and a reference in it that points to nowhere
+inside the document (a missing definition, an unknown anchor) is not refused, since
+nothing ever looks it up: it is kept as written and listed in
+:attr:`References.dangling` for the schema lint. Every other reference there is
+checked as anywhere else (a file or a URL is still refused).
+
 Cycles: a reference cycle that never descends into the instance (only through
 ``$ref``, ``$dynamicRef``, ``$recursiveRef``, ``allOf``, ``anyOf``, ``oneOf``,
 ``not``, ``if``/``then``/``else``, ``dependentSchemas``/``dependencies``: applicators
@@ -170,10 +177,12 @@ _KEYWORDS: dict[str, _Keywords] = {
     ),
 }
 _ANCHOR_KEYWORDS = ("$anchor", "$dynamicAnchor", "$recursiveAnchor")
+_DEFINITIONS = frozenset({"$defs", "definitions"})
 
 Parts = tuple[str | int, ...]
 _Spec = referencing.Specification[Any]
 _Resolver = referencing._core.Resolver[Any]
+_Entry = tuple[Any, Parts, _Resolver, _Spec]  # (node, location, resolver, dialect)
 
 
 @dataclass(frozen=True)
@@ -191,11 +200,14 @@ class References:
             not look (``{"$ref": "#/x", "x": {...}}``, or under a keyword the dialect
             does not know), with their locations: the caller checks them against the
             metaschema itself, since validating and compiling read them as schemas.
+        dangling: (location of the node, keyword, reference) for each pointer to
+            nowhere in a definition nothing uses (see the module docstring).
     """
 
     document: Any
     as_written: bool
     unchecked: tuple[tuple[Parts, dict[str, Any]], ...] = ()
+    dangling: tuple[tuple[Parts, str, str], ...] = ()
 
 
 def pointer_of(parts: Parts) -> str:
@@ -299,15 +311,24 @@ class _Analysis:
         self.recursive_anchors: list[int] = []
         self.dynamic_refs: list[tuple[int, str, str]] = []
         self.targets: list[tuple[Parts, str, Parts]] = []  # (node, keyword, target)
+        self.dangling: list[tuple[Parts, str, str]] = []  # (see References)
+        self.unused = False  # walking the definitions the first pass did not reach
 
     # -- the walk ------------------------------------------------------------------------
 
     def run(self) -> None:
+        """Walk from the root, then the definitions that walk did not reach (unused:
+        see the module docstring)."""
         if not self.referenced:
             return  # nothing to resolve, no cycle possible
         # Each entry's resolver is already inside the entry's node (its base URI).
-        stack: list[tuple[Any, Parts, _Resolver, _Spec]]
-        stack = [(self.root, (), self.root_resolver, self.specification)]
+        definitions: list[_Entry] = []
+        self.walk([(self.root, (), self.root_resolver, self.specification)], definitions)
+        self.unused = True
+        self.walk(definitions[::-1], [])
+
+    def walk(self, stack: list[_Entry], definitions: list[_Entry]) -> None:
+        """Visit what ``stack`` reaches; in the first pass, set definitions aside."""
         while stack:
             node, parts, resolver, spec = stack.pop()
             if not isinstance(node, dict) or id(node) in self.visited:
@@ -333,7 +354,11 @@ class _Analysis:
                         if keywords.id_keyword in child
                         else resolver
                     )
-                    stack.append((child, (*parts, *relative), inside, spec))
+                    entry = (child, (*parts, *relative), inside, spec)
+                    if not self.unused and relative[0] in _DEFINITIONS:
+                        definitions.append(entry)
+                    else:
+                        stack.append(entry)
 
     def note_identifiers(self, node: dict[str, Any], parts: Parts, keywords: _Keywords) -> None:
         identifier = node.get(keywords.id_keyword)
@@ -357,6 +382,15 @@ class _Analysis:
             raise InvalidSchemaError(f"{keyword} must be a string, not {ref!r}", schema_path=where)
         try:
             resolved = resolver.lookup(ref)
+        except (referencing.exceptions.PointerToNowhere, referencing.exceptions.NoSuchAnchor):
+            if not self.unused:
+                raise InvalidSchemaError(
+                    f"reference {ref!r} does not resolve inside the schema document",
+                    schema_path=where,
+                    hint=_HINT,
+                ) from None
+            self.dangling.append((parts, keyword, ref))
+            return None
         except referencing.exceptions.Unresolvable:
             raise InvalidSchemaError(
                 f"reference {ref!r} does not resolve inside the schema document",
@@ -591,7 +625,8 @@ def analyse(schema: Any, dialect: str | None) -> References:
             (files, URLs, unknown URNs, pointers to nowhere; nothing is ever read),
             one that names something not a schema, or a cycle of references that never
             descends into the value. The message names the reference; ``schema_path``
-            says where it is.
+            says where it is. (A pointer or anchor to nowhere inside a definition that
+            nothing uses is not refused: see :attr:`References.dangling`.)
     """
     if not isinstance(schema, dict) or not _mentions_references(schema):
         # (No identifier and no reference anywhere: nothing to resolve, nothing to
@@ -609,7 +644,8 @@ def analyse(schema: Any, dialect: str | None) -> References:
         # keyword that a pointer reaches, say): referencing cannot read it.
         raise InvalidSchemaError(f"the schema's references cannot be read: {exc!r}") from None
     analysis.check_cycles()
-    return References(analysis.document(), as_written=analysis.dynamic, unchecked=unchecked)
+    dangling = tuple(analysis.dangling)
+    return References(analysis.document(), analysis.dynamic, unchecked, dangling)
 
 
 # -- the document as the decoder reads it ---------------------------------------------

@@ -47,7 +47,19 @@ from jsonmode.records import SchemaWarning
 from jsonmode.schema.keywords import ANNOTATIONS
 from jsonmode.schema.refs import schema_positions
 
-__all__ = ["MAX_SUGGESTED_LENGTH", "MAX_WARNINGS", "SchemaWarning", "unknown_keywords"]
+__all__ = [
+    "MAX_SUGGESTED_LENGTH",
+    "MAX_WARNINGS",
+    "SchemaWarning",
+    "draft_title",
+    "draft_uri",
+    "instead",
+    "is_unknown",
+    "json_pointer",
+    "known_keywords",
+    "unknown_keywords",
+    "unknown_record",
+]
 
 #: Findings listed at most; one more record then says how many were left out.
 MAX_WARNINGS = 20
@@ -67,11 +79,7 @@ def unknown_keywords(schema: Any, dialect: str | None) -> tuple[SchemaWarning, .
         if len(found) >= MAX_WARNINGS:
             more += 1
             continue
-        location = _pointer((*parts, keyword))
-        if keyword == "nullable":
-            found.append(SchemaWarning(location, keyword, _NULLABLE, "note"))
-            continue
-        found.append(SchemaWarning(location, keyword, _message(keyword, name)))
+        found.append(unknown_record(json_pointer((*parts, keyword)), keyword, name))
     if more:
         found.append(
             SchemaWarning("", "", f"{more} more unknown keyword{'s' * (more != 1)} not listed")
@@ -90,13 +98,26 @@ _OPENAPI = frozenset({"example", "xml", "externalDocs"})
 def _unknown(schema: Any, dialect: str | None) -> Iterator[tuple[tuple[str | int, ...], str, str]]:
     """(location of the subschema, unknown keyword, draft name), in document order."""
     for parts, node, name in schema_positions(schema, dialect):
-        known = known_keywords(name)
         for keyword in node:
-            if keyword in known or keyword.startswith("x-"):
-                continue
-            if keyword == "nullable" and node[keyword] is not True:
-                continue
-            yield parts, keyword, name
+            if is_unknown(keyword, node[keyword], name):
+                yield parts, keyword, name
+
+
+def is_unknown(keyword: str, value: Any, draft: str) -> bool:
+    """Whether ``keyword`` (holding ``value``) is one :func:`unknown_keywords` reports
+    in a subschema of ``draft`` (a draft name such as ``"draft2020-12"``). A set lookup."""
+    if keyword in known_keywords(draft) or keyword.startswith("x-"):
+        return False
+    return keyword != "nullable" or value is True
+
+
+def unknown_record(location: str, keyword: str, draft: str) -> SchemaWarning:
+    """The record for the unknown ``keyword`` at ``location`` (its JSON pointer) in a
+    subschema of ``draft``: "did you mean", or what to write instead when it is
+    another draft's keyword; a note for OpenAPI's ``"nullable": true``."""
+    if keyword == "nullable":
+        return SchemaWarning(location, keyword, _NULLABLE, "note")
+    return SchemaWarning(location, keyword, _message(keyword, draft))
 
 
 def _message(keyword: str, draft: str) -> str:
@@ -104,8 +125,8 @@ def _message(keyword: str, draft: str) -> str:
     other = _drafts_knowing(keyword)
     if other:
         return (
-            f"unknown keyword '{name}' is ignored: it is a keyword of {_title(other[-1])}, "
-            f"not of {_title(draft)} (this schema's draft)"
+            f"unknown keyword '{name}' is ignored: it is a keyword of {draft_title(other[-1])}, "
+            f"not of {draft_title(draft)} (this schema's draft); {instead(keyword, draft)}"
         )
     suggestion = _suggestion(keyword, draft)
     if suggestion is None:
@@ -156,10 +177,56 @@ def _drafts_knowing(keyword: str) -> list[str]:
     return [draft for draft in _VALIDATORS if keyword in known_keywords(draft)]
 
 
-def _title(draft: str) -> str:
+def draft_title(draft: str) -> str:
     """``draft2020-12`` → ``Draft 2020-12``, ``draft-07`` → ``Draft 7``."""
     number = draft.removeprefix("draft").lstrip("-").lstrip("0")
     return f"Draft {number}"
+
+
+def draft_uri(draft: str) -> str:
+    """The ``$schema`` URI that declares ``draft`` (a name as above)."""
+    cls = _VALIDATORS.get(draft, jsonschema.Draft202012Validator)
+    return str(cls.ID_OF(cls.META_SCHEMA))
+
+
+_MODERN = ("draft2019-09", "draft2020-12")
+# What a document of one family of drafts writes for another's keyword: (keyword,
+# whether the document's draft is 2019-09 or later) → the fix.
+_INSTEAD: dict[tuple[str, bool], str] = {
+    ("prefixItems", False): "in {draft} write 'items' as an array of schemas "
+    "('additionalItems' for the items after them)",
+    ("dependentRequired", False): "in {draft} write 'dependencies' (a name → a list of names)",
+    ("dependentSchemas", False): "in {draft} write 'dependencies' (a name → a schema)",
+    ("$anchor", False): 'in {draft} name a subschema with "$id": "#name"',
+    ("const", False): "in {draft} write 'enum' with the one value",
+    ("additionalItems", True): "in {draft} 'items' beside 'prefixItems' takes its place",
+    ("prefixItems", True): "in {draft} write 'items' as an array of schemas",
+    ("$dynamicRef", True): "in {draft} write '$recursiveRef'",
+    ("$dynamicAnchor", True): "in {draft} write '$recursiveAnchor'",
+    ("$recursiveRef", True): "in {draft} write '$dynamicRef'",
+    ("$recursiveAnchor", True): "in {draft} write '$dynamicAnchor'",
+    ("dependencies", True): "in {draft} write 'dependentRequired' (a name → a list of "
+    "names) or 'dependentSchemas' (a name → a schema)",
+}
+
+
+def instead(keyword: str, draft: str) -> str:
+    """What to write in a subschema of ``draft`` for ``keyword``, a keyword of another
+    draft: the equivalent when there is one, and always the other way, declaring the
+    newest draft that knows ``keyword`` with ``$schema`` (one line)."""
+    other = [
+        name for name, cls in _VALIDATORS.items() if name != draft and keyword in cls.VALIDATORS
+    ] or [name for name in _drafts_knowing(keyword) if name != draft]
+    declare = (
+        f'declare {draft_title(other[-1])} with "$schema": "{draft_uri(other[-1])}"'
+        if other
+        else ""
+    )
+    fix = _INSTEAD.get((keyword, draft in _MODERN))
+    if fix is None:
+        return declare or "remove it"
+    fix = fix.format(draft=draft_title(draft))
+    return f"{fix}, or {declare}" if declare else fix
 
 
 _VALIDATORS: dict[str, type[Any]] = {
@@ -200,6 +267,6 @@ def known_keywords(draft: str) -> frozenset[str]:
     return frozenset(cls.VALIDATORS) | described | ANNOTATIONS | _OPENAPI
 
 
-def _pointer(parts: tuple[str | int, ...]) -> str:
+def json_pointer(parts: tuple[str | int, ...]) -> str:
     """RFC 6901: ``("properties", "a/b")`` → ``/properties/a~1b``."""
     return "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in parts)

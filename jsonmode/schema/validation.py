@@ -211,7 +211,37 @@ def explain_schema_error(error: jsonschema.exceptions.ValidationError) -> Schema
         reasons = "; or ".join(dict.fromkeys(sub.message for sub in error.context))
         message = f"{_short(error.instance)} is not allowed here: {reasons}"
         return SchemaProblem(location, _clip(message))
-    return SchemaProblem(location, _clip(error.message))
+    return SchemaProblem(location, _clip(error.message), _other_draft_form(error))
+
+
+def _other_draft_form(error: jsonschema.exceptions.ValidationError) -> str | None:
+    """The fix when the metaschema refuses another draft's form of a keyword: an
+    array ``items`` (Draft 2019-09 and earlier) in Draft 2020-12, a boolean
+    ``exclusiveMinimum`` (Draft 4) in a later draft, a number there in Draft 4."""
+    path = error.absolute_path
+    keyword = path[-1] if path else None
+    value = error.instance
+    if keyword == "items" and isinstance(value, list):
+        return (
+            "an array of item schemas is the form of Draft 2019-09 and earlier: in Draft "
+            "2020-12 write it as 'prefixItems' (and 'additionalItems' as 'items'), or declare "
+            'the older draft with "$schema"'
+        )
+    if keyword not in ("exclusiveMinimum", "exclusiveMaximum"):
+        return None
+    bound = "minimum" if keyword == "exclusiveMinimum" else "maximum"
+    if isinstance(value, bool):
+        return (
+            f"'{keyword}': true is Draft 4's form: since Draft 6 write the bound itself "
+            f"('{keyword}': 5 in place of '{bound}': 5 with '{keyword}': true)"
+        )
+    if isinstance(value, (int, float)):
+        return (
+            f"a number in '{keyword}' is the form of Draft 6 and later: in Draft 4 write "
+            f"'{bound}': {value} with '{keyword}': true, or declare a later draft with "
+            '"$schema"'
+        )
+    return None
 
 
 def _deepest(error: jsonschema.exceptions.ValidationError) -> jsonschema.exceptions.ValidationError:

@@ -9,6 +9,7 @@ import weakref
 
 from jsonmode.errors import JsonModeWarning
 from jsonmode.schema.core import Schema
+from jsonmode.schema.lint import refusal
 
 __all__ = ["SchemaWarnings"]
 
@@ -18,13 +19,31 @@ class SchemaWarnings:
     ``"warning"``) as :class:`~jsonmode.JsonModeWarning`, pointing at the caller's code,
     once per schema object (a weak set: schemas are cached by :meth:`Schema.of`, so a
     request with the same schema is the same object). Thread-safe; costs a set lookup
-    after the first time."""
+    after the first time.
 
-    def __init__(self) -> None:
+    ``strict`` (``JsonMode(strict_schema=True)``): a schema with warnings is refused
+    instead, every time, with :func:`~jsonmode.schema.lint.refusal`'s
+    :class:`~jsonmode.errors.InvalidSchemaError` (notes never refuse)."""
+
+    def __init__(self, *, strict: bool = False) -> None:
+        self.strict = strict
         self._warned: weakref.WeakSet[Schema] = weakref.WeakSet()
         self._lock = threading.Lock()
 
+    def check(self, spec: Schema) -> None:
+        """Raise when ``strict`` and ``spec`` has warnings (see the class docstring).
+
+        Raises:
+            InvalidSchemaError: the schema's warnings, listed (``warnings`` holds them).
+        """
+        if self.strict:
+            records = [record for record in spec.warnings if record.severity == "warning"]
+            if records:
+                raise refusal(records)
+
     def emit(self, spec: Schema) -> None:
+        """Emit ``spec``'s warnings (once), or refuse it when ``strict`` (:meth:`check`)."""
+        self.check(spec)
         records = [record for record in spec.warnings if record.severity == "warning"]
         if not records:
             return
