@@ -35,23 +35,28 @@ typedef struct {
     Py_ssize_t cap;
 } I64Vec;
 
-static int vec_reserve(I64Vec *v, Py_ssize_t more) {
+/* Room for ``more`` items; -1 when out of memory (no exception set: callable without
+ * the GIL). */
+static int vec_grow(I64Vec *v, Py_ssize_t more) {
     if (v->size + more <= v->cap) return 0;
     Py_ssize_t cap = v->cap ? v->cap : 64;
     while (cap < v->size + more) {
-        if (cap > PY_SSIZE_T_MAX / 2 / (Py_ssize_t)sizeof(int64_t)) {
-            PyErr_NoMemory();
-            return -1;
-        }
+        if (cap > PY_SSIZE_T_MAX / 2 / (Py_ssize_t)sizeof(int64_t)) return -1;
         cap *= 2;
     }
-    int64_t *data = PyMem_Realloc(v->data, (size_t)cap * sizeof(int64_t));
-    if (!data) {
+    int64_t *data = PyMem_RawRealloc(v->data, (size_t)cap * sizeof(int64_t));
+    if (!data) return -1;
+    v->data = data;
+    v->cap = cap;
+    return 0;
+}
+
+/* vec_grow with MemoryError set on failure (the GIL held). */
+static int vec_reserve(I64Vec *v, Py_ssize_t more) {
+    if (vec_grow(v, more) < 0) {
         PyErr_NoMemory();
         return -1;
     }
-    v->data = data;
-    v->cap = cap;
     return 0;
 }
 
@@ -62,7 +67,7 @@ static int vec_push(I64Vec *v, int64_t x) {
 }
 
 static void vec_free(I64Vec *v) {
-    PyMem_Free(v->data);
+    PyMem_RawFree(v->data);
     v->data = NULL;
     v->size = v->cap = 0;
 }
@@ -284,7 +289,7 @@ static int push_expanded(PyObject *expand, int64_t context, int64_t state, I64Ve
 /* ------------------------------------------------------------------------------ */
 /* Trie: the token trie's levels, for walk_stacks                                  */
 
-enum { L_LO, L_TERM, L_CHILD_LO, L_CHILD_HI, L_BYTE, L_FIELDS };
+enum { L_LO, L_HI, L_TERM, L_CHILD_LO, L_CHILD_HI, L_BYTE, L_FIELDS };
 
 typedef struct {
     PyObject_HEAD
@@ -321,7 +326,7 @@ static int Trie_init(TrieObject *self, PyObject *args, PyObject *kwds) {
         PyObject *level = PySequence_Fast_GET_ITEM(seq, d);
         if (!PyTuple_Check(level) || PyTuple_GET_SIZE(level) != L_FIELDS) {
             Py_DECREF(seq);
-            PyErr_SetString(PyExc_TypeError, "a level is (lo, term, child_lo, child_hi, byte)");
+            PyErr_SetString(PyExc_TypeError, "a level is (lo, hi, term, child_lo, child_hi, byte)");
             return -1;
         }
         for (int f = 0; f < L_FIELDS; f++) {
@@ -548,11 +553,197 @@ done:
     return result;
 }
 
+
+/* One walk of an automaton over the trie (TokenTrie.walk's levels after the wide
+ * start): from (node, state) pairs at ``depth``, every live node is visited level by
+ * level; a node's own tokens are read inside (``inside``: lo, hi ranges), and a node in
+ * a crossing state with tokens below it is a boundary entry (rest, hi, depth, node),
+ * kept apart for levels whose frontier was small (at most ``small`` pairs), as the
+ * Python form records them in two lists. Runs without the GIL: no Python object is
+ * touched, and errors are codes. */
+typedef struct {
+    const char *table; /* int32 or int64 items */
+    int wide_items;    /* 1: int64 */
+    Py_ssize_t table_len;
+    const uint8_t *crossing;
+    Py_ssize_t crossing_len;
+    int64_t dead;
+    Py_ssize_t small;
+} Automaton;
+
+enum { WALK_OK = 0, WALK_NOMEM = -1, WALK_BAD_STATE = -2, WALK_BAD_NODE = -3 };
+
+static inline int64_t auto_step(const Automaton *a, int64_t at) {
+    return a->wide_items ? ((const int64_t *)a->table)[at] : ((const int32_t *)a->table)[at];
+}
+
+static int trie_walk(TrieObject *t, const Automaton *a, I64Vec *frontier, Py_ssize_t depth, I64Vec *inside,
+                     I64Vec *big, I64Vec *smallb) {
+    I64Vec next = {0};
+    int code = WALK_OK;
+    Py_ssize_t levels = t->levels;
+    while (frontier->size) {
+        Py_ssize_t count = frontier->size / 2;
+        if (depth < 1 || depth > levels) {
+            code = WALK_BAD_NODE;
+            break;
+        }
+        I64Vec *bounds = count <= a->small ? smallb : big;
+        Py_ssize_t nodes = t->views[(depth - 1) * L_FIELDS + L_BYTE].len / 8;
+        const int64_t *lo_of = field(t, depth - 1, L_LO);
+        const int64_t *hi_of = field(t, depth - 1, L_HI);
+        const int64_t *term_of = field(t, depth - 1, L_TERM);
+        const int64_t *child_lo = field(t, depth - 1, L_CHILD_LO);
+        const int64_t *child_hi = field(t, depth - 1, L_CHILD_HI);
+        const int64_t *below = depth < levels ? field(t, depth, L_BYTE) : NULL;
+        next.size = 0;
+        for (Py_ssize_t i = 0; i < count; i++) {
+            int64_t node = frontier->data[2 * i], state = frontier->data[2 * i + 1];
+            if (node < 0 || node >= nodes) {
+                code = WALK_BAD_NODE;
+                goto out;
+            }
+            if (state < 0 || state >= a->crossing_len || state >= a->table_len / 256) {
+                code = WALK_BAD_STATE;
+                goto out;
+            }
+            int64_t lo = lo_of[node], term = term_of[node], hi = hi_of[node];
+            if (term) {
+                if (vec_grow(inside, 2) < 0) {
+                    code = WALK_NOMEM;
+                    goto out;
+                }
+                inside->data[inside->size++] = lo;
+                inside->data[inside->size++] = lo + term;
+            }
+            if (a->crossing[state] && lo + term < hi) {
+                if (vec_grow(bounds, 4) < 0) {
+                    code = WALK_NOMEM;
+                    goto out;
+                }
+                bounds->data[bounds->size++] = lo + term;
+                bounds->data[bounds->size++] = hi;
+                bounds->data[bounds->size++] = depth;
+                bounds->data[bounds->size++] = node;
+            }
+            if (below == NULL) continue;
+            int64_t first = child_lo[node], end = child_hi[node];
+            if (first == end) continue;
+            if (vec_grow(&next, 2 * (end - first)) < 0) {
+                code = WALK_NOMEM;
+                goto out;
+            }
+            int64_t base = state * 256;
+            for (int64_t child = first; child < end; child++) {
+                int64_t byte = below[child];
+                if (byte < 0 || byte > 255) {
+                    code = WALK_BAD_NODE;
+                    goto out;
+                }
+                int64_t target = auto_step(a, base + byte);
+                if (target != a->dead) {
+                    next.data[next.size++] = child;
+                    next.data[next.size++] = target;
+                }
+            }
+        }
+        {
+            I64Vec swap = *frontier;
+            *frontier = next;
+            next = swap;
+        }
+        depth++;
+    }
+out:
+    vec_free(&next);
+    return code;
+}
+
+static PyObject *vec_to_bytes(const I64Vec *v) {
+    return PyBytes_FromStringAndSize((const char *)v->data, v->size * (Py_ssize_t)sizeof(int64_t));
+}
+
+static PyObject *Trie_walk(TrieObject *self, PyObject *args) {
+    PyObject *table_obj, *crossing_obj, *nodes_obj, *states_obj;
+    long long dead;
+    Py_ssize_t depth, small;
+    if (!PyArg_ParseTuple(args, "OLOOOnn", &table_obj, &dead, &crossing_obj, &nodes_obj, &states_obj, &depth, &small))
+        return NULL;
+    Py_buffer table, crossing, nodes, states;
+    int got = 0;
+    PyObject *result = NULL;
+    I64Vec frontier = {0}, inside = {0}, big = {0}, smallb = {0};
+    if (PyObject_GetBuffer(table_obj, &table, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto done;
+    got = 1;
+    if (PyObject_GetBuffer(crossing_obj, &crossing, PyBUF_C_CONTIGUOUS) < 0) goto done;
+    got = 2;
+    if (PyObject_GetBuffer(nodes_obj, &nodes, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto done;
+    got = 3;
+    if (PyObject_GetBuffer(states_obj, &states, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto done;
+    got = 4;
+    if ((table.itemsize != 4 && table.itemsize != 8) || nodes.itemsize != 8 || states.itemsize != 8 ||
+        nodes.len != states.len) {
+        PyErr_SetString(PyExc_TypeError, "walk takes an int32/int64 table and int64 nodes and states of one length");
+        goto done;
+    }
+    Automaton a = {table.buf, table.itemsize == 8, table.len / table.itemsize, crossing.buf, crossing.len, dead, small};
+    Py_ssize_t count = nodes.len / 8;
+    if (vec_reserve(&frontier, 2 * count) < 0) goto done;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t state = ((const int64_t *)states.buf)[i];
+        if (state == dead) continue;
+        frontier.data[frontier.size++] = ((const int64_t *)nodes.buf)[i];
+        frontier.data[frontier.size++] = state;
+    }
+    int code;
+    Py_BEGIN_ALLOW_THREADS
+    code = trie_walk(self, &a, &frontier, depth, &inside, &big, &smallb);
+    Py_END_ALLOW_THREADS
+    if (code == WALK_NOMEM) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (code == WALK_BAD_STATE) {
+        PyErr_SetString(PyExc_ValueError, "a state outside the table or the crossing flags");
+        goto done;
+    }
+    if (code != WALK_OK) {
+        PyErr_SetString(PyExc_ValueError, "a node or byte outside the trie");
+        goto done;
+    }
+    /* Boundary entries: the big levels' first, then the small ones' (the Python form's order). */
+    if (vec_reserve(&big, smallb.size) < 0) goto done;
+    memcpy(big.data + big.size, smallb.data, (size_t)smallb.size * sizeof(int64_t));
+    big.size += smallb.size;
+    {
+        PyObject *in_bytes = vec_to_bytes(&inside);
+        PyObject *b_bytes = in_bytes ? vec_to_bytes(&big) : NULL;
+        if (b_bytes) result = PyTuple_Pack(2, in_bytes, b_bytes);
+        Py_XDECREF(in_bytes);
+        Py_XDECREF(b_bytes);
+    }
+done:
+    if (got >= 4) PyBuffer_Release(&states);
+    if (got >= 3) PyBuffer_Release(&nodes);
+    if (got >= 2) PyBuffer_Release(&crossing);
+    if (got >= 1) PyBuffer_Release(&table);
+    vec_free(&frontier);
+    vec_free(&inside);
+    vec_free(&big);
+    vec_free(&smallb);
+    return result;
+}
+
 static PyMethodDef Trie_methods[] = {
     {"walk_stacks", (PyCFunction)Trie_walk_stacks, METH_VARARGS,
      "walk_stacks(tables, crossings, reads, expand, seeds, budget) -> list[int] | None\n\n"
      "TokenTrie.walk_stacks in C (see its docstring): the positions of the tokens the\n"
      "seeded stacks read to their end; None past ``budget`` live (node, stack) pairs."},
+    {"walk", (PyCFunction)Trie_walk, METH_VARARGS,
+     "walk(table, dead, crossing, nodes, states, depth, small) -> (bytes, bytes)\n\n"
+     "TokenTrie.walk's levels in C, the GIL released: the inside ranges (lo, hi) and the\n"
+     "boundary entries (rest, hi, depth, node), as int64 bytes; entries of levels whose\n"
+     "frontier held more than ``small`` pairs first, then the others."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -561,7 +752,7 @@ static PyTypeObject TrieType = {
     .tp_basicsize = sizeof(TrieObject),
     .tp_dealloc = (destructor)Trie_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Trie(levels): the token trie's levels, each (lo, term, child_lo, child_hi, byte)\n"
+    .tp_doc = "Trie(levels): the token trie's levels, each (lo, hi, term, child_lo, child_hi, byte)\n"
               "as 1-D int64 buffers (held, read-only, for the object's life).",
     .tp_methods = Trie_methods,
     .tp_init = (initproc)Trie_init,

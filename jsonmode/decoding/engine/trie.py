@@ -273,6 +273,10 @@ class TokenTrie:
         else:
             alive = states != dead
             frontier = (nodes[alive], states[alive])
+        kernels = native.KERNELS
+        if kernels is not None and len(frontier[0]):  # (the same levels in C: jsonmode.native)
+            self._compiled_walk(kernels, table, dead, crossing, frontier, depth, found)
+            return found.result()
         while len(frontier[0]):
             if len(frontier[0]) <= _SMALL:
                 small = (_as_list(frontier[0]), _as_list(frontier[1]))
@@ -363,13 +367,43 @@ class TokenTrie:
             depth += 1
         return found
 
+    def _compiled_walk(
+        self,
+        kernels: ModuleType,
+        table: npt.NDArray[np.int32] | Ints,
+        dead: int,
+        crossing: Bools,
+        frontier: tuple[Ints, Ints] | tuple[list[int], list[int]],
+        depth: int,
+        found: _Found,
+    ) -> None:
+        """The levels from ``depth`` on, walked by the compiled core into ``found``
+        (the ranges and entries the Python levels record, in their order)."""
+        inside, entries = self._compiled(kernels).walk(
+            np.ascontiguousarray(table),
+            dead,
+            np.ascontiguousarray(crossing, dtype=np.bool_),
+            np.asarray(frontier[0], dtype=np.int64),
+            np.asarray(frontier[1], dtype=np.int64),
+            depth,
+            _SMALL,
+        )
+        spans = np.frombuffer(inside, dtype=np.int64).reshape(-1, 2)
+        if spans.size:
+            found.in_lo.append(spans[:, 0].copy())
+            found.in_hi.append(spans[:, 1].copy())
+        rows = np.frombuffer(entries, dtype=np.int64).reshape(-1, 4)
+        if rows.size:
+            fields = (rows[:, k].copy() for k in range(4))
+            found.bounds.append(Boundaries(*fields))
+
     def _compiled(self, kernels: ModuleType) -> Any:
         """The levels as the compiled core's ``Trie`` (made on first use; two threads
         may both make one: equal, and either is kept)."""
         made = self._native
         if made is None:
             made = self._native = kernels.Trie(
-                [(lv.lo, lv.term, lv.child_lo, lv.child_hi, lv.byte) for lv in self.levels]
+                [(lv.lo, lv.hi, lv.term, lv.child_lo, lv.child_hi, lv.byte) for lv in self.levels]
             )
         return made
 
