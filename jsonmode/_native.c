@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define KERNELS_VERSION 1
+#define KERNELS_VERSION 2
 #define MAX_THREADS 64
 
 /* ------------------------------------------------------------------------------ */
