@@ -224,6 +224,10 @@ static const int32_t *table_of(Tables *t, int64_t context, Py_ssize_t *n) {
 
 /* Whether ``state`` of ``context`` is crossing (-1 with an exception on error). */
 static inline int crossing_of(Tables *t, int64_t context, int64_t state) {
+    if (context < 0 || context >= PyList_GET_SIZE(t->crossings)) { /* (a callback may change the list) */
+        PyErr_Format(PyExc_ValueError, "context %lld out of range", (long long)context);
+        return -1;
+    }
     PyObject *flags = PyList_GET_ITEM(t->crossings, context);
     if (!PyBytes_Check(flags)) {
         PyErr_SetString(PyExc_TypeError, "crossings must be bytes");
