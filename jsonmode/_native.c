@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define KERNELS_VERSION 2
+#define KERNELS_VERSION 3
 #define MAX_THREADS 64
 
 /* ------------------------------------------------------------------------------ */
@@ -582,7 +582,7 @@ static inline int64_t auto_step(const Automaton *a, int64_t at) {
 }
 
 static int trie_walk(TrieObject *t, const Automaton *a, I64Vec *frontier, Py_ssize_t depth, I64Vec *inside,
-                     I64Vec *big, I64Vec *smallb) {
+                     uint8_t *flags, Py_ssize_t nflags, Py_ssize_t big_until, I64Vec *big, I64Vec *smallb) {
     I64Vec next = {0};
     int code = WALK_OK;
     Py_ssize_t levels = t->levels;
@@ -592,7 +592,7 @@ static int trie_walk(TrieObject *t, const Automaton *a, I64Vec *frontier, Py_ssi
             code = WALK_BAD_NODE;
             break;
         }
-        I64Vec *bounds = count <= a->small ? smallb : big;
+        I64Vec *bounds = count <= a->small && depth > big_until ? smallb : big;
         Py_ssize_t nodes = t->views[(depth - 1) * L_FIELDS + L_BYTE].len / 8;
         const int64_t *lo_of = field(t, depth - 1, L_LO);
         const int64_t *hi_of = field(t, depth - 1, L_HI);
@@ -612,7 +612,13 @@ static int trie_walk(TrieObject *t, const Automaton *a, I64Vec *frontier, Py_ssi
                 goto out;
             }
             int64_t lo = lo_of[node], term = term_of[node], hi = hi_of[node];
-            if (term) {
+            if (term && flags) {
+                if (lo < 0 || lo + term > nflags) {
+                    code = WALK_BAD_NODE;
+                    goto out;
+                }
+                memset(flags + lo, 1, (size_t)term);
+            } else if (term) {
                 if (vec_grow(inside, 2) < 0) {
                     code = WALK_NOMEM;
                     goto out;
@@ -668,13 +674,23 @@ static PyObject *vec_to_bytes(const I64Vec *v) {
 }
 
 static PyObject *Trie_walk(TrieObject *self, PyObject *args) {
-    PyObject *table_obj, *crossing_obj, *nodes_obj, *states_obj;
+    PyObject *table_obj, *crossing_obj, *nodes_obj, *states_obj, *flags_obj;
     long long dead;
-    Py_ssize_t depth, small;
-    if (!PyArg_ParseTuple(args, "OLOOOnn", &table_obj, &dead, &crossing_obj, &nodes_obj, &states_obj, &depth, &small))
+    Py_ssize_t depth, small, big_until;
+    if (!PyArg_ParseTuple(args, "OLOOOnnnO", &table_obj, &dead, &crossing_obj, &nodes_obj, &states_obj, &depth, &small,
+                          &big_until, &flags_obj))
         return NULL;
-    Py_buffer table, crossing, nodes, states;
-    int got = 0;
+    Py_buffer table, crossing, nodes, states, flags;
+    int got = 0, got_flags = 0;
+    if (flags_obj != Py_None) {
+        if (PyObject_GetBuffer(flags_obj, &flags, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) return NULL;
+        got_flags = 1;
+        if (flags.itemsize != 1) {
+            PyBuffer_Release(&flags);
+            PyErr_SetString(PyExc_TypeError, "inside flags must be a writable buffer of bytes (bools)");
+            return NULL;
+        }
+    }
     PyObject *result = NULL;
     I64Vec frontier = {0}, inside = {0}, big = {0}, smallb = {0};
     if (PyObject_GetBuffer(table_obj, &table, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto done;
@@ -701,7 +717,8 @@ static PyObject *Trie_walk(TrieObject *self, PyObject *args) {
     }
     int code;
     Py_BEGIN_ALLOW_THREADS
-    code = trie_walk(self, &a, &frontier, depth, &inside, &big, &smallb);
+    code = trie_walk(self, &a, &frontier, depth, &inside, got_flags ? (uint8_t *)flags.buf : NULL,
+                     got_flags ? flags.len : 0, big_until, &big, &smallb);
     Py_END_ALLOW_THREADS
     if (code == WALK_NOMEM) {
         PyErr_NoMemory();
@@ -731,6 +748,7 @@ done:
     if (got >= 3) PyBuffer_Release(&nodes);
     if (got >= 2) PyBuffer_Release(&crossing);
     if (got >= 1) PyBuffer_Release(&table);
+    if (got_flags) PyBuffer_Release(&flags);
     vec_free(&frontier);
     vec_free(&inside);
     vec_free(&big);
@@ -744,10 +762,11 @@ static PyMethodDef Trie_methods[] = {
      "TokenTrie.walk_stacks in C (see its docstring): the positions of the tokens the\n"
      "seeded stacks read to their end; None past ``budget`` live (node, stack) pairs."},
     {"walk", (PyCFunction)Trie_walk, METH_VARARGS,
-     "walk(table, dead, crossing, nodes, states, depth, small) -> (bytes, bytes)\n\n"
-     "TokenTrie.walk's levels in C, the GIL released: the inside ranges (lo, hi) and the\n"
-     "boundary entries (rest, hi, depth, node), as int64 bytes; entries of levels whose\n"
-     "frontier held more than ``small`` pairs first, then the others."},
+     "walk(table, dead, crossing, nodes, states, depth, small, big_until, inside) -> (bytes, bytes)\n\n"
+     "TokenTrie.walk's levels in C, the GIL released: the inside ranges (lo, hi) (or, with\n"
+     "a writable bool buffer ``inside``, its flags set instead) and the boundary entries\n"
+     "(rest, hi, depth, node), as int64 bytes; entries of levels whose frontier held more\n"
+     "than ``small`` pairs, or at most ``big_until`` deep, first, then the others."},
     {NULL, NULL, 0, NULL},
 };
 

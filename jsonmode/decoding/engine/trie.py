@@ -265,6 +265,10 @@ class TokenTrie:
         """
         found = _Found()
         frontier: tuple[Ints, Ints] | tuple[list[int], list[int]]
+        kernels = native.KERNELS
+        if kernels is not None:  # (the same levels in C: jsonmode.native)
+            self._compiled_walk(kernels, table, dead, crossing, (nodes, states), depth, wide, found)
+            return found.result()
         if wide and depth == 1:
             first = np.full(self.levels[0].byte.size, dead, dtype=np.int64)
             first[nodes] = states
@@ -273,10 +277,6 @@ class TokenTrie:
         else:
             alive = states != dead
             frontier = (nodes[alive], states[alive])
-        kernels = native.KERNELS
-        if kernels is not None and len(frontier[0]):  # (the same levels in C: jsonmode.native)
-            self._compiled_walk(kernels, table, dead, crossing, frontier, depth, found)
-            return found.result()
         while len(frontier[0]):
             if len(frontier[0]) <= _SMALL:
                 small = (_as_list(frontier[0]), _as_list(frontier[1]))
@@ -373,21 +373,28 @@ class TokenTrie:
         table: npt.NDArray[np.int32] | Ints,
         dead: int,
         crossing: Bools,
-        frontier: tuple[Ints, Ints] | tuple[list[int], list[int]],
+        frontier: tuple[Ints, Ints],
         depth: int,
+        wide: bool,
         found: _Found,
     ) -> None:
-        """The levels from ``depth`` on, walked by the compiled core into ``found``
-        (the ranges and entries the Python levels record, in their order)."""
+        """:meth:`walk` by the compiled core, into ``found``: the ranges and entries
+        the Python levels record, in their order (a wide walk's first ``_WIDE_LEVELS``
+        levels count as big ones, and its inside tokens are flags, as there)."""
+        wide = wide and depth == 1
+        flags = np.zeros(self.count, dtype=np.bool_) if wide else None
         inside, entries = self._compiled(kernels).walk(
             np.ascontiguousarray(table),
             dead,
             np.ascontiguousarray(crossing, dtype=np.bool_),
-            np.asarray(frontier[0], dtype=np.int64),
-            np.asarray(frontier[1], dtype=np.int64),
+            np.ascontiguousarray(frontier[0], dtype=np.int64),
+            np.ascontiguousarray(frontier[1], dtype=np.int64),
             depth,
             _SMALL,
+            _WIDE_LEVELS if wide else 0,
+            flags,
         )
+        found.inside_bits = flags
         spans = np.frombuffer(inside, dtype=np.int64).reshape(-1, 2)
         if spans.size:
             found.in_lo.append(spans[:, 0].copy())
