@@ -56,6 +56,7 @@ __all__ = [
     "read_stdin",
     "report",
     "retry_line",
+    "schema_of",
     "showing_retries",
     "write_text",
 ]
@@ -225,11 +226,24 @@ def retry_line(event: events.TransportRetried) -> str:
     return f"transport: call {event.call} failed ({what}); retrying in {event.wait_s:.2f} s"
 
 
+def schema_of(args: argparse.Namespace) -> Schema:
+    """The schema ``--schema`` names: a JSON Schema file, or a TypeScript file (``.ts``)
+    whose root type ``--type`` names (without it, the one type the file exports)."""
+    root = getattr(args, "type", None)
+    if root is not None and args.schema.suffix != ".ts":
+        raise UsageError(
+            f"--type names a type of a TypeScript --schema (.ts), not of {args.schema}"
+        )
+    return Schema.of(args.schema, name=root)
+
+
 def compiled_grammar(args: argparse.Namespace) -> Any:
     """The CompiledGrammar that ``--grammar`` / ``--regex`` name (None: ``--schema``);
     its errors name the file. ``--stream`` and ``--indent`` are refused with one."""
     if getattr(args, "grammar", None) is None and getattr(args, "regex", None) is None:
         return None
+    if getattr(args, "type", None) is not None:
+        raise UsageError("--type names a type of a TypeScript --schema, not of a grammar")
     for flag, given in (("--stream", getattr(args, "stream", False)), ("--indent", args.indent)):
         if given not in (None, False):
             raise UsageError(f"{flag} is for JSON output (--schema), not a text")

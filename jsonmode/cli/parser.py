@@ -17,7 +17,11 @@ from jsonmode.retry import TransportPolicy
 __all__ = ["build_parser", "model_options", "nesting_option", "targets"]
 
 # (Schema.warnings: printed by print_schema_warnings)
-_SCHEMA_HELP = "JSON Schema file (unknown keywords are warned about on stderr)"
+_SCHEMA_HELP = (
+    "JSON Schema file (unknown keywords are warned about on stderr), or TypeScript file "
+    "(.ts: needs the typescript extra)"
+)
+_TYPE_HELP = "with a TypeScript --schema: the root type (default: the one type the file exports)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
             targets(sub, "a text matching", "instead of JSON")
         else:
             sub.add_argument("--schema", required=True, type=pathlib.Path, help=_SCHEMA_HELP)
+            sub.add_argument("--type", metavar="TYPE", help=_TYPE_HELP)
         sub.add_argument("--verbose", "-v", action="store_true", help="show every attempt/repair")
         sub.add_argument("--indent", type=int, default=None, help="pretty-print the output")
         return sub
@@ -334,6 +339,7 @@ def targets(sub: argparse.ArgumentParser, matching: str, instead: str) -> None:
     ``--max-nesting-depth`` for a grammar; ``matching``/``instead`` word the help."""
     target = sub.add_mutually_exclusive_group(required=True)
     target.add_argument("--schema", type=pathlib.Path, help=_SCHEMA_HELP)
+    sub.add_argument("--type", metavar="TYPE", help=_TYPE_HELP)
     target.add_argument(
         "--grammar",
         type=pathlib.Path,
