@@ -36,6 +36,7 @@ __all__ = [
     "flattened",
     "is_undefined",
     "kids",
+    "language",
     "name_of",
     "number_value",
     "parse",
@@ -49,7 +50,7 @@ _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "v": "\v", "0
 
 
 @functools.cache
-def _language() -> Any:
+def language() -> Any:
     try:
         import tree_sitter
         import tree_sitter_typescript
@@ -62,10 +63,10 @@ def _language() -> Any:
 
 
 def parser() -> Any:
-    language = _language()
+    grammar = language()
     import tree_sitter
 
-    return tree_sitter.Parser(language)
+    return tree_sitter.Parser(grammar)
 
 
 def _position(node: Node, data: bytes) -> tuple[int, int]:

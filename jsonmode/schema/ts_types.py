@@ -41,7 +41,7 @@ DIALECT = "https://json-schema.org/draft/2020-12/schema"
 #: Most levels of types nested inside one another (syntax, and ``extends``/``&`` chains).
 MAX_DEPTH = 64
 #: Most ``$defs`` entries in one schema (each generic instantiation is one).
-MAX_DEFINITIONS = 2_000
+MAX_DEFINITIONS = 5_000
 #: Most branches an intersection with unions inside distributes into.
 MAX_BRANCHES = 256
 _UNSUPPORTED = {
@@ -57,7 +57,13 @@ _UNSUPPORTED = {
     "asserts": "assertion types have no JSON value",
     "this_type": "`this` types need type evaluation",
 }
-_NO_JSON = frozenset(("symbol", "bigint", "void", "undefined"))
+_LIBRARY = {
+    **dict.fromkeys(("symbol", "bigint", "Symbol", "BigInt", "Function"), "has no JSON value"),
+    **dict.fromkeys(
+        ("Promise", "Map", "Set", "WeakMap", "WeakSet", "RegExp", "URL", "Error", "Uint8Array"),
+        "is a library type jsonmode does not convert",
+    ),
+}
 _ANNOTATIONS = frozenset(
     ("description", "title", "examples", "default", "deprecated", "$comment", "readOnly")
 )
@@ -81,11 +87,12 @@ class Converter:
         self.root_key = reference["$ref"].rsplit("/", 1)[-1]
         while self.pending:
             self._built(next(iter(self.pending)), 0)
-        body = self.defs.pop(self.root_key)
+        body = self.defs.pop(self.root_key) or {}
         out: dict[str, Any] = {"$schema": DIALECT}
-        out.update(body or {})
-        if self.defs:
-            out["$defs"] = self.defs
+        out.update(body)
+        used = _referenced(body, self.defs)  # (bases merged away are left out)
+        if used:
+            out["$defs"] = {key: value for key, value in self.defs.items() if key in used}
         return out
 
     # -- declarations -----------------------------------------------------------------
@@ -117,7 +124,10 @@ class Converter:
                 raise self.module.fail(
                     at, f"`{decl.name}` needs {len(params)} type argument(s)", InvalidSchemaError
                 )
-        identity = (decl.name, json.dumps(bound))
+        try:
+            identity = (decl.name, json.dumps(bound))
+        except RecursionError:  # (arguments nested by an instantiation without end)
+            raise self._too_deep(at) from None
         key = self.keys.get(identity)
         if key is None:
             if len(self.keys) >= MAX_DEFINITIONS:
@@ -230,13 +240,7 @@ class Converter:
     def _type(self, node: Node, env: dict[str, Any], depth: int) -> dict[str, Any]:
         """The schema of the type ``node``, type parameters read in ``env``."""
         if depth > MAX_DEPTH:
-            raise BudgetExceededError(
-                "TypeScript type nesting",
-                MAX_DEPTH,
-                doing=f"converting the type at {self.module.where(node)}",
-                hint="flatten the types with named declarations, or raise "
-                "jsonmode.schema.ts_types.MAX_DEPTH",
-            )
+            raise self._too_deep(node)
         checkpoint()
         kind = node.type
         if kind == "predefined_type":
@@ -271,6 +275,15 @@ class Converter:
         if kind in _UNSUPPORTED:
             raise self.module.fail(node, _UNSUPPORTED[kind])
         raise self.module.fail(node, f"this kind of type ({kind}) is not supported")
+
+    def _too_deep(self, node: Node) -> BudgetExceededError:
+        return BudgetExceededError(
+            "TypeScript type nesting",
+            MAX_DEPTH,
+            doing=f"converting the type at {self.module.where(node)}",
+            hint="flatten the types with named declarations, or raise "
+            "jsonmode.schema.ts_types.MAX_DEPTH",
+        )
 
     def _predefined(self, node: Node) -> dict[str, Any]:
         name = (node.text or b"").decode()
@@ -310,6 +323,8 @@ class Converter:
             values = [self._type(argument, env, depth + 1) for argument in arguments]
             result: dict[str, Any] = build(self, values, node, depth)
             return result
+        if name in _LIBRARY:
+            raise self.module.fail(node, f"`{name}` {_LIBRARY[name]}")
         if name in self.module.foreign:
             _, what = self.module.foreign[name]
             raise self.module.fail(
@@ -363,6 +378,9 @@ class Converter:
                 optional = element.type == "optional_parameter"
                 spread = any(kid.type == "rest_pattern" for kid in kids(element))
             schema = self._type(inner, env, depth + 1)
+            label = element.child_by_field_name("name")
+            if label is not None and label.type == "identifier" and not spread:
+                schema = {**schema, "title": (label.text or b"").decode()}
             if spread:
                 if index != len(elements) - 1:
                     raise self.module.fail(element, "a rest element before the tuple's end")
@@ -664,6 +682,25 @@ def _string_literals(schema: dict[str, Any]) -> list[str] | None:
         return [schema["const"]]
     values = schema.get("enum")
     return list(values) if isinstance(values, list) else None
+
+
+def _referenced(root: Any, defs: dict[str, Any]) -> set[str]:
+    """The ``$defs`` keys that ``root`` reaches through ``$ref`` (no recursion)."""
+    used: set[str] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                key = ref.rsplit("/", 1)[-1]
+                if key not in used:
+                    used.add(key)
+                    stack.append(defs.get(key))
+            stack.extend(value for name, value in node.items() if name != "$ref")
+    return used
 
 
 def _label(schema: dict[str, Any]) -> str:
