@@ -489,11 +489,15 @@ def test_too_many_declarations_is_a_budget_error(monkeypatch: pytest.MonkeyPatch
         convert(source + "export type T = A0;")
 
 
-def test_a_generic_that_never_ends_is_a_budget_error() -> None:
+def test_a_generic_that_never_ends_is_a_budget_error(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(BudgetExceededError, match="TypeScript type nesting"):
         convert("export type T = Grow<string>;\ninterface Grow<X> { next: Grow<X[]> }")
+    wide = ", ".join(["X"] * 64)
+    with pytest.raises(BudgetExceededError, match="type argument size"):
+        convert(f"export type T = Wide<1>;\ninterface Wide<X> {{ a: Wide<[{wide}]> }}")
+    monkeypatch.setattr(ts_types, "MAX_DEFINITIONS", 50)
     with pytest.raises(BudgetExceededError, match=r"\$defs entries"):
-        convert("export type T = Two<1>;\ninterface Two<X> { a: Two<[X, X]>; b: Two<{ x: X }> }")
+        convert("export type T = Two<1>;\ninterface Two<X> { a: Two<[X]>; b: Two<{ x: X }> }")
 
 
 def test_a_long_chain_of_references_is_no_recursion() -> None:
@@ -684,3 +688,15 @@ def test_every_schema_command_documents_type(
         + (["prompt"] if command == "generate" else [])
     )
     assert args.type == "Root"
+
+
+def test_a_property_named_ref_keeps_its_definitions() -> None:
+    source = 'interface Inner { x: number }\nexport interface T { "$ref": Inner }'
+    spec = Schema.from_typescript(source)
+    assert spec.conforms({"$ref": {"x": 1}})
+    assert not spec.conforms({"$ref": {"x": "1"}})
+
+
+def test_source_and_root_must_be_text() -> None:
+    with pytest.raises(UsageError, match="must be text"):
+        Schema.from_typescript(b"export type T = string;")  # type: ignore[arg-type]

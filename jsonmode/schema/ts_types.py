@@ -35,13 +35,22 @@ from jsonmode.schema.ts_source import (
 if TYPE_CHECKING:
     from tree_sitter import Node
 
-__all__ = ["DIALECT", "MAX_BRANCHES", "MAX_DEFINITIONS", "MAX_DEPTH", "Converter"]
+__all__ = [
+    "DIALECT",
+    "MAX_ARGUMENT_NODES",
+    "MAX_BRANCHES",
+    "MAX_DEFINITIONS",
+    "MAX_DEPTH",
+    "Converter",
+]
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 #: Most levels of types nested inside one another (syntax, and ``extends``/``&`` chains).
 MAX_DEPTH = 64
 #: Most ``$defs`` entries in one schema (each generic instantiation is one).
 MAX_DEFINITIONS = 5_000
+#: Most schema nodes in the type arguments of one generic instantiation.
+MAX_ARGUMENT_NODES = 4_096
 #: Most branches an intersection with unions inside distributes into.
 MAX_BRANCHES = 256
 _UNSUPPORTED = {
@@ -124,10 +133,8 @@ class Converter:
                 raise self.module.fail(
                     at, f"`{decl.name}` needs {len(params)} type argument(s)", InvalidSchemaError
                 )
-        try:
-            identity = (decl.name, json.dumps(bound))
-        except RecursionError:  # (arguments nested by an instantiation without end)
-            raise self._too_deep(at) from None
+        self._check_arguments(bound, at)
+        identity = (decl.name, json.dumps(bound))
         key = self.keys.get(identity)
         if key is None:
             if len(self.keys) >= MAX_DEFINITIONS:
@@ -275,6 +282,29 @@ class Converter:
         if kind in _UNSUPPORTED:
             raise self.module.fail(node, _UNSUPPORTED[kind])
         raise self.module.fail(node, f"this kind of type ({kind}) is not supported")
+
+    def _check_arguments(self, bound: dict[str, Any], at: Node) -> None:
+        """Refuse type arguments nested deeper than :data:`MAX_DEPTH` or larger than
+        :data:`MAX_ARGUMENT_NODES` schema nodes (an instantiation that grows its own
+        arguments: ``Grow<X[]>`` inside ``Grow<X>``). Walks at most that many nodes."""
+        stack: list[tuple[Any, int]] = [(value, 0) for value in bound.values()]
+        nodes = 0
+        while stack:
+            node, depth = stack.pop()
+            nodes += 1
+            if depth > MAX_DEPTH:
+                raise self._too_deep(at)
+            if nodes > MAX_ARGUMENT_NODES:
+                raise BudgetExceededError(
+                    "type argument size (schema nodes)",
+                    MAX_ARGUMENT_NODES,
+                    doing=f"instantiating the generic type at {self.module.where(at)}",
+                    hint="a generic type instantiated without end? Simplify the types",
+                )
+            if isinstance(node, dict):
+                stack.extend((value, depth + 1) for value in node.values())
+            elif isinstance(node, list):
+                stack.extend((value, depth + 1) for value in node)
 
     def _too_deep(self, node: Node) -> BudgetExceededError:
         return BudgetExceededError(
@@ -699,7 +729,7 @@ def _referenced(root: Any, defs: dict[str, Any]) -> set[str]:
                 if key not in used:
                     used.add(key)
                     stack.append(defs.get(key))
-            stack.extend(value for name, value in node.items() if name != "$ref")
+            stack.extend(node.values())  # (a property named "$ref" is looked into too)
     return used
 
 

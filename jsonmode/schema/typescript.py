@@ -40,9 +40,12 @@ imports from other files, ``symbol``/``bigint``/``void``, declaration merging).
 
 Bounds, each a :class:`~jsonmode.errors.BudgetExceededError` when passed: the source's
 length (:data:`~jsonmode.limits.MAX_SCHEMA_CHARS`, as for a schema's JSON text),
-:data:`MAX_DECLARATIONS` top-level declarations, :data:`MAX_DEPTH` levels of nested
-types, :data:`MAX_DEFINITIONS` ``$defs`` entries (generic instantiations included) and
-:data:`MAX_BRANCHES` branches of a distributed intersection; and the schema deadline
+:data:`~jsonmode.schema.ts_source.MAX_DECLARATIONS` top-level declarations, and in
+:mod:`jsonmode.schema.ts_types`: ``MAX_DEPTH`` levels of nested types,
+``MAX_DEFINITIONS`` ``$defs`` entries (generic instantiations included),
+``MAX_ARGUMENT_NODES`` schema nodes in one instantiation's type arguments and
+``MAX_BRANCHES`` branches of a distributed intersection (module attributes, read at
+each use: raise one process-wide); and the schema deadline
 (:mod:`jsonmode.budget`). Cost: one tree-sitter parse (C, linear in the source) and one
 walk of the types reached. Thread-safe: each call has its own parser and state.
 """
@@ -53,17 +56,11 @@ from typing import Any
 
 from jsonmode import limits
 from jsonmode.budget import ensure_deadline
-from jsonmode.schema.ts_source import MAX_DECLARATIONS, parse
-from jsonmode.schema.ts_types import DIALECT, MAX_BRANCHES, MAX_DEFINITIONS, MAX_DEPTH, Converter
+from jsonmode.errors import UsageError
+from jsonmode.schema.ts_source import parse
+from jsonmode.schema.ts_types import Converter
 
-__all__ = [
-    "DIALECT",
-    "MAX_BRANCHES",
-    "MAX_DECLARATIONS",
-    "MAX_DEFINITIONS",
-    "MAX_DEPTH",
-    "convert",
-]
+__all__ = ["convert"]
 
 
 def convert(source: str, root: str | None = None) -> tuple[dict[str, Any], str]:
@@ -73,10 +70,13 @@ def convert(source: str, root: str | None = None) -> tuple[dict[str, Any], str]:
     ``export type``, ``export enum``), which is the root.
 
     Raises:
-        UsageError: the ``typescript`` extra is not installed.
+        UsageError: the ``typescript`` extra is not installed, or ``source`` or ``root``
+            is not a ``str``.
         InvalidSchemaError / UnsupportedSchemaError / BudgetExceededError: see the
             module docstring; every message names the line and column.
     """
+    if not isinstance(source, str) or not (root is None or isinstance(root, str)):
+        raise UsageError("TypeScript source and root type must be text (str)")
     limits.check_schema_size(len(source), "TypeScript source")
     with ensure_deadline():
         module = parse(source)
