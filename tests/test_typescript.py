@@ -327,6 +327,7 @@ def test_a_ts_path_needs_one_exported_type_or_a_name(tmp_path: Path) -> None:
         ("(a: string) => void", UnsupportedSchemaError, 1, "function types", "(a: string)"),
         ("{ run(): void }", UnsupportedSchemaError, 3, "methods", "run(): void"),
         ("Promise<string>", UnsupportedSchemaError, 1, "library type", "Promise"),
+        ("NonNullable<string | null>", UnsupportedSchemaError, 1, "type evaluation", "NonNull"),
         ("Missing", InvalidSchemaError, 1, "unknown type `Missing`", "Missing"),
         ("Imported", UnsupportedSchemaError, 1, "imported from another file", "Imported"),
         ("Klass", UnsupportedSchemaError, 1, "is a class", "Klass"),

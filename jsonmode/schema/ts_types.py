@@ -72,6 +72,22 @@ _LIBRARY = {
         ("Promise", "Map", "Set", "WeakMap", "WeakSet", "RegExp", "URL", "Error", "Uint8Array"),
         "is a library type jsonmode does not convert",
     ),
+    **dict.fromkeys(
+        (
+            "Exclude",
+            "Extract",
+            "NonNullable",
+            "ReturnType",
+            "Parameters",
+            "InstanceType",
+            "Awaited",
+            "Uppercase",
+            "Lowercase",
+            "Capitalize",
+            "Uncapitalize",
+        ),
+        "needs type evaluation",
+    ),
 }
 _ANNOTATIONS = frozenset(
     ("description", "title", "examples", "default", "deprecated", "$comment", "readOnly")
