@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -701,3 +702,15 @@ def test_a_property_named_ref_keeps_its_definitions() -> None:
 def test_source_and_root_must_be_text() -> None:
     with pytest.raises(UsageError, match="must be text"):
         Schema.from_typescript(b"export type T = string;")  # type: ignore[arg-type]
+
+
+def test_parsing_stops_at_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    import jsonmode.budget
+
+    monkeypatch.setattr(jsonmode.budget, "DEFAULT_SECONDS", 0.05)
+    source = "export type T = " + "(" * 2_000_000 + "string" + ")" * 2_000_000 + ";"
+    started = time.perf_counter()
+    with pytest.raises(BudgetExceededError, match="time"):
+        convert(source)
+    # (tree-sitter alone takes ~5 s on this text: it is stopped as it reads, not after)
+    assert time.perf_counter() - started < 2.0

@@ -45,6 +45,8 @@ __all__ = [
 
 #: Most top-level declarations read from one source.
 MAX_DECLARATIONS = 10_000
+_CHUNK = 64 << 10
+_MAX_ERROR_STEPS = 1_000_000
 _DECLARATIONS = frozenset(("interface_declaration", "type_alias_declaration", "enum_declaration"))
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "v": "\v", "0": "\0"}
 
@@ -82,20 +84,22 @@ def _snippet(node: Node) -> str:
 
 
 def _syntax_error(root: Node, data: bytes) -> None:
-    """Raise InvalidSchemaError at the first ERROR or MISSING node under ``root``."""
-    node = root
-    while True:
-        for child in node.children:
-            if child.is_error or child.is_missing:
-                node = child
-                break
-            if child.has_error:
-                node = child
-                break
-        else:
+    """Raise InvalidSchemaError at the first ERROR or MISSING node under ``root``
+    (found by a cursor: one child at a time, at most ``_MAX_ERROR_STEPS`` moves, then
+    the node reached, which lies inside the error)."""
+    cursor = root.walk()
+    for step in range(_MAX_ERROR_STEPS):
+        if step % 1024 == 0:
+            checkpoint()
+        current = cursor.node
+        if current is None or current.is_error or current.is_missing:
             break
-        if node.is_error or node.is_missing:
+        if current.has_error:
+            if not cursor.goto_first_child():
+                break
+        elif not cursor.goto_next_sibling():
             break
+    node = cursor.node or root
     at = where(*_position(node, data))
     if node.is_missing:
         raise InvalidSchemaError(f"{at}: TypeScript syntax error: missing `{node.type}`")
@@ -334,7 +338,12 @@ def parse(source: str) -> Module:
         raise InvalidSchemaError(
             f"TypeScript source is not valid text (a lone surrogate at character {exc.start})"
         ) from None
-    tree = parser().parse(data)
+
+    def read(offset: int, _: Any) -> bytes:
+        checkpoint()  # (tree-sitter asks for the text as it goes: the deadline stops it)
+        return data[offset : offset + _CHUNK]
+
+    tree = parser().parse(read)
     if tree.root_node.has_error:
         _syntax_error(tree.root_node, data)
     return Module(tree.root_node, data)
