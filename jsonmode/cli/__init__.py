@@ -21,6 +21,10 @@
                       [--mode repair|strict] [--max-attempts N] [--api-key-env VAR]
                       [--workers N] [...]
 
+``--schema FILE`` is a JSON Schema file, or a TypeScript file (``FILE.ts``, the
+``typescript`` extra) whose root type ``--type TYPE`` names (default: the one type the file
+exports); every command that takes ``--schema`` takes ``--type``.
+
 ``--model`` is a litellm model string (``openai/gpt-4o-mini``), or a local folder
 holding a transformers model and its tokenizer (``config.json``, weights, tokenizer
 files): that one is decoded here, in the constrained tier (``--tier constrained``);

@@ -64,7 +64,6 @@ from jsonmode.batch import BatchSummary, Progress, Tally, stream
 from jsonmode.cli import common
 from jsonmode.errors import JsonModeError, UsageError
 from jsonmode.result import Attempt, Result
-from jsonmode.schema.core import Schema
 
 __all__ = ["RESERVED", "run"]
 
@@ -100,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     grammar = common.compiled_grammar(args)
     target: Any = grammar
     if grammar is None:
-        target = Schema.of(args.schema)
+        target = common.schema_of(args)
         common.print_schema_warnings(target, args.strict_schema)
     _check_paths(args)
     source = _Input(args.input)

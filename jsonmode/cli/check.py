@@ -10,7 +10,6 @@ import sys
 from jsonmode.cli import common
 from jsonmode.errors import UsageError
 from jsonmode.repair.parse import Mode, parse
-from jsonmode.schema.core import Schema
 
 __all__ = ["run"]
 
@@ -32,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
         common.write_text(text)
         return 0
     mode: Mode = "repair" if args.command == "repair" else "strict"
-    spec = Schema.of(args.schema)
+    spec = common.schema_of(args)
     common.print_schema_warnings(spec, args.strict_schema)
     parsed = parse(_read(args.input), spec, mode)
     if args.verbose:

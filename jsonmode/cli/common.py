@@ -58,6 +58,8 @@ __all__ = [
     "read_stdin",
     "report",
     "retry_line",
+    "schema_file",
+    "schema_of",
     "schema_warning_line",
     "showing_retries",
     "write_text",
@@ -228,11 +230,27 @@ def retry_line(event: events.TransportRetried) -> str:
     return f"transport: call {event.call} failed ({what}); retrying in {event.wait_s:.2f} s"
 
 
+def schema_of(args: argparse.Namespace) -> Schema:
+    """The schema ``--schema`` names: a JSON Schema file, or a TypeScript file (``.ts``)
+    whose root type ``--type`` names (without it, the one type the file exports)."""
+    return schema_file(args.schema, getattr(args, "type", None))
+
+
+def schema_file(path: pathlib.Path, root: str | None) -> Schema:
+    """The schema in the file ``path``; ``root``: the root type of a TypeScript file
+    (``--type``; UsageError for any other file)."""
+    if root is not None and path.suffix != ".ts":
+        raise UsageError(f"--type names a type of a TypeScript --schema (.ts), not of {path}")
+    return Schema.of(path, name=root)
+
+
 def compiled_grammar(args: argparse.Namespace) -> Any:
     """The CompiledGrammar that ``--grammar`` / ``--regex`` name (None: ``--schema``);
     its errors name the file. ``--stream`` and ``--indent`` are refused with one."""
     if getattr(args, "grammar", None) is None and getattr(args, "regex", None) is None:
         return None
+    if getattr(args, "type", None) is not None:
+        raise UsageError("--type names a type of a TypeScript --schema, not of a grammar")
     flags = (
         ("--stream", getattr(args, "stream", False)),
         ("--indent", args.indent),

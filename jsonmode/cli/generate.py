@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         with common.showing_retries(args.verbose):
             result = jm.run_text(prompt, grammar)
     else:
-        spec = Schema.of(args.schema)
+        spec = common.schema_of(args)
         common.print_schema_warnings(spec, args.strict_schema)
         with common.showing_retries(args.verbose):
             result = _streamed(jm, prompt, spec) if args.stream else jm.run(prompt, spec)

@@ -17,6 +17,7 @@ import pathlib
 import sys
 
 from jsonmode.cli import common
+from jsonmode.errors import UsageError
 from jsonmode.schema.core import Schema
 
 __all__ = ["run"]
@@ -25,8 +26,12 @@ __all__ = ["run"]
 def run(args: argparse.Namespace) -> int:
     """``jsonmode lint`` (see the module docstring). Raises what :meth:`Schema.of`
     raises for a bad schema (the caller reports it, exit status 2)."""
-    source: object = common.read_stdin() if args.schema == "-" else pathlib.Path(args.schema)
-    records = Schema.of(source).warnings
+    if args.schema == "-":
+        if args.type is not None:
+            raise UsageError("--type names a type of a TypeScript file, not of stdin")
+        records = Schema.of(common.read_stdin()).warnings
+    else:
+        records = common.schema_file(pathlib.Path(args.schema), args.type).warnings
     if args.json:
         found = [
             {

@@ -18,13 +18,14 @@ __all__ = ["build_parser", "model_options", "nesting_option", "targets"]
 
 # (Schema.warnings: printed by print_schema_warnings)
 _SCHEMA_HELP = (
-    "JSON Schema file (what the schema lint finds, as jsonmode lint does, is warned about "
-    "on stderr)"
+    "JSON Schema file, or TypeScript file (.ts: needs the typescript extra); what the schema "
+    "lint finds, as jsonmode lint does, is warned about on stderr"
 )
 _STRICT_HELP = (
     "with --schema: refuse a schema with lint warnings (exit status 2, each warning's "
     "JSON pointer and fix in the error) instead of warning and carrying on"
 )
+_TYPE_HELP = "with a TypeScript --schema: the root type (default: the one type the file exports)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
             targets(sub, "a text matching", "instead of JSON")
         else:
             sub.add_argument("--schema", required=True, type=pathlib.Path, help=_SCHEMA_HELP)
+            sub.add_argument("--type", metavar="TYPE", help=_TYPE_HELP)
         sub.add_argument("--strict-schema", action="store_true", help=_STRICT_HELP)
         sub.add_argument("--verbose", "-v", action="store_true", help="show every attempt/repair")
         sub.add_argument("--indent", type=int, default=None, help="pretty-print the output")
@@ -221,7 +223,12 @@ def lint_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[t
         "there is no warning (notes allowed), 1 when there are warnings, 2 for a schema "
         "that cannot be read or is not valid JSON Schema, or bad usage.",
     )
-    lint.add_argument("schema", metavar="SCHEMA", help="JSON Schema file ('-' reads stdin)")
+    lint.add_argument(
+        "schema",
+        metavar="SCHEMA",
+        help="JSON Schema file ('-' reads stdin), or TypeScript file (.ts: its schema)",
+    )
+    lint.add_argument("--type", metavar="TYPE", help=_TYPE_HELP)
     lint.add_argument(
         "--json",
         action="store_true",
@@ -369,6 +376,7 @@ def targets(sub: argparse.ArgumentParser, matching: str, instead: str) -> None:
     ``--max-nesting-depth`` for a grammar; ``matching``/``instead`` word the help."""
     target = sub.add_mutually_exclusive_group(required=True)
     target.add_argument("--schema", type=pathlib.Path, help=_SCHEMA_HELP)
+    sub.add_argument("--type", metavar="TYPE", help=_TYPE_HELP)
     target.add_argument(
         "--grammar",
         type=pathlib.Path,

@@ -3,7 +3,7 @@
 Accepted inputs: a pydantic model class, any other type pydantic's ``TypeAdapter``
 takes (``list[Model]``, ``Iterable[Model]``, ``Literal[...]``, unions, ``Annotated``
 constraints), a JSON Schema dict, JSON Schema text, or a ``pathlib.Path`` to a JSON
-Schema file.
+Schema file (or to a TypeScript file, ``.ts``: see :meth:`Schema.from_typescript`).
 
 A :class:`Schema` is immutable and thread-safe; building one costs a schema check
 (milliseconds for large schemas), so :meth:`Schema.of` caches them. Building one also
@@ -182,7 +182,9 @@ class Schema:
         """Normalise ``schema`` (see module docstring); cached for hashable inputs and dicts.
 
         A ``pathlib.Path`` is read at every call (and cached by its text); each
-        error about it names the file.
+        error about it names the file. A path ending in ``.ts`` is TypeScript
+        (:meth:`from_typescript`): ``name`` names its root type (None: the one type the
+        file exports).
 
         Raises:
             InvalidSchemaError: not a valid JSON Schema (the message names the JSON path
@@ -243,7 +245,38 @@ class Schema:
             ) from None
         if len(text) > cap:
             limits.check_schema_size(len(text), f"schema file {path}", read=True)
+        if path.suffix == ".ts":
+            try:
+                return cls.from_typescript(text, name)
+            except (InvalidSchemaError, UnsupportedSchemaError) as exc:
+                if type(exc) not in (InvalidSchemaError, UnsupportedSchemaError):
+                    raise
+                raise type(exc)(f"schema file {path}: {exc.message}", hint=exc.hint) from None
         return cls._cached(text, name, path)
+
+    @classmethod
+    def from_typescript(cls, source: str, root: str | None = None) -> Schema:
+        """The TypeScript type ``root`` of ``source`` as a schema named ``root``
+        (:mod:`jsonmode.schema.typescript` says what converts and what raises).
+
+        ``root`` None: ``source`` must export exactly one type, the root. A
+        ``pathlib.Path`` ending in ``.ts`` given to :meth:`of` comes here, with ``name``
+        as the root. Needs the ``typescript`` extra (else a UsageError saying
+        ``pip install "jsonmode[typescript]"``); ``import jsonmode`` never imports it.
+        Cost: a tree-sitter parse and a walk of the types reached, then :meth:`of` on
+        the JSON Schema (cached by it).
+
+        Raises:
+            InvalidSchemaError: a syntax error, an unknown type or root, a source that
+                does not name its root (line and column in the message where there is one).
+            UnsupportedSchemaError: TypeScript with no JSON Schema form (conditional or
+                mapped types, functions, imports ...), with line and column.
+            BudgetExceededError: a source over the limits (size, declarations, nesting).
+        """
+        from jsonmode.schema import typescript  # (lazy: an optional extra)
+
+        converted, name = typescript.convert(source, root)
+        return cls._cached(converted, name)
 
     @classmethod
     def _build(
