@@ -652,6 +652,24 @@ def test_cli_validate_and_repair_take_a_typescript_schema(tmp_path: Path) -> Non
     assert f"schema file {broken}: line 2, column 6: function types" in error.stderr
 
 
+def test_cli_lint_takes_a_typescript_schema(tmp_path: Path) -> None:
+    clean = cli("lint", str(README), "--type", "Ticket")
+    assert (clean.returncode, clean.stdout) == (0, ""), clean.stderr
+    unnamed = cli("lint", str(README))
+    assert unnamed.returncode == 2
+    assert "--type NAME" in unnamed.stderr
+    bounds = tmp_path / "bounds.ts"
+    bounds.write_text(
+        "export interface B {\n  /** @minimum 5\n   * @maximum 1 */\n  n: number;\n}\n"
+    )
+    found = cli("lint", str(bounds), "--type", "B")
+    assert found.returncode == 1, found.stderr
+    assert "/properties/n/minimum: minimum 5 is above maximum 1" in found.stdout
+    piped = cli("lint", "-", "--type", "B", stdin="{}")
+    assert piped.returncode == 2
+    assert "--type names a type of a TypeScript file, not of stdin" in piped.stderr
+
+
 def test_cli_generate_with_a_typescript_schema(openai_server: Any) -> None:
     good = {"name": "Ada", "email": "ada@example.com"}
     server: OpenAIServer = openai_server(Reply(json.dumps(good)))
