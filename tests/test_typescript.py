@@ -586,6 +586,21 @@ def test_constrained_tier_decodes_a_typescript_schema() -> None:
     assert result.data["languages"][0] in ("English", "French", "German")
 
 
+def test_native_tier_sends_the_converted_schema(openai_server: Any) -> None:
+    cases = json.loads(README.with_suffix(".json").read_text(encoding="utf-8"))
+    good = cases["valid"][0]
+    server: OpenAIServer = openai_server(Reply(json.dumps(good)))
+    jm = JsonMode(
+        "openai/test-model", api_base=server.base_url, api_key="unused", timeout=5.0, tier="native"
+    )
+    spec = Schema.of(README, name="Ticket")
+    result = jm.run("Triage: login fails for Ada.", spec)
+    assert (result.tier, result.data) == ("native", good)
+    sent = server.requests[0]["response_format"]["json_schema"]
+    assert sent["schema"] == spec.json_schema
+    assert sent["name"] == "Ticket"
+
+
 def test_prompted_tier_sends_the_schema_and_reasks(
     openai_server: Any,
 ) -> None:
