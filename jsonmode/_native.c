@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define KERNELS_VERSION 3
+#define KERNELS_VERSION 4
 #define MAX_THREADS 64
 
 /* ------------------------------------------------------------------------------ */
@@ -1145,11 +1145,54 @@ done:
 
 /* ------------------------------------------------------------------------------ */
 
+
+/* ------------------------------------------------------------------------------ */
+/* set_bits: token ids into a bitmask                                               */
+
+static PyObject *native_set_bits(PyObject *module, PyObject *args) {
+    PyObject *bits_obj, *ids_obj;
+    if (!PyArg_ParseTuple(args, "OO", &bits_obj, &ids_obj)) return NULL;
+    Py_buffer bits, ids;
+    if (PyObject_GetBuffer(bits_obj, &bits, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) return NULL;
+    if (PyObject_GetBuffer(ids_obj, &ids, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyBuffer_Release(&bits);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (bits.itemsize != 1 || ids.itemsize != 8 || ids.ndim > 1) {
+        PyErr_SetString(PyExc_TypeError, "set_bits takes a uint8 buffer and 1-D int64 ids");
+        goto done;
+    }
+    const int64_t *id = ids.buf;
+    Py_ssize_t count = ids.len / 8;
+    int64_t limit = (int64_t)bits.len * 8;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        if (id[k] < 0 || id[k] >= limit) {
+            PyErr_Format(PyExc_ValueError, "id %lld outside the %lld bits", (long long)id[k], (long long)limit);
+            goto done;
+        }
+    }
+    uint8_t *out = bits.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < count; k++) out[id[k] >> 3] |= (uint8_t)(1u << (id[k] & 7));
+    Py_END_ALLOW_THREADS
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyBuffer_Release(&ids);
+    PyBuffer_Release(&bits);
+    return result;
+}
+
 static PyMethodDef native_methods[] = {
     {"finish", native_finish, METH_VARARGS,
      "finish(byte, kids, ends, pairs, tables, crossings, expand) -> list[int]\n\n"
      "Stacks.finish in C (see its docstring): the positions of the tokens whose rest\n"
      "one of ``pairs`` reads to its end, the rests given as their trie's lists."},
+    {"set_bits", native_set_bits, METH_VARARGS,
+     "set_bits(bits, ids) -> None\n\n"
+     "In place: the bit of each id (bit id % 8 of byte id // 8) set in the uint8 buffer\n"
+     "``bits``; ``ids`` 1-D int64, each checked first (ValueError, nothing set)."},
     {"apply_rows", native_apply_rows, METH_VARARGS,
      "apply_rows(host, rows, ids, keeps, negative, threads) -> None\n\n"
      "In place: row rows[i] of the 2-D buffer ``host`` (the logits' bits, 2/4/8-byte\n"

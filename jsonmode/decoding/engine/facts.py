@@ -22,6 +22,7 @@ from typing import Any, TypeAlias
 import numpy as np
 import numpy.typing as npt
 
+from jsonmode import native
 from jsonmode.decoding.automata.network import RuleDFA
 from jsonmode.decoding.engine.keyhashes import KeyHashes
 from jsonmode.decoding.engine.trie import TokenTrie, lexicographic_order
@@ -71,7 +72,12 @@ def unpack_bits(bits: Bits, size: int) -> npt.NDArray[np.bool_]:
 
 
 def set_ids(bits: Bits, ids: npt.NDArray[np.integer[Any]]) -> None:
-    """Set the bits of ``ids`` in place (a few ids one by one, many through flags)."""
+    """Set the bits of ``ids`` in place (a few ids one by one, many through flags;
+    or all in one pass of the compiled core: :mod:`jsonmode.native`)."""
+    kernels = native.KERNELS
+    if kernels is not None:
+        kernels.set_bits(bits, np.ascontiguousarray(ids, dtype=np.int64))
+        return
     if ids.size <= _FEW_IDS:
         np.bitwise_or.at(bits, ids >> 3, BIT[ids & 7])
     else:
