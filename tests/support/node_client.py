@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-__all__ = ["OPENAI_NPM", "SCRIPTS", "NodeClient", "install"]
+__all__ = ["OPENAI_NPM", "SCRIPTS", "NodeClient", "install", "npm_install"]
 
 #: The npm package pinned to a major: 6 is the newest that runs on Node 20 (the
 #: machine's, and Debian's); openai@7 requires Node >= 22.
@@ -89,6 +89,16 @@ class NodeClient:
 def install(folder: Path) -> NodeClient:
     """Install ``OPENAI_NPM`` into ``folder`` and copy the scripts there; fails (never
     skips) when node or npm is missing or the install does not succeed."""
+    node = npm_install(folder, OPENAI_NPM)
+    for script in SCRIPTS.glob("*.mjs"):
+        shutil.copy(script, folder / script.name)
+    return NodeClient(node, folder)
+
+
+def npm_install(folder: Path, package: str, limit: float = INSTALL_LIMIT) -> str:
+    """Install the npm ``package`` (a name with its version range) into ``folder``;
+    returns the path of ``node``. Fails the test (never skips) when node or npm is
+    missing, or the install fails or takes over ``limit`` seconds."""
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
         pytest.fail(
@@ -96,15 +106,11 @@ def install(folder: Path) -> NodeClient:
             " .ci/run installs them)"
         )
     command = [npm, "install", "--no-audit", "--no-fund", "--prefer-offline"]
-    command += ["--prefix", str(folder), OPENAI_NPM]
+    command += ["--prefix", str(folder), package]
     try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=INSTALL_LIMIT, check=False
-        )
+        done = subprocess.run(command, capture_output=True, text=True, timeout=limit, check=False)
     except subprocess.TimeoutExpired:
-        pytest.fail(f"npm install {OPENAI_NPM} took over {INSTALL_LIMIT} s")
+        pytest.fail(f"npm install {package} took over {limit} s")
     if done.returncode != 0:
-        pytest.fail(f"npm install {OPENAI_NPM} failed ({done.returncode}):\n{done.stderr[-4000:]}")
-    for script in SCRIPTS.glob("*.mjs"):
-        shutil.copy(script, folder / script.name)
-    return NodeClient(node, folder)
+        pytest.fail(f"npm install {package} failed ({done.returncode}):\n{done.stderr[-4000:]}")
+    return node

@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from support.node_client import npm_install
+
 __all__ = ["SCRIPT", "TS_JSON_SCHEMA_NPM", "Reference", "install"]
 
 #: Pinned to 2.4: the newest release that runs on Node 20 (the machine's, and
@@ -66,23 +68,6 @@ class Reference:
 def install(folder: Path) -> Reference:
     """Install ``TS_JSON_SCHEMA_NPM`` into ``folder`` and copy the script there; fails
     (never skips) when node or npm is missing or the install does not succeed."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.fail(
-            "node and npm are required (apt-get install -y --no-install-recommends nodejs npm;"
-            " .ci/run installs them)"
-        )
-    command = [npm, "install", "--no-audit", "--no-fund", "--prefer-offline"]
-    command += ["--prefix", str(folder), TS_JSON_SCHEMA_NPM]
-    try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=INSTALL_LIMIT, check=False
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"npm install {TS_JSON_SCHEMA_NPM} took over {INSTALL_LIMIT} s")
-    if done.returncode != 0:
-        pytest.fail(
-            f"npm install {TS_JSON_SCHEMA_NPM} failed ({done.returncode}):\n{done.stderr[-4000:]}"
-        )
+    node = npm_install(folder, TS_JSON_SCHEMA_NPM, INSTALL_LIMIT)
     shutil.copy(SCRIPT, folder / SCRIPT.name)
     return Reference(node, folder)
