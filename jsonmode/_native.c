@@ -261,16 +261,17 @@ static int push_expanded(PyObject *expand, int64_t context, int64_t state, I64Ve
     PyObject *pairs = PyObject_Call(expand, args, NULL);
     Py_DECREF(args);
     if (!pairs) return -1;
-    PyObject *seq = PySequence_Fast(pairs, "expand must return a sequence of pairs");
+    /* A tuple of our own (a list could change while its ints convert). */
+    PyObject *seq = PySequence_Tuple(pairs);
     Py_DECREF(pairs);
     if (!seq) return -1;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
     if (vec_reserve(out, n * (with_node ? 3 : 2)) < 0) {
         Py_DECREF(seq);
         return -1;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *pair = PySequence_Fast_GET_ITEM(seq, i);
+        PyObject *pair = PyTuple_GET_ITEM(seq, i);
         if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
             Py_DECREF(seq);
             PyErr_SetString(PyExc_TypeError, "expand must return (context, state) tuples");
@@ -294,6 +295,13 @@ static int push_expanded(PyObject *expand, int64_t context, int64_t state, I64Ve
 /* Trie: the token trie's levels, for walk_stacks                                  */
 
 enum { L_LO, L_HI, L_TERM, L_CHILD_LO, L_CHILD_HI, L_BYTE, L_FIELDS };
+
+/* Whether a buffer's format is a signed 8-byte int (NumPy's int64 is "l" or "q"). */
+static int is_int64(const char *format) {
+    if (!format) return 0;
+    if (*format == '=' || *format == '<' || *format == '@') format++;
+    return !strcmp(format, "l") || !strcmp(format, "q");
+}
 
 typedef struct {
     PyObject_HEAD
@@ -340,7 +348,7 @@ static int Trie_init(TrieObject *self, PyObject *args, PyObject *kwds) {
                 return -1;
             }
             self->taken++;
-            if (view->itemsize != 8 || view->ndim > 1) {
+            if (view->itemsize != 8 || view->ndim > 1 || !is_int64(view->format)) {
                 Py_DECREF(seq);
                 PyErr_SetString(PyExc_TypeError, "trie arrays must be 1-D int64");
                 return -1;
@@ -401,15 +409,19 @@ static PyObject *Trie_walk_stacks(TrieObject *self, PyObject *args) {
     I64Set credited = {0};
     PyObject *result = NULL;
 
-    PyObject *seedseq = PySequence_Fast(seeds, "seeds must be a sequence");
+    if (!PySequence_Check(seeds)) {
+        PyErr_SetString(PyExc_TypeError, "seeds must be a sequence");
+        goto done;
+    }
+    PyObject *seedseq = PySequence_Tuple(seeds); /* (ours: a list could change under us) */
     if (!seedseq) goto done;
-    Py_ssize_t nseeds = PySequence_Fast_GET_SIZE(seedseq);
+    Py_ssize_t nseeds = PyTuple_GET_SIZE(seedseq);
     if (vec_reserve(&frontier, 3 * nseeds) < 0) {
         Py_DECREF(seedseq);
         goto done;
     }
     for (Py_ssize_t i = 0; i < nseeds; i++) {
-        PyObject *seed = PySequence_Fast_GET_ITEM(seedseq, i);
+        PyObject *seed = PyTuple_GET_ITEM(seedseq, i);
         if (!PyTuple_Check(seed) || PyTuple_GET_SIZE(seed) != 3) {
             Py_DECREF(seedseq);
             PyErr_SetString(PyExc_TypeError, "a seed is (node, context, state)");
@@ -484,7 +496,9 @@ static PyObject *Trie_walk_stacks(TrieObject *self, PyObject *args) {
                 if (!rseq) goto done;
                 Py_ssize_t nread = PySequence_Fast_GET_SIZE(rseq);
                 if (nread < end - first) {
-                    for (Py_ssize_t k = 0; k < nread; k++) {
+                    /* (The size read at each step: expand may change the list, and
+                     * Python's loop over it stops where it ends.) */
+                    for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(rseq); k++) {
                         int64_t byte = as_i64(PySequence_Fast_GET_ITEM(rseq, k));
                         if (byte < 0 || byte > 255) {
                             Py_DECREF(rseq);
@@ -799,6 +813,23 @@ static PyObject *list_at(PyObject *lists, int64_t index, const char *what) {
     return item;
 }
 
+/* Pushes the ints of ``list`` to ``out``, each as (int, a, b) when ``triples``. The
+ * list is held and its size read at each step: converting an item may run Python
+ * code (``__index__``) that changes it. */
+static int push_ints(I64Vec *out, PyObject *list, int triples, int64_t a, int64_t b) {
+    Py_INCREF(list);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
+        int64_t x = as_i64(PyList_GET_ITEM(list, i));
+        if ((x == -1 && PyErr_Occurred()) || vec_push(out, x) < 0 ||
+            (triples && (vec_push(out, a) < 0 || vec_push(out, b) < 0))) {
+            Py_DECREF(list);
+            return -1;
+        }
+    }
+    Py_DECREF(list);
+    return 0;
+}
+
 static PyObject *native_finish(PyObject *module, PyObject *args) {
     PyObject *byte_of, *kids, *ends, *pairs, *tables, *crossings, *expand;
     if (!PyArg_ParseTuple(args, "O!O!O!OOOO", &PyList_Type, &byte_of, &PyList_Type, &kids, &PyList_Type, &ends, &pairs,
@@ -816,15 +847,19 @@ static PyObject *native_finish(PyObject *module, PyObject *args) {
     I64Vec arena = {0}, work = {0}, found = {0}, after = {0};
     I64Set merged = {0};
     PyObject *result = NULL;
-    PyObject *pseq = PySequence_Fast(pairs, "pairs must be a sequence");
+    if (!PySequence_Check(pairs)) {
+        PyErr_SetString(PyExc_TypeError, "pairs must be a sequence");
+        goto done;
+    }
+    PyObject *pseq = PySequence_Tuple(pairs); /* (ours: a list could change under us) */
     if (!pseq) goto done;
-    Py_ssize_t npairs = PySequence_Fast_GET_SIZE(pseq);
+    Py_ssize_t npairs = PyTuple_GET_SIZE(pseq);
     if (vec_reserve(&arena, 2 * npairs) < 0) {
         Py_DECREF(pseq);
         goto done;
     }
     for (Py_ssize_t i = 0; i < npairs; i++) {
-        PyObject *pair = PySequence_Fast_GET_ITEM(pseq, i);
+        PyObject *pair = PyTuple_GET_ITEM(pseq, i);
         if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
             Py_DECREF(pseq);
             PyErr_SetString(PyExc_TypeError, "a pair is (context, state)");
@@ -841,22 +876,21 @@ static PyObject *native_finish(PyObject *module, PyObject *args) {
     Py_DECREF(pseq);
     {
         PyObject *root = list_at(kids, 0, "kids");
-        if (!root) goto done;
-        Py_ssize_t nroot = PyList_GET_SIZE(root);
-        if (vec_reserve(&work, 3 * nroot) < 0) goto done;
-        for (Py_ssize_t i = 0; i < nroot; i++) {
-            int64_t child = as_i64(PyList_GET_ITEM(root, i));
-            if (child == -1 && PyErr_Occurred()) goto done;
-            work.data[work.size++] = child;
-            work.data[work.size++] = 0;
-            work.data[work.size++] = npairs;
-        }
+        if (!root || push_ints(&work, root, 1, 0, npairs) < 0) goto done;
     }
+    /* A tree's node is visited once: more visits than nodes means a cycle (the
+     * Python form would loop forever). */
+    Py_ssize_t visits = 0;
     while (work.size) {
         work.size -= 3;
         int64_t node = work.data[work.size], start = work.data[work.size + 1], count = work.data[work.size + 2];
-        if (node <= 0 || node >= nodes) {
+        /* (The list's size now: expand may have changed it.) */
+        if (node <= 0 || node >= nodes || node >= PyList_GET_SIZE(byte_of)) {
             PyErr_Format(PyExc_ValueError, "rest node %lld out of range", (long long)node);
+            goto done;
+        }
+        if (++visits > nodes) {
+            PyErr_SetString(PyExc_ValueError, "the rests are not a tree");
             goto done;
         }
         int64_t byte = as_i64(PyList_GET_ITEM(byte_of, node));
@@ -931,13 +965,7 @@ static PyObject *native_finish(PyObject *module, PyObject *args) {
         }
         PyObject *ending = list_at(ends, node, "ends");
         if (!ending) goto done;
-        Py_ssize_t nend = PyList_GET_SIZE(ending);
-        if (vec_reserve(&found, nend) < 0) goto done;
-        for (Py_ssize_t k = 0; k < nend; k++) {
-            int64_t p = as_i64(PyList_GET_ITEM(ending, k));
-            if (p == -1 && PyErr_Occurred()) goto done;
-            found.data[found.size++] = p;
-        }
+        if (push_ints(&found, ending, 0, 0, 0) < 0) goto done;
         PyObject *children = list_at(kids, node, "kids");
         if (!children) goto done;
         Py_ssize_t nkids = PyList_GET_SIZE(children);
@@ -952,14 +980,7 @@ static PyObject *native_finish(PyObject *module, PyObject *args) {
             }
         }
         if (!readers) continue;
-        if (vec_reserve(&work, 3 * nkids) < 0) goto done;
-        for (Py_ssize_t k = 0; k < nkids; k++) {
-            int64_t child = as_i64(PyList_GET_ITEM(children, k));
-            if (child == -1 && PyErr_Occurred()) goto done;
-            work.data[work.size++] = child;
-            work.data[work.size++] = readers_start;
-            work.data[work.size++] = readers;
-        }
+        if (push_ints(&work, children, 1, readers_start, readers) < 0) goto done;
     }
     result = vec_to_list(&found);
 done:
