@@ -308,6 +308,7 @@ def hostile_calls(kernels: ModuleType) -> list[tuple[str, Callable[[], Any]]]:
     B, K, E = rests.byte, rests.kids, rests.ends
     huge = 1 << 70
     i32 = np.zeros(256, dtype=np.int32)
+    ragged = np.zeros(256 + 97, dtype=np.int32)
 
     def level(**changes: Any) -> list[tuple[Any, ...]]:
         names = ("lo", "term", "child_lo", "child_hi", "byte")
@@ -387,6 +388,9 @@ def hostile_calls(kernels: ModuleType) -> list[tuple[str, Callable[[], Any]]]:
         ("a seed context huge", walk(seeds=[(1, huge, 0)])),
         ("a seed state past the table", walk(seeds=[(1, 0, 10**6)])),
         ("a seed state negative", walk(seeds=[(1, 0, -2)])),
+        # (A table that ends right where state 1 reads its first child's byte, 97: a
+        # missing bound reads just past the buffer, where a sanitizer sees it.)
+        ("a seed state one past the table", walk(tables=[ragged] * len(t), seeds=[(0, 0, 1)])),
         ("a seed of floats", walk(seeds=[(1.0, 0, 0)])),
         ("a budget huge", walk(budget=huge)),
         ("a budget a float", walk(budget=1.5)),
@@ -438,6 +442,7 @@ def hostile_calls(kernels: ModuleType) -> list[tuple[str, Callable[[], Any]]]:
         ("a pair context negative", finish(pairs=((-1, 0),))),
         ("a pair state past the table", finish(pairs=((0, 10**6),))),
         ("a pair huge", finish(pairs=((0, huge),))),
+        ("a pair state one past the table", finish(tables=[ragged] * len(t), pairs=((0, 1),))),
         ("finish tables not a list", finish(tables=tuple(t))),
         ("finish a table of int64", finish(tables=[np.zeros(256 * 8, dtype=np.int64)] * len(t))),
         ("finish expand raises", finish(tables=[i32] * len(t), crossings=[b"\x01"] * len(x), expand=refuse)),
