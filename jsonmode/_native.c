@@ -296,11 +296,18 @@ static int push_expanded(PyObject *expand, int64_t context, int64_t state, I64Ve
 
 enum { L_LO, L_HI, L_TERM, L_CHILD_LO, L_CHILD_HI, L_BYTE, L_FIELDS };
 
-/* Whether a buffer's format is a signed 8-byte int (NumPy's int64 is "l" or "q"). */
+/* Whether a buffer's format is a signed 8-byte int (NumPy's int64 is "l" or "q"), or
+ * a signed 4-byte one ("i"; callers check the item size too). */
 static int is_int64(const char *format) {
     if (!format) return 0;
     if (*format == '=' || *format == '<' || *format == '@') format++;
     return !strcmp(format, "l") || !strcmp(format, "q");
+}
+
+static int is_int32(const char *format) {
+    if (!format) return 0;
+    if (*format == '=' || *format == '<' || *format == '@') format++;
+    return !strcmp(format, "i") || !strcmp(format, "l");
 }
 
 typedef struct {
@@ -716,7 +723,8 @@ static PyObject *Trie_walk(TrieObject *self, PyObject *args) {
     if (PyObject_GetBuffer(states_obj, &states, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto done;
     got = 4;
     if ((table.itemsize != 4 && table.itemsize != 8) || nodes.itemsize != 8 || states.itemsize != 8 ||
-        nodes.len != states.len) {
+        nodes.len != states.len || crossing.itemsize != 1 || !is_int64(nodes.format) || !is_int64(states.format) ||
+        !(table.itemsize == 8 ? is_int64(table.format) : is_int32(table.format))) {
         PyErr_SetString(PyExc_TypeError, "walk takes an int32/int64 table and int64 nodes and states of one length");
         goto done;
     }

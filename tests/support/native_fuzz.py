@@ -23,6 +23,7 @@ import numpy as np
 
 from jsonmode import native
 from jsonmode.decoding.engine.boundary import Stacks
+from jsonmode.decoding.engine.facts import bits_size, set_ids
 from jsonmode.decoding.engine.trie import TokenTrie, lexicographic_order
 
 Pair = tuple[int, int]
@@ -38,6 +39,7 @@ MAY_RETURN = frozenset(
         "reads a list emptied by expand",
         "a seed's int empties the seeds",
         "a kid's int empties the kids",
+        "walk dead past the table",
     }
 )
 
@@ -142,7 +144,7 @@ def token_trie(tokens: list[bytes]) -> TokenTrie:
 
 def trie_levels(trie: TokenTrie) -> list[tuple[Any, ...]]:
     """The levels as the compiled ``Trie`` takes them."""
-    return [(lv.lo, lv.term, lv.child_lo, lv.child_hi, lv.byte) for lv in trie.levels]
+    return [(lv.lo, lv.hi, lv.term, lv.child_lo, lv.child_hi, lv.byte) for lv in trie.levels]
 
 
 @dataclass
@@ -240,6 +242,100 @@ def finish_compiled(kernels: ModuleType, case: FinishCase) -> Any:
     return kernels.finish(r.byte, r.kids, r.ends, case.pairs, m.tables, m.crossings, m.expand)
 
 
+@dataclass
+class AutomatonCase:
+    """One automaton for :meth:`TokenTrie.walk`: ``table`` flat over
+    ``(states + 1) * 256`` with ``dead`` the extra state (mapped to itself, standing
+    for every missing step), crossing flags (dead: False), start nodes and states."""
+
+    trie: TokenTrie
+    table: Any
+    dead: int
+    crossing: Any
+    nodes: Any
+    states: Any
+    depth: int
+    wide: bool
+    model: StackModel = field(default_factory=lambda: StackModel([], [], [], {}, {}))
+
+    def reads(self, state: int) -> list[int]:
+        self.model.read_calls += 1
+        row = self.table[state * 256 : state * 256 + 256]
+        return np.flatnonzero(row != self.dead).tolist()  # type: ignore[no-any-return]
+
+
+def make_automaton_walk(rng: random.Random) -> AutomatonCase:
+    alphabet = alphabet_of(rng)
+    tokens = token_set(rng, alphabet, most=rng.choice((10, 40, 90)))
+    trie = token_trie(tokens)
+    states = rng.randint(1, 8)
+    dead = states
+    table = np.full((states + 1) * 256, dead, dtype=rng.choice((np.int32, np.int64)))
+    for state in range(states):
+        share = rng.choice((0.1, 0.5, 0.95))
+        for byte in alphabet:
+            if rng.random() < share:
+                table[state * 256 + byte] = rng.randrange(states)
+    crossing = np.array([rng.random() < 0.3 for _ in range(states)] + [False], dtype=np.bool_)
+    depth = rng.choice((1, 1, 1, 2)) if len(trie.levels) > 1 else 1
+    width = trie.levels[depth - 1].byte.size
+    nodes = np.array(sorted(rng.sample(range(width), rng.randint(0, width))), dtype=np.int64)
+    starts = np.array([rng.randrange(states + 1) for _ in nodes], dtype=np.int64)
+    return AutomatonCase(trie, table, dead, crossing, nodes, starts, depth, depth == 1 and rng.random() < 0.3)
+
+
+def _trie_walk(case: AutomatonCase) -> Any:
+    walked = case.trie.walk(
+        case.table, case.dead, case.crossing, case.nodes, case.states, case.reads,
+        depth=case.depth, wide=case.wide,
+    )  # fmt: skip
+    return (walked.inside.tolist(), *(field.tolist() for field in walked.bounds.pack()))
+
+
+def automaton_walk_python(case: AutomatonCase) -> Any:
+    with native.use(False):
+        return _trie_walk(case)
+
+
+def automaton_walk_compiled(kernels: ModuleType, case: AutomatonCase) -> Any:
+    """(Through :meth:`TokenTrie.walk`, whose glue turns the kernel's bytes into a
+    TrieWalk: the kernel is what it dispatches to, on a fresh trie each time.)"""
+    assert native.KERNELS is kernels or native.KERNELS is None
+    with native.use(True):
+        assert native.KERNELS is not None, "the compiled core is not loaded"
+        return _trie_walk(case)
+
+
+@dataclass
+class BitsCase:
+    bits: Any
+    ids: Any
+    model: StackModel = field(default_factory=lambda: StackModel([], [], [], {}, {}))
+
+
+def make_bits(rng: random.Random) -> BitsCase:
+    size = rng.choice((1, 31, 32, 33, 1000, 5000))
+    bits = np.zeros(bits_size(size), dtype=np.uint8)
+    for _ in range(rng.randint(0, 4)):
+        bits[rng.randrange(bits.size)] = rng.randrange(256)
+    many = rng.choice((0, 1, 5, 20, 300, 2000))
+    ids = np.array([rng.randrange(size) for _ in range(many)], dtype=np.int64)
+    return BitsCase(bits, ids)
+
+
+def bits_python(case: BitsCase) -> Any:
+    bits = case.bits.copy()
+    with native.use(False):
+        set_ids(bits, case.ids)
+    return bits.tolist()
+
+
+def bits_compiled(kernels: ModuleType, case: BitsCase) -> Any:
+    bits = case.bits.copy()
+    kernels.set_bits(bits, case.ids)
+    return bits.tolist()
+
+
 @dataclass(frozen=True)
 class KernelPair:
     """A compiled kernel and its pure-Python form, with a generator of their inputs."""
@@ -253,6 +349,8 @@ class KernelPair:
 PAIRS = [
     KernelPair("walk_stacks", make_walk, walk_python, walk_compiled),
     KernelPair("finish", make_finish, finish_python, finish_compiled),
+    KernelPair("walk", make_automaton_walk, automaton_walk_python, automaton_walk_compiled),
+    KernelPair("set_bits", make_bits, bits_python, bits_compiled),
 ]
 
 
@@ -311,7 +409,7 @@ def hostile_calls(kernels: ModuleType) -> list[tuple[str, Callable[[], Any]]]:
     ragged = np.zeros(256 + 97, dtype=np.int32)
 
     def level(**changes: Any) -> list[tuple[Any, ...]]:
-        names = ("lo", "term", "child_lo", "child_hi", "byte")
+        names = ("lo", "hi", "term", "child_lo", "child_hi", "byte")
         fields = dict(zip(names, levels[0], strict=True))
         fields.update(changes)
         return [tuple(fields[n] for n in names), *levels[1:]]
@@ -364,16 +462,17 @@ def hostile_calls(kernels: ModuleType) -> list[tuple[str, Callable[[], Any]]]:
         # Trie(levels)
         ("levels not a sequence", lambda: kernels.Trie(5)),
         ("a level not a tuple", lambda: kernels.Trie([[1, 2, 3, 4, 5]])),
-        ("a level of 4 arrays", lambda: kernels.Trie([levels[0][:4]])),
+        ("a level of 5 arrays", lambda: kernels.Trie([levels[0][:5]])),
         ("a level array of float64", lambda: kernels.Trie(level(lo=levels[0][0].astype(np.float64)))),
-        ("a level array of int32", lambda: kernels.Trie(level(byte=levels[0][4].astype(np.int32)))),
-        ("a level array 2-D", lambda: kernels.Trie(level(term=levels[0][1].reshape(1, -1)))),
+        ("a level array of int32", lambda: kernels.Trie(level(byte=levels[0][5].astype(np.int32)))),
+        ("a level array of uint64", lambda: kernels.Trie(level(hi=levels[0][1].astype(np.uint64)))),
+        ("a level array 2-D", lambda: kernels.Trie(level(term=levels[0][2].reshape(1, -1)))),
         ("a level array not contiguous", lambda: kernels.Trie(level(lo=np.repeat(levels[0][0], 2)[::2]))),
         ("a level of lists", lambda: kernels.Trie(level(lo=levels[0][0].tolist()))),
-        ("arrays of different lengths", lambda: kernels.Trie(level(term=levels[0][1][:-1]))),
-        ("children past the next level", lambda: kernels.Trie(level(child_hi=levels[0][3] + 10**6))),
-        ("children before the first", lambda: kernels.Trie(level(child_lo=levels[0][2] - 5))),
-        ("a negative term", lambda: kernels.Trie(level(term=levels[0][1] - 3))),
+        ("arrays of different lengths", lambda: kernels.Trie(level(term=levels[0][2][:-1]))),
+        ("children past the next level", lambda: kernels.Trie(level(child_hi=levels[0][4] + 10**6))),
+        ("children before the first", lambda: kernels.Trie(level(child_lo=levels[0][3] - 5))),
+        ("a negative term", lambda: kernels.Trie(level(term=levels[0][2] - 3))),
         ("initialised twice", lambda: good.__init__(levels)),
         # Trie.walk_stacks
         ("tables a tuple", walk(tables=tuple(t))),
@@ -458,6 +557,30 @@ def hostile_calls(kernels: ModuleType) -> list[tuple[str, Callable[[], Any]]]:
             byte=[-1, 97, 98, 99], kids=kids_victim + [[], [], []], ends=[[], [1], [2], [3]],
             tables=[i32], crossings=[b"\x00"], pairs=((0, 0),)
         )),
+        # Trie.walk
+        ("walk a table of float64", lambda: good.walk(np.zeros(512), 1, np.zeros(2, np.bool_), np.zeros(1, np.int64), np.zeros(1, np.int64), 1, 24, 0, None)),
+        ("walk dead past the table", lambda: good.walk(np.zeros(512, np.int32), 99, np.zeros(2, np.bool_), np.zeros(1, np.int64), np.zeros(1, np.int64), 1, 24, 0, None)),
+        ("walk a state past the table", lambda: good.walk(np.zeros(512, np.int32), 1, np.zeros(2, np.bool_), np.zeros(1, np.int64), np.full(1, 7, np.int64), 1, 24, 0, None)),
+        ("walk a target past the table", lambda: good.walk(np.full(512, 9, np.int32), 1, np.zeros(2, np.bool_), np.zeros(1, np.int64), np.zeros(1, np.int64), 1, 24, 0, None)),
+        ("walk a node past the level", lambda: good.walk(np.zeros(512, np.int32), 1, np.zeros(2, np.bool_), np.full(1, 10**6, np.int64), np.zeros(1, np.int64), 1, 24, 0, None)),
+        ("walk a negative node", lambda: good.walk(np.zeros(512, np.int32), 1, np.zeros(2, np.bool_), np.full(1, -1, np.int64), np.zeros(1, np.int64), 1, 24, 0, None)),
+        ("walk nodes and states of two lengths", lambda: good.walk(np.zeros(512, np.int32), 1, np.zeros(2, np.bool_), np.zeros(2, np.int64), np.zeros(1, np.int64), 1, 24, 0, None)),
+        ("walk crossing too short", lambda: good.walk(np.zeros(512, np.int32), 1, np.zeros(0, np.bool_), np.zeros(1, np.int64), np.zeros(1, np.int64), 1, 24, 0, None)),
+        ("walk depth 0", lambda: good.walk(np.zeros(512, np.int32), 1, np.zeros(2, np.bool_), np.zeros(1, np.int64), np.zeros(1, np.int64), 0, 24, 0, None)),
+        ("walk depth past the trie", lambda: good.walk(np.zeros(512, np.int32), 1, np.zeros(2, np.bool_), np.zeros(1, np.int64), np.zeros(1, np.int64), 99, 24, 0, None)),
+        ("walk nodes of float64", lambda: good.walk(np.zeros(512, np.int32), 1, np.zeros(2, np.bool_), np.zeros(1), np.zeros(1, np.int64), 1, 24, 0, None)),
+        ("walk inside flags too short", lambda: good.walk(np.zeros(512, np.int32), 1, np.zeros(2, np.bool_), np.zeros(1, np.int64), np.zeros(1, np.int64), 1, 24, 12, np.zeros(1, np.bool_))),
+        ("walk inside flags read-only", lambda: good.walk(np.zeros(512, np.int32), 1, np.zeros(2, np.bool_), np.zeros(1, np.int64), np.zeros(1, np.int64), 1, 24, 12, bytes(10**4))),
+        ("walk a huge dead", lambda: good.walk(np.zeros(512, np.int32), huge, np.zeros(2, np.bool_), np.zeros(1, np.int64), np.zeros(1, np.int64), 1, 24, 0, None)),
+        # set_bits
+        ("set_bits an id past the bits", lambda: kernels.set_bits(np.zeros(4, np.uint8), np.array([32], np.int64))),
+        ("set_bits a negative id", lambda: kernels.set_bits(np.zeros(4, np.uint8), np.array([-1], np.int64))),
+        ("set_bits ids of int32", lambda: kernels.set_bits(np.zeros(4, np.uint8), np.array([1], np.int32))),
+        ("set_bits ids of float64", lambda: kernels.set_bits(np.zeros(4, np.uint8), np.array([1.0]))),
+        ("set_bits read-only bits", lambda: kernels.set_bits(bytes(4), np.array([1], np.int64))),
+        ("set_bits bits of int64", lambda: kernels.set_bits(np.zeros(4, np.int64), np.array([1], np.int64))),
+        ("set_bits ids 2-D", lambda: kernels.set_bits(np.zeros(4, np.uint8), np.zeros((1, 1), np.int64))),
+        ("set_bits ids a list", lambda: kernels.set_bits(np.zeros(4, np.uint8), [1])),
         ("rests with a cycle", finish(
             byte=[-1, 0], kids=[[1], [1]], ends=[[], [7]], tables=[i32], crossings=[b"\x00"], pairs=((0, 0),)
         )),
