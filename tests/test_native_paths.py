@@ -114,3 +114,17 @@ def test_a_missing_build_falls_back_with_the_notice() -> None:
     unused, notice = done.stdout.splitlines()
     assert unused == "True"
     assert notice.startswith("pure Python (the compiled core is not built: ")
+
+
+def test_ci_runs_gates_on_the_pure_python_path_too() -> None:
+    script = (ROOT / ".ci" / "run").read_text(encoding="utf-8").replace("\\\n", " ")
+    runs = [line.split() for line in script.splitlines() if "JSONMODE_NO_EXTENSIONS=1" in line]
+    assert len(runs) == 1, runs
+    words = runs[0]
+    assert words[:4] == ["JSONMODE_NO_EXTENSIONS=1", "python", "-m", "pytest"], words
+    assert words[4:], "no test named"
+    for target in words[4:]:
+        path, _, name = target.partition("::")
+        assert (ROOT / path).is_file(), target
+        assert not name or f"def {name}(" in (ROOT / path).read_text(encoding="utf-8"), target
+    assert "tests/test_native_paths.py::test_the_compiled_path_is_the_default" in words

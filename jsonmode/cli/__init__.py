@@ -14,6 +14,7 @@
     jsonmode repair   --schema FILE [INPUT]
     jsonmode lint     [--json] SCHEMA
     jsonmode demo     [--metrics-port P [--duration S]]
+    jsonmode doctor
     jsonmode metrics serve --port P [--addr A]
     jsonmode metrics assets
     jsonmode dashboard [--metrics-url URL] [--port P] [--addr A] [--interval S]
@@ -112,6 +113,11 @@ stdout, one line each in the same format (``--json``: one JSON array of objects 
 (notes allowed), 1 with warnings, 2 for a schema that cannot be read or is not valid
 JSON Schema (the error, with a hint naming the fix where there is one).
 
+``doctor`` prints what this installation runs, one fact a line: versions, the mask
+engine's path (``mask engine: compiled core (C, ...)``, or ``pure Python (...)`` with the
+reason: ``JSONMODE_NO_EXTENSIONS=1``, a missing or stale build), batch mask threads, and
+which optional parts are installed (looked up, not imported). Exit status 0.
+
 ``validate`` and ``repair`` never import litellm, so they start fast. The servers
 (``metrics serve``, ``dashboard``, ``demo --metrics-port``) print their URL on the
 first line of stdout and run until Ctrl-C (exit status 0).
@@ -120,7 +126,7 @@ The package: :mod:`~jsonmode.cli.parser` declares the arguments,
 :mod:`~jsonmode.cli.startup` begins litellm's import, one module per command runs it
 (:mod:`~jsonmode.cli.generate`, :mod:`~jsonmode.cli.batch`, :mod:`~jsonmode.cli.check`
 for ``validate`` and ``repair``, :mod:`~jsonmode.cli.lint`, :mod:`~jsonmode.cli.metrics`
-for ``metrics`` and ``dashboard``, :mod:`~jsonmode.cli.demo`), all on the helpers of
+for ``metrics`` and ``dashboard``, :mod:`~jsonmode.cli.demo`, :mod:`~jsonmode.cli.doctor`), all on the helpers of
 :mod:`~jsonmode.cli.common`; :func:`main`, here, dispatches to them (each imported
 when its command runs, so ``--help`` stays fast) and turns errors into exit statuses.
 """
@@ -187,6 +193,10 @@ def _dispatch(args: argparse.Namespace, verbose: bool) -> int:
             from jsonmode.cli import serve
 
             return serve.run(args)
+        if args.command == "doctor":
+            from jsonmode.cli import doctor
+
+            return doctor.run(args)
         from jsonmode.cli import demo
 
         return demo.run(args, verbose=verbose)

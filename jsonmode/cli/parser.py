@@ -170,6 +170,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --metrics-port: seconds of demo traffic (default: until Ctrl-C)",
     )
 
+    commands.add_parser(
+        "doctor",
+        help="Say what this installation runs: versions, the mask engine's path (compiled "
+        "core or pure Python, and why), batch mask threads, the optional parts installed.",
+        description="One fact a line: jsonmode's and Python's versions, which mask engine "
+        "path runs and why (JSONMODE_NO_EXTENSIONS=1 selects pure Python), the threads a "
+        "batch's masks are written by, and which optional parts (torch, transformers, vllm, "
+        "the serve extra, tree-sitter) are installed. Exit status 0.",
+    )
     metrics = commands.add_parser("metrics", help="Prometheus exporter and dashboard assets.")
     metrics_commands = metrics.add_subparsers(dest="metrics_command", required=True)
     serve = metrics_commands.add_parser(
