@@ -756,8 +756,10 @@ static PyObject *Trie_walk(TrieObject *self, PyObject *args) {
     }
     /* Boundary entries: the big levels' first, then the small ones' (the Python form's order). */
     if (vec_reserve(&big, smallb.size) < 0) goto done;
-    memcpy(big.data + big.size, smallb.data, (size_t)smallb.size * sizeof(int64_t));
-    big.size += smallb.size;
+    if (smallb.size) { /* (memcpy from NULL is undefined, even of no bytes: UBSan) */
+        memcpy(big.data + big.size, smallb.data, (size_t)smallb.size * sizeof(int64_t));
+        big.size += smallb.size;
+    }
     {
         PyObject *in_bytes = vec_to_bytes(&inside);
         PyObject *b_bytes = in_bytes ? vec_to_bytes(&big) : NULL;

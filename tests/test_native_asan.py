@@ -64,6 +64,7 @@ def test_the_kernels_run_clean_under_address_and_undefined_behaviour_sanitizers(
     assert "runtime error:" not in done.stderr, report
     assert done.returncode == 0, report
     result = json.loads(done.stdout)
-    assert result["path"].startswith("compiled") and str(extension) in result["path"], result
+    assert result["path"].startswith("compiled"), result
+    assert str(extension) in result["path"], result
     assert result["problems"] == [], result["problems"][:5]
     assert len(result["digests"]) >= 5

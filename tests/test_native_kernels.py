@@ -23,7 +23,8 @@ from types import ModuleType
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support.native_fuzz import PAIRS, KernelPair, differ, make_walk, run_hostile, walk_python
+from support.native_fuzz import PAIRS, KernelPair, differ, make_walk, walk_python
+from support.native_hostile import run_hostile
 
 # The built extension itself, whichever path this process runs (JSONMODE_NO_EXTENSIONS
 # may be set): a missing build fails here, by design (CI must build it).

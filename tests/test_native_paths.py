@@ -32,9 +32,20 @@ def _env(pure: bool) -> dict[str, str]:
 
 
 def test_both_paths_give_the_same_masks_and_verdicts() -> None:
-    command = [sys.executable, str(DIGEST), "--schemas", "16", "--suite-every", "3", "--fuzz-steps", "30"]
+    command = [
+        sys.executable,
+        str(DIGEST),
+        "--schemas",
+        "16",
+        "--suite-every",
+        "3",
+        "--fuzz-steps",
+        "30",
+    ]
     runs = [
-        subprocess.Popen(command, env=_env(pure), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            command, env=_env(pure), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         for pure in (False, True)
     ]
     results = []

@@ -126,9 +126,10 @@ The package: :mod:`~jsonmode.cli.parser` declares the arguments,
 :mod:`~jsonmode.cli.startup` begins litellm's import, one module per command runs it
 (:mod:`~jsonmode.cli.generate`, :mod:`~jsonmode.cli.batch`, :mod:`~jsonmode.cli.check`
 for ``validate`` and ``repair``, :mod:`~jsonmode.cli.lint`, :mod:`~jsonmode.cli.metrics`
-for ``metrics`` and ``dashboard``, :mod:`~jsonmode.cli.demo`, :mod:`~jsonmode.cli.doctor`), all on the helpers of
-:mod:`~jsonmode.cli.common`; :func:`main`, here, dispatches to them (each imported
-when its command runs, so ``--help`` stays fast) and turns errors into exit statuses.
+for ``metrics`` and ``dashboard``, :mod:`~jsonmode.cli.demo`, :mod:`~jsonmode.cli.doctor`),
+all on the helpers of :mod:`~jsonmode.cli.common`; :func:`main`, here, dispatches to
+them (each imported when its command runs, so ``--help`` stays fast) and turns errors
+into exit statuses.
 """
 
 from __future__ import annotations

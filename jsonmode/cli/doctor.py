@@ -51,7 +51,8 @@ def facts() -> list[str]:
 
     return [
         f"jsonmode {__version__}",
-        f"python {platform.python_version()} ({platform.python_implementation()}, {sys.executable})",
+        f"python {platform.python_version()} "
+        f"({platform.python_implementation()}, {sys.executable})",
         f"mask engine: {native.describe()}",
         f"batch mask threads: {native.threads()} (JSONMODE_MASK_THREADS)",
         *(_part(*part) for part in _PARTS),

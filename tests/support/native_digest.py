@@ -38,7 +38,8 @@ def load_extension(path: str) -> None:
     """Make the extension built at ``path`` the module ``jsonmode._native`` (before
     jsonmode is imported, so jsonmode.native loads this one)."""
     spec = importlib.util.spec_from_file_location("jsonmode._native", path)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["jsonmode._native"] = module
     spec.loader.exec_module(module)
@@ -54,7 +55,10 @@ def maskbench(count: int) -> list[tuple[str, Any, list[Any]]]:
         records = [r for r in records if any(t["valid"] for t in r.get("tests", ()))]
         records.sort(key=lambda r: hashlib.sha1(r["file"].encode()).hexdigest())
         per.append(
-            [(r["file"], r["schema"], [t["data"] for t in r["tests"] if t["valid"]]) for r in records]
+            [
+                (r["file"], r["schema"], [t["data"] for t in r["tests"] if t["valid"]])
+                for r in records
+            ]
         )
     chosen: list[tuple[str, Any, list[Any]]] = []
     for rank in range(count):
@@ -128,7 +132,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     problems: list[str] = []
     if args.kernel_cases:
-        from support.native_fuzz import PAIRS, differ, run_hostile
+        from support.native_fuzz import PAIRS, differ
+        from support.native_hostile import run_hostile
 
         kernels = sys.modules["jsonmode._native"] if args.extension else native.KERNELS
         assert kernels is not None, native.describe()

@@ -1,14 +1,15 @@
 """Random inputs for the compiled kernels (``jsonmode._native``) and their pure-Python
 forms, shared by the Hypothesis differential tests (tests/test_native_kernels.py) and
-the AddressSanitizer run (tests/test_native_asan.py, a fixed-seed loop).
+the AddressSanitizer run (tests/test_native_asan.py, a fixed-seed loop); their malformed
+calls are in tests/support/native_hostile.py.
 
 Every generator draws from a ``random.Random``: Hypothesis hands one in
 (``st.randoms()``, so it still shrinks), the sanitizer run a seeded one.
 
 To add a kernel: write a ``make`` (rng -> a case), its pure-Python form and its
 compiled form (each case -> a comparable result), and append a :class:`KernelPair` to
-:data:`PAIRS`; add its malformed calls to :func:`hostile_calls`. Both test files pick
-it up.
+:data:`PAIRS`; add its malformed calls to ``native_hostile.hostile_calls``. Both test
+files pick it up.
 """
 
 from __future__ import annotations
@@ -27,22 +28,6 @@ from jsonmode.decoding.engine.facts import bits_size, set_ids
 from jsonmode.decoding.engine.trie import TokenTrie, lexicographic_order
 
 Pair = tuple[int, int]
-
-# What a malformed call to a kernel may raise (never a crash, never a wrong answer).
-REFUSALS: tuple[type[BaseException], ...] = (ValueError, TypeError, OverflowError, BufferError)
-# Malformed calls that may also return (a callback changing the kernel's inputs while it
-# runs, a bad value the walk never reaches): what they must not do is crash.
-MAY_RETURN = frozenset(
-    {
-        "expand returns a context past the tables",
-        "expand clears the tables",
-        "reads a list emptied by expand",
-        "a seed's int empties the seeds",
-        "a kid's int empties the kids",
-        "walk dead past the table",
-    }
-)
-
 
 # -- the parse-stack model ----------------------------------------------------------------
 
@@ -126,7 +111,10 @@ def token_set(rng: random.Random, alphabet: list[int], most: int = 40) -> list[b
     if len(alphabet) > 16 and rng.random() < 0.8:
         prefix = bytes(rng.choice(alphabet) for _ in range(rng.choice((1, 1, 2))))
         fan = rng.sample(alphabet, rng.randint(17, len(alphabet)))
-        tokens += [prefix + bytes([b]) + bytes(rng.choice(alphabet) for _ in range(rng.randint(0, 2))) for b in fan]
+        tokens += [
+            prefix + bytes([b]) + bytes(rng.choice(alphabet) for _ in range(rng.randint(0, 2)))
+            for b in fan
+        ]
     tokens += [rng.choice(tokens) for _ in range(rng.randint(0, 3))]
     rng.shuffle(tokens)
     return tokens
@@ -203,7 +191,9 @@ def make_walk(rng: random.Random) -> WalkCase:
 def walk_python(case: WalkCase) -> Any:
     m = case.model
     with native.use(False):
-        return case.trie.walk_stacks(m.tables, m.crossings, m.reads, m.expand, case.seeds, case.budget)
+        return case.trie.walk_stacks(
+            m.tables, m.crossings, m.reads, m.expand, case.seeds, case.budget
+        )
 
 
 def walk_compiled(kernels: ModuleType, case: WalkCase) -> Any:
@@ -281,7 +271,9 @@ def make_automaton_walk(rng: random.Random) -> AutomatonCase:
     width = trie.levels[depth - 1].byte.size
     nodes = np.array(sorted(rng.sample(range(width), rng.randint(0, width))), dtype=np.int64)
     starts = np.array([rng.randrange(states + 1) for _ in nodes], dtype=np.int64)
-    return AutomatonCase(trie, table, dead, crossing, nodes, starts, depth, depth == 1 and rng.random() < 0.3)
+    return AutomatonCase(
+        trie, table, dead, crossing, nodes, starts, depth, depth == 1 and rng.random() < 0.3
+    )
 
 
 def _trie_walk(case: AutomatonCase) -> Any:
@@ -369,219 +361,3 @@ def differ(pair: KernelPair, kernels: ModuleType, rng: random.Random) -> str | N
     if model.calls != python_calls:
         return f"{pair.name}: expand called {model.calls} != {python_calls}"
     return None
-
-
-def run_hostile(kernels: ModuleType) -> list[str]:
-    """Every malformed call once: what went wrong (empty when each was refused)."""
-    wrong = []
-    for label, call in hostile_calls(kernels):
-        try:
-            call()
-        except REFUSALS:
-            continue
-        except Exception as exc:  # (any other exception is a wrong answer, not a crash)
-            wrong.append(f"{label}: raised {type(exc).__name__}: {exc}")
-            continue
-        if label not in MAY_RETURN:
-            wrong.append(f"{label}: returned instead of raising")
-    return wrong
-
-
-# -- malformed calls ----------------------------------------------------------------------------
-
-
-def hostile_calls(kernels: ModuleType) -> list[tuple[str, Callable[[], Any]]]:
-    """Calls to the compiled kernels with malformed arguments, each of which must
-    raise one of :data:`REFUSALS` (those in :data:`MAY_RETURN` may also return), and
-    never crash or read out of bounds."""
-    rng = random.Random(43)
-    alphabet = list(range(97, 97 + 20))
-    trie = token_trie(token_set(rng, alphabet) + [b"a" + bytes([b]) for b in alphabet])
-    levels = trie_levels(trie)
-    model = stack_model(rng, alphabet)
-    t, x, rd, ex = model.tables, model.crossings, model.reads, model.expand
-    good = kernels.Trie(levels)
-    seed = (0, 0, 0)
-    rests = Rests.of([b"ab", b"ac", b"b"], [1, 2, 3])
-    B, K, E = rests.byte, rests.kids, rests.ends
-    huge = 1 << 70
-    i32 = np.zeros(256, dtype=np.int32)
-    ragged = np.zeros(256 + 97, dtype=np.int32)
-
-    def level(**changes: Any) -> list[tuple[Any, ...]]:
-        names = ("lo", "hi", "term", "child_lo", "child_hi", "byte")
-        fields = dict(zip(names, levels[0], strict=True))
-        fields.update(changes)
-        return [tuple(fields[n] for n in names), *levels[1:]]
-
-    def walk(**changes: Any) -> Callable[[], Any]:
-        args: dict[str, Any] = {
-            "tables": t, "crossings": x, "reads": everything, "expand": ex, "seeds": [seed], "budget": 1 << 40
-        }
-        args.update(changes)
-        return lambda: good.walk_stacks(*args.values())
-
-    def finish(**changes: Any) -> Callable[[], Any]:
-        args: dict[str, Any] = {
-            "byte": B, "kids": K, "ends": E, "pairs": ((0, 0),), "tables": t, "crossings": x, "expand": ex
-        }
-        args.update(changes)
-        return lambda: kernels.finish(*args.values())
-
-    def shrinking(victim: list[Any]) -> Callable[[int, int], Any]:
-        def call(context: int, state: int) -> Any:
-            del victim[:]
-            return ((0, 0),)
-
-        return call
-
-    few = [97, 98, 99]  # (the first node, b"a", has more children than that)
-
-    def everything(context: int, state: int) -> list[int]:
-        return list(range(256))
-
-    def refuse(context: int, state: int) -> Any:
-        raise ValueError("refused by the test")
-
-    class Clearing:
-        """An int-like that empties a list when it is read (``__index__``)."""
-
-        def __init__(self, victim: list[Any], value: int = 0) -> None:
-            self.victim, self.value = victim, value
-
-        def __index__(self) -> int:
-            del self.victim[:]
-            return self.value
-
-    seeds_victim: list[Any] = []
-    seeds_victim += [(Clearing(seeds_victim), 0, 0), (1, 0, 0), (2, 0, 0)]
-    kids_victim: list[Any] = [[]]
-    kids_victim[0] += [Clearing(kids_victim, 1), 2, 3]
-
-    return [
-        # Trie(levels)
-        ("levels not a sequence", lambda: kernels.Trie(5)),
-        ("a level not a tuple", lambda: kernels.Trie([[1, 2, 3, 4, 5]])),
-        ("a level of 5 arrays", lambda: kernels.Trie([levels[0][:5]])),
-        ("a level array of float64", lambda: kernels.Trie(level(lo=levels[0][0].astype(np.float64)))),
-        ("a level array of int32", lambda: kernels.Trie(level(byte=levels[0][5].astype(np.int32)))),
-        ("a level array of uint64", lambda: kernels.Trie(level(hi=levels[0][1].astype(np.uint64)))),
-        ("a level array 2-D", lambda: kernels.Trie(level(term=levels[0][2].reshape(1, -1)))),
-        ("a level array not contiguous", lambda: kernels.Trie(level(lo=np.repeat(levels[0][0], 2)[::2]))),
-        ("a level of lists", lambda: kernels.Trie(level(lo=levels[0][0].tolist()))),
-        ("arrays of different lengths", lambda: kernels.Trie(level(term=levels[0][2][:-1]))),
-        ("children past the next level", lambda: kernels.Trie(level(child_hi=levels[0][4] + 10**6))),
-        ("children before the first", lambda: kernels.Trie(level(child_lo=levels[0][3] - 5))),
-        ("a negative term", lambda: kernels.Trie(level(term=levels[0][2] - 3))),
-        ("initialised twice", lambda: good.__init__(levels)),
-        # Trie.walk_stacks
-        ("tables a tuple", walk(tables=tuple(t))),
-        ("crossings a tuple", walk(crossings=tuple(x))),
-        ("seeds not a sequence", walk(seeds=7)),
-        ("a seed of 2", walk(seeds=[(0, 0)])),
-        ("a seed a list", walk(seeds=[[0, 0, 0]])),
-        ("a seed node negative", walk(seeds=[(-1, 0, 0)])),
-        ("a seed node past the level", walk(seeds=[(10**6, 0, 0)])),
-        ("a seed node huge", walk(seeds=[(huge, 0, 0)])),
-        ("a seed context past the tables", walk(seeds=[(1, len(t) + 3, 0)])),
-        ("a seed context huge", walk(seeds=[(1, huge, 0)])),
-        ("a seed state past the table", walk(seeds=[(1, 0, 10**6)])),
-        ("a seed state negative", walk(seeds=[(1, 0, -2)])),
-        # (A table that ends right where state 1 reads its first child's byte, 97: a
-        # missing bound reads just past the buffer, where a sanitizer sees it.)
-        ("a seed state one past the table", walk(tables=[ragged] * len(t), seeds=[(0, 0, 1)])),
-        ("a seed of floats", walk(seeds=[(1.0, 0, 0)])),
-        ("a budget huge", walk(budget=huge)),
-        ("a budget a float", walk(budget=1.5)),
-        ("a table of int64", walk(tables=[np.zeros(256 * 8, dtype=np.int64)] * len(t))),
-        ("a table of float32", walk(tables=[np.zeros(256 * 8, dtype=np.float32)] * len(t))),
-        ("a table of bytes", walk(tables=[bytes(256 * 32)] * len(t))),
-        ("a table too short", walk(tables=[np.full(10, 0, dtype=np.int32)] * len(t))),
-        ("a table's target past the flags", walk(tables=[np.full(256 * 8, 10**6, dtype=np.int32)] * len(t))),
-        ("crossings of bytearray", walk(tables=[i32] * len(t), crossings=[bytearray(8)] * len(x))),
-        ("crossings too short", walk(tables=[i32] * len(t), crossings=[b""] * len(x))),
-        ("expand returns None", walk(tables=[i32] * len(t), crossings=[b"\x01"] * len(x), expand=lambda c, s: None)),
-        ("expand returns a list of lists", walk(tables=[i32] * len(t), crossings=[b"\x01"] * len(x), expand=lambda c, s: [[0, 0]])),
-        ("expand returns a triple", walk(tables=[i32] * len(t), crossings=[b"\x01"] * len(x), expand=lambda c, s: ((0, 0, 0),))),
-        ("expand returns a huge int", walk(tables=[i32] * len(t), crossings=[b"\x01"] * len(x), expand=lambda c, s: ((huge, 0),))),
-        ("expand returns a context past the tables", walk(tables=[i32] * len(t), crossings=[b"\x01"] * len(x), expand=lambda c, s: ((99, 0),))),
-        ("expand raises", walk(tables=[i32] * len(t), crossings=[b"\x01"] * len(x), expand=refuse)),
-        ("expand clears the crossings", walk(
-            tables=[i32] * 2, crossings=(xs := [b"\x01"] * 2), expand=shrinking(xs), reads=everything
-        )),
-        ("expand clears the tables", walk(
-            tables=(ts := [i32] * 2), crossings=[b"\x01"] * 2, expand=shrinking(ts), reads=everything
-        )),
-        ("reads returns a byte past 255", walk(tables=[np.zeros(256, np.int32)] * len(t), crossings=[b"\x00"] * len(x), reads=lambda c, s: [300])),
-        ("reads returns a negative byte", walk(tables=[np.zeros(256, np.int32)] * len(t), crossings=[b"\x00"] * len(x), reads=lambda c, s: [-1])),
-        ("reads returns None", walk(tables=[np.zeros(256, np.int32)] * len(t), crossings=[b"\x00"] * len(x), reads=lambda c, s: None)),
-        ("reads raises", walk(tables=[np.zeros(256, np.int32)] * len(t), crossings=[b"\x00"] * len(x), reads=refuse)),
-        ("reads returns a huge byte", walk(tables=[np.zeros(256, np.int32)] * len(t), crossings=[b"\x00"] * len(x), reads=lambda c, s: [huge])),
-        ("reads a list emptied by expand", walk(
-            tables=[np.zeros(256, np.int32)] * 1, crossings=[b"\x01"],
-            reads=lambda c, s: few, expand=shrinking(few)
-        )),
-        # finish
-        ("byte not a list", finish(byte=tuple(B))),
-        ("kids not a list", finish(kids=tuple(K))),
-        ("ends not a list", finish(ends=None)),
-        ("lists of different lengths", finish(kids=K[:-1])),
-        ("empty lists", finish(byte=[], kids=[], ends=[])),
-        ("a kid past the nodes", finish(kids=[[1, 99], *K[1:]])),
-        ("a kid negative", finish(kids=[[-1], *K[1:]])),
-        ("a kid the root", finish(kids=[[0], *K[1:]])),
-        ("a kid huge", finish(kids=[[huge], *K[1:]])),
-        ("kids not lists", finish(kids=[(1,), *K[1:]])),
-        ("a byte past 255", finish(byte=[-1, 256, *B[2:]])),
-        ("a byte huge", finish(byte=[-1, huge, *B[2:]])),
-        ("an end huge", finish(ends=[[], [huge], *E[2:]], tables=[i32] * len(t))),
-        ("pairs not a sequence", finish(pairs=5)),
-        ("a pair of 3", finish(pairs=((0, 0, 0),))),
-        ("a pair context past the tables", finish(pairs=((99, 0),))),
-        ("a pair context negative", finish(pairs=((-1, 0),))),
-        ("a pair state past the table", finish(pairs=((0, 10**6),))),
-        ("a pair huge", finish(pairs=((0, huge),))),
-        ("a pair state one past the table", finish(tables=[ragged] * len(t), pairs=((0, 1),))),
-        ("finish tables not a list", finish(tables=tuple(t))),
-        ("finish a table of int64", finish(tables=[np.zeros(256 * 8, dtype=np.int64)] * len(t))),
-        ("finish expand raises", finish(tables=[i32] * len(t), crossings=[b"\x01"] * len(x), expand=refuse)),
-        ("finish expand returns a huge int", finish(tables=[i32] * len(t), crossings=[b"\x01"] * len(x), expand=lambda c, s: ((0, huge),))),
-        ("finish expand clears the byte list", finish(
-            byte=(bs := list(B)), tables=[i32] * len(t), crossings=[b"\x01"] * len(x), expand=shrinking(bs)
-        )),
-        ("finish expand clears the crossings", finish(
-            tables=[i32] * 2, crossings=(fx := [b"\x01"] * 2), expand=shrinking(fx), pairs=((0, 0), (1, 0))
-        )),
-        ("a seed's int empties the seeds", walk(seeds=seeds_victim)),
-        ("a kid's int empties the kids", finish(
-            byte=[-1, 97, 98, 99], kids=kids_victim + [[], [], []], ends=[[], [1], [2], [3]],
-            tables=[i32], crossings=[b"\x00"], pairs=((0, 0),)
-        )),
-        # Trie.walk
-        ("walk a table of float64", lambda: good.walk(np.zeros(512), 1, np.zeros(2, np.bool_), np.zeros(1, np.int64), np.zeros(1, np.int64), 1, 24, 0, None)),
-        ("walk dead past the table", lambda: good.walk(np.zeros(512, np.int32), 99, np.zeros(2, np.bool_), np.zeros(1, np.int64), np.zeros(1, np.int64), 1, 24, 0, None)),
-        ("walk a state past the table", lambda: good.walk(np.zeros(512, np.int32), 1, np.zeros(2, np.bool_), np.zeros(1, np.int64), np.full(1, 7, np.int64), 1, 24, 0, None)),
-        ("walk a target past the table", lambda: good.walk(np.full(512, 9, np.int32), 1, np.zeros(2, np.bool_), np.zeros(1, np.int64), np.zeros(1, np.int64), 1, 24, 0, None)),
-        ("walk a node past the level", lambda: good.walk(np.zeros(512, np.int32), 1, np.zeros(2, np.bool_), np.full(1, 10**6, np.int64), np.zeros(1, np.int64), 1, 24, 0, None)),
-        ("walk a negative node", lambda: good.walk(np.zeros(512, np.int32), 1, np.zeros(2, np.bool_), np.full(1, -1, np.int64), np.zeros(1, np.int64), 1, 24, 0, None)),
-        ("walk nodes and states of two lengths", lambda: good.walk(np.zeros(512, np.int32), 1, np.zeros(2, np.bool_), np.zeros(2, np.int64), np.zeros(1, np.int64), 1, 24, 0, None)),
-        ("walk crossing too short", lambda: good.walk(np.zeros(512, np.int32), 1, np.zeros(0, np.bool_), np.zeros(1, np.int64), np.zeros(1, np.int64), 1, 24, 0, None)),
-        ("walk depth 0", lambda: good.walk(np.zeros(512, np.int32), 1, np.zeros(2, np.bool_), np.zeros(1, np.int64), np.zeros(1, np.int64), 0, 24, 0, None)),
-        ("walk depth past the trie", lambda: good.walk(np.zeros(512, np.int32), 1, np.zeros(2, np.bool_), np.zeros(1, np.int64), np.zeros(1, np.int64), 99, 24, 0, None)),
-        ("walk nodes of float64", lambda: good.walk(np.zeros(512, np.int32), 1, np.zeros(2, np.bool_), np.zeros(1), np.zeros(1, np.int64), 1, 24, 0, None)),
-        ("walk inside flags too short", lambda: good.walk(np.zeros(512, np.int32), 1, np.zeros(2, np.bool_), np.zeros(1, np.int64), np.zeros(1, np.int64), 1, 24, 12, np.zeros(1, np.bool_))),
-        ("walk inside flags read-only", lambda: good.walk(np.zeros(512, np.int32), 1, np.zeros(2, np.bool_), np.zeros(1, np.int64), np.zeros(1, np.int64), 1, 24, 12, bytes(10**4))),
-        ("walk a huge dead", lambda: good.walk(np.zeros(512, np.int32), huge, np.zeros(2, np.bool_), np.zeros(1, np.int64), np.zeros(1, np.int64), 1, 24, 0, None)),
-        # set_bits
-        ("set_bits an id past the bits", lambda: kernels.set_bits(np.zeros(4, np.uint8), np.array([32], np.int64))),
-        ("set_bits a negative id", lambda: kernels.set_bits(np.zeros(4, np.uint8), np.array([-1], np.int64))),
-        ("set_bits ids of int32", lambda: kernels.set_bits(np.zeros(4, np.uint8), np.array([1], np.int32))),
-        ("set_bits ids of float64", lambda: kernels.set_bits(np.zeros(4, np.uint8), np.array([1.0]))),
-        ("set_bits read-only bits", lambda: kernels.set_bits(bytes(4), np.array([1], np.int64))),
-        ("set_bits bits of int64", lambda: kernels.set_bits(np.zeros(4, np.int64), np.array([1], np.int64))),
-        ("set_bits ids 2-D", lambda: kernels.set_bits(np.zeros(4, np.uint8), np.zeros((1, 1), np.int64))),
-        ("set_bits ids a list", lambda: kernels.set_bits(np.zeros(4, np.uint8), [1])),
-        ("rests with a cycle", finish(
-            byte=[-1, 0], kids=[[1], [1]], ends=[[], [7]], tables=[i32], crossings=[b"\x00"], pairs=((0, 0),)
-        )),
-    ]
