@@ -74,7 +74,11 @@ def test_the_compiled_path_is_the_default() -> None:
 
 
 def test_switching_paths_in_process_says_so() -> None:
-    if native.KERNELS is None:  # (the pure run of the gates: nothing to switch off)
+    if native.KERNELS is None:  # (the pure run of the gates: nothing loaded to switch on)
+        before = native.describe()
+        with native.use(True):
+            assert native.KERNELS is None
+            assert native.describe() == before
         return
     with native.use(False):
         assert native.KERNELS is None

@@ -291,11 +291,14 @@ def automaton_walk_python(case: AutomatonCase) -> Any:
 
 def automaton_walk_compiled(kernels: ModuleType, case: AutomatonCase) -> Any:
     """(Through :meth:`TokenTrie.walk`, whose glue turns the kernel's bytes into a
-    TrieWalk: the kernel is what it dispatches to, on a fresh trie each time.)"""
-    assert native.KERNELS is kernels or native.KERNELS is None
-    with native.use(True):
-        assert native.KERNELS is not None, "the compiled core is not loaded"
+    TrieWalk, with ``kernels`` as the loaded core whichever path the process runs; a
+    fresh trie each time.)"""
+    before = native.KERNELS
+    native.KERNELS = kernels
+    try:
         return _trie_walk(case)
+    finally:
+        native.KERNELS = before
 
 
 @dataclass
