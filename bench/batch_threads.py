@@ -3,6 +3,7 @@
 
     python bench/batch_threads.py            # the table (~1-2 min here)
     python bench/batch_threads.py --quick    # fewer rounds (~30 s)
+    python bench/batch_threads.py --batches 32 --rounds 25   # the issue's target row
 
 Matchers come from ``bench/masks.py``'s sample (its ``load_pool``: valid MaskBench
 instances advanced by a random prefix of their tokens, Qwen2.5 tokenizer, about half in
@@ -217,9 +218,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--schemas", type=int, default=20, help="MaskBench schemas (default 20)")
     parser.add_argument("--pool", type=int, default=200, help="matchers to draw batches from")
     parser.add_argument("--seed", type=int, default=20250301)
+    parser.add_argument(
+        "--batches", default=",".join(map(str, BATCHES)), help="batch sizes (default 1,8,32,64)"
+    )
+    parser.add_argument("--cold-rounds", type=int, default=None, help="(default 5, quick 3)")
     args = parser.parse_args(argv)
     rounds = args.rounds or (3 if args.quick else 9)
-    cold_rounds = 3 if args.quick else 5
+    cold_rounds = args.cold_rounds or (3 if args.quick else 5)
+    sizes = [int(size) for size in args.batches.split(",")]
 
     import torch
 
@@ -245,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     results = {}
     for dtype in (torch.float32, torch.bfloat16):
-        for size in BATCHES:
+        for size in sizes:
             results[(str(dtype).split(".")[-1], size)] = measure(
                 pool, runs, dtype, size, rounds, cold_rounds
             )

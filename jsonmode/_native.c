@@ -764,13 +764,13 @@ done:
  * One call restricts a batch's rows: each row is a job (a banned list: a scatter of
  * the -inf bits; an allowed list: a gather of the kept items, a fill of the row, a
  * scatter back). Jobs are claimed one at a time from an atomic counter by the
- * calling thread and by up to threads - 1 detached helper threads, so a helper that
- * the scheduler starts late (a busy machine) costs nothing: the caller claims every
- * job itself and returns once each claimed job is finished, never waiting for a
- * helper to start or to exit. The shared state (Batch) is on the heap, counted, and
- * freed by whichever of the caller and the helpers lets go of it last; a helper
- * touches the caller's buffers only through a job it claimed, and the caller
- * returns only after every job is done, so no helper reads a buffer after the
+ * calling thread and by up to threads - 1 helpers of a pool kept between calls (see
+ * pool_offer), so a helper that the scheduler wakes late (a busy machine) costs
+ * nothing: the caller claims every job itself and returns once each claimed job is
+ * finished, never waiting for a helper to wake. The shared state (Batch) is on the
+ * heap, counted, and freed by whichever of the caller and the helpers lets go of it
+ * last; a helper touches the caller's buffers only through a job it claimed, and the
+ * caller returns only after every job is done, so no helper reads a buffer after the
  * caller has released it. Everything is checked (GIL held) before the first write.
  */
 
@@ -791,6 +791,7 @@ typedef struct {
     Py_ssize_t done;  /* atomic: jobs finished */
     int refs;         /* atomic: the caller and each helper started */
     int seats;        /* atomic: scratch areas handed out */
+    int seats_limit;  /* the scratch areas there are (the threads asked for) */
     size_t per;       /* scratch bytes per seat (the longest allowed list) */
     pthread_mutex_t lock;
     pthread_cond_t finished; /* signalled when done reaches njobs */
@@ -850,6 +851,7 @@ static void batch_release(Batch *b) {
  * the caller. */
 static void batch_work(Batch *b) {
     int seat = __atomic_fetch_add(&b->seats, 1, __ATOMIC_RELAXED);
+    if (seat >= b->seats_limit) return; /* (cannot happen: one seat per place offered) */
     char *scratch = b->scratch + b->per * (size_t)seat;
     for (;;) {
         Py_ssize_t i = __atomic_fetch_add(&b->next, 1, __ATOMIC_ACQUIRE);
@@ -868,15 +870,83 @@ static void batch_work(Batch *b) {
     }
 }
 
-static void *batch_helper(void *arg) {
-    Batch *b = (Batch *)arg;
-    batch_work(b);
-    batch_release(b);
+/* The helper pool: threads started on first need (at most MAX_THREADS - 1, never
+ * more than a call asked for) and kept, asleep on pool_wake between calls, so a call
+ * starts no thread once the pool is big enough. A call offers its batch in
+ * pool_batch with a number of helpers wanted; each helper that wakes while it is on
+ * offer takes one of those places (and a reference), works, and sleeps again. The
+ * caller withdraws the offer when its jobs are done, so a helper that wakes late finds
+ * nothing and sleeps. A second call running at the same time replaces the offer: the
+ * first caller then finishes its rows with the helpers it has (its own thread at
+ * least). After fork() the child has no helpers: pool_forked resets the pool. */
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pool_wake = PTHREAD_COND_INITIALIZER;
+static int pool_size = 0;
+static int pool_atfork = 0;
+static Batch *pool_batch = NULL;
+static int pool_wanted = 0;
+
+static void pool_forked(void) {
+    pthread_mutex_init(&pool_lock, NULL);
+    pthread_cond_init(&pool_wake, NULL);
+    pool_size = 0;
+    pool_batch = NULL;
+    pool_wanted = 0;
+}
+
+static void *pool_helper(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&pool_lock);
+    for (;;) {
+        Batch *b = pool_batch;
+        if (b && pool_wanted > 0) {
+            pool_wanted--;
+            __atomic_add_fetch(&b->refs, 1, __ATOMIC_ACQ_REL);
+            pthread_mutex_unlock(&pool_lock);
+            batch_work(b);
+            batch_release(b);
+            pthread_mutex_lock(&pool_lock);
+            continue;
+        }
+        pthread_cond_wait(&pool_wake, &pool_lock);
+    }
     return NULL;
 }
 
-/* Runs the jobs on the calling thread and up to ``threads - 1`` helpers (the GIL is
- * released by the caller); returns when every job is done. 0, or -1 when the shared
+/* Offers ``b`` to ``helpers`` helpers, starting pool threads up to that many (fewer
+ * when the system refuses one: the caller does their share). Called without the GIL. */
+static void pool_offer(Batch *b, int helpers) {
+    pthread_mutex_lock(&pool_lock);
+    if (!pool_atfork) pool_atfork = pthread_atfork(NULL, NULL, pool_forked) == 0 ? 1 : -1;
+    if (pool_size < helpers && pool_atfork == 1) {
+        pthread_attr_t attr;
+        if (pthread_attr_init(&attr) == 0) {
+            pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+            while (pool_size < helpers) {
+                pthread_t helper;
+                if (pthread_create(&helper, &attr, pool_helper, NULL) != 0) break;
+                pool_size++;
+            }
+            pthread_attr_destroy(&attr);
+        }
+    }
+    pool_batch = b;
+    pool_wanted = helpers < pool_size ? helpers : pool_size;
+    if (pool_wanted > 0) pthread_cond_broadcast(&pool_wake);
+    pthread_mutex_unlock(&pool_lock);
+}
+
+static void pool_withdraw(Batch *b) {
+    pthread_mutex_lock(&pool_lock);
+    if (pool_batch == b) {
+        pool_batch = NULL;
+        pool_wanted = 0;
+    }
+    pthread_mutex_unlock(&pool_lock);
+}
+
+/* Runs the jobs on the calling thread and up to ``threads - 1`` pool helpers (the GIL
+ * is released by the caller); returns when every job is done. 0, or -1 when the shared
  * state cannot be allocated (nothing written then). */
 static int batch_run(RowJob *jobs, Py_ssize_t njobs, Py_ssize_t width, int itemsize, uint64_t negative,
                      Py_ssize_t most, int threads) {
@@ -890,22 +960,13 @@ static int batch_run(RowJob *jobs, Py_ssize_t njobs, Py_ssize_t width, int items
     b->itemsize = itemsize;
     b->negative = negative;
     b->refs = 1;
+    b->seats_limit = threads;
     b->per = per;
     pthread_mutex_init(&b->lock, NULL);
     pthread_cond_init(&b->finished, NULL);
-    pthread_attr_t attr;
-    int detached = threads > 1 && pthread_attr_init(&attr) == 0;
-    if (detached) pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    for (int k = 1; detached && k < threads; k++) {
-        pthread_t helper;
-        __atomic_add_fetch(&b->refs, 1, __ATOMIC_RELAXED);
-        if (pthread_create(&helper, &attr, batch_helper, b) != 0) {
-            __atomic_sub_fetch(&b->refs, 1, __ATOMIC_RELAXED);
-            break; /* fewer helpers: the caller does their share */
-        }
-    }
-    if (detached) pthread_attr_destroy(&attr);
+    if (threads > 1) pool_offer(b, threads - 1);
     batch_work(b);
+    if (threads > 1) pool_withdraw(b);
     pthread_mutex_lock(&b->lock);
     while (__atomic_load_n(&b->done, __ATOMIC_ACQUIRE) < njobs) pthread_cond_wait(&b->finished, &b->lock);
     pthread_mutex_unlock(&b->lock);

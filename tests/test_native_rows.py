@@ -169,6 +169,7 @@ def test_qwen_rows_equal_the_numpy_rows_on_every_thread_count(spy, monkeypatch):
     inside = compile_schema({"type": "string"}, qwen).matcher()
     assert inside.advance(_quote(qwen))  # inside a string: a banned list
     matchers += [inside, inside]
+    monkeypatch.setattr(batch_masks, "_WORK_PER_THREAD", 1)  # every thread asked for
     for threads in (1, 2, 3, 4):
         monkeypatch.setenv("JSONMODE_MASK_THREADS", str(threads))
         for dtype in (torch.float32, torch.bfloat16):
@@ -179,7 +180,6 @@ def test_qwen_rows_equal_the_numpy_rows_on_every_thread_count(spy, monkeypatch):
             assert same_bits(out, expected)
             assert spy.calls
             assert spy.calls[0][0] == len(matchers)
-            # (the strings' banned lists and ~7 fills: enough work for every thread)
             assert spy.calls[0][1] == threads
             assert not torch.isfinite(out[rows][:, qwen.size :]).any()
 
@@ -195,7 +195,8 @@ def test_threads_follow_the_work_and_the_setting(vocab, spy, monkeypatch):
     matcher = compile_schema(ARRAY, vocab).matcher()  # structural: an allowed list
     masker = BatchMasker(width, vocab.eos_ids)
     monkeypatch.setenv("JSONMODE_MASK_THREADS", "4")
-    for size, threads in ((1, 1), (2, 1), (8, 4), (32, 4)):
+    # (each row a fill of 151 936 columns; a helper per ~1 000 000 column writes)
+    for size, threads in ((1, 1), (2, 1), (6, 1), (8, 1), (14, 2), (20, 3), (32, 4)):
         spy.calls.clear()
         masker.apply(torch.zeros(size, width), list(range(size)), [matcher] * size)
         assert spy.calls == [(size, threads)], size
@@ -426,3 +427,70 @@ def test_the_transformers_backend_writes_through_the_compiled_core(spy):
     assert result.tier == "constrained"
     assert json.loads(result.raw) == result.data
     assert len(spy.calls) >= 3, "one call a decoding step"
+
+
+# -- the helper pool --------------------------------------------------------------------
+
+
+def _expected_rows(host: np.ndarray, rows: list[int], ids: list[np.ndarray], keeps: list[bool]):
+    out = host.copy()
+    for r, listed, keep in zip(rows, ids, keeps, strict=True):
+        if keep:
+            kept = out[r, listed]
+            out[r] = np.int32(-8388608)
+            out[r, listed] = kept
+        else:
+            out[r, listed] = np.int32(-8388608)
+    return out
+
+
+def _random_batch(seed: int, batch: int = 12, width: int = 5000):
+    rng = np.random.default_rng(seed)
+    host = rng.integers(-1000, 1000, size=(batch, width), dtype=np.int32)
+    rows = [int(r) for r in rng.permutation(batch)[: batch - 2]]
+    keeps = [bool(k) for k in rng.integers(0, 2, size=len(rows))]
+    ids = [
+        np.sort(rng.choice(width, size=int(rng.integers(0, 300)), replace=False)).astype(np.int64)
+        for _ in rows
+    ]
+    return host, rows, ids, keeps
+
+
+def test_callers_on_several_threads_at_once_each_get_their_rows():
+    """The pool offers one batch at a time: callers running at once (the GIL released)
+    replace each other's offer and finish their rows themselves; every result exact."""
+    kernels = compiled_kernels()
+    failures: list[str] = []
+
+    def caller(seed: int) -> None:
+        for round in range(40):
+            host, rows, ids, keeps = _random_batch(seed * 1000 + round)
+            expected = _expected_rows(host, rows, ids, keeps)
+            kernels.apply_rows(host, rows, ids, keeps, NEG_INF_BITS32, 1 + (seed + round) % 4)
+            if not np.array_equal(host, expected):
+                failures.append(f"caller {seed}, round {round}")
+
+    callers = [threading.Thread(target=caller, args=(seed,)) for seed in range(4)]
+    for thread in callers:
+        thread.start()
+    for thread in callers:
+        thread.join()
+    assert failures == []
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork() is POSIX")
+def test_a_forked_child_writes_rows_with_a_pool_of_its_own():
+    """fork() copies no thread: the child's pool starts empty and fills again."""
+    kernels = compiled_kernels()
+    host, rows, ids, keeps = _random_batch(1)
+    kernels.apply_rows(host.copy(), rows, ids, keeps, NEG_INF_BITS32, 4)  # the pool runs
+    expected = _expected_rows(host, rows, ids, keeps)
+    child = os.fork()
+    if child == 0:  # pragma: no cover (the child's verdict is its exit status)
+        try:
+            kernels.apply_rows(host, rows, ids, keeps, NEG_INF_BITS32, 4)
+            os._exit(0 if np.array_equal(host, expected) else 1)
+        finally:
+            os._exit(2)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -16,19 +16,22 @@ logits, a fill of the row with ``-inf`` and a scatter back. With the compiled co
 loaded (:mod:`jsonmode.native`) that is one call for the whole batch
 (``jsonmode._native.apply_rows``): every argument checked first, then the GIL
 released and the rows claimed one by one by the calling thread and up to
-``JSONMODE_MASK_THREADS - 1`` helper threads (default: the CPUs, at most 8; one
-thread for a batch of less than ~250 000 column writes, about two float32 rows to
-fill, where a helper costs more than it saves); the caller never waits for a helper
-that the scheduler starts late. Without it (``JSONMODE_NO_EXTENSIONS=1``), or for
-logits whose rows are not one C-contiguous block, the same writes go through a NumPy
-view, row by row on the calling thread: the reference the compiled path is tested
-against, bit for bit. Other dtypes, and logits under autograd, take the same steps as torch ops
+``JSONMODE_MASK_THREADS - 1`` helper threads of a pool kept between calls (default:
+the CPUs, at most 8), one per ~1 000 000 column writes (about seven float32 rows to
+fill; smaller batches stay on the calling thread): a helper wakes tens of µs after
+it is called, and once it holds a row the caller must wait for it, also when the
+scheduler takes its core away (on this busy 2-core machine that wait was 3-6 ms in
+one step in ten). The caller never waits for a helper that has not started a row.
+Without the core (``JSONMODE_NO_EXTENSIONS=1``), or for logits whose rows are not
+one C-contiguous block, the same writes go through a NumPy view, row by row on the
+calling thread: the reference the compiled path is tested against, bit for bit.
+Other dtypes, and logits under autograd, take the same steps as torch ops
 (``index_fill_``, ``index_select`` / ``fill_`` / ``index_copy_``). On any other
-device (CUDA) the rows go as bits: each cached row's ``np.packbits`` form
-(``width / 8`` bytes) is copied into one preallocated host buffer, sent in one
-transfer (8x less than a bool mask), unpacked on the device with two elementwise
-ops and applied with one ``masked_fill_`` over the gathered rows: a fixed handful of
-kernels per step whatever the batch, no per-row kernel launch.
+device (CUDA) the rows go as bits: each cached row's ``np.packbits`` form (``width /
+8`` bytes) is copied into one preallocated host buffer, sent in one transfer (8x
+less than a bool mask), unpacked on the device with two elementwise ops and applied
+with one ``masked_fill_`` over the gathered rows: a fixed handful of kernels per
+step whatever the batch, no per-row kernel launch.
 
 Why (measured on this 2-core machine, shared with another engineer's jobs; CPU
 torch 2.13 with 2 threads, Qwen2.5 vocabulary, logits 151 936 wide, rows at 152
@@ -61,6 +64,19 @@ other engineer's jobs were busy, (a) cost 1 000-7 000 µs a row, (d) 360-3 300 a
 per-row ops would each be a kernel launch (~5-10 µs of host time), which is why the
 packed form, constant in launches, is used there. That choice is reasoned, not
 measured: no GPU was available to this work.
+
+The compiled path (``python bench/batch_threads.py``, same sample, µs per warm step;
+load average 1.8-2.6): one thread against the NumPy path 0.9-1.05x at every batch
+(float32 batch 32: 4 935 against 5 006), since the writes are memory-bound and
+NumPy's are C loops too; two threads against one 0.94-1.14 (0.76 for bfloat16 at 32
+in a quieter minute), not the 0.6x an idle second core would give: another process
+held it (two threads of pure computation took twice one's time), and one thread
+filled memory at ~5-11 GB/s, two no faster under that load. What it changes: one
+call and one GIL release per batch, rows shared with helpers where cores are free; a
+cold step (engine masks, rows built, written) 0.84-1.09x the NumPy path's (mostly
+~0.87). :meth:`BatchMasker.fill` (bool masks) and the accelerator path's packing (~2
+µs a row) stay per-row Python: no product code calls ``fill``, and the packing is
+small beside a device transfer.
 
 Cost. Warm: a dictionary lookup per row (~0.3 µs) and the ops above. First visit
 of a state: the engine's mask (tens of µs to milliseconds, the engine's own cost)
@@ -120,10 +136,13 @@ _INF_BITS = {
     dtype: int(torch.tensor(_NEG_INF, dtype=dtype).view(same).item())
     for dtype, same in _AS_INT.items()
 }
-# Threads for a batch's rows (see _threads_for): a helper thread costs ~20-30 µs to
-# start and join here, so each should get ~150 µs or more of writes (measured in
-# bench/batch_threads.py: a Qwen2.5 float32 row's fill ~100 µs, a banned id ~6 ns).
-_WORK_PER_THREAD = 250_000
+# Threads for a batch's rows (see _threads_for): offering rows to the pool costs ~1 µs,
+# but a helper needs tens of µs to wake, and a row it holds is waited for, also while
+# the scheduler has taken its core away; so a helper is asked for per ~1 ms of writes
+# here (a Qwen2.5 float32 row's fill ~70-100 µs, a scattered banned id ~6 ns). With a
+# quarter of that, two threads at batch 8 took 1.4-4.3x one thread's time on this busy
+# 2-core machine (bench/batch_threads.py).
+_WORK_PER_THREAD = 1_000_000
 _SCATTER = 9
 
 
