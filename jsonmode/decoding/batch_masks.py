@@ -10,16 +10,28 @@ allowed ids when they are few (a structural position: a handful of tokens), else
 banned ids (inside a string: ~4 900 of Qwen2.5's 151 936 columns, padding and
 special tokens included). Those rows are cached per (engine, state) and serve every
 dtype. On the CPU, for float16/bfloat16/float32/float64 logits, the rows are written
-through a NumPy view of the logits' memory (as same-width integers, so values are
-copied bit for bit): a banned list is one scatter of ``-inf``; an allowed list is a
-gather of the allowed logits, a fill of the row with ``-inf`` and a scatter back.
+on the logits' memory viewed as same-width integers (values copied bit for bit): a
+banned list is one scatter of ``-inf``; an allowed list is a gather of the allowed
+logits, a fill of the row with ``-inf`` and a scatter back. With the compiled core
+loaded (:mod:`jsonmode.native`) that is one call for the whole batch
+(``jsonmode._native.apply_rows``): every argument checked first, then the GIL
+released and the rows claimed one by one by the calling thread and up to
+``JSONMODE_MASK_THREADS - 1`` helper threads of a pool kept between calls (default:
+the CPUs, at most 8), one per ~1 000 000 column writes (about seven float32 rows to
+fill; smaller batches stay on the calling thread): a helper wakes tens of µs after
+it is called, and once it holds a row the caller must wait for it, also when the
+scheduler takes its core away (on this busy 2-core machine that wait was 3-6 ms in
+one step in ten). The caller never waits for a helper that has not started a row.
+Without the core (``JSONMODE_NO_EXTENSIONS=1``), or for logits whose rows are not
+one C-contiguous block, the same writes go through a NumPy view, row by row on the
+calling thread: the reference the compiled path is tested against, bit for bit.
 Other dtypes, and logits under autograd, take the same steps as torch ops
 (``index_fill_``, ``index_select`` / ``fill_`` / ``index_copy_``). On any other
-device (CUDA) the rows go as bits: each cached row's ``np.packbits`` form
-(``width / 8`` bytes) is copied into one preallocated host buffer, sent in one
-transfer (8x less than a bool mask), unpacked on the device with two elementwise
-ops and applied with one ``masked_fill_`` over the gathered rows: a fixed handful of
-kernels per step whatever the batch, no per-row kernel launch.
+device (CUDA) the rows go as bits: each cached row's ``np.packbits`` form (``width /
+8`` bytes) is copied into one preallocated host buffer, sent in one transfer (8x
+less than a bool mask), unpacked on the device with two elementwise ops and applied
+with one ``masked_fill_`` over the gathered rows: a fixed handful of kernels per
+step whatever the batch, no per-row kernel launch.
 
 Why (measured on this 2-core machine, shared with another engineer's jobs; CPU
 torch 2.13 with 2 threads, Qwen2.5 vocabulary, logits 151 936 wide, rows at 152
@@ -53,6 +65,19 @@ per-row ops would each be a kernel launch (~5-10 µs of host time), which is why
 packed form, constant in launches, is used there. That choice is reasoned, not
 measured: no GPU was available to this work.
 
+The compiled path (``python bench/batch_threads.py``, same sample, µs per warm step;
+load average 1.8-2.6): one thread against the NumPy path 0.9-1.05x at every batch
+(float32 batch 32: 4 935 against 5 006), since the writes are memory-bound and
+NumPy's are C loops too; two threads against one 0.94-1.14 (0.76 for bfloat16 at 32
+in a quieter minute), not the 0.6x an idle second core would give: another process
+held it (two threads of pure computation took twice one's time), and one thread
+filled memory at ~5-11 GB/s, two no faster under that load. What it changes: one
+call and one GIL release per batch, rows shared with helpers where cores are free; a
+cold step (engine masks, rows built, written) 0.84-1.09x the NumPy path's (mostly
+~0.87). :meth:`BatchMasker.fill` (bool masks) and the accelerator path's packing (~2
+µs a row) stay per-row Python: no product code calls ``fill``, and the packing is
+small beside a device transfer.
+
 Cost. Warm: a dictionary lookup per row (~0.3 µs) and the ops above. First visit
 of a state: the engine's mask (tens of µs to milliseconds, the engine's own cost)
 plus ~0.1 ms to build the id list. A cached row holds 8 bytes per id of its shorter
@@ -77,7 +102,9 @@ matchers of different lengths, a row out of range or given twice) raises
 
 Thread-safety. A masker is not thread-safe: its buffers and cache belong to one
 thread (one masker per logits processor). The matchers' engines are thread-safe,
-so maskers in several threads may serve the same schemas.
+so maskers in several threads may serve the same schemas. While the compiled core
+writes the rows the GIL is released: other Python threads run meanwhile (they must
+not write the same logits); the call returns once every row is written.
 """
 
 from __future__ import annotations
@@ -89,6 +116,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from jsonmode import native
 from jsonmode.decoding.matcher import Mask, Matcher
 from jsonmode.decoding.reference import State
 from jsonmode.errors import UsageError
@@ -108,6 +136,14 @@ _INF_BITS = {
     dtype: int(torch.tensor(_NEG_INF, dtype=dtype).view(same).item())
     for dtype, same in _AS_INT.items()
 }
+# Threads for a batch's rows (see _threads_for): offering rows to the pool costs ~1 µs,
+# but a helper needs tens of µs to wake, and a row it holds is waited for, also while
+# the scheduler has taken its core away; so a helper is asked for per ~1 ms of writes
+# here (a Qwen2.5 float32 row's fill ~70-100 µs, a scattered banned id ~6 ns). With a
+# quarter of that, two threads at batch 8 took 1.4-4.3x one thread's time on this busy
+# 2-core machine (bench/batch_threads.py).
+_WORK_PER_THREAD = 1_000_000
+_SCATTER = 9
 
 
 class _Row:
@@ -314,11 +350,21 @@ class BatchMasker:
 
 
 def _apply_numpy(logits: torch.Tensor, rows: list[int], entries: list[_Row]) -> None:
-    """The CPU path: per row, one NumPy scatter of -inf (banned list), or a gather of
-    the allowed logits, a fill of the row and a scatter back (allowed list), all in
-    NumPy on the calling thread (see the module docstring for why not torch ops)."""
+    """The CPU path, on the logits' bits (same-width integers): with the compiled core,
+    one ``apply_rows`` call for every row, the GIL released and the rows spread over
+    :func:`_threads_for` threads; else (pure Python, or logits whose rows are not one
+    C-contiguous block) the reference: per row, one NumPy scatter of -inf (banned
+    list), or a gather of the allowed logits, a fill of the row and a scatter back
+    (allowed list), on the calling thread. Both write the same bits."""
     host = logits.view(_AS_INT[logits.dtype]).numpy()
-    negative = host.dtype.type(_INF_BITS[logits.dtype])
+    bits = _INF_BITS[logits.dtype]
+    kernels = native.KERNELS
+    if kernels is not None and host.flags.c_contiguous:
+        ids = [entry.ids for entry in entries]
+        keeps = [entry.keep for entry in entries]
+        kernels.apply_rows(host, rows, ids, keeps, bits, _threads_for(entries, host.shape[1]))
+        return
+    negative = host.dtype.type(bits)
     for r, entry in zip(rows, entries, strict=True):
         row = host[r]
         if not entry.keep:
@@ -327,6 +373,18 @@ def _apply_numpy(logits: torch.Tensor, rows: list[int], entries: list[_Row]) -> 
         kept = row[entry.ids]
         row.fill(negative)
         row[entry.ids] = kept
+
+
+def _threads_for(entries: list[_Row], width: int) -> int:
+    """Threads for one batch: :func:`jsonmode.native.threads`, but no more than one
+    row and one per ``_WORK_PER_THREAD`` of work, counted in sequential column writes (an allowed
+    list fills its whole row; a banned id is a scattered write, ~``_SCATTER`` times
+    the cost of a sequential one here), so small batches stay on the calling thread."""
+    cap = min(native.threads(), len(entries))
+    if cap <= 1:
+        return 1
+    work = sum(width if entry.keep else _SCATTER * entry.ids.size for entry in entries)
+    return max(1, min(cap, work // _WORK_PER_THREAD))
 
 
 def _apply_torch(logits: torch.Tensor, rows: list[int], entries: list[_Row]) -> None:

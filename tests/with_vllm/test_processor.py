@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import torch
+from support.native_rows import spy_on_rows
 from support.tiny_llama import TOKENIZERS
 from vllm import SamplingParams
 from vllm.exceptions import VLLMValidationError
@@ -133,8 +134,11 @@ def step(
 
 
 def test_rows_follow_added_removed_moved_and_swapped_requests(
-    processor: JsonModeLogitsProcessor, vocabulary: jsonmode.Vocabulary
+    processor: JsonModeLogitsProcessor,
+    vocabulary: jsonmode.Vocabulary,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    spy = spy_on_rows(monkeypatch)  # every step's rows written by the compiled core
     rng = random.Random(7)
     a, b, c = Request(PERSON, vocabulary), Request(None, vocabulary), Request(TAGS, vocabulary)
     batch = [a, b, c]
@@ -161,6 +165,9 @@ def test_rows_follow_added_removed_moved_and_swapped_requests(
     step(processor, batch, BatchUpdate(3, [], [e.added(1)], []), rng)
     step(processor, batch, None, rng)
     assert sorted(processor._rows) == [2]
+    assert len(spy.calls) == 13, "one compiled apply_rows call per step"
+    assert spy.calls[0][0] == 2, "the constrained rows only (a and c)"
+    assert spy.calls[-1][0] == 1, "(d)"
 
 
 def test_a_preempted_request_is_replayed_when_it_comes_back(
