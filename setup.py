@@ -1,5 +1,6 @@
-"""Builds jsonmode's compiled core, ``jsonmode._native`` (one C file, the CPython API
-and the machine's C compiler; nothing else from PyPI), beside the pure-Python package.
+"""Builds jsonmode's compiled core, ``jsonmode._native`` (the C files in ``csrc/``: the
+CPython API and the machine's C compiler, nothing else from PyPI), beside the
+pure-Python package.
 
 The build is optional: where it fails (no C compiler), the install goes on and
 jsonmode runs its pure-Python engine, saying so (``jsonmode doctor``). Setting
@@ -9,6 +10,7 @@ Everything else about the package is in pyproject.toml.
 """
 
 import os
+from pathlib import Path
 
 from setuptools import Extension, setup
 
@@ -20,7 +22,8 @@ def _extensions() -> list[Extension]:
     return [
         Extension(
             "jsonmode._native",
-            sources=["jsonmode/_native.c"],
+            sources=sorted(str(path) for path in Path("csrc").glob("*.c")),
+            depends=["csrc/native.h"],
             extra_compile_args=[*flags, "-pthread"],
             extra_link_args=["-pthread"],
             optional=True,

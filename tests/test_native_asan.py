@@ -1,5 +1,5 @@
 """The compiled core under AddressSanitizer and UndefinedBehaviorSanitizer (issue 43:
-"no read past a buffer"): ``jsonmode/_native.c`` is built with
+"no read past a buffer"): ``csrc/*.c`` (jsonmode._native) is built with
 ``-fsanitize=address,undefined`` into a temporary folder and loaded as
 ``jsonmode._native`` in a child process (libasan preloaded, Python's allocator set to
 malloc so the kernels' own buffers are checked too), which runs the kernels' seeded
@@ -21,7 +21,7 @@ import sys
 import sysconfig
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-SOURCE = ROOT / "jsonmode" / "_native.c"
+SOURCES = sorted((ROOT / "csrc").glob("*.c"))
 FLAGS = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-O1", "-g"]
 
 
@@ -31,7 +31,7 @@ def build(folder: pathlib.Path) -> pathlib.Path:
     target = folder / ("_native" + sysconfig.get_config_var("EXT_SUFFIX"))
     command = [
         gcc, *FLAGS, "-shared", "-fPIC", "-pthread", "-Wall",
-        f"-I{sysconfig.get_paths()['include']}", str(SOURCE), "-o", str(target),
+        f"-I{sysconfig.get_paths()['include']}", *map(str, SOURCES), "-o", str(target),
     ]  # fmt: skip
     subprocess.run(command, check=True, capture_output=True, text=True, timeout=120)
     return target

@@ -1,0 +1,99 @@
+/* jsonmode._native: the compiled kernels of the mask engine (see jsonmode/native.py).
+ *
+ * One file per kernel (trie.c, finish.c, rows.c; set_bits here), native.h shared.
+ * Each kernel is the C form of a pure-Python function that stays in the package as
+ * the reference and the fallback; the two must give the same answers, and the
+ * differential tests (tests/test_native_*.py) hold them so:
+ *
+ *   Trie.walk_stacks  jsonmode.decoding.engine.trie.TokenTrie.walk_stacks
+ *   Trie.walk         jsonmode.decoding.engine.trie.TokenTrie.walk (GIL released)
+ *   finish            jsonmode.decoding.engine.boundary.Stacks.finish
+ *   set_bits          jsonmode.decoding.engine.facts.set_ids (GIL released)
+ *   apply_rows        jsonmode.decoding.batch_masks._apply_numpy (GIL released, rows
+ *                     spread over threads)
+ *
+ * Safety: every index read from a caller's buffer is checked against that buffer's
+ * length (a bad one raises ValueError, never reads past it); work lists grow on the
+ * heap, never on the C stack (no recursion); the walk keeps the Python budget of
+ * (node, stack) pairs. The walk kernels hold the GIL (they call back into Python for
+ * the stacks' closures); apply_rows checks its arguments with the GIL held, then
+ * releases it while it writes.
+ */
+#include "native.h"
+
+
+/* ------------------------------------------------------------------------------ */
+/* set_bits: token ids into a bitmask                                               */
+
+static PyObject *native_set_bits(PyObject *module, PyObject *args) {
+    PyObject *bits_obj, *ids_obj;
+    if (!PyArg_ParseTuple(args, "OO", &bits_obj, &ids_obj)) return NULL;
+    Py_buffer bits, ids;
+    if (PyObject_GetBuffer(bits_obj, &bits, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) return NULL;
+    if (PyObject_GetBuffer(ids_obj, &ids, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyBuffer_Release(&bits);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (bits.itemsize != 1 || ids.itemsize != 8 || ids.ndim > 1 || !jm_is_int64(ids.format)) {
+        PyErr_SetString(PyExc_TypeError, "set_bits takes a uint8 buffer and 1-D int64 ids");
+        goto done;
+    }
+    const int64_t *id = ids.buf;
+    Py_ssize_t count = ids.len / 8;
+    int64_t limit = (int64_t)bits.len * 8;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        if (id[k] < 0 || id[k] >= limit) {
+            PyErr_Format(PyExc_ValueError, "id %lld outside the %lld bits", (long long)id[k], (long long)limit);
+            goto done;
+        }
+    }
+    uint8_t *out = bits.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < count; k++) out[id[k] >> 3] |= (uint8_t)(1u << (id[k] & 7));
+    Py_END_ALLOW_THREADS
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyBuffer_Release(&ids);
+    PyBuffer_Release(&bits);
+    return result;
+}
+
+static PyMethodDef native_methods[] = {
+    {"finish", jm_finish, METH_VARARGS,
+     "finish(byte, kids, ends, pairs, tables, crossings, expand) -> list[int]\n\n"
+     "Stacks.finish in C (see its docstring): the positions of the tokens whose rest\n"
+     "one of ``pairs`` reads to its end, the rests given as their trie's lists."},
+    {"set_bits", native_set_bits, METH_VARARGS,
+     "set_bits(bits, ids) -> None\n\n"
+     "In place: the bit of each id (bit id % 8 of byte id // 8) set in the uint8 buffer\n"
+     "``bits``; ``ids`` 1-D int64, each checked first (ValueError, nothing set)."},
+    {"apply_rows", jm_apply_rows, METH_VARARGS,
+     "apply_rows(host, rows, ids, keeps, negative, threads) -> None\n\n"
+     "In place: row rows[i] of the 2-D buffer ``host`` (the logits' bits, 2/4/8-byte\n"
+     "items) gets ``negative`` at ids[i] (keeps[i] false), or everywhere but ids[i]\n"
+     "(keeps[i] true), the rows spread over ``threads`` threads with the GIL released.\n"
+     "Every argument is checked first (ValueError/TypeError, nothing written)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef native_module = {
+    PyModuleDef_HEAD_INIT, "jsonmode._native",
+    "The compiled kernels of jsonmode's mask engine (see jsonmode.native).", -1, native_methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__native(void) {
+    if (PyType_Ready(&jm_TrieType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&native_module);
+    if (!m) return NULL;
+    Py_INCREF(&jm_TrieType);
+    if (PyModule_AddObject(m, "Trie", (PyObject *)&jm_TrieType) < 0 ||
+        PyModule_AddIntConstant(m, "KERNELS_VERSION", KERNELS_VERSION) < 0) {
+        Py_DECREF(&jm_TrieType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,306 @@
+/* jsonmode._native's shared parts: growable arrays, an int set, reading Python values,
+ * the stacks' rule tables, and the kernels each file defines (see module.c).
+ * Everything here is static inline: each kernel file gets its own copy. */
+#ifndef JSONMODE_NATIVE_H
+#define JSONMODE_NATIVE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The kernels' interface version; jsonmode/native.py loads only its own. */
+#define KERNELS_VERSION 4
+#define MAX_THREADS 64
+
+/* ------------------------------------------------------------------------------ */
+/* Growable arrays                                                                  */
+
+typedef struct {
+    int64_t *data;
+    Py_ssize_t size;
+    Py_ssize_t cap;
+} I64Vec;
+
+/* Room for ``more`` items; -1 when out of memory (no exception set: callable without
+ * the GIL). */
+static inline int vec_grow(I64Vec *v, Py_ssize_t more) {
+    if (v->size + more <= v->cap) return 0;
+    Py_ssize_t cap = v->cap ? v->cap : 64;
+    while (cap < v->size + more) {
+        if (cap > PY_SSIZE_T_MAX / 2 / (Py_ssize_t)sizeof(int64_t)) return -1;
+        cap *= 2;
+    }
+    int64_t *data = PyMem_RawRealloc(v->data, (size_t)cap * sizeof(int64_t));
+    if (!data) return -1;
+    v->data = data;
+    v->cap = cap;
+    return 0;
+}
+
+/* vec_grow with MemoryError set on failure (the GIL held). */
+static inline int vec_reserve(I64Vec *v, Py_ssize_t more) {
+    if (vec_grow(v, more) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+static inline int vec_push(I64Vec *v, int64_t x) {
+    if (vec_reserve(v, 1) < 0) return -1;
+    v->data[v->size++] = x;
+    return 0;
+}
+
+static inline void vec_free(I64Vec *v) {
+    PyMem_RawFree(v->data);
+    v->data = NULL;
+    v->size = v->cap = 0;
+}
+
+static inline PyObject *vec_to_list(const I64Vec *v) {
+    PyObject *out = PyList_New(v->size);
+    if (!out) return NULL;
+    for (Py_ssize_t i = 0; i < v->size; i++) {
+        PyObject *x = PyLong_FromLongLong(v->data[i]);
+        if (!x) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, x);
+    }
+    return out;
+}
+
+/* A set of int64 keys (open addressing), cleared between uses. */
+typedef struct {
+    int64_t *keys;
+    uint8_t *used;
+    Py_ssize_t cap; /* a power of two */
+    Py_ssize_t count;
+} I64Set;
+
+static inline int set_init(I64Set *s, Py_ssize_t expected) {
+    Py_ssize_t cap = 16;
+    while (cap < 2 * expected) cap *= 2;
+    if (s->cap < cap) {
+        PyMem_Free(s->keys);
+        PyMem_Free(s->used);
+        s->keys = PyMem_Malloc((size_t)cap * sizeof(int64_t));
+        s->used = PyMem_Malloc((size_t)cap);
+        if (!s->keys || !s->used) {
+            PyErr_NoMemory();
+            s->cap = 0;
+            return -1;
+        }
+        s->cap = cap;
+    }
+    memset(s->used, 0, (size_t)s->cap);
+    s->count = 0;
+    return 0;
+}
+
+static inline uint64_t mix(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return x;
+}
+
+/* 1 when added, 0 when present already. The caller sized the set for every key. */
+static inline int set_add(I64Set *s, int64_t key) {
+    Py_ssize_t mask = s->cap - 1;
+    Py_ssize_t at = (Py_ssize_t)(mix((uint64_t)key) & (uint64_t)mask);
+    while (s->used[at]) {
+        if (s->keys[at] == key) return 0;
+        at = (at + 1) & mask;
+    }
+    s->used[at] = 1;
+    s->keys[at] = key;
+    s->count++;
+    return 1;
+}
+
+static inline void set_free(I64Set *s) {
+    PyMem_Free(s->keys);
+    PyMem_Free(s->used);
+    s->keys = NULL;
+    s->used = NULL;
+    s->cap = s->count = 0;
+}
+
+/* ------------------------------------------------------------------------------ */
+/* Reading Python values                                                            */
+
+/* An int from a Python int, as int64 (-1 with an exception set on failure: callers
+ * check PyErr_Occurred only when the value is -1). */
+static inline int64_t as_i64(PyObject *o) { return (int64_t)PyLong_AsLongLong(o); }
+
+/* The rule tables of the stacks: tables[context] is a flat int32 buffer
+ * (state * 256 + byte; -1: none), crossings[context] a bytes object (non-zero: the
+ * state is crossing). Buffers are taken once per context per call. */
+typedef struct {
+    PyObject *tables;    /* list */
+    PyObject *crossings; /* list */
+    Py_buffer *views;    /* per context, taken on first use */
+    uint8_t *taken;
+    Py_ssize_t count;
+} Tables;
+
+static inline int tables_init(Tables *t, PyObject *tables, PyObject *crossings) {
+    if (!PyList_Check(tables) || !PyList_Check(crossings)) {
+        PyErr_SetString(PyExc_TypeError, "tables and crossings must be lists");
+        return -1;
+    }
+    t->tables = tables;
+    t->crossings = crossings;
+    t->count = 0;
+    t->views = NULL;
+    t->taken = NULL;
+    return 0;
+}
+
+static inline void tables_free(Tables *t) {
+    for (Py_ssize_t i = 0; i < t->count; i++)
+        if (t->taken[i]) PyBuffer_Release(&t->views[i]);
+    PyMem_Free(t->views);
+    PyMem_Free(t->taken);
+    t->views = NULL;
+    t->taken = NULL;
+    t->count = 0;
+}
+
+/* The table of ``context`` (NULL with an exception on error); its entry count in *n. */
+static inline const int32_t *table_of(Tables *t, int64_t context, Py_ssize_t *n) {
+    Py_ssize_t size = PyList_GET_SIZE(t->tables);
+    if (context < 0 || context >= size || context >= PyList_GET_SIZE(t->crossings)) {
+        PyErr_Format(PyExc_ValueError, "context %lld out of range", (long long)context);
+        return NULL;
+    }
+    if (context >= t->count) {
+        Py_ssize_t count = size;
+        Py_buffer *views = PyMem_Realloc(t->views, (size_t)count * sizeof(Py_buffer));
+        if (!views) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        t->views = views;
+        uint8_t *taken = PyMem_Realloc(t->taken, (size_t)count);
+        if (!taken) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        t->taken = taken;
+        memset(t->taken + t->count, 0, (size_t)(count - t->count));
+        t->count = count;
+    }
+    Py_buffer *view = &t->views[context];
+    if (!t->taken[context]) {
+        if (PyObject_GetBuffer(PyList_GET_ITEM(t->tables, context), view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+            return NULL;
+        t->taken[context] = 1;
+        if (view->itemsize != 4 || !view->format || (strcmp(view->format, "i") && strcmp(view->format, "=i") && strcmp(view->format, "<i"))) {
+            PyErr_SetString(PyExc_TypeError, "a rule table must be a buffer of int32");
+            return NULL;
+        }
+    }
+    *n = view->len / 4;
+    return (const int32_t *)view->buf;
+}
+
+/* Whether ``state`` of ``context`` is crossing (-1 with an exception on error). */
+static inline int crossing_of(Tables *t, int64_t context, int64_t state) {
+    if (context < 0 || context >= PyList_GET_SIZE(t->crossings)) { /* (a callback may change the list) */
+        PyErr_Format(PyExc_ValueError, "context %lld out of range", (long long)context);
+        return -1;
+    }
+    PyObject *flags = PyList_GET_ITEM(t->crossings, context);
+    if (!PyBytes_Check(flags)) {
+        PyErr_SetString(PyExc_TypeError, "crossings must be bytes");
+        return -1;
+    }
+    if (state < 0 || state >= PyBytes_GET_SIZE(flags)) {
+        PyErr_Format(PyExc_ValueError, "state %lld out of range", (long long)state);
+        return -1;
+    }
+    return PyBytes_AS_STRING(flags)[state] != 0;
+}
+
+/* The step of (context, state) over ``byte``: the target state, -1 for none, -2 on
+ * error (an exception set). */
+static inline int64_t step_of(Tables *t, int64_t context, int64_t state, int64_t byte) {
+    Py_ssize_t n;
+    const int32_t *table = table_of(t, context, &n);
+    if (!table) return -2;
+    if (state < 0 || byte < 0 || byte > 255 || state >= n / 256 + 1 || state * 256 + byte >= n) {
+        PyErr_Format(PyExc_ValueError, "state %lld or byte %lld out of the table", (long long)state, (long long)byte);
+        return -2;
+    }
+    return table[state * 256 + byte];
+}
+
+/* Appends the pairs of ``expand(context, state)`` (a tuple of (context, state)
+ * tuples) to ``out`` as two int64 each. */
+static inline int push_expanded(PyObject *expand, int64_t context, int64_t state, I64Vec *out, int64_t node, int with_node) {
+    PyObject *args = Py_BuildValue("(LL)", (long long)context, (long long)state);
+    if (!args) return -1;
+    PyObject *pairs = PyObject_Call(expand, args, NULL);
+    Py_DECREF(args);
+    if (!pairs) return -1;
+    /* A tuple of our own (a list could change while its ints convert). */
+    PyObject *seq = PySequence_Tuple(pairs);
+    Py_DECREF(pairs);
+    if (!seq) return -1;
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
+    if (vec_reserve(out, n * (with_node ? 3 : 2)) < 0) {
+        Py_DECREF(seq);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PyTuple_GET_ITEM(seq, i);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            Py_DECREF(seq);
+            PyErr_SetString(PyExc_TypeError, "expand must return (context, state) tuples");
+            return -1;
+        }
+        int64_t c = as_i64(PyTuple_GET_ITEM(pair, 0));
+        int64_t s = as_i64(PyTuple_GET_ITEM(pair, 1));
+        if ((c == -1 || s == -1) && PyErr_Occurred()) {
+            Py_DECREF(seq);
+            return -1;
+        }
+        if (with_node) out->data[out->size++] = node;
+        out->data[out->size++] = c;
+        out->data[out->size++] = s;
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
+
+/* Whether a buffer's format is a signed 8-byte integer ("q", or "l" where long has 8
+ * bytes; an optional native or little-endian prefix). */
+static inline int jm_is_int64(const char *format) {
+    if (!format) return 0;
+    if (*format == '@' || *format == '=' || *format == '<') format++;
+    if (format[0] == 'q' && format[1] == '\0') return 1;
+    return format[0] == 'l' && format[1] == '\0' && sizeof(long) == 8;
+}
+
+/* Whether a buffer's format is a signed 4-byte integer ("i", or "l" where long has 4). */
+static inline int jm_is_int32(const char *format) {
+    if (!format) return 0;
+    if (*format == '@' || *format == '=' || *format == '<') format++;
+    if (format[0] == 'i' && format[1] == '\0') return 1;
+    return format[0] == 'l' && format[1] == '\0' && sizeof(long) == 4;
+}
+
+/* The kernels, one file each (module.c registers them). */
+extern PyTypeObject jm_TrieType;                          /* trie.c */
+PyObject *jm_finish(PyObject *module, PyObject *args);     /* finish.c */
+PyObject *jm_apply_rows(PyObject *module, PyObject *args); /* rows.c */
+
+#endif

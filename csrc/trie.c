@@ -1,0 +1,505 @@
+/* The token trie's levels as a type, Trie: walk_stacks (parse stacks stepping over
+ * the trie, TokenTrie.walk_stacks) and walk (one automaton over it, TokenTrie.walk). */
+#include "native.h"
+
+/* Trie: the token trie's levels, for walk_stacks                                  */
+
+enum { L_LO, L_HI, L_TERM, L_CHILD_LO, L_CHILD_HI, L_BYTE, L_FIELDS };
+
+
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t levels;
+    Py_buffer *views; /* levels * L_FIELDS, each a 1-D int64 buffer */
+    int taken;
+} TrieObject;
+
+static void Trie_dealloc(TrieObject *self) {
+    for (Py_ssize_t i = 0; i < self->taken; i++) PyBuffer_Release(&self->views[i]);
+    PyMem_Free(self->views);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int Trie_init(TrieObject *self, PyObject *args, PyObject *kwds) {
+    PyObject *levels;
+    static char *kwlist[] = {"levels", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O", kwlist, &levels)) return -1;
+    if (self->views) {
+        PyErr_SetString(PyExc_TypeError, "a Trie is initialised once");
+        return -1;
+    }
+    PyObject *seq = PySequence_Fast(levels, "levels must be a sequence");
+    if (!seq) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    self->views = PyMem_Calloc((size_t)(n ? n : 1) * L_FIELDS, sizeof(Py_buffer));
+    if (!self->views) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->levels = n;
+    for (Py_ssize_t d = 0; d < n; d++) {
+        PyObject *level = PySequence_Fast_GET_ITEM(seq, d);
+        if (!PyTuple_Check(level) || PyTuple_GET_SIZE(level) != L_FIELDS) {
+            Py_DECREF(seq);
+            PyErr_SetString(PyExc_TypeError, "a level is (lo, hi, term, child_lo, child_hi, byte)");
+            return -1;
+        }
+        for (int f = 0; f < L_FIELDS; f++) {
+            Py_buffer *view = &self->views[d * L_FIELDS + f];
+            if (PyObject_GetBuffer(PyTuple_GET_ITEM(level, f), view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+                Py_DECREF(seq);
+                return -1;
+            }
+            self->taken++;
+            if (view->itemsize != 8 || view->ndim > 1 || !jm_is_int64(view->format)) {
+                Py_DECREF(seq);
+                PyErr_SetString(PyExc_TypeError, "trie arrays must be 1-D int64");
+                return -1;
+            }
+        }
+        Py_ssize_t nodes = self->views[d * L_FIELDS + L_BYTE].len / 8;
+        for (int f = 0; f < L_BYTE; f++) {
+            if (self->views[d * L_FIELDS + f].len / 8 != nodes) {
+                Py_DECREF(seq);
+                PyErr_SetString(PyExc_ValueError, "a level's arrays differ in length");
+                return -1;
+            }
+        }
+    }
+    /* Children must lie in the next level, and ascend (bisect relies on it). */
+    for (Py_ssize_t d = 0; d < n; d++) {
+        Py_ssize_t nodes = self->views[d * L_FIELDS + L_BYTE].len / 8;
+        Py_ssize_t below = d + 1 < n ? self->views[(d + 1) * L_FIELDS + L_BYTE].len / 8 : 0;
+        const int64_t *clo = self->views[d * L_FIELDS + L_CHILD_LO].buf;
+        const int64_t *chi = self->views[d * L_FIELDS + L_CHILD_HI].buf;
+        const int64_t *term = self->views[d * L_FIELDS + L_TERM].buf;
+        for (Py_ssize_t i = 0; i < nodes; i++) {
+            if (clo[i] < 0 || chi[i] < clo[i] || chi[i] > below || term[i] < 0) {
+                Py_DECREF(seq);
+                PyErr_SetString(PyExc_ValueError, "a trie level points outside the next one");
+                return -1;
+            }
+        }
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
+static inline const int64_t *field(TrieObject *t, Py_ssize_t depth, int f) {
+    return (const int64_t *)t->views[depth * L_FIELDS + f].buf;
+}
+
+/* First child in [first, end) of ``below`` whose byte is >= ``byte`` (below ascends
+ * over a node's children). */
+static inline Py_ssize_t bisect(const int64_t *below, Py_ssize_t first, Py_ssize_t end, int64_t byte) {
+    while (first < end) {
+        Py_ssize_t mid = first + (end - first) / 2;
+        if (below[mid] < byte)
+            first = mid + 1;
+        else
+            end = mid;
+    }
+    return first;
+}
+
+static PyObject *Trie_walk_stacks(TrieObject *self, PyObject *args) {
+    PyObject *tables, *crossings, *reads, *expand, *seeds;
+    long long budget;
+    if (!PyArg_ParseTuple(args, "OOOOOL", &tables, &crossings, &reads, &expand, &seeds, &budget)) return NULL;
+    Tables t;
+    if (tables_init(&t, tables, crossings) < 0) return NULL;
+    I64Vec found = {0}, frontier = {0}, following = {0};
+    I64Set credited = {0};
+    PyObject *result = NULL;
+
+    if (!PySequence_Check(seeds)) {
+        PyErr_SetString(PyExc_TypeError, "seeds must be a sequence");
+        goto done;
+    }
+    PyObject *seedseq = PySequence_Tuple(seeds); /* (ours: a list could change under us) */
+    if (!seedseq) goto done;
+    Py_ssize_t nseeds = PyTuple_GET_SIZE(seedseq);
+    if (vec_reserve(&frontier, 3 * nseeds) < 0) {
+        Py_DECREF(seedseq);
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < nseeds; i++) {
+        PyObject *seed = PyTuple_GET_ITEM(seedseq, i);
+        if (!PyTuple_Check(seed) || PyTuple_GET_SIZE(seed) != 3) {
+            Py_DECREF(seedseq);
+            PyErr_SetString(PyExc_TypeError, "a seed is (node, context, state)");
+            goto done;
+        }
+        for (int k = 0; k < 3; k++) {
+            int64_t x = as_i64(PyTuple_GET_ITEM(seed, k));
+            if (x == -1 && PyErr_Occurred()) {
+                Py_DECREF(seedseq);
+                goto done;
+            }
+            frontier.data[frontier.size++] = x;
+        }
+    }
+    Py_DECREF(seedseq);
+
+    Py_ssize_t depth = 1, levels = self->levels;
+    long long seen = 0;
+    while (frontier.size) {
+        Py_ssize_t count = frontier.size / 3;
+        seen += count;
+        if (seen > budget) {
+            result = Py_None;
+            Py_INCREF(result);
+            goto done;
+        }
+        if (depth - 1 >= levels) {
+            PyErr_SetString(PyExc_ValueError, "the walk went below the trie");
+            goto done;
+        }
+        Py_ssize_t nodes = self->views[(depth - 1) * L_FIELDS + L_BYTE].len / 8;
+        const int64_t *lo_of = field(self, depth - 1, L_LO);
+        const int64_t *term_of = field(self, depth - 1, L_TERM);
+        const int64_t *child_lo = field(self, depth - 1, L_CHILD_LO);
+        const int64_t *child_hi = field(self, depth - 1, L_CHILD_HI);
+        const int64_t *below = depth < levels ? field(self, depth, L_BYTE) : NULL;
+        following.size = 0;
+        if (set_init(&credited, count) < 0) goto done;
+        for (Py_ssize_t i = 0; i < count; i++) {
+            int64_t node = frontier.data[3 * i], context = frontier.data[3 * i + 1], state = frontier.data[3 * i + 2];
+            if (node < 0 || node >= nodes) {
+                PyErr_Format(PyExc_ValueError, "node %lld out of range", (long long)node);
+                goto done;
+            }
+            if (set_add(&credited, node)) {
+                int64_t term = term_of[node];
+                if (term) {
+                    int64_t lo = lo_of[node];
+                    if (vec_reserve(&found, term) < 0) goto done;
+                    for (int64_t p = lo; p < lo + term; p++) found.data[found.size++] = p;
+                }
+            }
+            if (below == NULL || context < 0) continue;
+            int64_t first = child_lo[node], end = child_hi[node];
+            if (first == end) continue;
+            Py_ssize_t n;
+            const int32_t *table = table_of(&t, context, &n);
+            if (!table) goto done;
+            if (state < 0 || state >= n / 256) {
+                PyErr_Format(PyExc_ValueError, "state %lld out of the table", (long long)state);
+                goto done;
+            }
+            int64_t base = state * 256;
+            if (end - first > 16) {
+                PyObject *rargs = Py_BuildValue("(LL)", (long long)context, (long long)state);
+                if (!rargs) goto done;
+                PyObject *readable = PyObject_Call(reads, rargs, NULL);
+                Py_DECREF(rargs);
+                if (!readable) goto done;
+                PyObject *rseq = PySequence_Fast(readable, "reads must return a sequence of bytes");
+                Py_DECREF(readable);
+                if (!rseq) goto done;
+                Py_ssize_t nread = PySequence_Fast_GET_SIZE(rseq);
+                if (nread < end - first) {
+                    /* (The size read at each step: expand may change the list, and
+                     * Python's loop over it stops where it ends.) */
+                    for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(rseq); k++) {
+                        int64_t byte = as_i64(PySequence_Fast_GET_ITEM(rseq, k));
+                        if (byte < 0 || byte > 255) {
+                            Py_DECREF(rseq);
+                            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a read byte out of range");
+                            goto done;
+                        }
+                        Py_ssize_t child = bisect(below, first, end, byte);
+                        if (child < end && below[child] == byte) {
+                            int64_t target = table[base + byte];
+                            if (target < 0) continue; /* (the Python form steps to -1 too: see below) */
+                            int crossing = crossing_of(&t, context, target);
+                            if (crossing < 0) {
+                                Py_DECREF(rseq);
+                                goto done;
+                            }
+                            if (crossing) {
+                                if (push_expanded(expand, context, target, &following, child, 1) < 0) {
+                                    Py_DECREF(rseq);
+                                    goto done;
+                                }
+                            } else {
+                                if (vec_reserve(&following, 3) < 0) {
+                                    Py_DECREF(rseq);
+                                    goto done;
+                                }
+                                following.data[following.size++] = child;
+                                following.data[following.size++] = context;
+                                following.data[following.size++] = target;
+                            }
+                        }
+                    }
+                    Py_DECREF(rseq);
+                    continue;
+                }
+                Py_DECREF(rseq);
+            }
+            for (int64_t child = first; child < end; child++) {
+                int64_t byte = below[child];
+                if (byte < 0 || byte > 255) {
+                    PyErr_SetString(PyExc_ValueError, "a trie byte out of range");
+                    goto done;
+                }
+                int64_t target = table[base + byte];
+                if (target >= 0) {
+                    int crossing = crossing_of(&t, context, target);
+                    if (crossing < 0) goto done;
+                    if (crossing) {
+                        if (push_expanded(expand, context, target, &following, child, 1) < 0) goto done;
+                    } else {
+                        if (vec_reserve(&following, 3) < 0) goto done;
+                        following.data[following.size++] = child;
+                        following.data[following.size++] = context;
+                        following.data[following.size++] = target;
+                    }
+                }
+            }
+        }
+        I64Vec swap = frontier;
+        frontier = following;
+        following = swap;
+        depth++;
+    }
+    result = vec_to_list(&found);
+done:
+    tables_free(&t);
+    vec_free(&found);
+    vec_free(&frontier);
+    vec_free(&following);
+    set_free(&credited);
+    return result;
+}
+
+
+/* One walk of an automaton over the trie (TokenTrie.walk's levels after the wide
+ * start): from (node, state) pairs at ``depth``, every live node is visited level by
+ * level; a node's own tokens are read inside (``inside``: lo, hi ranges), and a node in
+ * a crossing state with tokens below it is a boundary entry (rest, hi, depth, node),
+ * kept apart for levels whose frontier was small (at most ``small`` pairs), as the
+ * Python form records them in two lists. Runs without the GIL: no Python object is
+ * touched, and errors are codes. */
+typedef struct {
+    const char *table; /* int32 or int64 items */
+    int wide_items;    /* 1: int64 */
+    Py_ssize_t table_len;
+    const uint8_t *crossing;
+    Py_ssize_t crossing_len;
+    int64_t dead;
+    Py_ssize_t small;
+} Automaton;
+
+enum { WALK_OK = 0, WALK_NOMEM = -1, WALK_BAD_STATE = -2, WALK_BAD_NODE = -3 };
+
+static inline int64_t auto_step(const Automaton *a, int64_t at) {
+    return a->wide_items ? ((const int64_t *)a->table)[at] : ((const int32_t *)a->table)[at];
+}
+
+static int trie_walk(TrieObject *t, const Automaton *a, I64Vec *frontier, Py_ssize_t depth, I64Vec *inside,
+                     uint8_t *flags, Py_ssize_t nflags, Py_ssize_t big_until, I64Vec *big, I64Vec *smallb) {
+    I64Vec next = {0};
+    int code = WALK_OK;
+    Py_ssize_t levels = t->levels;
+    while (frontier->size) {
+        Py_ssize_t count = frontier->size / 2;
+        if (depth < 1 || depth > levels) {
+            code = WALK_BAD_NODE;
+            break;
+        }
+        I64Vec *bounds = count <= a->small && depth > big_until ? smallb : big;
+        Py_ssize_t nodes = t->views[(depth - 1) * L_FIELDS + L_BYTE].len / 8;
+        const int64_t *lo_of = field(t, depth - 1, L_LO);
+        const int64_t *hi_of = field(t, depth - 1, L_HI);
+        const int64_t *term_of = field(t, depth - 1, L_TERM);
+        const int64_t *child_lo = field(t, depth - 1, L_CHILD_LO);
+        const int64_t *child_hi = field(t, depth - 1, L_CHILD_HI);
+        const int64_t *below = depth < levels ? field(t, depth, L_BYTE) : NULL;
+        next.size = 0;
+        for (Py_ssize_t i = 0; i < count; i++) {
+            int64_t node = frontier->data[2 * i], state = frontier->data[2 * i + 1];
+            if (node < 0 || node >= nodes) {
+                code = WALK_BAD_NODE;
+                goto out;
+            }
+            if (state < 0 || state >= a->crossing_len || state >= a->table_len / 256) {
+                code = WALK_BAD_STATE;
+                goto out;
+            }
+            int64_t lo = lo_of[node], term = term_of[node], hi = hi_of[node];
+            if (term && flags) {
+                if (lo < 0 || lo + term > nflags) {
+                    code = WALK_BAD_NODE;
+                    goto out;
+                }
+                memset(flags + lo, 1, (size_t)term);
+            } else if (term) {
+                if (vec_grow(inside, 2) < 0) {
+                    code = WALK_NOMEM;
+                    goto out;
+                }
+                inside->data[inside->size++] = lo;
+                inside->data[inside->size++] = lo + term;
+            }
+            if (a->crossing[state] && lo + term < hi) {
+                if (vec_grow(bounds, 4) < 0) {
+                    code = WALK_NOMEM;
+                    goto out;
+                }
+                bounds->data[bounds->size++] = lo + term;
+                bounds->data[bounds->size++] = hi;
+                bounds->data[bounds->size++] = depth;
+                bounds->data[bounds->size++] = node;
+            }
+            if (below == NULL) continue;
+            int64_t first = child_lo[node], end = child_hi[node];
+            if (first == end) continue;
+            if (vec_grow(&next, 2 * (end - first)) < 0) {
+                code = WALK_NOMEM;
+                goto out;
+            }
+            int64_t base = state * 256;
+            for (int64_t child = first; child < end; child++) {
+                int64_t byte = below[child];
+                if (byte < 0 || byte > 255) {
+                    code = WALK_BAD_NODE;
+                    goto out;
+                }
+                int64_t target = auto_step(a, base + byte);
+                if (target != a->dead) {
+                    next.data[next.size++] = child;
+                    next.data[next.size++] = target;
+                }
+            }
+        }
+        {
+            I64Vec swap = *frontier;
+            *frontier = next;
+            next = swap;
+        }
+        depth++;
+    }
+out:
+    vec_free(&next);
+    return code;
+}
+
+static PyObject *vec_to_bytes(const I64Vec *v) {
+    return PyBytes_FromStringAndSize((const char *)v->data, v->size * (Py_ssize_t)sizeof(int64_t));
+}
+
+static PyObject *Trie_walk(TrieObject *self, PyObject *args) {
+    PyObject *table_obj, *crossing_obj, *nodes_obj, *states_obj, *flags_obj;
+    long long dead;
+    Py_ssize_t depth, small, big_until;
+    if (!PyArg_ParseTuple(args, "OLOOOnnnO", &table_obj, &dead, &crossing_obj, &nodes_obj, &states_obj, &depth, &small,
+                          &big_until, &flags_obj))
+        return NULL;
+    Py_buffer table, crossing, nodes, states, flags;
+    int got = 0, got_flags = 0;
+    if (flags_obj != Py_None) {
+        if (PyObject_GetBuffer(flags_obj, &flags, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) return NULL;
+        got_flags = 1;
+        if (flags.itemsize != 1) {
+            PyBuffer_Release(&flags);
+            PyErr_SetString(PyExc_TypeError, "inside flags must be a writable buffer of bytes (bools)");
+            return NULL;
+        }
+    }
+    PyObject *result = NULL;
+    I64Vec frontier = {0}, inside = {0}, big = {0}, smallb = {0};
+    if (PyObject_GetBuffer(table_obj, &table, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto done;
+    got = 1;
+    if (PyObject_GetBuffer(crossing_obj, &crossing, PyBUF_C_CONTIGUOUS) < 0) goto done;
+    got = 2;
+    if (PyObject_GetBuffer(nodes_obj, &nodes, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto done;
+    got = 3;
+    if (PyObject_GetBuffer(states_obj, &states, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto done;
+    got = 4;
+    if ((table.itemsize != 4 && table.itemsize != 8) || nodes.itemsize != 8 || states.itemsize != 8 ||
+        nodes.len != states.len || crossing.itemsize != 1 || !jm_is_int64(nodes.format) || !jm_is_int64(states.format) ||
+        !(table.itemsize == 8 ? jm_is_int64(table.format) : jm_is_int32(table.format))) {
+        PyErr_SetString(PyExc_TypeError, "walk takes an int32/int64 table and int64 nodes and states of one length");
+        goto done;
+    }
+    Automaton a = {table.buf, table.itemsize == 8, table.len / table.itemsize, crossing.buf, crossing.len, dead, small};
+    Py_ssize_t count = nodes.len / 8;
+    if (vec_reserve(&frontier, 2 * count) < 0) goto done;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t state = ((const int64_t *)states.buf)[i];
+        if (state == dead) continue;
+        frontier.data[frontier.size++] = ((const int64_t *)nodes.buf)[i];
+        frontier.data[frontier.size++] = state;
+    }
+    int code;
+    Py_BEGIN_ALLOW_THREADS
+    code = trie_walk(self, &a, &frontier, depth, &inside, got_flags ? (uint8_t *)flags.buf : NULL,
+                     got_flags ? flags.len : 0, big_until, &big, &smallb);
+    Py_END_ALLOW_THREADS
+    if (code == WALK_NOMEM) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (code == WALK_BAD_STATE) {
+        PyErr_SetString(PyExc_ValueError, "a state outside the table or the crossing flags");
+        goto done;
+    }
+    if (code != WALK_OK) {
+        PyErr_SetString(PyExc_ValueError, "a node or byte outside the trie");
+        goto done;
+    }
+    /* Boundary entries: the big levels' first, then the small ones' (the Python form's order). */
+    if (vec_reserve(&big, smallb.size) < 0) goto done;
+    if (smallb.size) { /* (memcpy from NULL is undefined, even of no bytes: UBSan) */
+        memcpy(big.data + big.size, smallb.data, (size_t)smallb.size * sizeof(int64_t));
+        big.size += smallb.size;
+    }
+    {
+        PyObject *in_bytes = vec_to_bytes(&inside);
+        PyObject *b_bytes = in_bytes ? vec_to_bytes(&big) : NULL;
+        if (b_bytes) result = PyTuple_Pack(2, in_bytes, b_bytes);
+        Py_XDECREF(in_bytes);
+        Py_XDECREF(b_bytes);
+    }
+done:
+    if (got >= 4) PyBuffer_Release(&states);
+    if (got >= 3) PyBuffer_Release(&nodes);
+    if (got >= 2) PyBuffer_Release(&crossing);
+    if (got >= 1) PyBuffer_Release(&table);
+    if (got_flags) PyBuffer_Release(&flags);
+    vec_free(&frontier);
+    vec_free(&inside);
+    vec_free(&big);
+    vec_free(&smallb);
+    return result;
+}
+
+static PyMethodDef Trie_methods[] = {
+    {"walk_stacks", (PyCFunction)Trie_walk_stacks, METH_VARARGS,
+     "walk_stacks(tables, crossings, reads, expand, seeds, budget) -> list[int] | None\n\n"
+     "TokenTrie.walk_stacks in C (see its docstring): the positions of the tokens the\n"
+     "seeded stacks read to their end; None past ``budget`` live (node, stack) pairs."},
+    {"walk", (PyCFunction)Trie_walk, METH_VARARGS,
+     "walk(table, dead, crossing, nodes, states, depth, small, big_until, inside) -> (bytes, bytes)\n\n"
+     "TokenTrie.walk's levels in C, the GIL released: the inside ranges (lo, hi) (or, with\n"
+     "a writable bool buffer ``inside``, its flags set instead) and the boundary entries\n"
+     "(rest, hi, depth, node), as int64 bytes; entries of levels whose frontier held more\n"
+     "than ``small`` pairs, or at most ``big_until`` deep, first, then the others."},
+    {NULL, NULL, 0, NULL},
+};
+
+PyTypeObject jm_TrieType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "jsonmode._native.Trie",
+    .tp_basicsize = sizeof(TrieObject),
+    .tp_dealloc = (destructor)Trie_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Trie(levels): the token trie's levels, each (lo, hi, term, child_lo, child_hi, byte)\n"
+              "as 1-D int64 buffers (held, read-only, for the object's life).",
+    .tp_methods = Trie_methods,
+    .tp_init = (initproc)Trie_init,
+    .tp_new = PyType_GenericNew,
+};
+
