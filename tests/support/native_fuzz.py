@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from jsonmode import native
-from jsonmode.decoding.engine.boundary import Stacks
+from jsonmode.decoding.engine.boundary import Rests, Stacks
 from jsonmode.decoding.engine.facts import bits_size, set_ids
 from jsonmode.decoding.engine.trie import TokenTrie, lexicographic_order
 
@@ -133,34 +133,6 @@ def token_trie(tokens: list[bytes]) -> TokenTrie:
 def trie_levels(trie: TokenTrie) -> list[tuple[Any, ...]]:
     """The levels as the compiled ``Trie`` takes them."""
     return [(lv.lo, lv.hi, lv.term, lv.child_lo, lv.child_hi, lv.byte) for lv in trie.levels]
-
-
-@dataclass
-class Rests:
-    """A boundary group's rests as a trie (the shape of ``Stacks.finish``'s argument:
-    node 0 the root; ``byte``, ``kids``, ``ends`` per node), built independently."""
-
-    byte: list[int]
-    kids: list[list[int]]
-    ends: list[list[int]]
-
-    @staticmethod
-    def of(tokens: list[bytes], positions: list[int]) -> Rests:
-        byte, kids, ends = [-1], [[]], [[]]  # type: ignore[var-annotated]
-        index: dict[Pair, int] = {}
-        for rest, position in zip(tokens, positions, strict=True):
-            node = 0
-            for value in rest:
-                child = index.get((node, value))
-                if child is None:
-                    child = index[(node, value)] = len(byte)
-                    byte.append(value)
-                    kids.append([])
-                    ends.append([])
-                    kids[node].append(child)
-                node = child
-            ends[node].append(position)
-        return Rests(byte, kids, ends)
 
 
 # -- the kernel pairs -------------------------------------------------------------------------

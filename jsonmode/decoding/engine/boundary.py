@@ -6,7 +6,7 @@ stack: the stacks a boundary leads to (the caller's continuation after a return,
 callee after a call) are numbered ``(context, rule state)`` pairs (:class:`Stacks`),
 stepped by the rules' byte tables. The tokens of a group whose rest starts with a
 byte those stacks can read are kept as a small trie of their *rests*
-(:class:`_Rests`; the same few dozen rests, such as ``",`` and ``"}`` after a string,
+(:class:`Rests`; the same few dozen rests, such as ``",`` and ``"}`` after a string,
 recur in every schema: memoised by content, ``group_rests``), and the stacks walk
 that trie (:meth:`Stacks.finish`): one step per distinct rest prefix.
 
@@ -254,7 +254,7 @@ class Stacks:
             return self.expand(context, target)
         return ((context, target),)
 
-    def finish(self, rests: _Rests, pairs: tuple[Pair, ...]) -> list[int]:
+    def finish(self, rests: Rests, pairs: tuple[Pair, ...]) -> list[int]:
         """The positions of the tokens whose rest one of ``pairs`` reads to its end:
         the stacks walk the rests' trie, one step per node for all the tokens below."""
         tables, crossings, expand = self.tables, self.crossings, self.expand
@@ -305,7 +305,7 @@ class Stacks:
 
 
 @dataclass(frozen=True, slots=True)
-class _Rests:
+class Rests:
     """The rests of a boundary group's tokens (their bytes from the boundary on), as a
     trie: node ``n`` (0: the root) has the byte ``byte[n]`` that leads to it, its
     children ``kids[n]`` and the positions of the tokens whose rest ends there
@@ -316,7 +316,7 @@ class _Rests:
     ends: list[list[int]]
 
     @staticmethod
-    def of(tokens: list[bytes], positions: list[int]) -> _Rests:
+    def of(tokens: list[bytes], positions: list[int]) -> Rests:
         """The trie of ``tokens`` (rests), each ending in its position."""
         byte: list[int] = [-1]
         kids: list[list[int]] = [[]]
@@ -334,15 +334,15 @@ class _Rests:
                     kids[node].append(child)
                 node = child
             ends[node].append(position)
-        return _Rests(byte, kids, ends)
+        return Rests(byte, kids, ends)
 
 
 # Rests by group content and readable bytes (see group_rests): ~90 distinct ones
 # serve the benchmark's 7,000 boundary groups.
-_rests: Lru[tuple[bytes, bytes, bytes], _Rests] = Lru(8 << 20)
+_rests: Lru[tuple[bytes, bytes, bytes], Rests] = Lru(8 << 20)
 
 
-def group_rests(index: TokenIndex, split: Following, readable: npt.NDArray[np.bool_]) -> _Rests:
+def group_rests(index: TokenIndex, split: Following, readable: npt.NDArray[np.bool_]) -> Rests:
     """The rests of the tokens of ``split`` whose rest starts with a ``readable``
     byte, memoised by content (the same groups recur across rules and schemas)."""
     key = (split.lo.tobytes(), split.col.tobytes(), readable.tobytes())
@@ -362,7 +362,7 @@ def group_rests(index: TokenIndex, split: Following, readable: npt.NDArray[np.bo
                 base = position * width
                 tokens.append(bytes(data[base + col : base + lengths[position]]))
                 positions.append(position)
-        known = _Rests.of(tokens, positions)
+        known = Rests.of(tokens, positions)
         size = sum(len(part) for part in key) + 64 * len(known.byte) + 8 * len(positions)
         _rests.put(key, known, size + 64)
     return known
