@@ -198,7 +198,7 @@ def test_a_slow_schema_never_stalls_the_other_rows(llm: LLM) -> None:
     """A schema that takes ~1 s to compile joins a batch mid-generation: the other
     row's tokens keep coming (compiling happens at admission, never in the engine
     step), and the schema's row still conforms."""
-    levels = 12  # d_i = {"anyOf": [ref d_{i+1}, ref d_{i+1}]}: 2**levels ways to compile
+    levels = 14  # d_i = {"anyOf": [ref d_{i+1}, ref d_{i+1}]}: 2**levels ways to compile
     defs: dict[str, Any] = {
         f"d{i}": {"anyOf": [{"$ref": f"#/$defs/d{i + 1}"}, {"$ref": f"#/$defs/d{i + 1}"}]}
         for i in range(levels)
