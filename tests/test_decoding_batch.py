@@ -1,31 +1,17 @@
 """BatchMasker: a batch of rows restricted at once, against a row-by-row reference."""
 
-import pathlib
 import random
 
 import numpy as np
 import pytest
 import torch
+from support.batch_cases import ARRAY, OBJECT, PAD, TOKENIZERS
 
 from jsonmode.decoding.batch_masks import BatchMasker
 from jsonmode.decoding.compiled import compile_schema
 from jsonmode.decoding.vocabulary import Vocabulary
 from jsonmode.errors import UsageError
 
-TOKENIZERS = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tokenizers"
-
-OBJECT = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string", "maxLength": 6},
-        "n": {"type": "integer", "minimum": -5, "maximum": 120},
-        "tags": {"type": "array", "items": {"enum": ["a", "bc"]}, "maxItems": 3},
-    },
-    "required": ["name", "n"],
-    "additionalProperties": False,
-}
-ARRAY = {"type": "array", "items": {"type": "boolean"}}
-PAD = 13  # model heads are wider than their tokenizer
 BITS = {torch.float32: torch.int32, torch.bfloat16: torch.int16, torch.float16: torch.int16}
 
 

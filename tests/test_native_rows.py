@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import pathlib
 import random
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 import torch
+from support.batch_cases import ARRAY, OBJECT, PAD, TOKENIZERS
 from support.native_rows import RowsSpy, compiled_kernels, spy_on_rows
 
 from jsonmode import JsonMode, native
@@ -30,20 +30,6 @@ from jsonmode.decoding.vocabulary import Vocabulary
 from jsonmode.demo import CONSTRAINED_SCHEMA, random_local_model
 from jsonmode.errors import UsageError
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-TOKENIZERS = ROOT.parent / "shared" / "data" / "tokenizers"
-OBJECT = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string", "maxLength": 6},
-        "n": {"type": "integer", "minimum": -5, "maximum": 120},
-        "tags": {"type": "array", "items": {"enum": ["a", "bc"]}, "maxItems": 3},
-    },
-    "required": ["name", "n"],
-    "additionalProperties": False,
-}
-ARRAY = {"type": "array", "items": {"type": "boolean"}}
-PAD = 13  # a model head wider than its tokenizer
 DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 BITS = {
     torch.float16: torch.int16,
