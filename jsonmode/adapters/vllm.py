@@ -64,6 +64,15 @@ Contract:
   then moved (one-way or swap); a preempted request comes back as an added row
   whose generated tokens are replayed; tokens vLLM discards (a failed KV load) are
   rolled back.
+- **Ahead of the forward pass.** :meth:`~JsonModeLogitsProcessor.update_state` runs
+  before the model's forward pass, when the tokens sampled at the last step are in
+  the requests' lists already: it hands the rows' catching up (``Matcher.advance``)
+  and their next masks (first visits of states: the mask engine's walks) to one
+  helper thread, which works while the model runs (torch releases the GIL in its
+  operations); :meth:`~JsonModeLogitsProcessor.apply` waits for it, then writes the
+  rows. A token the helper cannot read yet (a placeholder of asynchronous
+  scheduling) is left for ``apply``, which does the rest itself. ``JSONMODE_VLLM_AHEAD=0``
+  in the engine's environment keeps all of it in ``apply``.
 - **Masks.** All constrained rows are masked at once by
   :class:`~jsonmode.decoding.batch_masks.BatchMasker` (cached rows, tensor operations, no
   Python loop over the vocabulary); end-of-sequence is allowed exactly when the
@@ -84,8 +93,10 @@ processors there). On GPU with asynchronous scheduling, load the processor with
 sampled tokens before the processors run); loaded only through the entry point, a
 row whose last token is still vLLM's placeholder cannot be masked and may only end.
 
-Thread-safety: vLLM calls one instance from one thread (its model runner);
-``validate_params`` is thread-safe.
+Thread-safety: vLLM calls one instance from one thread (its model runner); the
+helper thread touches the rows only between ``update_state`` and the next
+``apply`` or ``update_state``, which wait for it first; ``validate_params`` is
+thread-safe.
 """
 
 from __future__ import annotations
@@ -98,6 +109,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -140,6 +152,7 @@ if TYPE_CHECKING:
     from vllm.config import VllmConfig
 
 __all__ = [
+    "AHEAD_ENV",
     "BUDGET_ARGUMENT",
     "BUDGET_ENV",
     "REASONING_CAP_ARGUMENT",
@@ -169,6 +182,9 @@ _OPTIONS = "defaults"
 _ENGINES_KEPT = 64
 #: vLLM's stand-in for a token sampled but not yet copied back (asynchronous scheduling).
 _PLACEHOLDER = -1
+#: The environment variable of the engine's process that, set to ``0``, keeps the rows'
+#: catching up and first masks in ``apply`` (default: on a helper thread, ahead).
+AHEAD_ENV = "JSONMODE_VLLM_AHEAD"
 
 log = logging.getLogger(__name__)
 
@@ -347,6 +363,10 @@ class JsonModeLogitsProcessor(LogitsProcessor):
         self._gates: OrderedDict[tuple[int, Reasoning], GatedConstraint] = OrderedDict()
         self._masker: BatchMasker | None = None
         self._unreadable: Exception | None = None
+        # The rows' preparation for the next apply, running on the helper thread
+        # (started by update_state; see the module's "Ahead of the forward pass").
+        self._ahead: ThreadPoolExecutor | None = None
+        self._pending: Future[None] | None = None
         if not self._standby:
             # Now, while the engine starts (~2 s): in the first constrained request's
             # step it would stall every row of that step.
@@ -369,8 +389,17 @@ class JsonModeLogitsProcessor(LogitsProcessor):
 
     def update_state(self, batch_update: BatchUpdate | None) -> None:
         """Follow the persistent batch: removed, then added, then moved rows."""
-        if batch_update is None or self._standby:
+        if self._standby:
             return
+        self._wait()  # (a step that never reached apply: its helper work ends first)
+        if batch_update is not None:
+            self._follow(batch_update)
+        if self._rows and _ahead_enabled():
+            if self._ahead is None:
+                self._ahead = ThreadPoolExecutor(1, thread_name_prefix="jsonmode-ahead")
+            self._pending = self._ahead.submit(self._prepare)
+
+    def _follow(self, batch_update: BatchUpdate) -> None:
         rows = self._rows
         for index in batch_update.removed:
             rows.pop(index, None)
@@ -466,12 +495,13 @@ class JsonModeLogitsProcessor(LogitsProcessor):
         if not self._rows:
             return logits
         started = events.step_started() if events.listeners else 0.0
+        self._wait()
         indices: list[int] = []
         matchers: list[Matcher | None] = []
         for index, row in self._rows.items():
             if index >= logits.shape[0]:
                 continue  # not sampled this step
-            _guarded(row, _catch_up)
+            _guarded(row, _catch_up)  # (after the helper's work: what it left, if anything)
             _guarded(row, _warm)  # a mask that cannot be computed fails its row only
             matcher = row.matcher
             indices.append(index)
@@ -488,6 +518,24 @@ class JsonModeLogitsProcessor(LogitsProcessor):
         if started and events.listeners:
             _report(self._rows.values(), started)
         return logits
+
+    def _prepare(self) -> None:
+        """On the helper thread: catch every row up to its generated tokens and compute
+        its next mask (cached by the engine for :meth:`apply`); a row's error fails
+        that row only, as in ``apply``."""
+        for row in list(self._rows.values()):
+            _guarded(row, _catch_up_ahead)
+            _guarded(row, _warm)
+
+    def _wait(self) -> None:
+        """Wait for the helper's work of this step, if any (its own errors are logged:
+        ``apply`` then does the rows' work itself)."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            try:
+                pending.result()
+            except Exception:
+                log.exception("jsonmode: preparing the rows ahead failed; apply does it")
 
     def _end_all(self, logits: torch.Tensor, indices: list[int]) -> None:
         for index in indices:
@@ -539,12 +587,13 @@ def _warm(row: _Row) -> None:
         row.matcher.mask()
 
 
-def _catch_up(row: _Row) -> None:
+def _catch_up(row: _Row, ahead: bool = False) -> None:
     """Advance ``row``'s matcher to the request's generated tokens.
 
     Tokens vLLM discarded since the last step (its list got shorter or changed) are
     rolled back first. A placeholder (asynchronous scheduling) stops the walk and
-    fails the row: its state is unknown.
+    fails the row: its state is unknown; ``ahead`` (the helper thread, before the
+    forward pass) stops there without failing it: ``apply`` reads the token later.
     """
     matcher, output, seen = row.matcher, row.output, row.seen
     if matcher is None or row.failed:
@@ -560,6 +609,8 @@ def _catch_up(row: _Row) -> None:
         del seen[same:]
     for token in output[len(seen) :]:
         if token == _PLACEHOLDER:
+            if ahead:
+                return
             row.failed = True
             log.error(
                 "jsonmode: a sampled token is not known yet (asynchronous scheduling); "
@@ -580,6 +631,16 @@ def _catch_up(row: _Row) -> None:
         seen.append(token)
         if matcher.is_finished():
             row.ended = len(seen)
+
+
+def _catch_up_ahead(row: _Row) -> None:
+    _catch_up(row, ahead=True)
+
+
+def _ahead_enabled() -> bool:
+    """Whether rows are prepared on the helper thread (``JSONMODE_VLLM_AHEAD``, not
+    ``0``), read at each step."""
+    return os.environ.get(AHEAD_ENV, "1").strip() != "0"
 
 
 def _report(rows: Any, started: float) -> None:

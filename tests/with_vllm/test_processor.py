@@ -5,8 +5,11 @@ row is checked against a matcher fed the same tokens on its own."""
 
 from __future__ import annotations
 
+import gc
 import json
 import random
+import threading
+import time
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import SimpleNamespace
@@ -462,3 +465,109 @@ def test_a_store_others_may_write_is_refused(
     with pytest.raises(VLLMValidationError, match="JSONMODE_VLLM_STORE"):
         JsonModeLogitsProcessor.validate_params(params('{"type": "integer"}'))
     assert not list(shared.iterdir())
+
+
+# -- ahead of the forward pass: the rows' work on the helper thread -------------------
+
+
+def spy_on_warm(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The thread of every row's mask computation (adapter._warm), in order."""
+    where: list[str] = []
+    warm = adapter._warm
+
+    def spied(row: Any) -> None:
+        where.append(threading.current_thread().name)
+        warm(row)
+
+    monkeypatch.setattr(adapter, "_warm", spied)
+    return where
+
+
+def test_rows_are_caught_up_and_masked_on_the_helper_thread_before_apply(
+    processor: JsonModeLogitsProcessor,
+    vocabulary: jsonmode.Vocabulary,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    where = spy_on_warm(monkeypatch)
+    rng = random.Random(11)
+    a, b = Request(PERSON, vocabulary), Request(TAGS, vocabulary)
+    step(processor, [a, b], BatchUpdate(2, [], [a.added(0), b.added(1)], []), rng)
+    for _ in range(4):
+        step(processor, [a, b], None, rng)  # (step checks every row's mask)
+    helper = [name.startswith("jsonmode-ahead") for name in where]
+    # per step: both rows on the helper first, then apply's own (cached) look
+    assert helper == [True, True, False, False] * 5
+
+
+def test_with_ahead_off_every_row_is_done_in_apply(
+    processor: JsonModeLogitsProcessor,
+    vocabulary: jsonmode.Vocabulary,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(adapter.AHEAD_ENV, "0")
+    where = spy_on_warm(monkeypatch)
+    rng = random.Random(12)
+    a = Request(PERSON, vocabulary)
+    step(processor, [a], BatchUpdate(1, [], [a.added(0)], []), rng)
+    for _ in range(3):
+        step(processor, [a], None, rng)
+    assert where == [threading.current_thread().name] * 4
+
+
+def test_a_placeholder_seen_ahead_is_read_again_by_apply(
+    processor: JsonModeLogitsProcessor, vocabulary: jsonmode.Vocabulary
+) -> None:
+    # Asynchronous scheduling: at update_state the last token may still be vLLM's
+    # placeholder, filled in before the processors run. The helper leaves it be.
+    a = Request(PERSON, vocabulary)
+    processor.update_state(BatchUpdate(1, [], [a.added(0)], []))
+    processor.apply(torch.zeros(1, WIDTH))
+    token = int(torch.from_numpy(a.matcher.mask().copy()).nonzero().flatten()[0])
+    a.output.append(-1)
+    processor.update_state(None)
+    processor._wait()  # (the helper has read the placeholder)
+    assert not processor._rows[0].failed
+    a.output[-1] = token
+    assert a.matcher.advance(token)
+    out = processor.apply(torch.zeros(1, WIDTH))
+    expected = torch.from_numpy(a.matcher.mask().copy())
+    assert torch.equal(torch.isfinite(out[0, : expected.shape[0]]), expected)
+
+
+def test_an_error_of_the_helper_is_logged_and_apply_does_the_work(
+    processor: JsonModeLogitsProcessor,
+    vocabulary: jsonmode.Vocabulary,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def broken() -> None:
+        raise RuntimeError("a bug in the helper")
+
+    monkeypatch.setattr(processor, "_prepare", broken)
+    rng = random.Random(13)
+    a = Request(PERSON, vocabulary)
+    with caplog.at_level("ERROR", logger="jsonmode.adapters.vllm"):
+        step(processor, [a], BatchUpdate(1, [], [a.added(0)], []), rng)
+        step(processor, [a], None, rng)
+    assert caplog.text.count("preparing the rows ahead failed") == 2
+    assert not processor._rows[0].failed
+
+
+def test_a_dropped_processor_leaves_no_helper_thread(
+    vocabulary: jsonmode.Vocabulary, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(adapter, "_vocabulary_of", lambda config, width: vocabulary)
+    processor = JsonModeLogitsProcessor(engine_config(), torch.device("cpu"), False)
+    a = Request(PERSON, vocabulary)
+    step(processor, [a], BatchUpdate(1, [], [a.added(0)], []), random.Random(14))
+
+    def helpers() -> int:
+        return sum(t.name.startswith("jsonmode-ahead") for t in threading.enumerate())
+
+    assert helpers() >= 1
+    del processor
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while helpers() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert helpers() == 0
