@@ -15,7 +15,9 @@ llama.cpp's GBNF); llguidance reads a Lark translation, written here, with the r
 parts as terminals (its lexer's unit, as its own grammars do).
 
 Each round is a fresh process (nothing warm from an earlier round; the engines' own
-per-process caches start empty). In it, per grammar, each engine (which one goes first
+per-process caches start empty). Set-up, untimed: each engine's tokenizer; for jsonmode
+also the vocabulary's token index and trie, and the import of the GBNF reader and the CSV
+builder (imported on first use; the peers' whole code is loaded by their import). In it, per grammar, each engine (which one goes first
 alternates) compiles the grammar, timed (jsonmode: ``compile_grammar`` / ``compile_csv``
 plus the mask engine; xgrammar: parse plus ``GrammarCompiler.compile_grammar``, one
 thread, no cache; llguidance: ``grammar_from_lark`` plus ``LLMatcher``), then walks
@@ -36,6 +38,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
+import importlib
 import importlib.metadata
 import json
 import os
@@ -290,6 +293,10 @@ class JsonmodeEngine:
         import jsonmode
 
         jsonmode.compile_regex("a", self.vocabulary).engine  # noqa: B018
+        # The modules a first grammar compile would import (the GBNF reader, the CSV
+        # builder): imports are set-up, as the peers' are at their import, untimed.
+        importlib.import_module("jsonmode.decoding.grammars.gbnf")
+        importlib.import_module("jsonmode.decoding.grammars.builtins")
 
     def compile(self, name: str, spec: Spec) -> Any:
         import jsonmode
