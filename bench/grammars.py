@@ -16,16 +16,17 @@ parts as terminals (its lexer's unit, as its own grammars do).
 
 Each round is a fresh process (nothing warm from an earlier round; the engines' own
 per-process caches start empty). Set-up, untimed: each engine's tokenizer; for jsonmode
-also the vocabulary's token index and trie, and the import of the GBNF reader and the CSV
-builder (imported on first use; the peers' whole code is loaded by their import). In it, per grammar, each engine (which one goes first
-alternates) compiles the grammar, timed (jsonmode: ``compile_grammar`` / ``compile_csv``
-plus the mask engine; xgrammar: parse plus ``GrammarCompiler.compile_grammar``, one
-thread, no cache; llguidance: ``grammar_from_lark`` plus ``LLMatcher``), then walks
-every text of the grammar token by token with a fresh matcher: the mask call alone is
-timed (``bench/decoder.py``'s walk), the token must be allowed and taken, and EOS must
-end the text. Texts: JSON, six MaskBench instances (300-1500 bytes, compact); chess,
-three 40-move games; arithmetic, six expressions; CSV, three 15-row tables (the
-generated ones from a fixed seed).
+also the vocabulary's token index and trie, and the import of the GBNF reader and the
+CSV builder (imported on first use; the peers' whole code is loaded by their import).
+In it, per grammar, each engine (which one goes first alternates) compiles the grammar,
+timed (jsonmode: ``compile_grammar`` / ``compile_csv`` plus the mask engine; xgrammar:
+parse plus ``GrammarCompiler.compile_grammar``, one thread, no cache; llguidance:
+``grammar_from_lark`` plus ``LLMatcher``), then walks every text of the grammar token by
+token with a fresh matcher: the mask call alone is timed (``bench/decoder.py``'s walk;
+every engine fills a token bitmask of int32 words, jsonmode with ``fill_bitmask``), the
+token must be allowed and taken, and EOS must end the text. Texts: JSON, six MaskBench
+instances (300-1500 bytes, compact); chess, three 40-move games; arithmetic, six
+expressions; CSV, three 15-row tables (the generated ones from a fixed seed).
 
 Reported per grammar and engine: compile time (the median over rounds), mask time per
 token (mean, p50, p99 over every token of every round), and both as ratios to
@@ -312,10 +313,14 @@ class JsonmodeEngine:
         return compiled
 
     def walker(self, handle: Any) -> decoder.Walker:
+        # Timed: filling a token bitmask, the form the peers fill here (and
+        # bench/decoder.py times): Matcher.mask()'s bool array costs a fresh 152 KB
+        # array per state on top (page faults, mostly).
         matcher = handle.matcher()
+        words = np.zeros((self.vocabulary.size + 31) // 32, dtype=np.int32)
         return decoder.Walker(
-            fill=matcher.mask,
-            allowed=lambda mask, token: bool(mask[token]),
+            fill=lambda: matcher.fill_bitmask(words),
+            allowed=lambda _, token: decoder._bit(words, token),
             advance=matcher.advance,
             finished=matcher.is_finished,
         )
