@@ -21,9 +21,11 @@ Strategies, each a BatchMasker of its own (its own cache of state rows):
 
 Warm: every state's row cached by every strategy; rounds interleave the strategies (the
 first one rotates), and each cell is the median over rounds of the mean µs per step.
-Whole step, cold: before each step the engine's mask cache and the strategy's row cache
-are emptied, so the step is ``Matcher.mask()`` for the batch (its walk caches stay warm)
-plus building the rows plus writing them; the same interleaving and medians.
+Whole step, cold: before each step the engine's mask caches (bool and packed) and the
+strategy's row cache are emptied, so the step is the engine's mask for the batch (its
+walk caches stay warm: ``Matcher.mask()`` on the NumPy path, the packed mask on the
+compiled one) plus building the rows plus writing them; the same interleaving and
+medians.
 
 On a machine shared with other jobs the helper thread competes with them for the second
 core. So each row ends with the machine's spare parallelism measured just before and just
@@ -139,6 +141,7 @@ def measure(
             for matchers, rows in zip(batches[:visits], orders[:visits], strict=True):
                 for name in order:
                     cache_module._mask_cache.clear()
+                    cache_module._bits_cache.clear()  # (the compiled path's rows read bits)
                     runs[name].clear()
                     work.copy_(fresh)
                     spent[name] += _step(runs[name], work, rows, matchers)

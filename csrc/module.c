@@ -1,6 +1,6 @@
 /* jsonmode._native: the compiled kernels of the mask engine (see jsonmode/native.py).
  *
- * One file per kernel (trie.c, finish.c, rows.c; set_bits here), native.h shared.
+ * One file per kernel (trie.c, finish.c, rows.c, bits.c; set_bits here), native.h shared.
  * Each kernel is the C form of a pure-Python function that stays in the package as
  * the reference and the fallback; the two must give the same answers, and the
  * differential tests (tests/test_native_*.py) hold them so:
@@ -11,6 +11,8 @@
  *   set_bits          jsonmode.decoding.engine.facts.set_ids (GIL released)
  *   apply_rows        jsonmode.decoding.batch_masks._apply_numpy (GIL released, rows
  *                     spread over threads)
+ *   count_bits,       jsonmode.decoding.batch_masks.BatchMasker._build (a packed mask
+ *   bit_ids           as the shorter of its id lists)
  *
  * Safety: every index read from a caller's buffer is checked against that buffer's
  * length (a bad one raises ValueError, never reads past it); work lists grow on the
@@ -75,6 +77,15 @@ static PyMethodDef native_methods[] = {
      "items) gets ``negative`` at ids[i] (keeps[i] false), or everywhere but ids[i]\n"
      "(keeps[i] true), the rows spread over ``threads`` threads with the GIL released.\n"
      "Every argument is checked first (ValueError/TypeError, nothing written)."},
+    {"count_bits", jm_count_bits, METH_VARARGS,
+     "count_bits(bits, shared) -> int\n\n"
+     "The set bits below ``shared`` of the uint8 buffer ``bits`` (token t: bit t % 8 of\n"
+     "byte t // 8): the allowed tokens of a packed mask."},
+    {"bit_ids", jm_bit_ids, METH_VARARGS,
+     "bit_ids(bits, shared, width, keep, out) -> None\n\n"
+     "BatchMasker._build over a packed mask: into the 1-D int64 buffer ``out`` (exactly\n"
+     "the list's length, else ValueError), the allowed ids below ``shared`` (keep), or\n"
+     "the banned ones below ``shared`` then ``shared``..``width - 1``."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -17,6 +17,8 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from support.batch_cases import ARRAY, OBJECT, PAD, TOKENIZERS
 from support.native_rows import RowsSpy, compiled_kernels, spy_on_rows
 
@@ -317,6 +319,112 @@ def test_kernel_misuse_raises_a_typed_error_with_nothing_written():
         assert np.array_equal(host, before), f"case {k} wrote before refusing"
     compiled_kernels().apply_rows(host, [], [], [], NEG_INF_BITS32, 4)  # nothing to do
     assert np.array_equal(host, before)
+
+
+# -- rows straight from a packed mask (count_bits, bit_ids) ---------------------------------
+
+
+def numpy_row(mask: np.ndarray, width: int) -> tuple[bool, list[int]] | None:
+    """BatchMasker._build's rule in NumPy over a bool mask: None for an empty one."""
+    with native.use(False):
+        masker = BatchMasker(width, [])
+        row = masker._build(mask)
+    return None if row is masker._eos_row else (row.keep, row.ids.tolist())
+
+
+def kernel_row(mask: np.ndarray, width: int) -> tuple[bool, list[int]] | None:
+    kernels = compiled_kernels()
+    bits = np.packbits(mask, bitorder="little")
+    shared = min(width, mask.size)
+    count = kernels.count_bits(bits, shared)
+    assert count == int(np.count_nonzero(mask[:shared]))
+    if count == 0:
+        return None
+    keep = 2 * count <= width
+    ids = np.empty(count if keep else width - count, dtype=np.int64)
+    kernels.bit_ids(bits, shared, width, keep, ids)
+    return keep, ids.tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    size=st.integers(1, 300),
+    pad=st.integers(-40, 40),
+    density=st.sampled_from([0.0, 0.02, 0.3, 0.5, 0.7, 0.98, 1.0]),
+    seed=st.integers(0, 1 << 30),
+)
+def test_bit_ids_give_the_numpy_rows_of_any_mask(size, pad, density, seed):
+    """Any mask size (word boundaries and past them), a model head narrower or wider
+    than the vocabulary, masks nearly empty to full: the kernels' id lists are the
+    NumPy rule's (allowed ids when at most half the width, else the banned ones and
+    the padded columns)."""
+    width = max(1, size + pad)
+    rng = np.random.default_rng(seed)
+    mask = rng.random(size) < density
+    assert kernel_row(mask, width) == numpy_row(mask, width)
+
+
+def test_the_compiled_masker_builds_rows_from_bits_without_a_bool_mask(vocab, pool, monkeypatch):
+    """With the core, a row comes from the engine's packed mask: Matcher.mask() (a bool
+    array of the vocabulary's size per state) is never called, and the rows are the
+    NumPy path's, which does call it."""
+    width = vocab.size + PAD
+    logits = noisy_logits(len(pool), width, torch.float32, seed=5)
+    with native.use(False):
+        expected = BatchMasker(width, vocab.eos_ids).apply(
+            logits.clone(), list(range(len(pool))), pool
+        )
+
+    def refused(self: Matcher) -> None:
+        raise AssertionError("Matcher.mask() called on the compiled path")
+
+    monkeypatch.setattr(Matcher, "mask", refused)
+    out = BatchMasker(width, vocab.eos_ids).apply(logits.clone(), list(range(len(pool))), pool)
+    assert same_bits(out, expected)
+
+
+def test_prepared_rows_are_only_written_by_apply(vocab, pool, monkeypatch):
+    """prepare() builds and caches the rows; apply() then asks no matcher for a mask."""
+    width = vocab.size + PAD
+    live = [m for m in pool if m is not None]
+    masker = BatchMasker(width, vocab.eos_ids)
+    masker.prepare(live)
+    assert masker.cached == len({(id(m.engine), m.state) for m in live})
+
+    def refused(self: Matcher, out: object) -> None:
+        raise AssertionError("a prepared row was built again")
+
+    monkeypatch.setattr(Matcher, "fill_bitmask", refused)
+    logits = noisy_logits(len(live), width, torch.float32, seed=6)
+    out = masker.apply(logits.clone(), list(range(len(live))), live)
+    with native.use(False):
+        expected = BatchMasker(width, vocab.eos_ids).apply(
+            logits.clone(), list(range(len(live))), live
+        )
+    assert same_bits(out, expected)
+
+
+def test_bit_ids_misuse_raises_a_typed_error():
+    kernels = compiled_kernels()
+    bits = np.packbits(np.array([1, 0, 1, 1, 0, 0, 0, 0, 1], dtype=np.bool_), bitorder="little")
+    good = np.empty(4, dtype=np.int64)
+    cases: list[tuple[Callable[[], object], type[Exception]]] = [
+        (lambda: kernels.count_bits(bits, 17), ValueError),  # past the bits given
+        (lambda: kernels.count_bits(bits, -1), ValueError),
+        (lambda: kernels.count_bits(bits.astype(np.int32), 4), TypeError),
+        (lambda: kernels.bit_ids(bits, 9, 9, True, np.empty(3, dtype=np.int64)), ValueError),
+        (lambda: kernels.bit_ids(bits, 9, 9, False, np.empty(4, dtype=np.int64)), ValueError),
+        (lambda: kernels.bit_ids(bits, 9, 8, True, good), ValueError),  # width < shared
+        (lambda: kernels.bit_ids(bits, 9, 9, True, good.astype(np.int32)), TypeError),
+        (lambda: kernels.bit_ids(bits, 9, 9, True, np.empty((2, 2), dtype=np.int64)), TypeError),
+        (lambda: kernels.bit_ids(bits, 99, 99, True, good), ValueError),
+        (lambda: kernels.bit_ids(bits, 9, 9, True, b"12345678" * 4), (TypeError, BufferError)),
+    ]
+    for call, error in cases:
+        with pytest.raises(error):
+            call()
+    kernels.bit_ids(bits, 9, 9, True, good)
+    assert good.tolist() == [0, 2, 3, 8]
 
 
 # -- the GIL ----------------------------------------------------------------------------

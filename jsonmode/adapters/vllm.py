@@ -101,6 +101,7 @@ thread-safe.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -498,11 +499,12 @@ class JsonModeLogitsProcessor(LogitsProcessor):
         self._wait()
         indices: list[int] = []
         matchers: list[Matcher | None] = []
+        warm = functools.partial(_warm, self._batch_masker())
         for index, row in self._rows.items():
             if index >= logits.shape[0]:
                 continue  # not sampled this step
             _guarded(row, _catch_up)  # (after the helper's work: what it left, if anything)
-            _guarded(row, _warm)  # a mask that cannot be computed fails its row only
+            _guarded(row, warm)  # a mask that cannot be computed fails its row only
             matcher = row.matcher
             indices.append(index)
             if row.failed or matcher is None or matcher.is_finished():
@@ -523,9 +525,10 @@ class JsonModeLogitsProcessor(LogitsProcessor):
         """On the helper thread: catch every row up to its generated tokens and compute
         its next mask (cached by the engine for :meth:`apply`); a row's error fails
         that row only, as in ``apply``."""
+        warm = functools.partial(_warm, self._batch_masker())
         for row in list(self._rows.values()):
             _guarded(row, _catch_up_ahead)
-            _guarded(row, _warm)
+            _guarded(row, warm)
 
     def _wait(self) -> None:
         """Wait for the helper's work of this step, if any (its own errors are logged:
@@ -581,10 +584,11 @@ def _guarded(row: _Row, work: Callable[[_Row], None]) -> None:
         log.exception("jsonmode: a constrained request failed; it may only end")
 
 
-def _warm(row: _Row) -> None:
-    """Compute the row's mask now (cached by the engine for the masker to read)."""
+def _warm(masker: BatchMasker, row: _Row) -> None:
+    """Build the row's mask now, as the masker's cached id list (a state's first
+    visit: the engine's walk), for the masker's ``apply`` to write."""
     if row.matcher is not None and not row.matcher.is_finished():
-        row.matcher.mask()
+        masker.prepare([row.matcher])
 
 
 def _catch_up(row: _Row, ahead: bool = False) -> None:

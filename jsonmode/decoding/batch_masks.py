@@ -8,9 +8,14 @@ How a row is kept. A state's mask (:meth:`Matcher.mask`, cached per state by the
 engine) is turned once into the *shorter* of its two id lists (``int64``): the
 allowed ids when they are few (a structural position: a handful of tokens), else the
 banned ids (inside a string: ~4 900 of Qwen2.5's 151 936 columns, padding and
-special tokens included). Those rows are cached per (engine, state) and serve every
-dtype. On the CPU, for float16/bfloat16/float32/float64 logits, the rows are written
-on the logits' memory viewed as same-width integers (values copied bit for bit): a
+special tokens included). With the compiled core the lists come from the engine's
+packed mask instead (:meth:`Matcher.fill_bitmask`, then ``jsonmode._native.count_bits``
+and ``bit_ids``): no bool array of the vocabulary's size is made for a new state (a
+fresh 152 KB for Qwen2.5, whose page faults cost more than the list);
+:meth:`BatchMasker.prepare` builds rows ahead of the logits (the vLLM adapter, during
+the forward pass). Those rows are cached per (engine, state) and serve every dtype.
+On the CPU, for float16/bfloat16/float32/float64 logits, the rows are written on the
+logits' memory viewed as same-width integers (values copied bit for bit): a
 banned list is one scatter of ``-inf``; an allowed list is a gather of the allowed
 logits, a fill of the row with ``-inf`` and a scatter back. With the compiled core
 loaded (:mod:`jsonmode.native`) that is one call for the whole batch
@@ -214,6 +219,7 @@ class BatchMasker:
         self._allowed: torch.Tensor | None = None
         self._packed: npt.NDArray[np.uint8] | None = None  # made on first off-CPU apply
         self._bits: dict[torch.device, torch.Tensor] = {}
+        self._words: npt.NDArray[np.int32] | None = None  # a state's bitmask (compiled core)
 
     @property
     def cached(self) -> int:
@@ -296,11 +302,43 @@ class BatchMasker:
         if row is not None:
             self._rows.move_to_end(key)
             return row
-        row = self._build(matcher.mask())
+        row = self._build_from(matcher)
         self._rows[key] = row
         if len(self._rows) > self.max_cached:
             self._rows.popitem(last=False)
         return row
+
+    def prepare(self, matchers: Sequence[Matcher | None]) -> None:
+        """Build and cache the rows of ``matchers`` now (a state's first visit: the
+        engine's mask and the id list), so that a later :meth:`apply` of the same
+        states only writes. For a caller that has time before the logits exist (the
+        vLLM adapter, while the model runs its forward pass). Not thread-safe, like
+        every method here: never while another call of this masker runs. Errors are
+        the engine's (a matcher's mask that cannot be computed)."""
+        for matcher in matchers:
+            self._row(matcher)
+
+    def _build_from(self, matcher: Matcher) -> _Row:
+        """The row of ``matcher``'s state: with the compiled core, straight from the
+        engine's packed mask (no bool array of the vocabulary's size: a fresh 152 KB
+        for Qwen2.5, mostly page faults); else from :meth:`Matcher.mask`."""
+        kernels = native.KERNELS
+        if kernels is None:
+            return self._build(matcher.mask())
+        size = matcher.engine.vocabulary.size
+        words = (size + 31) // 32
+        if self._words is None or self._words.size < words:
+            self._words = np.zeros(words, dtype=np.int32)
+        matcher.fill_bitmask(self._words)
+        bits = self._words.view(np.uint8)
+        shared = min(self.width, size)
+        count = kernels.count_bits(bits, shared)
+        if count == 0:
+            return self._eos_row
+        keep = 2 * count <= self.width
+        ids = np.empty(count if keep else self.width - count, dtype=np.int64)
+        kernels.bit_ids(bits, shared, self.width, keep, ids)
+        return _Row(ids, keep=keep)
 
     def _build(self, mask: Mask) -> _Row:
         shared = min(self.width, int(mask.shape[0]))

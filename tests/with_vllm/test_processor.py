@@ -327,7 +327,9 @@ def test_an_error_inside_jsonmode_ends_that_request_not_the_engine(
     def broken() -> None:
         raise RuntimeError("a bug")
 
-    processor._rows[0].matcher.mask = broken  # type: ignore[union-attr,method-assign]
+    matcher = processor._rows[0].matcher
+    matcher.mask = broken  # type: ignore[union-attr,method-assign]
+    matcher.fill_bitmask = broken  # type: ignore[union-attr,method-assign]
     logits = torch.zeros(2, WIDTH)
     out = processor.apply(logits)
     assert eos_only(out[0], vocabulary)
@@ -475,9 +477,9 @@ def spy_on_warm(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     where: list[str] = []
     warm = adapter._warm
 
-    def spied(row: Any) -> None:
+    def spied(masker: Any, row: Any) -> None:
         where.append(threading.current_thread().name)
-        warm(row)
+        warm(masker, row)
 
     monkeypatch.setattr(adapter, "_warm", spied)
     return where
