@@ -11,6 +11,8 @@
  *   set_bits          jsonmode.decoding.engine.facts.set_ids (GIL released)
  *   apply_rows        jsonmode.decoding.batch_masks._apply_numpy (GIL released, rows
  *                     spread over threads)
+ *   minimize_raw      jsonmode.regex.char_dfa.minimize_raw (Hopcroft; regex.c)
+ *   determinise       jsonmode.regex.glushkov._determinise (subset construction; subset.c)
  *
  * Safety: every index read from a caller's buffer is checked against that buffer's
  * length (a bad one raises ValueError, never reads past it); work lists grow on the
@@ -75,6 +77,17 @@ static PyMethodDef native_methods[] = {
      "items) gets ``negative`` at ids[i] (keeps[i] false), or everywhere but ids[i]\n"
      "(keeps[i] true), the rows spread over ``threads`` threads with the GIL released.\n"
      "Every argument is checked first (ValueError/TypeError, nothing written)."},
+    {"minimize_raw", jm_minimize_raw, METH_VARARGS,
+     "minimize_raw(start, accepting, edges, checkpoint) -> (accepting, edges)\n\n"
+     "jsonmode.regex.char_dfa.minimize_raw in C: the trimmed, minimal, canonically\n"
+     "numbered DFA's tuples. Rows must be sorted and disjoint (ValueError otherwise:\n"
+     "the Python form then answers); checkpoint() is called as it goes."},
+    {"determinise", jm_determinise, METH_VARARGS,
+     "determinise(cs, follow, last, univ, max_states, most, checkpoint)\n"
+     "    -> (accepting, edges) | None\n\n"
+     "jsonmode.regex.glushkov._determinise in C: the subset construction over the\n"
+     "Glushkov positions (each position's class and follow set), minimised; None when\n"
+     "more than max_states states or most positions (all states together) are needed."},
     {NULL, NULL, 0, NULL},
 };
 
