@@ -12,7 +12,7 @@
  *   apply_rows        jsonmode.decoding.batch_masks._apply_numpy (GIL released, rows
  *                     spread over threads)
  *   minimize_raw      jsonmode.regex.char_dfa.minimize_raw (Hopcroft; regex.c)
- *   determinise       jsonmode.regex.glushkov._determinise (subset construction; subset.c)
+ *   glushkov_determinise jsonmode.regex.glushkov._determinise (subset construction; glushkov.c)
  *
  * Safety: every index read from a caller's buffer is checked against that buffer's
  * length (a bad one raises ValueError, never reads past it); work lists grow on the
@@ -82,8 +82,8 @@ static PyMethodDef native_methods[] = {
      "jsonmode.regex.char_dfa.minimize_raw in C: the trimmed, minimal, canonically\n"
      "numbered DFA's tuples. Rows must be sorted and disjoint (ValueError otherwise:\n"
      "the Python form then answers); checkpoint() is called as it goes."},
-    {"determinise", jm_determinise, METH_VARARGS,
-     "determinise(cs, follow, last, univ, max_states, most, checkpoint)\n"
+    {"glushkov_determinise", jm_glushkov_determinise, METH_VARARGS,
+     "glushkov_determinise(cs, follow, last, univ, max_states, most, checkpoint)\n"
      "    -> (accepting, edges) | None\n\n"
      "jsonmode.regex.glushkov._determinise in C: the subset construction over the\n"
      "Glushkov positions (each position's class and follow set), minimised; None when\n"

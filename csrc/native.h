@@ -302,8 +302,8 @@ static inline int jm_is_int32(const char *format) {
 extern PyTypeObject jm_TrieType;                          /* trie.c */
 PyObject *jm_finish(PyObject *module, PyObject *args);     /* finish.c */
 PyObject *jm_apply_rows(PyObject *module, PyObject *args); /* rows.c */
-/* regexc: the regex engine's minimisation and subset construction (regex.c, subset.c) */
+/* regexc: the regex engine's minimisation and subset construction (regex.c, glushkov.c) */
 PyObject *jm_minimize_raw(PyObject *module, PyObject *args);
-PyObject *jm_determinise(PyObject *module, PyObject *args);
+PyObject *jm_glushkov_determinise(PyObject *module, PyObject *args);
 
 #endif

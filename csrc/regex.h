@@ -1,4 +1,4 @@
-/* The regex kernels' shared parts (regex.c, subset.c): interned int64 arrays, raw
+/* The regex kernels' shared parts (regex.c, glushkov.c): interned int64 arrays, raw
  * automata on flat arrays of code-point intervals, reading the Python inputs. */
 #ifndef JSONMODE_REGEX_H
 #define JSONMODE_REGEX_H

@@ -1,4 +1,4 @@
-"""The regex kernels of the compiled core (csrc/regex.c, csrc/subset.c): Hopcroft
+"""The regex kernels of the compiled core (csrc/regex.c, csrc/glushkov.c): Hopcroft
 minimisation (``char_dfa.minimize_raw``) and the Glushkov subset construction
 (``glushkov._determinise``) give exactly the pure-Python forms' CharDFA (the same
 state numbering, the same edges) and the same errors at the same budgets, on real
@@ -176,7 +176,7 @@ def test_the_position_budget_of_the_subset_construction() -> None:
     follow: list[Any] = [{1, 2}, {1, 2}, set()]
 
     def run(max_states: int, most: int) -> Any:
-        return KERNELS.determinise(cs, follow, {2}, -1, max_states, most, checkpoint)
+        return KERNELS.glushkov_determinise(cs, follow, {2}, -1, max_states, most, checkpoint)
 
     assert run(10, 2) is None
     assert run(1, 100) is None
@@ -224,7 +224,7 @@ def test_the_subset_construction_calls_the_checkpoint_every_16_states() -> None:
         nonlocal calls
         calls += 1
 
-    accepting, _ = KERNELS.determinise(cs, follow, last, -1, 5000, 10**6, count)
+    accepting, _ = KERNELS.glushkov_determinise(cs, follow, last, -1, 5000, 10**6, count)
     assert len(accepting) == 2**10
     assert calls >= 2**10 // 16
 

@@ -243,13 +243,15 @@ def _positions_of(
 
 def _determinise(pos: _Positions, last: frozenset[int], max_states: int) -> CharDFA:
     """Subset construction over ``pos``, then minimisation: in C when the compiled core
-    is loaded (``jsonmode._native.determinise``, the same DFA and the same budget
+    is loaded (``jsonmode._native.glushkov_determinise``, the same DFA and the same budget
     errors), else :func:`_determinise_python`."""
     kernels = native.KERNELS
     if kernels is None:
         return _determinise_python(pos, last, max_states)
     most = MEMBERS_PER_POSITION * pos.limit
-    got = kernels.determinise(pos.cs, pos.follow, last, pos.univ, max_states, most, checkpoint)
+    got = kernels.glushkov_determinise(
+        pos.cs, pos.follow, last, pos.univ, max_states, most, checkpoint
+    )
     if got is None:
         raise budget_error(f"regex `{_short(pos.pattern)}`", max_states)
     return canonical_dfa(*got)

@@ -327,7 +327,7 @@ PAIRS = [
     KernelPair("walk", make_automaton_walk, automaton_walk_python, automaton_walk_compiled),
     KernelPair("set_bits", make_bits, bits_python, bits_compiled),
     KernelPair("minimize_raw", make_raw, raw_python, raw_compiled),
-    KernelPair("determinise", make_regex, regex_python, regex_compiled),
+    KernelPair("glushkov_determinise", make_regex, regex_python, regex_compiled),
 ]
 
 

@@ -1,5 +1,5 @@
-"""Inputs for the regex kernels (``jsonmode._native.minimize_raw`` and ``determinise``,
-csrc/regex.c and csrc/subset.c) and their pure-Python forms: random raw automata and
+"""Inputs for the regex kernels (``jsonmode._native.minimize_raw`` and ``glushkov_determinise``,
+csrc/regex.c and csrc/glushkov.c) and their pure-Python forms: random raw automata and
 random regexes (each from a ``random.Random``, so Hypothesis shrinks them and the
 sanitizer run seeds them), the real patterns of the test data, and malformed calls.
 tests/support/native_fuzz.py puts the two kernels in ``PAIRS`` and
@@ -271,7 +271,9 @@ def hostile_calls(kernels: ModuleType) -> list[tuple[str, Callable[[], Any]]]:
         most: Any = 100,
         check: Any = checkpoint,
     ) -> Callable[[], Any]:
-        return lambda: kernels.determinise(classes, followers, last, univ, max_states, most, check)
+        return lambda: kernels.glushkov_determinise(
+            classes, followers, last, univ, max_states, most, check
+        )
 
     return [
         ("minimize_raw start a str", mini(start="0")),

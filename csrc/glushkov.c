@@ -75,7 +75,7 @@ done:
     return rc;
 }
 
-PyObject *jm_determinise(PyObject *module, PyObject *args) {
+PyObject *jm_glushkov_determinise(PyObject *module, PyObject *args) {
     PyObject *cs_obj, *follow_obj, *last_obj, *checkpoint;
     long long univ, max_states, most;
     if (!PyArg_ParseTuple(args, "OOOLLLO", &cs_obj, &follow_obj, &last_obj, &univ, &max_states, &most, &checkpoint))
