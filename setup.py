@@ -23,7 +23,7 @@ def _extensions() -> list[Extension]:
         Extension(
             "jsonmode._native",
             sources=sorted(str(path) for path in Path("csrc").glob("*.c")),
-            depends=["csrc/native.h"],
+            depends=["csrc/native.h", "csrc/regex.h"],
             extra_compile_args=[*flags, "-pthread"],
             extra_link_args=["-pthread"],
             optional=True,

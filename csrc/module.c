@@ -13,6 +13,8 @@
  *                     spread over threads)
  *   count_bits,       jsonmode.decoding.batch_masks.BatchMasker._build (a packed mask
  *   bit_ids           as the shorter of its id lists)
+ *   minimize_raw      jsonmode.regex.char_dfa.minimize_raw (Hopcroft; regex.c)
+ *   glushkov_determinise jsonmode.regex.glushkov._determinise (subset construction; glushkov.c)
  *
  * Safety: every index read from a caller's buffer is checked against that buffer's
  * length (a bad one raises ValueError, never reads past it); work lists grow on the
@@ -86,6 +88,17 @@ static PyMethodDef native_methods[] = {
      "BatchMasker._build over a packed mask: into the 1-D int64 buffer ``out`` (exactly\n"
      "the list's length, else ValueError), the allowed ids below ``shared`` (keep), or\n"
      "the banned ones below ``shared`` then ``shared``..``width - 1``."},
+    {"minimize_raw", jm_minimize_raw, METH_VARARGS,
+     "minimize_raw(start, accepting, edges, checkpoint) -> (accepting, edges)\n\n"
+     "jsonmode.regex.char_dfa.minimize_raw in C: the trimmed, minimal, canonically\n"
+     "numbered DFA's tuples. Rows must be sorted and disjoint (ValueError otherwise:\n"
+     "the Python form then answers); checkpoint() is called as it goes."},
+    {"glushkov_determinise", jm_glushkov_determinise, METH_VARARGS,
+     "glushkov_determinise(cs, follow, last, univ, max_states, most, checkpoint)\n"
+     "    -> (accepting, edges) | None\n\n"
+     "jsonmode.regex.glushkov._determinise in C: the subset construction over the\n"
+     "Glushkov positions (each position's class and follow set), minimised; None when\n"
+     "more than max_states states or most positions (all states together) are needed."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -304,5 +304,8 @@ PyObject *jm_finish(PyObject *module, PyObject *args);     /* finish.c */
 PyObject *jm_apply_rows(PyObject *module, PyObject *args); /* rows.c */
 PyObject *jm_count_bits(PyObject *module, PyObject *args); /* bits.c */
 PyObject *jm_bit_ids(PyObject *module, PyObject *args);    /* bits.c */
+/* regexc: the regex engine's minimisation and subset construction (regex.c, glushkov.c) */
+PyObject *jm_minimize_raw(PyObject *module, PyObject *args);
+PyObject *jm_glushkov_determinise(PyObject *module, PyObject *args);
 
 #endif

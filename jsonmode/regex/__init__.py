@@ -3,7 +3,9 @@
 The ground floor under :mod:`jsonmode.schema` (``pattern`` checks) and
 :mod:`jsonmode.decoding` (``pattern``, ``format``, ``minLength`` / ``maxLength`` and
 integer ranges enforced inside JSON strings and numbers). It imports nothing of
-jsonmode but :mod:`jsonmode.errors`, :mod:`jsonmode.limits` and :mod:`jsonmode.budget`.
+jsonmode but :mod:`jsonmode.errors`, :mod:`jsonmode.limits`, :mod:`jsonmode.budget`
+and :mod:`jsonmode.native` (the subset construction and the minimisation run in C
+when the compiled core is loaded, with the same answers).
 This package re-exports the public names of its stages, so callers import everything
 from here.
 

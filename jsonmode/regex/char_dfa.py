@@ -11,7 +11,10 @@ the transitions into the implicit dead state never visited; a DFA that is alread
 minimal (one this package built) is returned as it is, at no cost. Products cost
 O(states × edges per state) before minimisation and are bounded by ``max_states``.
 
-Pure Python, no NumPy. All objects are immutable and thread-safe.
+:func:`minimize_raw` runs in C when the compiled core is loaded
+(:data:`jsonmode.native.KERNELS`, ``csrc/regex.c``), with the same answers (the
+canonical form depends only on the language); the pure-Python form stays as the
+reference and the fallback. No NumPy. All objects are immutable and thread-safe.
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+from jsonmode import native
 from jsonmode.budget import checkpoint
-from jsonmode.errors import UnsupportedSchemaError
+from jsonmode.errors import JsonModeError, UnsupportedSchemaError
 from jsonmode.regex.syntax import MAX_CODE_POINT
 
 __all__ = [
@@ -31,6 +35,7 @@ __all__ = [
     "Edge",
     "any_char_dfa",
     "budget_error",
+    "canonical_dfa",
     "complement",
     "intersect",
     "known_minimal",
@@ -136,6 +141,12 @@ def known_minimal(dfa: CharDFA) -> CharDFA:
     """Mark ``dfa`` (trimmed, minimal, canonically numbered) so minimize() skips it."""
     object.__setattr__(dfa, "_minimal", True)
     return dfa
+
+
+def canonical_dfa(accepting: tuple[bool, ...], edges: tuple[tuple[Edge, ...], ...]) -> CharDFA:
+    """The CharDFA (start 0) of a compiled kernel's answer: ``accepting`` and ``edges``
+    as a trimmed, minimal, canonically numbered DFA's fields (marked so)."""
+    return known_minimal(CharDFA(0, accepting, edges))
 
 
 def _empty_dfa() -> CharDFA:
@@ -254,6 +265,28 @@ def _predecessors(rows: Sequence[Sequence[Edge]]) -> list[list[tuple[int, int]]]
 
 def minimize_raw(start: int, accepting: Sequence[bool], edges: Sequence[Sequence[Edge]]) -> CharDFA:
     """Trim, minimise (Hopcroft) and number canonically.
+
+    In C when the compiled core is loaded (``jsonmode._native.minimize_raw``, same
+    answer); rows it does not take (not sorted and disjoint, an empty range, a target
+    out of range) and the pure-Python core go to :func:`_minimize_raw_python`, the
+    reference, described here. Raises BudgetExceededError at the compile deadline.
+    """
+    kernels = native.KERNELS
+    if kernels is not None:
+        try:
+            accepted, rows = kernels.minimize_raw(start, accepting, edges, checkpoint)
+        except (ValueError, TypeError, OverflowError) as exc:
+            if isinstance(exc, JsonModeError):
+                raise
+        else:
+            return canonical_dfa(accepted, rows)
+    return _minimize_raw_python(start, accepting, edges)
+
+
+def _minimize_raw_python(
+    start: int, accepting: Sequence[bool], edges: Sequence[Sequence[Edge]]
+) -> CharDFA:
+    """Trim, minimise (Hopcroft) and number canonically (the pure-Python form).
 
     The automaton is partial: a missing transition goes to an implicit dead state. Once
     trimmed, that state is distinguishable from every other (none of which is dead), so

@@ -13,6 +13,7 @@ import bisect
 import time
 from collections.abc import Iterable
 
+from jsonmode import native
 from jsonmode.budget import checkpoint
 from jsonmode.limits import check_pattern
 from jsonmode.regex.char_dfa import (
@@ -20,6 +21,7 @@ from jsonmode.regex.char_dfa import (
     CharDFA,
     Edge,
     budget_error,
+    canonical_dfa,
     merge_row,
     minimize_raw,
 )
@@ -240,7 +242,23 @@ def _positions_of(
 
 
 def _determinise(pos: _Positions, last: frozenset[int], max_states: int) -> CharDFA:
-    """Subset construction over ``pos``, then minimisation.
+    """Subset construction over ``pos``, then minimisation: in C when the compiled core
+    is loaded (``jsonmode._native.glushkov_determinise``, the same DFA and the same budget
+    errors), else :func:`_determinise_python`."""
+    kernels = native.KERNELS
+    if kernels is None:
+        return _determinise_python(pos, last, max_states)
+    most = MEMBERS_PER_POSITION * pos.limit
+    got = kernels.glushkov_determinise(
+        pos.cs, pos.follow, last, pos.univ, max_states, most, checkpoint
+    )
+    if got is None:
+        raise budget_error(f"regex `{_short(pos.pattern)}`", max_states)
+    return canonical_dfa(*got)
+
+
+def _determinise_python(pos: _Positions, last: frozenset[int], max_states: int) -> CharDFA:
+    """Subset construction over ``pos``, then minimisation (the pure-Python form).
 
     Work per subset state is one union of follow sets per character class it can read
     and one per segment of the code points; the segments of a set of classes are swept

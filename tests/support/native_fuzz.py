@@ -26,6 +26,14 @@ from jsonmode import native
 from jsonmode.decoding.engine.boundary import Rests, Stacks
 from jsonmode.decoding.engine.facts import bits_size, set_ids
 from jsonmode.decoding.engine.trie import TokenTrie, lexicographic_order
+from support.native_regex import (
+    make_raw,
+    make_regex,
+    raw_compiled,
+    raw_python,
+    regex_compiled,
+    regex_python,
+)
 
 Pair = tuple[int, int]
 
@@ -318,6 +326,8 @@ PAIRS = [
     KernelPair("finish", make_finish, finish_python, finish_compiled),
     KernelPair("walk", make_automaton_walk, automaton_walk_python, automaton_walk_compiled),
     KernelPair("set_bits", make_bits, bits_python, bits_compiled),
+    KernelPair("minimize_raw", make_raw, raw_python, raw_compiled),
+    KernelPair("glushkov_determinise", make_regex, regex_python, regex_compiled),
 ]
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from support import native_regex
 from support.native_fuzz import Rests, stack_model, token_set, token_trie, trie_levels
 
 # What a malformed call to a kernel may raise (never a crash, never a wrong answer).
@@ -456,4 +457,5 @@ def hostile_calls(kernels: ModuleType) -> list[tuple[str, Callable[[], Any]]]:
                 pairs=((0, 0),),
             ),
         ),
+        *native_regex.hostile_calls(kernels),
     ]
