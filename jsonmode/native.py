@@ -4,7 +4,9 @@ The compiled core is one C extension built at install (``setup.py``): the C form
 the engine's innermost loops (parse stacks stepping over the token trie and over a
 boundary group's rests, :meth:`TokenTrie.walk_stacks
 <jsonmode.decoding.engine.trie.TokenTrie.walk_stacks>` and :meth:`Stacks.finish
-<jsonmode.decoding.engine.boundary.Stacks.finish>`) and the batch row writer of
+<jsonmode.decoding.engine.boundary.Stacks.finish>`), the numbering of those parse
+stacks and their closures (:class:`~jsonmode.decoding.engine.boundary.Stacks`, whose
+compiled form the walks call directly) and the batch row writer of
 :class:`~jsonmode.decoding.batch_masks.BatchMasker`, which releases the GIL and
 spreads a batch's rows over threads. The pure-Python forms stay in the package as the
 reference and the fallback, and give the same answers (the differential tests hold
@@ -36,7 +38,7 @@ from types import ModuleType
 __all__ = ["KERNELS", "KERNELS_VERSION", "describe", "threads", "use"]
 
 #: The kernels' interface version this package's Python expects of ``jsonmode._native``.
-KERNELS_VERSION = 4
+KERNELS_VERSION = 5
 _MAX_THREADS = 8
 
 

@@ -26,6 +26,7 @@ from jsonmode import native
 from jsonmode.decoding.engine.boundary import Rests, Stacks
 from jsonmode.decoding.engine.facts import bits_size, set_ids
 from jsonmode.decoding.engine.trie import TokenTrie, lexicographic_order
+from support.native_stacks import make_stacks_case, stacks_compiled, stacks_python
 
 Pair = tuple[int, int]
 
@@ -194,7 +195,7 @@ def make_finish(rng: random.Random) -> FinishCase:
 
 def finish_python(case: FinishCase) -> Any:
     m = case.model
-    stacks = SimpleNamespace(tables=m.tables, crossings=m.crossings, expand=m.expand)
+    stacks = SimpleNamespace(tables=m.tables, crossings=m.crossings, closure=m.expand)
     with native.use(False):
         return Stacks.finish(stacks, case.rests, case.pairs)  # type: ignore[arg-type]
 
@@ -318,6 +319,7 @@ PAIRS = [
     KernelPair("finish", make_finish, finish_python, finish_compiled),
     KernelPair("walk", make_automaton_walk, automaton_walk_python, automaton_walk_compiled),
     KernelPair("set_bits", make_bits, bits_python, bits_compiled),
+    KernelPair("stacks", make_stacks_case, stacks_python, stacks_compiled),
 ]
 
 
