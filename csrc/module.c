@@ -1,6 +1,7 @@
 /* jsonmode._native: the compiled kernels of the mask engine (see jsonmode/native.py).
  *
- * One file per kernel (trie.c, finish.c, rows.c, bits.c; set_bits here), native.h shared.
+ * One file per kernel (trie.c, finish.c, rows.c, bits.c, stacks.c, regex.c, glushkov.c;
+ * set_bits here), native.h shared.
  * Each kernel is the C form of a pure-Python function that stays in the package as
  * the reference and the fallback; the two must give the same answers, and the
  * differential tests (tests/test_native_*.py) hold them so:
@@ -9,6 +10,9 @@
  *   Trie.walk         jsonmode.decoding.engine.trie.TokenTrie.walk (GIL released)
  *   finish            jsonmode.decoding.engine.boundary.Stacks.finish
  *   set_bits          jsonmode.decoding.engine.facts.set_ids (GIL released)
+ *   Stacks            jsonmode.decoding.engine.boundary.Stacks's numbering and closures
+ *                     (context, expand, readers, returns, stack; stacks.c): the walks
+ *                     above take its closures directly when handed one as ``expand``
  *   apply_rows        jsonmode.decoding.batch_masks._apply_numpy (GIL released, rows
  *                     spread over threads)
  *   count_bits,       jsonmode.decoding.batch_masks.BatchMasker._build (a packed mask
@@ -109,13 +113,22 @@ static struct PyModuleDef native_module = {
 };
 
 PyMODINIT_FUNC PyInit__native(void) {
-    if (PyType_Ready(&jm_TrieType) < 0) return NULL;
+    if (PyType_Ready(&jm_TrieType) < 0 || PyType_Ready(&jm_StacksType) < 0) return NULL;
     PyObject *m = PyModule_Create(&native_module);
     if (!m) return NULL;
     Py_INCREF(&jm_TrieType);
-    if (PyModule_AddObject(m, "Trie", (PyObject *)&jm_TrieType) < 0 ||
-        PyModule_AddIntConstant(m, "KERNELS_VERSION", KERNELS_VERSION) < 0) {
+    if (PyModule_AddObject(m, "Trie", (PyObject *)&jm_TrieType) < 0) {
         Py_DECREF(&jm_TrieType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&jm_StacksType);
+    if (PyModule_AddObject(m, "Stacks", (PyObject *)&jm_StacksType) < 0) {
+        Py_DECREF(&jm_StacksType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyModule_AddIntConstant(m, "KERNELS_VERSION", KERNELS_VERSION) < 0) {
         Py_DECREF(m);
         return NULL;
     }

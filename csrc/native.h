@@ -1,4 +1,4 @@
-/* jsonmode._native's shared parts: growable arrays, an int set, reading Python values,
+/* jsonmode._native's shared parts: growable arrays, an int set, a map, reading Python values,
  * the stacks' rule tables, and the kernels each file defines (see module.c).
  * Everything here is static inline: each kernel file gets its own copy. */
 #ifndef JSONMODE_NATIVE_H
@@ -133,6 +133,84 @@ static inline void set_free(I64Set *s) {
 }
 
 /* ------------------------------------------------------------------------------ */
+/* A hash map from up to three int64 to an int64                                    */
+
+typedef struct {
+    int64_t *keys; /* 3 per slot */
+    int64_t *values;
+    uint8_t *used;
+    Py_ssize_t cap; /* a power of two, or 0 */
+    Py_ssize_t count;
+} Map3;
+
+static inline uint64_t hash3(int64_t a, int64_t b, int64_t c) {
+    return mix((uint64_t)a * 0x9e3779b97f4a7c15ULL ^ mix((uint64_t)b + 0x632be59bd9b4e019ULL) ^ ((uint64_t)c << 17));
+}
+
+static inline int map_find(const Map3 *m, int64_t a, int64_t b, int64_t c, int64_t *value) {
+    if (!m->cap) return 0;
+    Py_ssize_t mask = m->cap - 1, at = (Py_ssize_t)(hash3(a, b, c) & (uint64_t)mask);
+    while (m->used[at]) {
+        const int64_t *k = m->keys + 3 * at;
+        if (k[0] == a && k[1] == b && k[2] == c) {
+            *value = m->values[at];
+            return 1;
+        }
+        at = (at + 1) & mask;
+    }
+    return 0;
+}
+
+static inline void map_place(Map3 *m, int64_t a, int64_t b, int64_t c, int64_t value) {
+    Py_ssize_t mask = m->cap - 1, at = (Py_ssize_t)(hash3(a, b, c) & (uint64_t)mask);
+    while (m->used[at]) {
+        int64_t *k = m->keys + 3 * at;
+        if (k[0] == a && k[1] == b && k[2] == c) {
+            m->values[at] = value;
+            return;
+        }
+        at = (at + 1) & mask;
+    }
+    m->used[at] = 1;
+    m->keys[3 * at] = a;
+    m->keys[3 * at + 1] = b;
+    m->keys[3 * at + 2] = c;
+    m->values[at] = value;
+    m->count++;
+}
+
+static inline void map_free(Map3 *m) {
+    PyMem_RawFree(m->keys);
+    PyMem_RawFree(m->values);
+    PyMem_RawFree(m->used);
+    memset(m, 0, sizeof(*m));
+}
+
+/* Sets key -> value (replacing); -1 with MemoryError set when out of memory. */
+static inline int map_put(Map3 *m, int64_t a, int64_t b, int64_t c, int64_t value) {
+    if (2 * (m->count + 1) > m->cap) {
+        Py_ssize_t cap = m->cap ? 2 * m->cap : 64;
+        if (cap > PY_SSIZE_T_MAX / 64) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        Map3 grown = {PyMem_RawMalloc((size_t)cap * 3 * sizeof(int64_t)), PyMem_RawMalloc((size_t)cap * sizeof(int64_t)),
+                      PyMem_RawCalloc((size_t)cap, 1), cap, 0};
+        if (!grown.keys || !grown.values || !grown.used) {
+            map_free(&grown);
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < m->cap; i++)
+            if (m->used[i]) map_place(&grown, m->keys[3 * i], m->keys[3 * i + 1], m->keys[3 * i + 2], m->values[i]);
+        map_free(m);
+        *m = grown;
+    }
+    map_place(m, a, b, c, value);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------ */
 /* Reading Python values                                                            */
 
 /* An int from a Python int, as int64 (-1 with an exception set on failure: callers
@@ -242,9 +320,17 @@ static inline int64_t step_of(Tables *t, int64_t context, int64_t state, int64_t
     return table[state * 256 + byte];
 }
 
+/* stacks (stacks.c): the parse stacks' numbering and closures, boundary.Stacks in C.
+ * jm_stacks_push appends the closure of (context, state) of a Stacks object to ``out``
+ * (as push_expanded does), without a call through Python. */
+extern PyTypeObject jm_StacksType;
+int jm_stacks_push(PyObject *stacks, int64_t context, int64_t state, I64Vec *out, int64_t node, int with_node);
+
 /* Appends the pairs of ``expand(context, state)`` (a tuple of (context, state)
- * tuples) to ``out`` as two int64 each. */
+ * tuples) to ``out`` as two int64 each (each after ``node`` with ``with_node``). A
+ * compiled Stacks given as ``expand`` gives them directly. */
 static inline int push_expanded(PyObject *expand, int64_t context, int64_t state, I64Vec *out, int64_t node, int with_node) {
+    if (Py_TYPE(expand) == &jm_StacksType) return jm_stacks_push(expand, context, state, out, node, with_node);
     PyObject *args = Py_BuildValue("(LL)", (long long)context, (long long)state);
     if (!args) return -1;
     PyObject *pairs = PyObject_Call(expand, args, NULL);

@@ -4,7 +4,9 @@ The compiled core is one C extension built at install (``setup.py``): the C form
 the engine's innermost loops (parse stacks stepping over the token trie and over a
 boundary group's rests, :meth:`TokenTrie.walk_stacks
 <jsonmode.decoding.engine.trie.TokenTrie.walk_stacks>` and :meth:`Stacks.finish
-<jsonmode.decoding.engine.boundary.Stacks.finish>`), the batch row writer of
+<jsonmode.decoding.engine.boundary.Stacks.finish>`), the numbering of those parse
+stacks and their closures (:class:`~jsonmode.decoding.engine.boundary.Stacks`, whose
+compiled form the walks call directly) and the batch row writer of
 :class:`~jsonmode.decoding.batch_masks.BatchMasker`, which releases the GIL and
 spreads a batch's rows over threads, and the regex engine's subset construction and
 Hopcroft minimisation (:func:`jsonmode.regex.char_dfa.minimize_raw`). The pure-Python

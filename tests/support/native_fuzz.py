@@ -34,6 +34,7 @@ from support.native_regex import (
     regex_compiled,
     regex_python,
 )
+from support.native_stacks import make_stacks_case, stacks_compiled, stacks_python
 
 Pair = tuple[int, int]
 
@@ -202,7 +203,7 @@ def make_finish(rng: random.Random) -> FinishCase:
 
 def finish_python(case: FinishCase) -> Any:
     m = case.model
-    stacks = SimpleNamespace(tables=m.tables, crossings=m.crossings, expand=m.expand)
+    stacks = SimpleNamespace(tables=m.tables, crossings=m.crossings, closure=m.expand)
     with native.use(False):
         return Stacks.finish(stacks, case.rests, case.pairs)  # type: ignore[arg-type]
 
@@ -328,6 +329,7 @@ PAIRS = [
     KernelPair("set_bits", make_bits, bits_python, bits_compiled),
     KernelPair("minimize_raw", make_raw, raw_python, raw_compiled),
     KernelPair("glushkov_determinise", make_regex, regex_python, regex_compiled),
+    KernelPair("stacks", make_stacks_case, stacks_python, stacks_compiled),
 ]
 
 

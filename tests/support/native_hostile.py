@@ -14,6 +14,7 @@ import numpy as np
 
 from support import native_regex
 from support.native_fuzz import Rests, stack_model, token_set, token_trie, trie_levels
+from support.native_stacks import hostile_stacks_calls
 
 # What a malformed call to a kernel may raise (never a crash, never a wrong answer).
 REFUSALS: tuple[type[BaseException], ...] = (ValueError, TypeError, OverflowError, BufferError)
@@ -27,6 +28,7 @@ MAY_RETURN = frozenset(
         "a seed's int empties the seeds",
         "a kid's int empties the kids",
         "walk dead past the table",
+        *(label for label, _, may_return in hostile_stacks_calls() if may_return),
     }
 )
 
@@ -458,4 +460,6 @@ def hostile_calls(kernels: ModuleType) -> list[tuple[str, Callable[[], Any]]]:
             ),
         ),
         *native_regex.hostile_calls(kernels),
+        # (the parse stacks' numbering, jsonmode._native.Stacks)
+        *((label, call) for label, call, _ in hostile_stacks_calls(kernels)),
     ]

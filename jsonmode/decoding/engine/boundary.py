@@ -15,15 +15,21 @@ the ``:`` after a key) skips walks, hashes and caches altogether: the stack itse
 follows the token trie in plain Python (:func:`direct`); NumPy's per-call overhead
 would cost several times such a walk.
 
-Cost: plain Python, per distinct rest prefix or live trie node visited, not per
-token. Thread-safe: numbers are handed out under a lock, memos are
-idempotent writes of equal values, the rests memo is a thread-safe cache.
+Cost: per distinct rest prefix or live trie node visited, not per token. With the
+compiled core (:mod:`jsonmode.native`), the numbering and closures of :class:`Stacks`
+are a ``jsonmode._native.Stacks`` (C), and the C walks take its closures directly.
+Thread-safe: numbers are handed out under a lock (the compiled numbering: with the GIL
+held), memos are idempotent writes of equal values, the rests memo is a thread-safe
+cache.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -66,6 +72,19 @@ class Stacks:
     A numbering grows with the stacks met; the engine replaces it past ``_STACKS``
     entries (see ``MaskEngine._current_stacks``). Thread-safe: numbers are handed out
     under a lock, the memos are idempotent writes of equal values.
+
+    With the compiled core loaded when it is made (:data:`jsonmode.native.KERNELS`),
+    the numbering and the closures (:meth:`context`, :meth:`expand`, :meth:`readers`,
+    :meth:`returns`, :meth:`stack`, :attr:`size`) are kept by a
+    ``jsonmode._native.Stacks``, which hands out the same numbers in the same order and
+    the same closures (the pure-Python form below stays the reference); what it asks of
+    Python is a rule's parts on first sight of the rule, the headroom's needs and
+    bounded tables near the nesting bound, and whether a depth is roomy, once per
+    depth. It keeps that form for its life (``native.use`` switches later calls'
+    walks, not a numbering). Shared by the engine's threads: its C code runs with the
+    GIL held, so each call is atomic with respect to other Python threads but for its
+    callbacks into Python, across which it holds no pointer into its own arrays and
+    after which it looks a number up again before handing out a new one.
     """
 
     def __init__(self, reference: ReferenceMatcher) -> None:
@@ -88,14 +107,52 @@ class Stacks:
         self.near: list[bool] = []
         self._bounded: dict[tuple[int, int], tuple[memoryview, ReadLists]] = {}
         self._lock = threading.Lock()
+        self._core: Any = None  # (the compiled numbering, or None: see the class)
+        kernels = native.KERNELS
+        if kernels is not None:
+            room = reference.headroom
+            core = kernels.Stacks(
+                functools.partial(_rule_parts, reference),
+                functools.partial(_bounded_table, reference, self._bounded),
+                reference.roomy,
+                room.need,
+                room.most_of,
+                room.recursive,
+                reference.levels,
+                reference.max_depth,
+                reference.safe,
+            )
+            self._core = core
+            self.tables, self.crossings, self._reads, self.near = (
+                core.tables,
+                core.crossings,
+                core.reads,
+                core.near,
+            )
 
     @property
     def size(self) -> int:
         """Contexts numbered and closures memoised so far."""
+        if self._core is not None:
+            size: int = self._core.size
+            return size
         return len(self._rule) + len(self._expanded)
+
+    @property
+    def closure(self) -> Callable[[int, int], tuple[Pair, ...]]:
+        """What the walks are handed as ``expand``: the compiled numbering itself
+        (calling it is its ``expand``; the C walks take its closures directly), else
+        :meth:`expand`."""
+        if self._core is not None:
+            core: Callable[[int, int], tuple[Pair, ...]] = self._core
+            return core
+        return self.expand
 
     def context(self, lower: Stack, rule: int) -> int:
         """The number of the context of a stack ``(*lower, (rule, state))``."""
+        if self._core is not None:
+            number: int = self._core.context(lower, rule)
+            return number
         key = (lower, rule)
         known = self._numbers.get(key)
         if known is None:
@@ -125,7 +182,9 @@ class Stacks:
             near = near and depth + reference.headroom.most_of(rule) > reference.max_depth
             table, reads = reference.table(rule), facts.reads
             if near:
-                table, reads = self._bounded_table(rule, reference.max_depth - depth)
+                table, reads = _bounded_table(
+                    reference, self._bounded, rule, reference.max_depth - depth
+                )
             with self._lock:
                 known = self._children.get(key)
                 if known is None:
@@ -141,22 +200,11 @@ class Stacks:
                     self._children[key] = known
         return known
 
-    def _bounded_table(self, rule: int, room: int) -> tuple[memoryview, ReadLists]:
-        """The rule's table and read lists less the bytes into states that need more
-        than ``room`` depth to finish (see :mod:`~jsonmode.decoding.automata.headroom`)."""
-        key = (rule, room)
-        known = self._bounded.get(key)
-        if known is None:
-            trans = self.reference.network.rules[rule].trans
-            need = np.asarray(self.reference.headroom.need(rule))
-            live = trans >= 0
-            kept = np.where(live & (need[np.where(live, trans, 0)] <= room), trans, -1)
-            kept = np.ascontiguousarray(kept, dtype=np.int32)
-            known = self._bounded[key] = (memoryview(kept.reshape(-1)), ReadLists(kept))  # type: ignore[arg-type]
-        return known
-
     def stack(self, context: int, state: int) -> Stack:
         """The stack a pair stands for (``()``: the end of the document)."""
+        if self._core is not None:
+            stack: Stack = self._core.stack(context, state)
+            return stack
         frames: list[tuple[int, int]] = []
         while context >= 0:
             frames.append((self._rule[context], state))
@@ -187,6 +235,9 @@ class Stacks:
         """The closure of the stack: itself if it reads, the callee's first state on
         top of it for each call (within the reference's ``max_depth``), its caller's
         continuation if it accepts, and so on (the reference matcher's ``close``)."""
+        if self._core is not None:
+            expanded: tuple[Pair, ...] = self._core.expand(context, state)
+            return expanded
         key = (context, state)
         known = self._expanded.get(key)
         if known is None:
@@ -232,12 +283,18 @@ class Stacks:
         """The stacks a boundary token passing crossing state ``state`` goes on in,
         but the stack itself (its own continuation is in the walk already) and the end
         of the document (which reads nothing)."""
+        if self._core is not None:
+            readers: tuple[Pair, ...] = self._core.readers(context, state)
+            return readers
         own = (context, state)
         return tuple(pair for pair in self.expand(context, state) if pair[0] >= 0 and pair != own)
 
     def returns(self, context: int) -> tuple[Pair, ...]:
         """The stacks that read on after the top rule of the context returns: the
         parent's stack, closed (the end of the document left out)."""
+        if self._core is not None:
+            returns: tuple[Pair, ...] = self._core.returns(context)
+            return returns
         known = self._returns.get(context)
         if known is None:
             parent = self._parent[context]
@@ -257,7 +314,7 @@ class Stacks:
     def finish(self, rests: Rests, pairs: tuple[Pair, ...]) -> list[int]:
         """The positions of the tokens whose rest one of ``pairs`` reads to its end:
         the stacks walk the rests' trie, one step per node for all the tokens below."""
-        tables, crossings, expand = self.tables, self.crossings, self.expand
+        tables, crossings, expand = self.tables, self.crossings, self.closure
         byte_of, kids, ends = rests.byte, rests.kids, rests.ends
         kernels = native.KERNELS
         if kernels is not None:  # (the same walk in C: jsonmode.native)
@@ -302,6 +359,38 @@ class Stacks:
                 if readers:
                     work.extend([(child, readers) for child in kids[node]])
         return found
+
+
+def _rule_parts(
+    reference: ReferenceMatcher, rule: int
+) -> tuple[memoryview, bytes, ReadLists, tuple[tuple[tuple[int, int], ...], ...], bytes]:
+    """What the compiled numbering takes of a rule on first sight: its flat table, its
+    crossing flags and read lists (its :class:`Facts`), its calls and accepting flags
+    per state (see :meth:`ReferenceMatcher.rule_lists`)."""
+    _, calls, accepting = reference.rule_lists()
+    known = facts(reference.network.rules[rule])
+    return reference.table(rule), known.flags, known.reads, calls[rule], accepting[rule]
+
+
+def _bounded_table(
+    reference: ReferenceMatcher,
+    memo: dict[tuple[int, int], tuple[memoryview, ReadLists]],
+    rule: int,
+    room: int,
+) -> tuple[memoryview, ReadLists]:
+    """The rule's table and read lists less the bytes into states that need more than
+    ``room`` depth to finish (see :mod:`~jsonmode.decoding.automata.headroom`),
+    memoised in ``memo``."""
+    key = (rule, room)
+    known = memo.get(key)
+    if known is None:
+        trans = reference.network.rules[rule].trans
+        need = np.asarray(reference.headroom.need(rule))
+        live = trans >= 0
+        kept = np.where(live & (need[np.where(live, trans, 0)] <= room), trans, -1)
+        kept = np.ascontiguousarray(kept, dtype=np.int32)
+        known = memo[key] = (memoryview(kept.reshape(-1)), ReadLists(kept))  # type: ignore[arg-type]
+    return known
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,7 +476,7 @@ def direct(
             for pair in stacks.step(context, state, byte)
         ]
         found = trie.walk_stacks(
-            stacks.tables, stacks.crossings, stacks.reads, stacks.expand, seeds, 1 << 62
+            stacks.tables, stacks.crossings, stacks.reads, stacks.closure, seeds, 1 << 62
         )
         assert found is not None  # (no budget)
         return found
@@ -404,5 +493,5 @@ def direct(
         if below[node] > _DIRECT_NODES and here >= 0 and len(stacks.reads(here, at)) > _WIDE_BYTES:
             return None
     return trie.walk_stacks(
-        stacks.tables, stacks.crossings, stacks.reads, stacks.expand, seeds, _DIRECT_NODES
+        stacks.tables, stacks.crossings, stacks.reads, stacks.closure, seeds, _DIRECT_NODES
     )
