@@ -110,9 +110,15 @@ class ReferenceMatcher:
         self._settled: _PerRule[_PerState] = _PerRule(
             lambda n: _PerState(functools.partial(_settled, reads[n], calls[n], accepting[n]))
         )
-        for number in range(len(rules)):  # (filled now: lookups stay plain dict hits)
-            self._trans[number] = self._trans.compute(number)
-            self._settled[number] = self._settled.compute(number)
+        # (Filled now: lookups stay plain dict hits. Each rule read once, its tables
+        # made as the computes above make them, without a rule lookup per table.)
+        for number, rule in enumerate(rules):
+            trans = rule.trans
+            self._trans[number] = _flat(trans)
+            flags = self._reads[number] = _state_reads(trans)
+            called = self._calls[number] = rule.calls
+            accepts = self._accepting[number] = rule.accepting.tobytes()
+            self._settled[number] = _PerState(functools.partial(_settled, flags, called, accepts))
 
     def table(self, rule: int) -> memoryview:
         """A rule's transitions, flat (``state * 256 + byte``; -1: none), as a

@@ -95,6 +95,7 @@ __all__ = [
     "CompiledPattern",
     "PatternUndecidedError",
     "compiled",
+    "pattern_dfa",
     "search",
     "translate",
     "unevaluated_properties",
@@ -302,6 +303,29 @@ def compiled(pattern: str) -> CompiledPattern:
     built = _build(pattern)
     _cache.put(pattern, built, _size(built))
     return built
+
+
+def pattern_dfa(pattern: str) -> _dfa.CharDFA:
+    """``jsonmode.regex.compile_pattern(pattern)`` (the default state budget,
+    unanchored search), taken from :func:`compiled`'s cache where the pattern's DFA is
+    there already: the decoder compiles the patterns that reading the schema
+    (:meth:`~jsonmode.schema.core.Schema.of`) compiled for validation moments before,
+    and the DFA is the same (a pure function of the pattern, immutable).
+
+    Raises exactly what ``compile_pattern(pattern)`` raises (it is called whenever the
+    cache has no DFA of the pattern: never compiled, compiled to another engine, or
+    compiled under a larger :data:`DFA_MAX_STATES` than the default, which could hold
+    a DFA the default budget refuses; or longer than
+    :data:`~jsonmode.limits.MAX_PATTERN_CHARS` now). Thread-safe."""
+    hit = _cache.get(pattern)
+    if (
+        hit is not None
+        and hit._dfa is not None
+        and DFA_MAX_STATES <= _dfa.DEFAULT_MAX_STATES
+        and len(pattern) <= limits.MAX_PATTERN_CHARS
+    ):
+        return hit._dfa
+    return _dfa.compile_pattern(pattern)
 
 
 def _size(built: CompiledPattern) -> int:

@@ -284,14 +284,26 @@ class _Builder:
             if not steps & 63:
                 checkpoint()
             parts, called, accepts = self._state(key)
-            parts.sort(key=_low)
             row: list[Interval] = []
-            last_hi = -1
-            for lo, hi, there in parts:
-                if lo <= last_hi:
-                    raise _NotDirect  # two parts read the same byte here
-                last_hi = hi
-                extend_row(row, lo, hi, number(there))
+            if len(parts) == 1:  # (most states: one interval, nothing to sort or join)
+                lo, hi, there = parts[0]
+                target = index.get(there)
+                row.append((lo, hi, number(there) if target is None else target))
+            else:
+                parts.sort(key=_low)
+                last_hi = -1
+                for lo, hi, there in parts:
+                    if lo <= last_hi:
+                        raise _NotDirect  # two parts read the same byte here
+                    last_hi = hi
+                    target = index.get(there)
+                    if target is None:
+                        target = number(there)
+                    # (extend_row, inlined)
+                    if row and row[-1][1] == lo - 1 and row[-1][2] == target:
+                        row[-1] = (row[-1][0], hi, target)
+                    else:
+                        row.append((lo, hi, target))
             edges.append(row)
             calls.append(
                 {callee: number(there) for callee, there in called.items()} if called else no_calls

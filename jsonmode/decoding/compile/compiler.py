@@ -69,6 +69,7 @@ from jsonmode.errors import (
 )
 from jsonmode.lru import Lru, memoised
 from jsonmode.schema.core import UNDECIDED
+from jsonmode.schema.patterns import pattern_dfa
 from jsonmode.schema.pointer import MISSING, resolve_local_ref
 from jsonmode.schema.refs import Resolved, resolve_references
 
@@ -519,7 +520,7 @@ class _Builder:
             self.skip(path, "format")
         parts: list[tuple[str, str, Callable[[], rx.CharDFA]]] = []
         if isinstance(pattern, str):
-            parts.append(("pattern", f" pattern:{pattern}", lambda: rx.compile_pattern(pattern)))
+            parts.append(("pattern", f" pattern:{pattern}", lambda: pattern_dfa(pattern)))
         if known is not None:
             parts.append(("format", f" format:{fmt}", lambda: known))
         complete = self.options.spelling == "complete"

@@ -54,7 +54,7 @@ from jsonmode.decoding.ir import (
 )
 from jsonmode.errors import BudgetExceededError, UnsupportedSchemaError
 from jsonmode.lru import memoised
-from jsonmode.schema.patterns import PatternUndecidedError
+from jsonmode.schema.patterns import PatternUndecidedError, pattern_dfa
 from jsonmode.schema.patterns import search as search_pattern
 
 if TYPE_CHECKING:
@@ -193,7 +193,7 @@ def _names_language(b: SchemaBuilder, names: Any) -> tuple[Any, rx.CharDFA | Non
             lengths = rx.any_char_dfa(low, high)
             dfa = lengths if dfa is None else rx.intersect(dfa, lengths)
         if isinstance(names.get("pattern"), str):
-            shape = rx.compile_pattern(names["pattern"])
+            shape = pattern_dfa(names["pattern"])
             dfa = shape if dfa is None else rx.intersect(dfa, shape)
         if "enum" in names or "const" in names:
             values = [names["const"]] if "const" in names else list(names["enum"])
@@ -385,7 +385,7 @@ def _pattern_key_lexemes(
     inexact = False
     for pattern in patterns:
         try:
-            dfa = rx.intersect(rx.compile_pattern(pattern), rx.complement(names_dfa))
+            dfa = rx.intersect(pattern_dfa(pattern), rx.complement(names_dfa))
         except BudgetExceededError:
             raise  # the compile's deadline
         except UnsupportedSchemaError:
