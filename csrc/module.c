@@ -1,6 +1,6 @@
 /* jsonmode._native: the compiled kernels of the mask engine (see jsonmode/native.py).
  *
- * One file per kernel (trie.c, finish.c, rows.c; set_bits here), native.h shared.
+ * One file per kernel (trie.c, finish.c, rows.c, subset.c; set_bits here), native.h shared.
  * Each kernel is the C form of a pure-Python function that stays in the package as
  * the reference and the fallback; the two must give the same answers, and the
  * differential tests (tests/test_native_*.py) hold them so:
@@ -11,6 +11,8 @@
  *   set_bits          jsonmode.decoding.engine.facts.set_ids (GIL released)
  *   apply_rows        jsonmode.decoding.batch_masks._apply_numpy (GIL released, rows
  *                     spread over threads)
+ *   determinise       jsonmode.decoding.automata.network._determinise_py (the subset
+ *                     construction of a rule's NFA; checkpoint called as there)
  *
  * Safety: every index read from a caller's buffer is checked against that buffer's
  * length (a bad one raises ValueError, never reads past it); work lists grow on the
@@ -75,6 +77,13 @@ static PyMethodDef native_methods[] = {
      "items) gets ``negative`` at ids[i] (keeps[i] false), or everywhere but ids[i]\n"
      "(keeps[i] true), the rows spread over ``threads`` threads with the GIL released.\n"
      "Every argument is checked first (ValueError/TypeError, nothing written)."},
+    {"determinise", jm_determinise, METH_VARARGS,
+     "determinise(eps, edges, calls, sorted_rows, start, final, budget, checkpoint, error)\n"
+     "-> (edges, calls, accepting, sets)\n\n"
+     "network._determinise_py in C (see its docstring): the DFA of the NFA given as its\n"
+     "lists, states numbered alike; error(\"states per rule\", budget) raised at the same\n"
+     "new state; checkpoint() called every 16 DFA states. Every index is checked first\n"
+     "(ValueError/TypeError)."},
     {NULL, NULL, 0, NULL},
 };
 

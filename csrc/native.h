@@ -12,7 +12,7 @@
 #include <string.h>
 
 /* The kernels' interface version; jsonmode/native.py loads only its own. */
-#define KERNELS_VERSION 4
+#define KERNELS_VERSION 5
 #define MAX_THREADS 64
 
 /* ------------------------------------------------------------------------------ */
@@ -302,5 +302,8 @@ static inline int jm_is_int32(const char *format) {
 extern PyTypeObject jm_TrieType;                          /* trie.c */
 PyObject *jm_finish(PyObject *module, PyObject *args);     /* finish.c */
 PyObject *jm_apply_rows(PyObject *module, PyObject *args); /* rows.c */
+
+/* subset.c: the subset construction of a rule's NFA (network._determinise). */
+PyObject *jm_determinise(PyObject *module, PyObject *args);
 
 #endif

@@ -36,7 +36,7 @@ from types import ModuleType
 __all__ = ["KERNELS", "KERNELS_VERSION", "describe", "threads", "use"]
 
 #: The kernels' interface version this package's Python expects of ``jsonmode._native``.
-KERNELS_VERSION = 4
+KERNELS_VERSION = 5
 _MAX_THREADS = 8
 
 
