@@ -374,12 +374,14 @@ static int rows_of(Sub *s) {
     for (Py_ssize_t i = 0; i < s->cur.size; i++) {
         int32_t m = s->cur.data[i];
         Py_ssize_t more = (Py_ssize_t)(s->edge_off.data[m + 1] - s->edge_off.data[m]);
-        if (vec_reserve(ivs, more) < 0) return -1;
-        memcpy(ivs->data + ivs->size, s->edges.data + s->edge_off.data[m], (size_t)more * sizeof(int64_t));
-        ivs->size += more;
+        if (more) {
+            if (vec_reserve(ivs, more) < 0) return -1;
+            memcpy(ivs->data + ivs->size, s->edges.data + s->edge_off.data[m], (size_t)more * sizeof(int64_t));
+            ivs->size += more;
+        }
         calling |= s->call_off.data[m + 1] > s->call_off.data[m];
     }
-    qsort(ivs->data, (size_t)ivs->size, sizeof(int64_t), cmp_u64);
+    if (ivs->size > 1) qsort(ivs->data, (size_t)ivs->size, sizeof(int64_t), cmp_u64);
     int disjoint = 1;
     for (Py_ssize_t i = 1; i < ivs->size && disjoint; i++)
         if (LO(ivs->data[i]) <= HI(ivs->data[i - 1])) disjoint = 0;
