@@ -4,11 +4,12 @@ The compiled core is one C extension built at install (``setup.py``): the C form
 the engine's innermost loops (parse stacks stepping over the token trie and over a
 boundary group's rests, :meth:`TokenTrie.walk_stacks
 <jsonmode.decoding.engine.trie.TokenTrie.walk_stacks>` and :meth:`Stacks.finish
-<jsonmode.decoding.engine.boundary.Stacks.finish>`) and the batch row writer of
+<jsonmode.decoding.engine.boundary.Stacks.finish>`), the batch row writer of
 :class:`~jsonmode.decoding.batch_masks.BatchMasker`, which releases the GIL and
-spreads a batch's rows over threads. The pure-Python forms stay in the package as the
-reference and the fallback, and give the same answers (the differential tests hold
-them to it).
+spreads a batch's rows over threads, and at compile time the subset construction of
+each grammar rule's automaton (:mod:`~jsonmode.decoding.automata.network`). The
+pure-Python forms stay in the package as the reference and the fallback, and give the
+same answers (the differential tests hold them to it).
 
 Which one runs is decided once, at import:
 
