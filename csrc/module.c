@@ -1,7 +1,7 @@
 /* jsonmode._native: the compiled kernels of the mask engine (see jsonmode/native.py).
  *
- * One file per kernel (trie.c, finish.c, rows.c, bits.c, stacks.c, regex.c, glushkov.c;
- * set_bits here), native.h shared.
+ * One file per kernel (trie.c, finish.c, rows.c, bits.c, stacks.c, regex.c, glushkov.c,
+ * subset.c; set_bits here), native.h shared.
  * Each kernel is the C form of a pure-Python function that stays in the package as
  * the reference and the fallback; the two must give the same answers, and the
  * differential tests (tests/test_native_*.py) hold them so:
@@ -19,6 +19,8 @@
  *   bit_ids           as the shorter of its id lists)
  *   minimize_raw      jsonmode.regex.char_dfa.minimize_raw (Hopcroft; regex.c)
  *   glushkov_determinise jsonmode.regex.glushkov._determinise (subset construction; glushkov.c)
+ *   determinise       jsonmode.decoding.automata.network._determinise_py (the subset
+ *                     construction of a rule's NFA; checkpoint called as there)
  *
  * Safety: every index read from a caller's buffer is checked against that buffer's
  * length (a bad one raises ValueError, never reads past it); work lists grow on the
@@ -103,6 +105,13 @@ static PyMethodDef native_methods[] = {
      "jsonmode.regex.glushkov._determinise in C: the subset construction over the\n"
      "Glushkov positions (each position's class and follow set), minimised; None when\n"
      "more than max_states states or most positions (all states together) are needed."},
+    {"determinise", jm_determinise, METH_VARARGS,
+     "determinise(eps, edges, calls, sorted_rows, start, final, budget, checkpoint, error)\n"
+     "-> (edges, calls, accepting, sets)\n\n"
+     "network._determinise_py in C (see its docstring): the DFA of the NFA given as its\n"
+     "lists, states numbered alike; error(\"states per rule\", budget) raised at the same\n"
+     "new state; checkpoint() called every 16 DFA states. Every index is checked first\n"
+     "(ValueError/TypeError)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -394,4 +394,7 @@ PyObject *jm_bit_ids(PyObject *module, PyObject *args);    /* bits.c */
 PyObject *jm_minimize_raw(PyObject *module, PyObject *args);
 PyObject *jm_glushkov_determinise(PyObject *module, PyObject *args);
 
+/* subset.c: the subset construction of a rule's NFA (network._determinise). */
+PyObject *jm_determinise(PyObject *module, PyObject *args);
+
 #endif

@@ -8,10 +8,12 @@ boundary group's rests, :meth:`TokenTrie.walk_stacks
 stacks and their closures (:class:`~jsonmode.decoding.engine.boundary.Stacks`, whose
 compiled form the walks call directly) and the batch row writer of
 :class:`~jsonmode.decoding.batch_masks.BatchMasker`, which releases the GIL and
-spreads a batch's rows over threads, and the regex engine's subset construction and
-Hopcroft minimisation (:func:`jsonmode.regex.char_dfa.minimize_raw`). The pure-Python
-forms stay in the package as the reference and the fallback, and give the same answers
-(the differential tests hold them to it).
+spreads a batch's rows over threads; and at compile time the subset construction of
+each grammar rule's automaton (:mod:`~jsonmode.decoding.automata.network`) and the
+regex engine's subset construction and Hopcroft minimisation
+(:func:`jsonmode.regex.char_dfa.minimize_raw`). The pure-Python forms stay in the
+package as the reference and the fallback, and give the same answers (the
+differential tests hold them to it).
 
 Which one runs is decided once, at import:
 

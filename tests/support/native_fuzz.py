@@ -19,13 +19,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType, SimpleNamespace
 from typing import Any
+from unittest import mock
 
 import numpy as np
 
 from jsonmode import native
+from jsonmode.decoding.automata import network
 from jsonmode.decoding.engine.boundary import Rests, Stacks
 from jsonmode.decoding.engine.facts import bits_size, set_ids
 from jsonmode.decoding.engine.trie import TokenTrie, lexicographic_order
+from jsonmode.errors import BudgetExceededError
 from support.native_regex import (
     make_raw,
     make_regex,
@@ -312,6 +315,80 @@ def bits_compiled(kernels: ModuleType, case: BitsCase) -> Any:
     return bits.tolist()
 
 
+@dataclass
+class NfaCase:
+    """A rule's NFA for ``determinise`` (``model.calls`` records the checkpoints)."""
+
+    nfa: Any  # network._NFA
+    start: int
+    final: int
+    budget: int
+    model: StackModel = field(default_factory=lambda: StackModel([], [], [], {}, {}))
+
+
+def make_nfa(rng: random.Random) -> NfaCase:
+    """A random NFA as network._NFA holds one: byte intervals over a few bytes (so
+    they overlap) or sorted disjoint rows (an embedded lexeme's), epsilon moves, calls
+    to a few rules; budgets that run out, and one that rarely does."""
+    nfa = network._NFA()
+    count = rng.randint(2, rng.choice((6, 40)))
+    for _ in range(count):
+        nfa.state()
+    points = rng.choice(([0, 255], list(range(97, 101)), [0, 1, 97, 98, 254, 255]))
+    for state in range(count):
+        if rng.random() < 0.25:
+            cuts = sorted(rng.sample(range(256), 2 * rng.randint(1, 3)))
+            nfa.edges[state] = [
+                (cuts[i], cuts[i + 1], rng.randrange(count)) for i in range(0, len(cuts), 2)
+            ]
+            nfa.sorted_rows.add(state)
+        else:
+            for _ in range(rng.choice((0, 1, 1, 2, 4))):
+                lo = rng.choice(points)
+                hi = lo if rng.random() < 0.5 else max(lo, rng.choice(points))
+                nfa.edges[state].append((lo, hi, rng.randrange(count)))
+        for _ in range(rng.choice((0, 0, 1, 2))):
+            nfa.eps[state].append(rng.randrange(count))
+        for _ in range(rng.choice((0, 0, 0, 1, 2))):
+            nfa.calls[state].append((rng.choice("xyz"), rng.randrange(count)))
+    budget = rng.choice((rng.randint(0, 12), rng.randint(0, 120), 3000))
+    return NfaCase(nfa, rng.randrange(count), rng.randrange(count), budget)
+
+
+def _determinised(run: Callable[[], Any]) -> Any:
+    try:
+        (edges, calls, accepting), sets = run()
+    except BudgetExceededError as exc:
+        return ("budget", exc.budget, exc.limit, str(exc))
+    return edges, calls, accepting, sets
+
+
+def determinise_python(case: NfaCase) -> Any:
+    def checkpoint() -> None:
+        case.model.calls.append("checkpoint")
+
+    with native.use(False), mock.patch.object(network, "checkpoint", checkpoint):
+        return _determinised(
+            lambda: network._determinise("r", case.nfa, case.start, case.final, case.budget)
+        )
+
+
+def determinise_compiled(kernels: ModuleType, case: NfaCase) -> Any:
+    def checkpoint() -> None:
+        case.model.calls.append("checkpoint")
+
+    n = case.nfa
+    return _determinised(
+        lambda: (
+            (out := kernels.determinise(
+                n.eps, n.edges, n.calls, n.sorted_rows, case.start, case.final, case.budget,
+                checkpoint, BudgetExceededError,
+            ))[:3],
+            out[3],
+        )
+    )  # fmt: skip
+
+
 @dataclass(frozen=True)
 class KernelPair:
     """A compiled kernel and its pure-Python form, with a generator of their inputs."""
@@ -330,6 +407,7 @@ PAIRS = [
     KernelPair("minimize_raw", make_raw, raw_python, raw_compiled),
     KernelPair("glushkov_determinise", make_regex, regex_python, regex_compiled),
     KernelPair("stacks", make_stacks_case, stacks_python, stacks_compiled),
+    KernelPair("determinise", make_nfa, determinise_python, determinise_compiled),
 ]
 
 

@@ -29,6 +29,7 @@ MAY_RETURN = frozenset(
         "a kid's int empties the kids",
         "walk dead past the table",
         *(label for label, _, may_return in hostile_stacks_calls() if may_return),
+        "determinise a checkpoint that empties the NFA",
     }
 )
 
@@ -141,6 +142,40 @@ def hostile_calls(kernels: ModuleType) -> list[tuple[str, Callable[[], Any]]]:
         def __index__(self) -> int:
             del self.victim[:]
             return self.value
+
+    def blowup() -> tuple[list[list[Any]], list[list[Any]], list[list[Any]]]:
+        """(a|b)* a (a|b){5} as an NFA (7 states, the last final; 64 DFA states), a
+        call from the start and an epsilon move to it."""
+        edges: list[list[Any]] = [[(97, 98, 0), (97, 97, 1)]]
+        edges += [[(97, 98, state + 1)] for state in range(1, 6)] + [[]]
+        return [[] for _ in range(6)] + [[0]], edges, [[("x", 2)]] + [[] for _ in range(6)]
+
+    eps_victim, nfa_edges, nfa_calls = blowup()
+
+    def determinise(**changes: Any) -> Callable[[], Any]:
+        eps, edges, calls = blowup()
+        args: dict[str, Any] = {
+            "eps": eps,
+            "edges": edges,
+            "calls": calls,
+            "sorted_rows": set(),
+            "start": 0,
+            "final": 6,
+            "budget": 5000,
+            "checkpoint": lambda: None,
+            "error": ValueError,
+        }
+        args.update(changes)
+        return lambda: kernels.determinise(*args.values())
+
+    class Name(str):
+        pass
+
+    def stop() -> None:
+        raise ValueError("stopped by the test")
+
+    def emptying() -> None:
+        del eps_victim[:], nfa_edges[:], nfa_calls[:]
 
     seeds_victim: list[Any] = []
     seeds_victim += [(Clearing(seeds_victim), 0, 0), (1, 0, 0), (2, 0, 0)]
@@ -448,6 +483,42 @@ def hostile_calls(kernels: ModuleType) -> list[tuple[str, Callable[[], Any]]]:
             lambda: kernels.set_bits(np.zeros(4, np.uint8), np.zeros((1, 1), np.int64)),
         ),
         ("set_bits ids a list", lambda: kernels.set_bits(np.zeros(4, np.uint8), [1])),
+        # determinise(eps, edges, calls, sorted_rows, start, final, budget, checkpoint, error)
+        ("determinise eps a tuple", determinise(eps=tuple(blowup()[0]))),
+        ("determinise lists of other lengths", determinise(calls=[[], []])),
+        ("determinise a row a tuple", determinise(edges=[[], ()] + [[]] * 5)),
+        ("determinise an epsilon target past the NFA", determinise(eps=[[7]] + [[]] * 6)),
+        ("determinise an epsilon target negative", determinise(eps=[[-1]] + [[]] * 6)),
+        ("determinise an epsilon target huge", determinise(eps=[[huge]] + [[]] * 6)),
+        ("determinise an epsilon target a float", determinise(eps=[[1.0]] + [[]] * 6)),
+        ("determinise an int-like target", determinise(eps=[[Clearing(eps_victim, 1)]] + [[]] * 6)),
+        ("determinise an edge of 2", determinise(edges=[[(97, 98)]] + [[]] * 6)),
+        ("determinise an edge a list", determinise(edges=[[[97, 98, 1]]] + [[]] * 6)),
+        ("determinise a byte past 255", determinise(edges=[[(97, 256, 1)]] + [[]] * 6)),
+        ("determinise a byte negative", determinise(edges=[[(-1, 3, 1)]] + [[]] * 6)),
+        ("determinise lo above hi", determinise(edges=[[(98, 97, 1)]] + [[]] * 6)),
+        (
+            "determinise an edge's target past the NFA",
+            determinise(edges=[[(97, 97, 7)]] + [[]] * 6),
+        ),
+        ("determinise a call of 3", determinise(calls=[[("x", 1, 2)]] + [[]] * 6)),
+        ("determinise a callee not a str", determinise(calls=[[(5, 1)]] + [[]] * 6)),
+        ("determinise a callee a str subclass", determinise(calls=[[(Name("x"), 1)]] + [[]] * 6)),
+        ("determinise a call's target past the NFA", determinise(calls=[[("x", 9)]] + [[]] * 6)),
+        ("determinise sorted rows a list", determinise(sorted_rows=[0])),
+        ("determinise a sorted row past the NFA", determinise(sorted_rows={7})),
+        ("determinise a sorted row a str", determinise(sorted_rows={"0"})),
+        ("determinise start past the NFA", determinise(start=7)),
+        ("determinise final negative", determinise(final=-1)),
+        ("determinise a budget huge", determinise(budget=huge)),
+        ("determinise checkpoint not callable", determinise(checkpoint=5)),
+        ("determinise error not an exception class", determinise(error=int)),
+        ("determinise a checkpoint that refuses", determinise(budget=10**6, checkpoint=stop)),
+        (
+            "determinise a checkpoint that empties the NFA",
+            determinise(eps=eps_victim, edges=nfa_edges, calls=nfa_calls, checkpoint=emptying),
+        ),
+        ("determinise a budget error", determinise(budget=1)),
         (
             "rests with a cycle",
             finish(

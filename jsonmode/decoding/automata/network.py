@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import numpy.typing as npt
 
+from jsonmode import native
 from jsonmode.budget import checkpoint
 from jsonmode.decoding.automata.families import Family, RuleTable, number_families
 from jsonmode.decoding.automata.families import expand as expand_families
@@ -193,14 +194,13 @@ class _NFA:
     def _embed(self, lex: Lex, start: int, end: int) -> None:
         rows, accepting, first = _lex_rows(lex)
         base = len(self.eps)
-        for _ in range(len(rows)):
-            self.state()
+        # (The lexeme's states appended at once: as many states as its rows.)
+        self.eps += [[] for _ in rows]
+        self.calls += [[] for _ in rows]
+        self.edges += [[(lo, hi, base + target) for lo, hi, target in row] for row in rows]
         self.eps[start].append(base + first)
         for state in accepting:
             self.eps[base + state].append(end)
-        edges = self.edges
-        for state, row in enumerate(rows):
-            edges[base + state] = [(lo, hi, base + target) for lo, hi, target in row]
         self.sorted_rows.update(range(base, base + len(rows)))
 
 
@@ -275,7 +275,27 @@ def _determinise(
     name: str, nfa: _NFA, start: int, final: int, budget: int
 ) -> tuple[Raw, list[frozenset[int]]]:
     """The DFA of ``nfa`` from ``start`` (``final`` accepts), and each DFA state's set
-    of NFA states."""
+    of NFA states: the compiled core's ``determinise`` where loaded, else
+    :func:`_determinise_py`, with the same answers (states numbered alike, the same
+    budget error at the same state, the deadline checked every 16 states)."""
+    kernels = native.KERNELS
+    if kernels is None:
+        return _determinise_py(name, nfa, start, final, budget)
+    edges, calls, accepting, sets = kernels.determinise(
+        nfa.eps, nfa.edges, nfa.calls, nfa.sorted_rows, start, final, budget,
+        checkpoint, BudgetExceededError,
+    )  # fmt: skip
+    return (edges, calls, accepting), sets
+
+
+def _determinise_py(
+    name: str, nfa: _NFA, start: int, final: int, budget: int
+) -> tuple[Raw, list[frozenset[int]]]:
+    """:func:`_determinise` in Python (the reference): subset construction, each DFA
+    state's targets taken in order (a row's in byte order, then its calls' by callee
+    in the order of their first calls from its members in increasing order), each new
+    state numbered on first sight. Cost: linear in the size of the DFA's rows and
+    sets. Raises BudgetExceededError beyond ``budget`` states."""
     first = _closure(nfa, [start])
     index = {first: 0}
     order = [first]
@@ -349,9 +369,8 @@ def _determinise(
         disjoint = _disjoint_row(nfa, members, goto_one)
         if disjoint is not None:
             edges.append(disjoint)
-            calls.append(
-                _call_row(nfa, members, intern) if not callers.isdisjoint(members) else no_calls
-            )
+            calling = callers.intersection(members)
+            calls.append(_call_row(nfa, sorted(calling), intern) if calling else no_calls)
             continue
         # Sweep the byte axis: at each interval boundary, update the live targets.
         opens: dict[int, list[int]] = {}
@@ -374,9 +393,8 @@ def _determinise(
                 here = goto_one(next(iter(live))) if len(live) == 1 else goto(frozenset(live))
                 extend_row(row, lo, nxt_point - 1, here)
         edges.append(row)
-        calls.append(
-            _call_row(nfa, members, intern) if not callers.isdisjoint(members) else no_calls
-        )
+        calling = callers.intersection(members)
+        calls.append(_call_row(nfa, sorted(calling), intern) if calling else no_calls)
     return (edges, calls, accepting), order
 
 
@@ -400,9 +418,11 @@ def _disjoint_row(
 
 
 def _call_row(
-    nfa: _NFA, members: frozenset[int], intern: Callable[[frozenset[int]], int]
+    nfa: _NFA, members: list[int], intern: Callable[[frozenset[int]], int]
 ) -> dict[str, int]:
-    """Per rule called from a state set, the DFA state the call returns to."""
+    """Per rule called from ``members`` (the calling states of a DFA state, in
+    increasing order: the numbering must not hang on a frozenset's iteration order),
+    the DFA state the call returns to, in the order of the rules' first calls."""
     grouped: dict[str, list[int]] = {}
     for member in members:
         for callee, target in nfa.calls[member]:
