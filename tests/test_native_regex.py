@@ -36,11 +36,16 @@ from support.native_regex import (
 )
 
 from jsonmode.budget import checkpoint, deadline
+from jsonmode.decoding import compiled as compiled_module
+from jsonmode.decoding.automata import network as network_module
+from jsonmode.decoding.compile import compiler as compiler_module
 from jsonmode.decoding.compile import format_patterns
 from jsonmode.decoding.compiled import compile_schema
 from jsonmode.errors import BudgetExceededError, JsonModeError, UnsupportedSchemaError
+from jsonmode.lru import Lru
 from jsonmode.regex import char_dfa, compile_pattern, complement, intersect, union
 from jsonmode.regex import glushkov as glushkov_module
+from jsonmode.schema import patterns as patterns_module
 
 KERNELS: ModuleType = importlib.import_module("jsonmode._native")
 PATTERNS = real_patterns()
@@ -106,6 +111,12 @@ def test_the_automata_real_compiles_minimise_are_minimised_alike(
 
     monkeypatch.setattr(char_dfa, "minimize_raw", record)
     monkeypatch.setattr(glushkov_module, "minimize_raw", record)
+    # Empty compile caches (other tests of the session filled them): these compiles
+    # build their patterns' and lexemes' automata again.
+    monkeypatch.setattr(patterns_module, "_cache", Lru(patterns_module.CACHE_BYTES))
+    monkeypatch.setattr(compiler_module, "_LEXEMES", Lru(64 << 20))
+    monkeypatch.setattr(network_module, "_TERMINALS", Lru(64 << 20))
+    monkeypatch.setattr(compiled_module, "_cache", {})
     with running(None):
         for _, schema, _ in maskbench(40):
             with contextlib.suppress(JsonModeError):

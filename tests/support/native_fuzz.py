@@ -316,6 +316,47 @@ def bits_compiled(kernels: ModuleType, case: BitsCase) -> Any:
 
 
 @dataclass
+class RowCase:
+    """A packed mask for ``count_bits`` / ``bit_ids`` (BatchMasker's rows)."""
+
+    mask: Any  # bool array
+    width: int
+    model: StackModel = field(default_factory=lambda: StackModel([], [], [], {}, {}))
+
+
+def make_row(rng: random.Random) -> RowCase:
+    size = rng.choice((1, 7, 63, 64, 65, 200, 1000))
+    density = rng.choice((0.0, 0.01, 0.5, 0.99, 1.0))
+    mask = np.array([rng.random() < density for _ in range(size)], dtype=np.bool_)
+    return RowCase(mask, max(1, size + rng.randint(-70, 70)))
+
+
+def row_python(case: RowCase) -> Any:
+    """BatchMasker._build's rule, in NumPy (batch_masks imports torch, which this
+    module's sanitizer run does without; tests/test_native_rows.py holds the kernels
+    to _build itself)."""
+    view = case.mask[: min(case.width, case.mask.size)]
+    count = int(np.count_nonzero(view))
+    if count == 0:
+        return None
+    if 2 * count <= case.width:
+        return True, np.flatnonzero(view).tolist()
+    return False, [*np.flatnonzero(~view).tolist(), *range(view.size, case.width)]
+
+
+def row_compiled(kernels: ModuleType, case: RowCase) -> Any:
+    bits = np.packbits(case.mask, bitorder="little")
+    shared = min(case.width, case.mask.size)
+    count = kernels.count_bits(bits, shared)
+    if count == 0:
+        return None
+    keep = 2 * count <= case.width
+    ids = np.empty(count if keep else case.width - count, dtype=np.int64)
+    kernels.bit_ids(bits, shared, case.width, keep, ids)
+    return keep, ids.tolist()
+
+
+@dataclass
 class NfaCase:
     """A rule's NFA for ``determinise`` (``model.calls`` records the checkpoints)."""
 
@@ -404,6 +445,7 @@ PAIRS = [
     KernelPair("finish", make_finish, finish_python, finish_compiled),
     KernelPair("walk", make_automaton_walk, automaton_walk_python, automaton_walk_compiled),
     KernelPair("set_bits", make_bits, bits_python, bits_compiled),
+    KernelPair("rows", make_row, row_python, row_compiled),
     KernelPair("minimize_raw", make_raw, raw_python, raw_compiled),
     KernelPair("glushkov_determinise", make_regex, regex_python, regex_compiled),
     KernelPair("stacks", make_stacks_case, stacks_python, stacks_compiled),
