@@ -456,6 +456,29 @@ def hostile_calls(kernels: ModuleType) -> list[tuple[str, Callable[[], Any]]]:
             "walk a huge dead",
             trie_walk(dead=huge),
         ),
+        # count_bits, bit_ids (BatchMasker's rows from a packed mask)
+        ("count_bits past the bits", lambda: kernels.count_bits(np.zeros(2, np.uint8), 17)),
+        ("count_bits a negative size", lambda: kernels.count_bits(np.zeros(2, np.uint8), -1)),
+        (
+            "bit_ids an out too short",
+            lambda: kernels.bit_ids(np.ones(2, np.uint8), 16, 16, True, np.empty(1, np.int64)),
+        ),
+        (
+            "bit_ids an out too long",
+            lambda: kernels.bit_ids(np.ones(2, np.uint8), 16, 16, False, np.empty(99, np.int64)),
+        ),
+        (
+            "bit_ids a width below the shared bits",
+            lambda: kernels.bit_ids(np.ones(2, np.uint8), 16, 3, True, np.empty(2, np.int64)),
+        ),
+        (
+            "bit_ids past the bits",
+            lambda: kernels.bit_ids(np.ones(2, np.uint8), huge, huge, True, np.empty(2, np.int64)),
+        ),
+        (
+            "bit_ids a read-only out",
+            lambda: kernels.bit_ids(np.ones(2, np.uint8), 16, 16, True, bytes(16 * 8)),
+        ),
         # set_bits
         (
             "set_bits an id past the bits",
