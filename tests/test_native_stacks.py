@@ -140,7 +140,7 @@ def test_the_engine_walks_with_the_compiled_numbering_and_masks_agree() -> None:
     along a text's tokens: the compiled engine's numbering is the C one (handed to the
     C walks as ``expand``), and every mask and verdict is the pure-Python engine's."""
     from support.native_digest import QWEN, Digest, walk
-    from support.native_stacks import kernels_in_use
+    from support.native_regex import running as kernels_in_use
     from tokenizers import Tokenizer
 
     from jsonmode.decoding.engine import MaskEngine

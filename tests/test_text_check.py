@@ -23,6 +23,7 @@ from jsonmode.decoding.textcheck import TEXT_BUDGET, TextChecker
 from jsonmode.errors import BudgetExceededError
 from tests.support.bounded import PEAK_MB, run_jsonmode, run_python
 from tests.support.grammar_shapes import SHARED_CHAIN
+from tests.support.recursive_grammars import ARITHMETIC, NESTED
 
 _CYCLE = (
     "'root ::= r0\\n' + ''.join(f'r{i} ::= \"a\" r{i + 1}\\n' for i in range(5000))"
@@ -126,17 +127,6 @@ def test_validate_grammar_on_a_text_nesting_5000_frames(tmp_path: Path) -> None:
 
 # -- the checker walks the reference matcher's states, stack for stack ------------------
 
-_ARITHMETIC = r"""
-root ::= expr
-expr ::= term (("+" | "-") term)*
-term ::= factor (("*" | "/") factor)*
-factor ::= [0-9]+ | "(" expr ")" | "-" factor
-"""
-_NESTED = r"""
-root ::= value
-value ::= "[" (value ("," value)*)? "]" | "{" (pair ("," pair)*)? "}" | [0-9]
-pair ::= "k" ":" value
-"""
 _AMBIGUOUS = r"""
 root ::= a | b
 a ::= "(" a ")" | "(" b ")" | "x"
@@ -154,7 +144,7 @@ def _texts(rng: random.Random, alphabet: str, count: int, longest: int) -> list[
 @pytest.mark.parametrize("depth", [1, 2, 3, 256])
 @pytest.mark.parametrize(
     ("grammar", "alphabet"),
-    [(_ARITHMETIC, "0(()+-*"), (_NESTED, "[[]]{{}},k:1"), (_AMBIGUOUS, "((())]xy")],
+    [(ARITHMETIC, "0(()+-*"), (NESTED, "[[]]{{}},k:1"), (_AMBIGUOUS, "((())]xy")],
 )
 def test_the_checker_walks_the_reference_matchers_states(
     grammar: str, alphabet: str, depth: int
@@ -195,7 +185,7 @@ def test_the_checker_keeps_the_stack_bound() -> None:
 
 def test_nesting_depth_messages_are_unchanged() -> None:
     """``max_nesting_depth`` still counts levels, and diagnose still names it."""
-    compiled = compile_grammar(_NESTED, max_nesting_depth=3)
+    compiled = compile_grammar(NESTED, max_nesting_depth=3)
     assert compiled.accepts("[[[1]]]")
     mismatch = compiled.diagnose("[[[[1]]]]")
     assert mismatch is not None

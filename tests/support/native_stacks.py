@@ -7,45 +7,20 @@ one kept by ``jsonmode._native.Stacks``, driven alike over a reference matcher
 
 from __future__ import annotations
 
-import contextlib
 import random
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import numpy as np
 
-from jsonmode import native
 from jsonmode.decoding.engine.boundary import Stacks
 from jsonmode.decoding.grammars.compiled import compile_grammar
 from jsonmode.decoding.reference import ReferenceMatcher
 from jsonmode.errors import BudgetExceededError
-
-ARITHMETIC = r"""
-root ::= expr
-expr ::= term (("+" | "-") term)*
-term ::= factor (("*" | "/") factor)*
-factor ::= [0-9]+ | "(" expr ")" | "-" factor
-"""
-NESTED = r"""
-root ::= value
-value ::= "[" (value ("," value)*)? "]" | "{" (pair ("," pair)*)? "}" | [0-9]
-pair ::= "k" ":" value
-"""
-ALPHABETS = {ARITHMETIC: b"0(()+-*", NESTED: b"[[]]{{}},k:1"}
-
-
-@contextlib.contextmanager
-def kernels_in_use(kernels: ModuleType | None) -> Iterator[None]:
-    """``jsonmode.native.KERNELS`` set to ``kernels`` within the block (a sanitizer
-    build, or None: pure Python)."""
-    before = native.KERNELS
-    native.KERNELS = kernels
-    try:
-        yield
-    finally:
-        native.KERNELS = before
+from support.native_regex import running
+from support.recursive_grammars import ALPHABETS, ARITHMETIC, NESTED
 
 
 def stacks_pair(
@@ -55,9 +30,9 @@ def stacks_pair(
     ``reference``'s stacks."""
     if kernels is None:
         import jsonmode._native as kernels  # (a missing build fails here, by design)
-    with kernels_in_use(None):
+    with running(None):
         pure = Stacks(reference)
-    with kernels_in_use(kernels):
+    with running(kernels):
         compiled = Stacks(reference)
     assert pure._core is None
     assert compiled._core is not None
@@ -147,13 +122,13 @@ def _reference(case: SimpleNamespace) -> ReferenceMatcher:
 
 def stacks_python(case: SimpleNamespace) -> Any:
     reference = _reference(case)
-    with kernels_in_use(None):
+    with running(None):
         return drive(Stacks(reference), reference, case.texts, case.explore)
 
 
 def stacks_compiled(kernels: ModuleType, case: SimpleNamespace) -> Any:
     reference = _reference(case)
-    with kernels_in_use(kernels):
+    with running(kernels):
         stacks = Stacks(reference)
     return drive(stacks, reference, case.texts, case.explore)
 
