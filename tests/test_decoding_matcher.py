@@ -764,8 +764,9 @@ def test_direct_walks_equal_vectorised_walks(name, monkeypatch):
         if boundary_module.direct(engine._index.trie, numbering, context, stack[-1][1]) is not None:
             direct[stack] = _stack_mask(engine, stack)
     assert len(direct) > 40
-    crossed = engine._current_stacks()._expanded
-    assert len(crossed) > 20  # (direct walks passed calls and returns)
+    numbering = engine._current_stacks()
+    closures = numbering.size - len(numbering.tables)  # (size: contexts and closures)
+    assert closures > 20  # (direct walks passed calls and returns)
     monkeypatch.setattr(boundary_module, "_SMALL_BYTES", -1)  # the vectorised walk only
     for stack, mask in direct.items():
         assert np.array_equal(_stack_mask(engine, stack), mask), stack
