@@ -319,8 +319,13 @@ def test_metrics_are_served_from_the_processors_process(
 
 
 def test_an_error_inside_jsonmode_ends_that_request_not_the_engine(
-    processor: JsonModeLogitsProcessor, vocabulary: jsonmode.Vocabulary
+    processor: JsonModeLogitsProcessor,
+    vocabulary: jsonmode.Vocabulary,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # (apply's own work: the helper thread, ahead, would race with the breakage below;
+    # the next test breaks the helper's)
+    monkeypatch.setenv(adapter.AHEAD_ENV, "0")
     a, b = Request(PERSON, vocabulary), Request(TAGS, vocabulary)
     processor.update_state(BatchUpdate(2, [], [a.added(0), b.added(1)], []))
 
@@ -332,6 +337,30 @@ def test_an_error_inside_jsonmode_ends_that_request_not_the_engine(
     matcher.fill_bitmask = broken  # type: ignore[union-attr,method-assign]
     logits = torch.zeros(2, WIDTH)
     out = processor.apply(logits)
+    assert eos_only(out[0], vocabulary)
+    expected = torch.from_numpy(b.matcher.mask().copy())
+    assert torch.equal(torch.isfinite(out[1, : expected.shape[0]]), expected)
+
+
+def test_an_error_on_the_helper_thread_ends_that_request_not_the_engine(
+    processor: JsonModeLogitsProcessor,
+    vocabulary: jsonmode.Vocabulary,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    warm = adapter._warm
+
+    def failing(masker: Any, row: Any) -> None:
+        if row is processor._rows.get(0):
+            raise RuntimeError("a bug")
+        warm(masker, row)
+
+    monkeypatch.setattr(adapter, "_warm", failing)
+    a, b = Request(PERSON, vocabulary), Request(TAGS, vocabulary)
+    processor.update_state(BatchUpdate(2, [], [a.added(0), b.added(1)], []))
+    processor._wait()
+    assert processor._rows[0].failed
+    assert not processor._rows[1].failed
+    out = processor.apply(torch.zeros(2, WIDTH))
     assert eos_only(out[0], vocabulary)
     expected = torch.from_numpy(b.matcher.mask().copy())
     assert torch.equal(torch.isfinite(out[1, : expected.shape[0]]), expected)
