@@ -389,7 +389,9 @@ class JsonModeLogitsProcessor(LogitsProcessor):
     # -- batch bookkeeping -------------------------------------------------------------
 
     def update_state(self, batch_update: BatchUpdate | None) -> None:
-        """Follow the persistent batch: removed, then added, then moved rows."""
+        """Follow the persistent batch (removed, then added, then moved rows), then hand
+        the rows' catching up and next masks to the helper thread (see the module's
+        "Ahead of the forward pass"); called by vLLM before each forward pass."""
         if self._standby:
             return
         self._wait()  # (a step that never reached apply: its helper work ends first)
@@ -401,6 +403,7 @@ class JsonModeLogitsProcessor(LogitsProcessor):
             self._pending = self._ahead.submit(self._prepare)
 
     def _follow(self, batch_update: BatchUpdate) -> None:
+        """Apply vLLM's batch changes to the rows: removed, then added, then moved."""
         rows = self._rows
         for index in batch_update.removed:
             rows.pop(index, None)
