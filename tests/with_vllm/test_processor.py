@@ -217,6 +217,12 @@ def eos_only(row: torch.Tensor, vocabulary: jsonmode.Vocabulary) -> bool:
     return bool(finite) and set(finite) <= set(vocabulary.eos_ids)
 
 
+def masked_as(row: torch.Tensor, matcher: Any) -> bool:
+    """Whether exactly ``matcher``'s allowed tokens kept a finite logit in ``row``."""
+    expected = torch.from_numpy(matcher.mask().copy())
+    return torch.equal(torch.isfinite(row[: expected.shape[0]]), expected)
+
+
 def test_a_refused_token_or_an_unknown_one_leaves_only_the_end(
     processor: JsonModeLogitsProcessor, vocabulary: jsonmode.Vocabulary
 ) -> None:
@@ -338,8 +344,7 @@ def test_an_error_inside_jsonmode_ends_that_request_not_the_engine(
     logits = torch.zeros(2, WIDTH)
     out = processor.apply(logits)
     assert eos_only(out[0], vocabulary)
-    expected = torch.from_numpy(b.matcher.mask().copy())
-    assert torch.equal(torch.isfinite(out[1, : expected.shape[0]]), expected)
+    assert masked_as(out[1], b.matcher)
 
 
 def test_an_error_on_the_helper_thread_ends_that_request_not_the_engine(
@@ -362,8 +367,7 @@ def test_an_error_on_the_helper_thread_ends_that_request_not_the_engine(
     assert not processor._rows[1].failed
     out = processor.apply(torch.zeros(2, WIDTH))
     assert eos_only(out[0], vocabulary)
-    expected = torch.from_numpy(b.matcher.mask().copy())
-    assert torch.equal(torch.isfinite(out[1, : expected.shape[0]]), expected)
+    assert masked_as(out[1], b.matcher)
 
 
 def test_named_twice_one_instance_works_and_the_other_stands_by(
@@ -561,8 +565,7 @@ def test_a_placeholder_seen_ahead_is_read_again_by_apply(
     a.output[-1] = token
     assert a.matcher.advance(token)
     out = processor.apply(torch.zeros(1, WIDTH))
-    expected = torch.from_numpy(a.matcher.mask().copy())
-    assert torch.equal(torch.isfinite(out[0, : expected.shape[0]]), expected)
+    assert masked_as(out[0], a.matcher)
 
 
 def test_an_error_of_the_helper_is_logged_and_apply_does_the_work(
