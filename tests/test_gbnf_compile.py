@@ -7,13 +7,20 @@ from __future__ import annotations
 import pathlib
 import random
 import sys
+from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support.recursive_grammars import ARITHMETIC, NESTED
 from tokenizers import Tokenizer
 
 from jsonmode import compile_grammar
+from jsonmode import regex as rx
 from jsonmode.decoding.grammars import compiled as compiled_module
+from jsonmode.decoding.grammars import gbnf
+from jsonmode.decoding.ir import Alt, Lex, Lit, Rep, Seq
 from jsonmode.decoding.vocabulary import Vocabulary
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -45,7 +52,7 @@ def test_a_rule_repeated_by_a_count_stays_one_call_and_builds_once() -> None:
 
 
 def test_small_counted_repetitions_are_still_written_in_place() -> None:
-    compiled = compile_grammar('root ::= hex{4}\nhex ::= [0-9a-f]')
+    compiled = compile_grammar("root ::= hex{4}\nhex ::= [0-9a-f]")
     assert set(compiled.grammar.rules) == {"root"}
 
 
@@ -83,3 +90,105 @@ def test_called_and_inlined_repetitions_give_the_same_masks(
             two.advance(token)
         eos = min(vocabulary.eos_ids)
         assert a[eos // 32] >> (eos % 32) & 1  # the text may end here
+
+
+# -- character classes ----------------------------------------------------------------------
+
+
+def _utf8_set_dfa(intervals: tuple[tuple[int, int], ...]) -> Any:
+    """The general construction of one character of a set (the reference)."""
+    dfa = rx.CharDFA(0, (False, True), (tuple((lo, hi, 1) for lo, hi in intervals), ()))
+    return rx.utf8_byte_dfa(dfa)
+
+
+def _same_dfa(one: Any, two: Any) -> bool:
+    return (
+        one.start == two.start
+        and np.array_equal(one.accepting, two.accepting)
+        and np.array_equal(one.trans, two.trans)
+    )
+
+
+def _lexemes(expr: Any) -> list[Lex]:
+    found: list[Lex] = []
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Lex):
+            found.append(node)
+        elif isinstance(node, Seq):
+            stack.extend(node.items)
+        elif isinstance(node, Alt):
+            stack.extend(node.options)
+        elif isinstance(node, Rep):
+            stack.append(node.item)
+    return found
+
+
+CLASS_GRAMMARS = [
+    bench_grammars.JSON_GBNF,
+    bench_grammars.CHESS_GBNF,
+    bench_grammars.ARITHMETIC_GBNF,
+    bench_grammars.CSV_GBNF,
+    ARITHMETIC,
+    NESTED,
+    r"root ::= [a-cx-z0-9_] [a-] [-a] [^a-z] [\]\[\\\x2D^] [\x41-\x43] [\t\n\r ] [\x00-\x7f] .",
+    r"root ::= [\x41-\x43\u00e9] [ぁ-ゟ] [\U0001F600-\U0001F64F] [^\n] [a-c]",
+]
+
+
+def _byte_runs(row: Any) -> tuple[tuple[int, int], ...]:
+    """The runs of bytes a table row reads."""
+    runs: list[tuple[int, int]] = []
+    for byte in np.flatnonzero(row >= 0).tolist():
+        if runs and runs[-1][1] == byte - 1:
+            runs[-1] = (runs[-1][0], byte)
+        else:
+            runs.append((byte, byte))
+    return tuple(runs)
+
+
+def _class_text(intervals: tuple[tuple[int, int], ...]) -> str:
+    return "[" + "".join(f"\\x{lo:02x}-\\x{hi:02x}" for lo, hi in intervals) + "]"
+
+
+@pytest.mark.parametrize("grammar", CLASS_GRAMMARS)
+def test_every_ascii_class_automaton_is_the_general_constructions(grammar: str) -> None:
+    lexemes = [lex for expr in gbnf.parse(grammar).rules.values() for lex in _lexemes(expr)]
+    ascii_sets = 0
+    for lex in lexemes:
+        runs = _byte_runs(lex.dfa.trans[lex.dfa.start])
+        if runs[-1][1] <= 0x7F:  # one ASCII character: the direct construction
+            ascii_sets += 1
+            assert _same_dfa(lex.dfa, _utf8_set_dfa(runs)), lex.label
+            assert not lex.dfa.trans.flags.writeable
+            assert not lex.dfa.accepting.flags.writeable
+    assert ascii_sets or grammar == NESTED  # (NESTED has only single characters)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 0x7F), st.integers(0, 0x7F)), min_size=1, max_size=8))
+def test_ascii_classes_are_built_as_the_general_construction(pairs: list[tuple[int, int]]) -> None:
+    intervals = tuple(sorted((min(a, b), max(a, b)) for a, b in pairs))
+    made = gbnf.parse("root ::= " + _class_text(intervals)).rules["root"]
+    chars = sorted({c for lo, hi in intervals for c in range(lo, hi + 1)})
+    if len(chars) == 1:
+        assert made == Lit(bytes(chars))
+        return
+    assert isinstance(made, Lex)
+    assert _byte_runs(made.dfa.trans[made.dfa.start]) == _byte_runs(
+        np.array([c in chars for c in range(256)], dtype=np.int32) - 1
+    )
+    assert _same_dfa(made.dfa, _utf8_set_dfa(_byte_runs(made.dfa.trans[made.dfa.start])))
+
+
+def test_only_classes_beyond_ascii_take_the_general_construction(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    built: list[int] = []
+    general = rx.utf8_byte_dfa
+    monkeypatch.setattr(rx, "utf8_byte_dfa", lambda dfa: built.append(1) or general(dfa))
+    gbnf.parse(bench_grammars.JSON_GBNF)  # eleven ASCII classes, and [^"\\\x00-\x1f]
+    assert len(built) == 1
+    gbnf.parse(bench_grammars.CHESS_GBNF)
+    assert len(built) == 1
