@@ -4,6 +4,7 @@ slower construction it replaces (the same automata, or the same language and mas
 
 from __future__ import annotations
 
+import functools
 import pathlib
 import random
 import sys
@@ -22,6 +23,7 @@ from jsonmode.decoding.grammars import compiled as compiled_module
 from jsonmode.decoding.grammars import gbnf
 from jsonmode.decoding.ir import Alt, Lex, Lit, Rep, Seq
 from jsonmode.decoding.vocabulary import Vocabulary
+from jsonmode.regex import byte_dfa
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -192,3 +194,120 @@ def test_only_classes_beyond_ascii_take_the_general_construction(
     assert len(built) == 1
     gbnf.parse(bench_grammars.CHESS_GBNF)
     assert len(built) == 1
+
+
+# -- trimming small byte automata ------------------------------------------------------------
+
+
+@st.composite
+def char_dfas(draw: st.DrawFn) -> rx.CharDFA:
+    """Small character automata: per state, sorted disjoint intervals to random states
+    (code points across every UTF-8 length, surrogates included)."""
+    count = draw(st.integers(1, 4))
+    points = st.integers(0, 0x10FFFF) | st.sampled_from([0x7F, 0x80, 0x7FF, 0x800, 0xD7FF, 0xE000])
+    rows = []
+    for _ in range(count):
+        cuts = sorted(set(draw(st.lists(points, max_size=8))))
+        row = [
+            (lo, hi, draw(st.integers(0, count - 1)))
+            for lo, hi in zip(cuts[::2], cuts[1::2], strict=False)
+        ]
+        rows.append(tuple(row))
+    accepting = tuple(draw(st.lists(st.booleans(), min_size=count, max_size=count)))
+    return rx.CharDFA(draw(st.integers(0, count - 1)), accepting, tuple(rows))
+
+
+def _both_finishes(build: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
+    plain = build()
+    with monkeypatch.context() as patch:
+        patch.setattr(byte_dfa, "PLAIN_FINISH_RANGES", -1)  # every builder through NumPy
+        general = build()
+    return plain, general
+
+
+@settings(max_examples=300, deadline=None)
+@given(char_dfas(), st.sampled_from(["utf8", "json", "complete"]))
+def test_small_automata_are_trimmed_as_the_numpy_passes_trim_them(
+    dfa: rx.CharDFA, kind: str
+) -> None:
+    build = {
+        "utf8": lambda: rx.utf8_byte_dfa(dfa),
+        "json": lambda: rx.json_string_body_dfa(dfa),
+        "complete": lambda: rx.json_string_body_dfa(dfa, complete=True),
+    }[kind]
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        plain, general = _both_finishes(build, monkeypatch)
+    assert _same_dfa(plain, general)
+    assert not plain.trans.flags.writeable
+    assert not plain.accepting.flags.writeable
+    assert plain.trans.dtype == np.int32
+    assert plain.accepting.dtype == np.bool_
+
+
+@pytest.mark.parametrize("grammar", CLASS_GRAMMARS)
+def test_grammar_lexemes_are_the_same_on_both_trimming_paths(
+    grammar: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plain, general = _both_finishes(lambda: gbnf.parse(grammar), monkeypatch)
+    one = [lex for expr in plain.rules.values() for lex in _lexemes(expr)]
+    two = [lex for expr in general.rules.values() for lex in _lexemes(expr)]
+    assert [lex.label for lex in one] == [lex.label for lex in two]
+    assert all(_same_dfa(a.dfa, b.dfa) for a, b in zip(one, two, strict=True))
+
+
+def test_small_automata_skip_the_numpy_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    dfa = rx.CharDFA(0, (False, True), (((0x20, 0x10FFFF, 1),), ()))
+    expected = rx.utf8_byte_dfa(dfa)
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise AssertionError("np.unique called")
+
+    monkeypatch.setattr(np, "unique", refused)
+    assert _same_dfa(rx.utf8_byte_dfa(dfa), expected)
+    assert _same_dfa(rx.json_string_body_dfa(dfa), rx.json_string_body_dfa(dfa))
+
+
+def _maskbench_patterns(limit: int) -> list[str]:
+    """The first ``limit`` distinct ``pattern`` keywords of the MaskBench schemas."""
+    import gzip
+    import json
+
+    found: dict[str, None] = {}
+
+    def visit(node: Any) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("pattern"), str):
+                found.setdefault(node["pattern"])
+            for value in node.values():
+                visit(value)
+        elif isinstance(node, list):
+            for value in node:
+                visit(value)
+
+    for path in sorted(bench_grammars.decoder.MASKBENCH.glob("*.jsonl.gz")):
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            for line in handle:
+                visit(json.loads(line)["schema"])
+                if len(found) >= limit:
+                    return list(found)
+    return list(found)
+
+
+def test_maskbench_patterns_are_trimmed_alike_on_both_paths(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    compared = 0
+    for pattern in _maskbench_patterns(120):
+        try:
+            dfa = rx.compile_pattern(pattern)
+        except Exception:  # (outside the subset: not this test's concern)
+            continue
+        for build in (
+            functools.partial(rx.utf8_byte_dfa, dfa),
+            functools.partial(rx.json_string_body_dfa, dfa),
+            functools.partial(rx.json_string_body_dfa, dfa, complete=True),
+        ):
+            plain, general = _both_finishes(build, monkeypatch)
+            assert _same_dfa(plain, general), pattern
+            compared += 1
+    assert compared >= 150
