@@ -605,8 +605,26 @@ def _char_set(intervals: tuple[tuple[int, int], ...]) -> Expr:
         return _NEVER
     if len(intervals) == 1 and intervals[0][0] == intervals[0][1]:
         return Lit(chr(intervals[0][0]).encode("utf-8"))
+    if intervals[-1][1] <= 0x7F:
+        return Lex(_label(list(intervals)), _ascii_set_dfa(intervals))
     dfa = rx.CharDFA(0, (False, True), (tuple((lo, hi, 1) for lo, hi in intervals), ()))
     return Lex(_label(list(intervals)), rx.utf8_byte_dfa(dfa))
+
+
+def _ascii_set_dfa(intervals: tuple[tuple[int, int], ...]) -> rx.ByteDFA:
+    """The byte DFA of one character of a set of ASCII characters (normal ``intervals``,
+    at least two characters): state 0 reads one of the bytes into state 1, which
+    accepts. Exactly what ``utf8_byte_dfa`` builds for the set (the general path: ~0.3
+    ms a set, minimising and trimming; this: ~5 us)."""
+    import numpy as np
+
+    trans = np.full((2, 256), -1, dtype=np.int32)
+    for low, high in intervals:
+        trans[0, low : high + 1] = 1
+    accepting = np.array([False, True])
+    trans.setflags(write=False)
+    accepting.setflags(write=False)
+    return rx.ByteDFA(0, accepting, trans)
 
 
 def _label(intervals: list[tuple[int, int]]) -> str:
