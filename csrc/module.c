@@ -112,6 +112,16 @@ static PyMethodDef native_methods[] = {
      "lists, states numbered alike; error(\"states per rule\", budget) raised at the same\n"
      "new state; checkpoint() called every 16 DFA states. Every index is checked first\n"
      "(ValueError/TypeError)."},
+    {"r3comp_fill", r3comp_fill, METH_VARARGS,
+     "r3comp_fill(trans, edges, renumber) -> None\n\n"
+     "network's finish in C: the int32 table ``trans`` (kept states x 256) set to -1, then\n"
+     "each kept state's (lo, hi, target) edges to kept targets written, renumbered by\n"
+     "``renumber`` (None: all kept; else per state its new number or -1)."},
+    {"r3comp_object_build", r3comp_object_build, METH_VARARGS,
+     "r3comp_object_build(opening, closing, keys, values, sep, candidates, closable, extra,\n"
+     "    max_states, checkpoint, error) -> (edges, calls, accepting) | None\n\n"
+     "objects._Builder.build in C (see its docstring): None where two parts read the same\n"
+     "byte at the same point (the general path then builds the rule)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -12,7 +12,7 @@
 #include <string.h>
 
 /* The kernels' interface version; jsonmode/native.py loads only its own. */
-#define KERNELS_VERSION 5
+#define KERNELS_VERSION 6
 #define MAX_THREADS 64
 
 /* ------------------------------------------------------------------------------ */
@@ -396,5 +396,10 @@ PyObject *jm_glushkov_determinise(PyObject *module, PyObject *args);
 
 /* subset.c: the subset construction of a rule's NFA (network._determinise). */
 PyObject *jm_determinise(PyObject *module, PyObject *args);
+
+/* r3comp (r3comp_objects.c): a rule's byte table (network's finish) and an object rule's
+ * automaton written out directly (objects._Builder.build). */
+PyObject *r3comp_fill(PyObject *module, PyObject *args);
+PyObject *r3comp_object_build(PyObject *module, PyObject *args);
 
 #endif

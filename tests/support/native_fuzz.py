@@ -29,6 +29,14 @@ from jsonmode.decoding.engine.boundary import Rests, Stacks
 from jsonmode.decoding.engine.facts import bits_size, set_ids
 from jsonmode.decoding.engine.trie import TokenTrie, lexicographic_order
 from jsonmode.errors import BudgetExceededError
+from support.native_r3comp import (
+    fill_compiled,
+    fill_python,
+    make_fill,
+    make_object,
+    object_compiled,
+    object_python,
+)
 from support.native_regex import (
     make_raw,
     make_regex,
@@ -450,6 +458,8 @@ PAIRS = [
     KernelPair("glushkov_determinise", make_regex, regex_python, regex_compiled),
     KernelPair("stacks", make_stacks_case, stacks_python, stacks_compiled),
     KernelPair("determinise", make_nfa, determinise_python, determinise_compiled),
+    KernelPair("r3comp_fill", make_fill, fill_python, fill_compiled),
+    KernelPair("r3comp_object_build", make_object, object_python, object_compiled),
 ]
 
 

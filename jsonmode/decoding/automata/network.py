@@ -36,6 +36,7 @@ from jsonmode import native
 from jsonmode.budget import checkpoint
 from jsonmode.decoding.automata.families import Family, RuleTable, number_families
 from jsonmode.decoding.automata.families import expand as expand_families
+from jsonmode.decoding.automata.finish import finish_rule as _finish
 from jsonmode.decoding.automata.keys import built_names
 from jsonmode.decoding.automata.objects import Fragment, Interval, Raw, extend_row, object_rule
 from jsonmode.decoding.automata.rule_dfa import RuleDFA
@@ -745,49 +746,3 @@ def _live(parts: Raw, accepts: dict[str, bool]) -> list[bool]:
                 live[pred] = True
                 work.append(pred)
     return live
-
-
-def _finish(
-    name: str,
-    parts: Raw,
-    live: list[bool] | None,
-    accepts: dict[str, bool],
-    number: dict[str, int],
-) -> RuleDFA:
-    """The rule's table, keeping the ``live`` states (None: all of them) and the
-    calls to rules that accept something, renumbered by ``number``."""
-    edges, calls, accepting = parts
-    if live is not None:
-        keep = [state for state, alive in enumerate(live) if alive]
-        renumber = {old: new for new, old in enumerate(keep)}
-        edges = [
-            [(lo, hi, renumber[t]) for lo, hi, t in edges[old] if t in renumber] for old in keep
-        ]
-        calls = [{c: renumber[t] for c, t in calls[old].items() if t in renumber} for old in keep]
-        accepting = [accepting[old] for old in keep]
-    trans = np.full((len(accepting), 256), -1, dtype=np.int32)
-    # Single-byte edges (most of them: literals) are written in one indexed store.
-    states: list[int] = []
-    points: list[int] = []
-    targets: list[int] = []
-    for state, row in enumerate(edges):
-        for lo, hi, target in row:
-            if lo == hi:
-                states.append(state)
-                points.append(lo)
-                targets.append(target)
-            else:
-                trans[state, lo : hi + 1] = target
-    if states:
-        trans[states, points] = targets
-    call_rows = tuple(
-        [
-            tuple(
-                [(number[callee], target) for callee, target in row.items() if accepts.get(callee)]
-            )
-            if row
-            else ()
-            for row in calls
-        ]
-    )
-    return RuleDFA(name, trans, call_rows, np.array(accepting, dtype=np.bool_))

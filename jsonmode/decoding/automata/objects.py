@@ -24,6 +24,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from jsonmode import native
 from jsonmode.budget import checkpoint
 from jsonmode.decoding.ir import Call, Expr, Lit, Members, Seq
 from jsonmode.errors import BudgetExceededError
@@ -234,6 +235,27 @@ class _Builder:
         return [(data[a], data[a], there)], {}, False
 
     def build(self, max_states: int) -> Raw:
+        """The automaton, states numbered in breadth-first order: the compiled core's
+        ``r3comp_object_build`` where loaded, else :meth:`build_py`, with the same
+        answers (the same numbering, the same budget error at the same state, the
+        deadline checked every 64 states). Raises _NotDirect where two parts overlap."""
+        kernels = native.KERNELS
+        if kernels is None:
+            return self.build_py(max_states)
+        built = kernels.r3comp_object_build(
+            self.opening, self.closing, self.keys,
+            [None if value is None else (*value.raw, value.exits) for value in self.values],
+            (self.sep.raw[0], self.sep.raw[2]),
+            [candidates.stop for candidates in self.candidates], self.closable,
+            self.extra, max_states, checkpoint, BudgetExceededError,
+        )  # fmt: skip
+        if built is None:
+            raise _NotDirect
+        edges, calls, accepting = built
+        return edges, calls, accepting
+
+    def build_py(self, max_states: int) -> Raw:
+        """:meth:`build` in Python (the reference)."""
         keys = self.keys
         index: dict[_Key, int] = {_START: 0}
         order: list[_Key] = [_START]
