@@ -12,7 +12,7 @@
 #include <string.h>
 
 /* The kernels' interface version; jsonmode/native.py loads only its own. */
-#define KERNELS_VERSION 5
+#define KERNELS_VERSION 6
 #define MAX_THREADS 64
 
 /* ------------------------------------------------------------------------------ */
@@ -396,5 +396,7 @@ PyObject *jm_glushkov_determinise(PyObject *module, PyObject *args);
 
 /* subset.c: the subset construction of a rule's NFA (network._determinise). */
 PyObject *jm_determinise(PyObject *module, PyObject *args);
+/* r3hits (round 3, the mask-cache hit path): r3hits_fill.c */
+PyObject *jm_r3hits_fill_words(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 #endif
