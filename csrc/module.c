@@ -21,6 +21,8 @@
  *   glushkov_determinise jsonmode.regex.glushkov._determinise (subset construction; glushkov.c)
  *   determinise       jsonmode.decoding.automata.network._determinise_py (the subset
  *                     construction of a rule's NFA; checkpoint called as there)
+ *   r3hits_fill_words the copy of jsonmode.decoding.matcher.Matcher.fill_bitmask (a
+ *                     cached mask's bits into a caller's token bitmask; r3hits_fill.c)
  *
  * Safety: every index read from a caller's buffer is checked against that buffer's
  * length (a bad one raises ValueError, never reads past it); work lists grow on the
@@ -122,6 +124,11 @@ static PyMethodDef native_methods[] = {
      "    max_states, checkpoint, error) -> (edges, calls, accepting) | None\n\n"
      "objects._Builder.build in C (see its docstring): None where two parts read the same\n"
      "byte at the same point (the general path then builds the rule)."},
+    {"r3hits_fill_words", (PyCFunction)(void (*)(void))jm_r3hits_fill_words, METH_FASTCALL,
+     "r3hits_fill_words(out, bits) -> bool\n\n"
+     "Matcher.fill_bitmask's copy in C: the bytes of ``bits`` to the start of ``out`` (a\n"
+     "writable, C-contiguous buffer of 4-byte items), the rest of ``out`` cleared; False,\n"
+     "nothing written, when ``out`` is not such a buffer or is shorter than ``bits``."},
     {NULL, NULL, 0, NULL},
 };
 

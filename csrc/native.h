@@ -396,6 +396,8 @@ PyObject *jm_glushkov_determinise(PyObject *module, PyObject *args);
 
 /* subset.c: the subset construction of a rule's NFA (network._determinise). */
 PyObject *jm_determinise(PyObject *module, PyObject *args);
+/* r3hits (round 3, the mask-cache hit path): r3hits_fill.c */
+PyObject *jm_r3hits_fill_words(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 /* r3comp (r3comp_objects.c): a rule's byte table (network's finish) and an object rule's
  * automaton written out directly (objects._Builder.build). */

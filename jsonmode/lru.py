@@ -22,32 +22,53 @@ class Lru(Generic[K, V]):
 
     ``put`` states each value's size; the oldest entries go once ``budget`` is passed
     (the newest always stays, however big). ``budget`` may be changed at any time.
+
+    Recency is kept the "second chance" way (CLOCK): ``get`` only marks its entry as
+    used, and ``put``, evicting from the oldest end, moves a marked entry to the
+    newest end (unmarked) instead of dropping it. An entry read since it was last
+    passed over is never evicted before one that was not; ``get`` costs one hash
+    lookup, no lock and no reordering (it is the mask engine's hot path: a mask-cache
+    hit). Thread-safe: ``put`` and ``clear`` hold a lock; ``get`` is one dict lookup
+    and a store into its entry, atomic under the GIL (a racing eviction at worst drops
+    an entry a ``get`` has just marked).
     """
 
     def __init__(self, budget: int) -> None:
         self.budget = budget
         self.used = 0
-        self._items: OrderedDict[K, tuple[V, int]] = OrderedDict()
+        # key -> [value, size, read since last passed over]
+        self._items: OrderedDict[K, list[Any]] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, key: K) -> V | None:
-        with self._lock:
-            item = self._items.get(key)
-            if item is None:
-                return None
-            self._items.move_to_end(key)
-            return item[0]
+        item = self._items.get(key)
+        if item is None:
+            return None
+        item[2] = True
+        value: V = item[0]
+        return value
 
     def put(self, key: K, value: V, size: int) -> None:
         with self._lock:
-            old = self._items.pop(key, None)
+            items = self._items
+            old = items.pop(key, None)
             if old is not None:
                 self.used -= old[1]
-            self._items[key] = (value, size)
+            new = [value, size, False]
+            items[key] = new
             self.used += size
-            while self.used > self.budget and len(self._items) > 1:
-                _, (_, freed) = self._items.popitem(last=False)
-                self.used -= freed
+            spared, limit = 0, len(items)
+            while self.used > self.budget and len(items) > 1:
+                oldest, item = items.popitem(last=False)
+                if item is new or (item[2] and spared < limit):
+                    # (Read since last passed over, or the newest, which stays: back
+                    # to the newest end, unmarked. At most one pass is spared, however
+                    # often other threads read meanwhile, so this ends.)
+                    item[2] = False
+                    items[oldest] = item
+                    spared += 1
+                else:
+                    self.used -= item[1]
 
     def clear(self) -> None:
         with self._lock:

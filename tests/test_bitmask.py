@@ -90,3 +90,46 @@ def test_arrays_that_cannot_hold_a_bitmask_are_refused(out: np.ndarray) -> None:
     matcher = jsonmode.compile_schema({"type": "boolean"}, vocabulary).matcher()
     with pytest.raises(ValueError, match="32-bit words"):
         matcher.fill_bitmask(out)
+
+
+def test_a_fill_of_the_state_filled_last_looks_nothing_up():
+    """Inside a string most tokens lead back to the same state: its fill copies the
+    bits the matcher kept, with no mask-cache lookup (counted as a hit all the same),
+    and writes the same words as a fill that looks them up."""
+    from jsonmode.decoding.engine.cache import MaskEngine
+    from jsonmode.lru import Lru
+
+    vocabulary, tokenizer = _setup("qwen2.5")
+    compiled = jsonmode.compile_schema({"type": "string"}, vocabulary)
+    ids = tokenizer.encode('"one two three four five six"', add_special_tokens=False).ids
+    matcher, fresh = compiled.matcher(), compiled.matcher()
+    words = np.zeros((vocabulary.size + 31) // 32, dtype=np.int32)
+    expected = words.copy()
+    lookups: list[object] = []
+    real_bits, real_get = MaskEngine.bits, Lru.get
+
+    def bits(self, state):  # type: ignore[no-untyped-def]
+        lookups.append(state)
+        return real_bits(self, state)
+
+    def get(self, key):  # type: ignore[no-untyped-def]
+        lookups.append(key)
+        return real_get(self, key)
+
+    states = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(MaskEngine, "bits", bits)
+        patch.setattr(Lru, "get", get)
+        for token in ids:
+            hits = compiled.engine.hits + compiled.engine.misses
+            before = len(lookups)
+            matcher.fill_bitmask(words)
+            looked = len(lookups) > before
+            assert compiled.engine.hits + compiled.engine.misses == hits + 1
+            assert looked == (not states or matcher.state != states[-1])
+            states.append(matcher.state)
+            fresh._history = [matcher.state]  # (a matcher with no memo: looks up)
+            fresh.fill_bitmask(expected)
+            assert np.array_equal(words, expected)
+            assert matcher.advance(token)
+    assert len(states) > len(set(states)) + 3  # (the string's inside, state after state)

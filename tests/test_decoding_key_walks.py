@@ -202,3 +202,30 @@ def test_key_tables_are_trusted_only_as_built():
     assert rules_module._content(key_lexeme(other)[1])[0] == signature
     fewer = compile_schema({"type": "object", "properties": {"id": {}, "name": {}}}, vocabulary)
     assert rules_module._content(key_lexeme(fewer.engine)[1])[0] != signature
+
+
+def test_ranges_of_single_tokens_are_their_starts_and_expand_alike(monkeypatch):
+    """A counting key state's walk records each token as its own range (~20 000 for a
+    language tag with Qwen2.5): ``ranges`` returns their starts (a copy, no repeat)
+    and equals the plain expansion on any ranges."""
+    import numpy as np
+
+    from jsonmode.decoding.engine import trie
+
+    rng = np.random.default_rng(43)
+    for _ in range(200):
+        lo = rng.integers(0, 1000, size=int(rng.integers(0, 30)))
+        hi = lo + rng.choice([1, 1, 1, 0, 2, 5], size=lo.size) * rng.integers(0, 2, size=lo.size)
+        expected = [p for a, b in zip(lo.tolist(), hi.tolist(), strict=True) for p in range(a, b)]
+        got = trie.ranges(lo, hi)
+        assert got.dtype == np.int64
+        assert got.tolist() == expected
+
+    def no_repeat(*_args, **_kwargs):
+        raise AssertionError("expanded")
+
+    starts = np.array([5, 2, 9], dtype=np.int64)
+    monkeypatch.setattr(np, "repeat", no_repeat)
+    got = trie.ranges(starts, starts + 1)
+    assert got.tolist() == [5, 2, 9]
+    assert got is not starts

@@ -114,3 +114,53 @@ def test_key_automata_caches_are_bounded_by_bytes(monkeypatch):
         schema = {"type": "object", "properties": {name: {"type": "integer"} for name in names}}
         compiled.compile_schema(schema)
     assert [len(cache) for cache in caches] == [1, 1, 1]
+
+
+def test_a_read_takes_no_lock_and_does_not_reorder():
+    """``get`` is the mask-cache hit path: one dict lookup and a mark, no lock taken and
+    no entry moved (the lock and ``move_to_end`` cost as much as the lookup)."""
+    import pytest
+
+    cache: Lru[str, int] = Lru(100)
+    cache.put("a", 1, 4)
+    cache.put("b", 2, 4)
+
+    class Held:
+        def __enter__(self):
+            raise AssertionError("get took the lock")
+
+        def __exit__(self, *_):
+            return False
+
+    lock = cache._lock
+    cache._lock = Held()  # type: ignore[assignment]
+    assert cache.get("a") == 1
+    assert cache.get("missing") is None
+    assert list(cache._items) == ["a", "b"]  # (read, not moved)
+    with pytest.raises(AssertionError, match="took the lock"):
+        cache.put("c", 3, 4)  # (a write does lock)
+    cache._lock = lock
+
+
+def test_read_entries_get_a_second_chance_and_the_newest_stays():
+    """Evicting from the oldest end, an entry read since it was last passed over goes
+    to the newest end instead; when every entry was read, the oldest goes after one
+    pass; a new entry over the budget alone stays, whatever was read."""
+    cache: Lru[str, int] = Lru(12)
+    for n, key in enumerate("abc"):
+        cache.put(key, n, 4)
+    assert cache.get("a") == 0
+    cache.put("d", 3, 4)  # (a read: spared; b goes)
+    assert list(cache._items) == ["c", "d", "a"]
+    assert cache.used == 12
+    for key in "cda":
+        assert cache.get(key) is not None
+    cache.put("e", 4, 4)  # (all read: one pass clears the marks, then c goes)
+    assert sorted(cache._items) == ["a", "d", "e"]
+    assert cache.used == 12
+    for key in "ade":
+        cache.get(key)
+    cache.put("big", 5, 50)
+    assert list(cache._items) == ["big"]
+    assert cache.used == 50
+    assert cache.get("big") == 5

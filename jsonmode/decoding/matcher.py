@@ -21,11 +21,22 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from jsonmode import native
 from jsonmode.decoding.engine import Mask, MaskEngine, configure_caches
-from jsonmode.decoding.engine.facts import bits_size, has_id
+from jsonmode.decoding.engine.facts import Bits, bits_size, has_id
 from jsonmode.decoding.reference import END, State
 
-__all__ = ["Mask", "MaskEngine", "Matcher", "configure_caches"]
+__all__ = ["Mask", "MaskEngine", "Matcher", "configure_caches", "fill_words"]
+
+
+def fill_words(view: npt.NDArray[np.uint8], bits: Bits) -> None:
+    """``bits`` to the start of ``view`` (the bytes of a checked token bitmask), the
+    bytes past them cleared: the pure-Python form of the compiled core's
+    ``r3hits_fill_words`` (:meth:`Matcher.fill_bitmask`'s copy), which gives the same
+    bytes. ``view`` must hold at least ``bits.size`` bytes."""
+    view[: bits.size] = bits
+    if view.size > bits.size:
+        view[bits.size :] = 0
 
 
 class Matcher:
@@ -48,6 +59,9 @@ class Matcher:
         # The last bitmask filled, as given and as bytes (see fill_bitmask).
         self._out: npt.NDArray[Any] | None = None
         self._view: npt.NDArray[np.uint8] = np.zeros(0, dtype=np.uint8)
+        # The state last filled and its bits (see fill_bitmask).
+        self._last: State | None = None
+        self._bits: Bits = self._view
 
     @property
     def state(self) -> State:
@@ -71,21 +85,39 @@ class Matcher:
         ``out``: a writable, C-contiguous NumPy array of at least
         ``ceil(vocabulary.size / 32)`` words (``int32`` or ``uint32``, e.g. one row of
         a ``(batch, words)`` bitmask); words past those are cleared. Cost: a copy of
-        ``vocabulary.size / 8`` bytes when the state's mask is cached (~1 us for
-        Qwen2.5), else the engine's first-visit cost; no bool array is built.
+        ``vocabulary.size / 8`` bytes (one C call with the compiled core) when the
+        state's mask is cached (~1 us for Qwen2.5 when memory is warm), with no cache
+        lookup at all when the state is the one filled last (as after most tokens
+        inside a string: the matcher keeps that state and its bits, one mask's
+        memory, until the state changes); else the engine's first-visit cost; no
+        bool array is built.
 
         Raises:
             ValueError: ``out`` is too small, not contiguous, or not 4-byte items.
         """
-        # (The same buffer as last time was checked then.)
-        view = self._view if out is self._out else self._checked(out)
         if self._finished[-1]:
+            view = self._view if out is self._out else self._checked(out)
             view[:] = 0
             return
-        bits = self._engine.bits(self.state)
-        view[: bits.size] = bits
-        if view.size > bits.size:
-            view[bits.size :] = 0
+        state = self._history[-1]
+        if state is self._last or state == self._last:
+            # (The state filled last time, as after most tokens inside a string: its
+            # bits, with no cache lookup. Counted as the hit it is.)
+            bits = self._bits
+            self._engine.hits += 1
+        else:
+            bits = self._bits = self._engine.bits(state)
+            self._last = state
+        self._write(out, bits)
+
+    def _write(self, out: npt.NDArray[Any], bits: Bits) -> None:
+        """``bits`` into ``out``, the words past them cleared (see fill_bitmask)."""
+        kernels = native.KERNELS
+        if kernels is not None and kernels.r3hits_fill_words(out, bits):
+            return
+        # (The same buffer as last time was checked then.)
+        view = self._view if out is self._out else self._checked(out)
+        fill_words(view, bits)
 
     def _checked(self, out: npt.NDArray[Any]) -> npt.NDArray[np.uint8]:
         """``out`` as bytes, once it is known to hold a bitmask (kept for next time)."""

@@ -86,9 +86,14 @@ class Digest:
 
 def walk(compiled: Any, ids: list[int], digest: Digest) -> None:
     """``ids`` then EOS: the mask and the verdict at each step."""
+    import numpy as np
+
     matcher = compiled.matcher()
+    words = np.full((compiled.vocabulary.size + 31) // 32 + 1, -1, dtype=np.int32)
     for token in ids:
         digest.mask(matcher.mask())
+        matcher.fill_bitmask(words)  # (r3hits_fill_words on the compiled path)
+        digest.hash.update(words.tobytes())
         if not matcher.advance(token):
             digest.add("refused", token)
             return

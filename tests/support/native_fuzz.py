@@ -28,6 +28,7 @@ from jsonmode.decoding.automata import network
 from jsonmode.decoding.engine.boundary import Rests, Stacks
 from jsonmode.decoding.engine.facts import bits_size, set_ids
 from jsonmode.decoding.engine.trie import TokenTrie, lexicographic_order
+from jsonmode.decoding.matcher import fill_words
 from jsonmode.errors import BudgetExceededError
 from support.native_r3comp import (
     fill_compiled,
@@ -448,6 +449,35 @@ class KernelPair:
     compiled: Callable[[ModuleType, Any], Any]
 
 
+@dataclass
+class WordsCase:
+    """A cached mask's bits and a row of words to copy them into (r3hits_fill_words)."""
+
+    out: Any
+    bits: Any
+    model: StackModel = field(default_factory=lambda: StackModel([], [], [], {}, {}))
+
+
+def make_words(rng: random.Random) -> WordsCase:
+    size = rng.choice((0, 1, 31, 32, 33, 1000, 5000))
+    bits = np.array([rng.randrange(256) for _ in range(bits_size(size))], dtype=np.uint8)
+    words = bits.size // 4 + rng.choice((0, 0, 1, 3))
+    out = np.array([rng.randrange(-(2**31), 2**31) for _ in range(words)], dtype=np.int32)
+    return WordsCase(out, bits)
+
+
+def words_python(case: WordsCase) -> Any:
+    out = case.out.copy()
+    fill_words(out.view(np.uint8), case.bits)
+    return out.tolist()
+
+
+def words_compiled(kernels: ModuleType, case: WordsCase) -> Any:
+    out = case.out.copy()
+    assert kernels.r3hits_fill_words(out, case.bits) is True
+    return out.tolist()
+
+
 PAIRS = [
     KernelPair("walk_stacks", make_walk, walk_python, walk_compiled),
     KernelPair("finish", make_finish, finish_python, finish_compiled),
@@ -460,6 +490,7 @@ PAIRS = [
     KernelPair("determinise", make_nfa, determinise_python, determinise_compiled),
     KernelPair("r3comp_fill", make_fill, fill_python, fill_compiled),
     KernelPair("r3comp_object_build", make_object, object_python, object_compiled),
+    KernelPair("r3hits_fill_words", make_words, words_python, words_compiled),
 ]
 
 

@@ -17,6 +17,35 @@ from support.native_fuzz import Rests, stack_model, token_set, token_trie, trie_
 from support.native_r3comp import hostile_r3comp_calls
 from support.native_stacks import hostile_stacks_calls
 
+
+def _fill_refusals(kernels: ModuleType | None) -> list[tuple[str, Callable[[], Any]]]:
+    """Rows ``r3hits_fill_words`` must refuse (False, nothing written): each call
+    checks that answer and raises ValueError otherwise."""
+    bits = np.full(64, 0xFF, np.uint8)
+
+    def refused(out: Any) -> Callable[[], Any]:
+        def call() -> None:
+            assert kernels is not None
+            before = bytes(memoryview(out).cast("B")) if isinstance(out, np.ndarray) else None
+            if kernels.r3hits_fill_words(out, bits) is not False:
+                raise ValueError("written")
+            if before is not None and bytes(memoryview(out).cast("B")) != before:
+                raise ValueError("touched")
+
+        return call
+
+    readonly = np.zeros(16, np.int32)
+    readonly.flags.writeable = False
+    return [
+        ("a short row", refused(np.zeros(15, np.int32))),
+        ("a read-only row", refused(readonly)),
+        ("bytes", refused(bytes(64))),
+        ("int64 words", refused(np.zeros(16, np.int64))),
+        ("a strided row", refused(np.zeros(64, np.int32)[::2])),
+        ("None", refused(None)),
+    ]
+
+
 # What a malformed call to a kernel may raise (never a crash, never a wrong answer).
 REFUSALS: tuple[type[BaseException], ...] = (ValueError, TypeError, OverflowError, BufferError)
 # Malformed calls that may also return (a callback changing the kernel's inputs while it
@@ -31,6 +60,7 @@ MAY_RETURN = frozenset(
         "walk dead past the table",
         *(label for label, _, may_return in hostile_stacks_calls() if may_return),
         "determinise a checkpoint that empties the NFA",
+        *(f"r3hits_fill_words into {label}" for label, _ in _fill_refusals(None)),
     }
 )
 
@@ -480,6 +510,15 @@ def hostile_calls(kernels: ModuleType) -> list[tuple[str, Callable[[], Any]]]:
             "bit_ids a read-only out",
             lambda: kernels.bit_ids(np.ones(2, np.uint8), 16, 16, True, bytes(16 * 8)),
         ),
+        # r3hits_fill_words (Matcher.fill_bitmask's copy): bad bits raise; an out that
+        # cannot hold them is answered False, untouched (MAY_RETURN)
+        ("r3hits_fill_words one argument", lambda: kernels.r3hits_fill_words(i32)),
+        ("r3hits_fill_words bits not a buffer", lambda: kernels.r3hits_fill_words(i32, 7)),
+        (
+            "r3hits_fill_words strided bits",
+            lambda: kernels.r3hits_fill_words(i32, np.zeros(64, np.uint8)[::2]),
+        ),
+        *((f"r3hits_fill_words into {label}", call) for label, call in _fill_refusals(kernels)),
         # set_bits
         (
             "set_bits an id past the bits",

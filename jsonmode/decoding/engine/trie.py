@@ -692,7 +692,13 @@ class _Found:
 
 
 def ranges(lo: Ints, hi: Ints) -> Ints:
-    """The integers ``lo[i] .. hi[i] - 1`` of every range, concatenated in order."""
+    """The integers ``lo[i] .. hi[i] - 1`` of every range, concatenated in order (a new
+    array). Ranges of one integer each, as a trie walk records the tokens of a state
+    that counts (a language tag's letters: ~20 000 such ranges, each token checked to
+    its end), are their starts: a copy, where the general expansion costs a cumsum,
+    a repeat and an arange (~0.3 ms of a ~3 ms first walk with Qwen2.5)."""
     counts = hi - lo
+    if (counts == 1).all():
+        return np.array(lo, dtype=np.int64)
     offsets = counts.cumsum() - counts
     return np.repeat(lo - offsets, counts) + np.arange(int(counts.sum()), dtype=np.int64)
