@@ -151,3 +151,32 @@ def test_all_and_any_of_checks_agree_with_the_builtins_and_stop_early(count: int
         assert bool(fastcheck._any(checks)(None)) is any(verdicts)
         stop = verdicts.index(True) + 1 if True in verdicts else count
         assert called == list(range(stop))
+
+
+class _CountingDict(dict):
+    """A dict that counts the membership tests made on it."""
+
+    tests = 0
+
+    def __contains__(self, key: object) -> bool:
+        type(self).tests += 1
+        return super().__contains__(key)
+
+
+def test_properties_walk_the_smaller_side() -> None:
+    # A metaschema's many properties against a subschema's few keywords: the value's
+    # keys are looked up (no membership test per declared property), same verdicts.
+    names = [f"p{index}" for index in range(60)]
+    schema = {"properties": {name: {"type": "integer"} for name in names}}
+    check = compile_check(schema, jsonschema.FormatChecker())
+    assert check is not None
+    _CountingDict.tests = 0
+    assert check(_CountingDict({"p3": 1, "q": "x"}))
+    assert not check(_CountingDict({"p59": "no"}))
+    assert _CountingDict.tests == 0
+    big = {name: 1 for name in names} | {"extra": None}
+    assert check(big)
+    assert not check(big | {"p0": "no"})
+    assert check({})
+    assert check({"p1": 2})
+    assert not check({"p1": 2.5})
