@@ -29,6 +29,7 @@ from jsonmode.decoding.engine.boundary import Rests, Stacks
 from jsonmode.decoding.engine.facts import bits_size, set_ids
 from jsonmode.decoding.engine.trie import TokenTrie, lexicographic_order
 from jsonmode.errors import BudgetExceededError
+from support.native_miss import make_miss, miss_compiled, miss_python
 from support.native_regex import (
     make_raw,
     make_regex,
@@ -450,6 +451,7 @@ PAIRS = [
     KernelPair("glushkov_determinise", make_regex, regex_python, regex_compiled),
     KernelPair("stacks", make_stacks_case, stacks_python, stacks_compiled),
     KernelPair("determinise", make_nfa, determinise_python, determinise_compiled),
+    KernelPair("miss_assembler", make_miss, miss_python, miss_compiled),
 ]
 
 
