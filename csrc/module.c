@@ -23,6 +23,8 @@
  *                     construction of a rule's NFA; checkpoint called as there)
  *   r3hits_fill_words the copy of jsonmode.decoding.matcher.Matcher.fill_bitmask (a
  *                     cached mask's bits into a caller's token bitmask; r3hits_fill.c)
+ *   MissAssembler     jsonmode.decoding.engine.cache.MaskEngine._assemble over bits (a
+ *                     mask-cache miss; r3miss_assemble.c)
  *
  * Safety: every index read from a caller's buffer is checked against that buffer's
  * length (a bad one raises ValueError, never reads past it); work lists grow on the
@@ -139,7 +141,9 @@ static struct PyModuleDef native_module = {
 };
 
 PyMODINIT_FUNC PyInit__native(void) {
-    if (PyType_Ready(&jm_TrieType) < 0 || PyType_Ready(&jm_StacksType) < 0) return NULL;
+    if (PyType_Ready(&jm_TrieType) < 0 || PyType_Ready(&jm_StacksType) < 0 ||
+        PyType_Ready(&jm_r3miss_AssemblerType) < 0)
+        return NULL;
     PyObject *m = PyModule_Create(&native_module);
     if (!m) return NULL;
     Py_INCREF(&jm_TrieType);
@@ -151,6 +155,12 @@ PyMODINIT_FUNC PyInit__native(void) {
     Py_INCREF(&jm_StacksType);
     if (PyModule_AddObject(m, "Stacks", (PyObject *)&jm_StacksType) < 0) {
         Py_DECREF(&jm_StacksType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&jm_r3miss_AssemblerType);
+    if (PyModule_AddObject(m, "MissAssembler", (PyObject *)&jm_r3miss_AssemblerType) < 0) {
+        Py_DECREF(&jm_r3miss_AssemblerType);
         Py_DECREF(m);
         return NULL;
     }

@@ -219,74 +219,86 @@ static inline int64_t as_i64(PyObject *o) { return (int64_t)PyLong_AsLongLong(o)
 
 /* The rule tables of the stacks: tables[context] is a flat int32 buffer
  * (state * 256 + byte; -1: none), crossings[context] a bytes object (non-zero: the
- * state is crossing). Buffers are taken once per context per call. */
+ * state is crossing). Buffers are taken once per context per call, kept in slots found
+ * by context (``slots``: context -> slot), so a call costs by the contexts it touches,
+ * not by how many the numbering holds. The last one looked up is remembered. */
 typedef struct {
     PyObject *tables;    /* list */
     PyObject *crossings; /* list */
-    Py_buffer *views;    /* per context, taken on first use */
-    uint8_t *taken;
-    Py_ssize_t count;
+    Py_buffer *views;    /* per slot */
+    Py_ssize_t count, cap;
+    Map3 slots;
+    int64_t last_context; /* (-1: none) */
+    const int32_t *last_table;
+    Py_ssize_t last_n;
 } Tables;
 
 static inline int tables_init(Tables *t, PyObject *tables, PyObject *crossings) {
+    memset(t, 0, sizeof(*t));
     if (!PyList_Check(tables) || !PyList_Check(crossings)) {
         PyErr_SetString(PyExc_TypeError, "tables and crossings must be lists");
         return -1;
     }
     t->tables = tables;
     t->crossings = crossings;
-    t->count = 0;
-    t->views = NULL;
-    t->taken = NULL;
+    t->last_context = -1;
     return 0;
 }
 
 static inline void tables_free(Tables *t) {
-    for (Py_ssize_t i = 0; i < t->count; i++)
-        if (t->taken[i]) PyBuffer_Release(&t->views[i]);
+    for (Py_ssize_t i = 0; i < t->count; i++) PyBuffer_Release(&t->views[i]);
     PyMem_Free(t->views);
-    PyMem_Free(t->taken);
+    map_free(&t->slots);
     t->views = NULL;
-    t->taken = NULL;
-    t->count = 0;
+    t->count = t->cap = 0;
+    t->last_context = -1;
 }
 
 /* The table of ``context`` (NULL with an exception on error); its entry count in *n. */
 static inline const int32_t *table_of(Tables *t, int64_t context, Py_ssize_t *n) {
+    if (context == t->last_context && context >= 0) {
+        *n = t->last_n;
+        return t->last_table;
+    }
     Py_ssize_t size = PyList_GET_SIZE(t->tables);
     if (context < 0 || context >= size || context >= PyList_GET_SIZE(t->crossings)) {
         PyErr_Format(PyExc_ValueError, "context %lld out of range", (long long)context);
         return NULL;
     }
-    if (context >= t->count) {
-        Py_ssize_t count = size;
-        Py_buffer *views = PyMem_Realloc(t->views, (size_t)count * sizeof(Py_buffer));
-        if (!views) {
-            PyErr_NoMemory();
-            return NULL;
+    int64_t slot;
+    Py_buffer *view;
+    if (map_find(&t->slots, context, 0, 0, &slot)) {
+        view = &t->views[slot];
+    } else {
+        if (t->count == t->cap) {
+            Py_ssize_t cap = t->cap ? 2 * t->cap : 8;
+            Py_buffer *views = PyMem_Realloc(t->views, (size_t)cap * sizeof(Py_buffer));
+            if (!views) {
+                PyErr_NoMemory();
+                return NULL;
+            }
+            t->views = views;
+            t->cap = cap;
         }
-        t->views = views;
-        uint8_t *taken = PyMem_Realloc(t->taken, (size_t)count);
-        if (!taken) {
-            PyErr_NoMemory();
-            return NULL;
-        }
-        t->taken = taken;
-        memset(t->taken + t->count, 0, (size_t)(count - t->count));
-        t->count = count;
-    }
-    Py_buffer *view = &t->views[context];
-    if (!t->taken[context]) {
+        view = &t->views[t->count];
         if (PyObject_GetBuffer(PyList_GET_ITEM(t->tables, context), view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
             return NULL;
-        t->taken[context] = 1;
         if (view->itemsize != 4 || !view->format || (strcmp(view->format, "i") && strcmp(view->format, "=i") && strcmp(view->format, "<i"))) {
+            PyBuffer_Release(view);
             PyErr_SetString(PyExc_TypeError, "a rule table must be a buffer of int32");
             return NULL;
         }
+        if (map_put(&t->slots, context, 0, 0, t->count) < 0) {
+            PyBuffer_Release(view);
+            return NULL;
+        }
+        t->count++;
     }
-    *n = view->len / 4;
-    return (const int32_t *)view->buf;
+    t->last_context = context;
+    t->last_table = (const int32_t *)view->buf;
+    t->last_n = view->len / 4;
+    *n = t->last_n;
+    return t->last_table;
 }
 
 /* Whether ``state`` of ``context`` is crossing (-1 with an exception on error). */
@@ -403,5 +415,9 @@ PyObject *jm_r3hits_fill_words(PyObject *module, PyObject *const *args, Py_ssize
  * automaton written out directly (objects._Builder.build). */
 PyObject *r3comp_fill(PyObject *module, PyObject *args);
 PyObject *r3comp_object_build(PyObject *module, PyObject *args);
+
+/* r3miss (r3miss_assemble.c): a mask-cache miss, MaskEngine._assemble over bits. */
+extern PyTypeObject jm_r3miss_AssemblerType;
+const Py_buffer *jm_trie_levels(PyObject *trie, Py_ssize_t *levels); /* trie.c */
 
 #endif

@@ -276,6 +276,20 @@ done:
 }
 
 
+/* The levels of a Trie, for r3miss_assemble.c's walks: their count in *levels and
+ * their views (levels * 6 of them: lo, hi, term, child_lo, child_hi, byte; 1-D int64,
+ * children within the next level, as Trie_init checked). NULL + TypeError for another
+ * object or a Trie not initialised. */
+const Py_buffer *jm_trie_levels(PyObject *trie, Py_ssize_t *levels) {
+    TrieObject *self = (TrieObject *)trie;
+    if (Py_TYPE(trie) != &jm_TrieType || !self->views || self->taken != self->levels * L_FIELDS) {
+        PyErr_SetString(PyExc_TypeError, "an initialised jsonmode._native.Trie is needed");
+        return NULL;
+    }
+    *levels = self->levels;
+    return self->views;
+}
+
 /* One walk of an automaton over the trie (TokenTrie.walk's levels after the wide
  * start): from (node, state) pairs at ``depth``, every live node is visited level by
  * level; a node's own tokens are read inside (``inside``: lo, hi ranges), and a node in

@@ -30,6 +30,7 @@ from jsonmode.decoding.engine.facts import bits_size, set_ids
 from jsonmode.decoding.engine.trie import TokenTrie, lexicographic_order
 from jsonmode.decoding.matcher import fill_words
 from jsonmode.errors import BudgetExceededError
+from support.native_miss import make_miss, miss_compiled, miss_python
 from support.native_r3comp import (
     fill_compiled,
     fill_python,
@@ -491,6 +492,7 @@ PAIRS = [
     KernelPair("r3comp_fill", make_fill, fill_python, fill_compiled),
     KernelPair("r3comp_object_build", make_object, object_python, object_compiled),
     KernelPair("r3hits_fill_words", make_words, words_python, words_compiled),
+    KernelPair("miss_assembler", make_miss, miss_python, miss_compiled),
 ]
 
 

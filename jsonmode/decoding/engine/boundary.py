@@ -139,6 +139,12 @@ class Stacks:
         return len(self._rule) + len(self._expanded)
 
     @property
+    def core(self) -> Any:
+        """The compiled numbering (a ``jsonmode._native.Stacks``), or None for the
+        pure-Python form."""
+        return self._core
+
+    @property
     def closure(self) -> Callable[[int, int], tuple[Pair, ...]]:
         """What the walks are handed as ``expand``: the compiled numbering itself
         (calling it is its ``expand``; the C walks take its closures directly), else
@@ -455,6 +461,18 @@ def group_rests(index: TokenIndex, split: Following, readable: npt.NDArray[np.bo
         size = sum(len(part) for part in key) + 64 * len(known.byte) + 8 * len(positions)
         _rests.put(key, known, size + 64)
     return known
+
+
+def rests_lists(
+    index: TokenIndex, split: Following, readable: bytes
+) -> tuple[list[int], list[list[int]], list[list[int]]]:
+    """:func:`group_rests` with ``readable`` as 256 bytes of 0/1 flags, as the lists of
+    its trie (``byte``, ``kids``, ``ends``): what the compiled miss asks for (see
+    ``MaskEngine``)."""
+    if len(readable) != 256:
+        raise ValueError("readable must be 256 flags")
+    rests = group_rests(index, split, np.frombuffer(readable, dtype=np.bool_))
+    return rests.byte, rests.kids, rests.ends
 
 
 def direct(

@@ -16,6 +16,14 @@ a dense walk's tokens join by a bitwise or, a few ids are set one by one.
 copies into a caller's token bitmask); :meth:`MaskEngine.mask` unpacks them into the
 bool array ``Matcher.mask()`` returns, keeping the most recent.
 
+With the compiled core (:mod:`jsonmode.native`), a miss assembles its bits in C
+(``jsonmode._native.MissAssembler``, csrc/r3miss_assemble.c): the same stacks numbered,
+the same direct walks, walks, groups and finishes, in the same order, into a C bit
+buffer; what stays in Python is a walk the first time the engine needs its
+``(rule, state)`` (kept after that in a per-engine memo of at most ``_MISS_WALK_BYTES``)
+and a group's rests the first time per readable bytes. :meth:`MaskEngine._assemble`
+stays the reference and the fallback.
+
 Cost: a cached mask is a lookup (~1 us); over the decoder benchmark's sample, first
 visits included, a bitmask takes ~50 us on average and ~0.5 ms at the 99th
 percentile (Qwen2.5, this 2-core machine); a bool mask not kept as such costs an
@@ -26,6 +34,7 @@ any threads.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 import weakref
@@ -34,8 +43,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from jsonmode import native
 from jsonmode.decoding.automata.network import Network
-from jsonmode.decoding.engine.boundary import Stacks, direct, group_rests
+from jsonmode.decoding.engine.boundary import Stacks, direct, group_rests, rests_lists
 from jsonmode.decoding.engine.facts import (
     Bits,
     TokenIndex,
@@ -63,6 +73,8 @@ _engine_ids = itertools.count()
 _primed: weakref.WeakSet[TokenIndex] = weakref.WeakSet()  # indexes of primed vocabularies
 # A stack numbering holding more contexts and closures than this is replaced.
 _STACKS = 1 << 15
+# The walks a compiled miss keeps per engine by (rule, state), in bytes (see _walk_entry).
+_MISS_WALK_BYTES = 4 << 20
 
 
 def configure_caches(
@@ -138,6 +150,7 @@ class MaskEngine:
         self._next: dict[tuple[State, int], State] = {}
         self._stacks = Stacks(self.reference)
         self._lock = threading.Lock()
+        self._miss: Any = None  # (the compiled miss, made on first use: see _compiled)
         self.hits = 0
         self.misses = 0
 
@@ -157,7 +170,7 @@ class MaskEngine:
             self.hits += 1
             return cached
         self.misses += 1
-        allowed: Bits = self._assemble(state, _Bits(self._size, self._ids))
+        allowed: Bits = self._assemble_bits(state)
         _bits_cache.put(key, allowed, allowed.nbytes)
         return allowed
 
@@ -178,9 +191,43 @@ class MaskEngine:
             allowed.setflags(write=False)
         else:
             self.misses += 1
-            allowed = self._assemble(state, _Flags(self.vocabulary.size, self._ids))
+            if self._compiled() is not None:
+                allowed = unpack_bits(self._assemble_bits(state), self.vocabulary.size)
+                allowed.setflags(write=False)
+            else:
+                allowed = self._assemble(state, _Flags(self.vocabulary.size, self._ids))
         _mask_cache.put(key, allowed, allowed.nbytes)
         return allowed
+
+    def _compiled(self) -> Any:
+        """The compiled miss (``jsonmode._native.MissAssembler``), or None: the
+        compiled core is off, or the stack numbering is the pure-Python one."""
+        kernels = native.KERNELS
+        if kernels is None or self._stacks.core is None:
+            return None
+        made = self._miss
+        if made is None:  # (two threads may both make one: either is kept)
+            made = self._miss = kernels.MissAssembler(
+                self._index.trie.compiled(kernels),
+                self._ids,
+                self._size,
+                self.eos,
+                functools.partial(_walk_entry, self._walks),
+                functools.partial(rests_lists, self._index),
+                _MISS_WALK_BYTES,
+            )
+        return made
+
+    def _assemble_bits(self, state: State) -> Bits:
+        """The union over ``state``'s stacks as read-only bits: in C where the compiled
+        core runs (the same stacks numbered and walks asked for, in the same order, as
+        :meth:`_assemble`, which stays the reference), else :meth:`_assemble`."""
+        stacks = self._current_stacks()
+        compiled = None if stacks.core is None else self._compiled()
+        if compiled is None:
+            bits: Bits = self._assemble(state, _Bits(self._size, self._ids))
+            return bits
+        return np.frombuffer(compiled.assemble(stacks.core, state), dtype=np.uint8)
 
     def _assemble(self, state: State, into: _Union) -> Any:
         """The union over ``state``'s stacks, in ``into``'s form, read-only."""
@@ -245,6 +292,15 @@ class MaskEngine:
                 self._next.clear()
             self._next[key] = nxt
         return nxt
+
+
+def _walk_entry(
+    walks: Walks, rule: int, state: int
+) -> tuple[Any, bool, tuple[tuple[int, Any], ...], int]:
+    """What the compiled miss keeps of ``(rule, state)``'s walk: its inside tokens,
+    whether they are bits, its groups and its size in bytes."""
+    walk = walks.walk(rule, state)
+    return walk.inside, walk.dense, walk.groups, walk.nbytes
 
 
 class _Union:

@@ -408,6 +408,10 @@ class TokenTrie:
             fields = (rows[:, k].copy() for k in range(4))
             found.bounds.append(Boundaries(*fields))
 
+    def compiled(self, kernels: ModuleType) -> Any:
+        """The levels as the compiled core's ``Trie`` (what its C walks read)."""
+        return self._compiled(kernels)
+
     def _compiled(self, kernels: ModuleType) -> Any:
         """The levels as the compiled core's ``Trie`` (made on first use; two threads
         may both make one: equal, and either is kept)."""
