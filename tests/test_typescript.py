@@ -479,6 +479,27 @@ def test_deep_nesting_is_a_budget_error(body: str) -> None:
     assert "line 1" in str(info.value)
 
 
+def test_node_text_read_after_the_deadline_is_no_crash() -> None:
+    # The tree keeps the parse's read callable and Node.text calls it again; it used to
+    # check the deadline there too, and tree-sitter 0.26 crashes (SIGSEGV) on an error
+    # from that call: a deadline passing during a conversion killed the process.
+    # Run in a child, so a crash fails this test rather than the whole run.
+    code = """
+import time
+from jsonmode import budget
+from jsonmode.schema import ts_source
+with budget.deadline(0.2):
+    module = ts_source.parse('export type T = "a" | "b";')
+    time.sleep(0.3)
+    print(module.types["T"].node.text.decode())
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.strip() == 'type T = "a" | "b";'
+
+
 def test_a_long_union_is_no_recursion() -> None:
     members = " | ".join(f'"v{index}"' for index in range(20_000))
     assert len(type_of(members)["enum"]) == 20_000

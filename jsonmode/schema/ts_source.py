@@ -339,11 +339,21 @@ def parse(source: str) -> Module:
             f"TypeScript source is not valid text (a lone surrogate at character {exc.start})"
         ) from None
 
+    parsing = [True]
+
     def read(offset: int, _: Any) -> bytes:
-        checkpoint()  # (tree-sitter asks for the text as it goes: the deadline stops it)
+        # (tree-sitter asks for the text as it goes: the deadline stops the parse. The
+        # tree keeps this callable as its source, and Node.text calls it again later;
+        # tree-sitter 0.26 does not check that call for an error and crashes, so once
+        # the parse is over it only reads: the converter checks the deadline itself.)
+        if parsing[0]:
+            checkpoint()
         return data[offset : offset + _CHUNK]
 
-    tree = parser().parse(read)
+    try:
+        tree = parser().parse(read)
+    finally:
+        parsing[0] = False
     if tree.root_node.has_error:
         _syntax_error(tree.root_node, data)
     return Module(tree.root_node, data)
