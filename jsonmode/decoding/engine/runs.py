@@ -15,7 +15,8 @@ state needs its own walk. Split by the leading *run* of the class instead:
 
 Exact when no chain state but the first is crossing (a boundary entry inside the run
 would be missed): :func:`run_walk` returns None otherwise, and for a state with no
-big class or whose chain does not send a whole class one way.
+big class of ASCII bytes, whose chain does not send a whole class one way, or whose
+count has no bound (a loop back).
 
 Cost: per vocabulary and class, one pass over the trie's levels (a few ms, cached);
 per state, a few vector operations and one small trie walk per run length. Thread-
@@ -162,7 +163,9 @@ def run_walk(
     if onward[0] < 0 or (onward != onward[0]).any():
         return None
     members = after == onward[0]
-    if (firsts & ~members).any():
+    if (firsts & ~members).any() or members[128:].any():
+        # (Not a class of ASCII bytes: the continuation bytes of a UTF-8 character, whose
+        # states' walks are cheap, shared by every string and not worth a class table.)
         return None
     # First bytes of the class that the state does not send on with it: their tokens
     # are walked whole from the first byte (``odd``), and left out of the runs below.
@@ -186,9 +189,11 @@ def run_walk(
                 return None  # (a boundary inside a run)
         chain.append(following)
     chain.extend([dead] * (levels + 1 - len(chain)))
+    if dead not in chain:
+        return None  # (no bound: a loop back, as ``\\u`` and four hex digits make)
     runs = _runs(index, members)
     # Tokens of the class only: inside while the chain is alive at their length.
-    longest = chain.index(dead) - 1 if dead in chain else levels
+    longest = chain.index(dead) - 1
     whole = runs.cuts[min(longest + 1, runs.cuts.size - 1)]
     ids = runs.whole[:whole]
     if odd.any():
