@@ -18,6 +18,7 @@ ORDER = [
     "rules",
     "segments",
     "slices",
+    "runs",
     "walk",
     "boundary",
     "cache",

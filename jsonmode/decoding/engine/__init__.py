@@ -13,6 +13,8 @@ each built on the stages above it::
                 walk the token trie along live prefixes only
       slices    (or: a string-like state's walk as the clean tokens, whole, plus a
                 walk of the ~1 700 tokens with a quote or backslash)
+      runs      (or: a state counting a class of bytes, a language tag's letters, by
+                the tokens' leading runs of the class)
       ▼
     3 walk      the (rule, state)'s walk over the vocabulary: tokens read inside the
                 rule, boundary tokens passing a call or return point; shared by hash
@@ -28,8 +30,8 @@ lexeme's state hashes) and ``facts`` (the records every stage reads: the token
 index, each automaton's read lists and crossing states, each rule's information).
 
 Imports follow the stages, without a circle: a module imports only those before it
-in ``trie, keyhashes, facts, state, rules, segments, slices, walk, boundary, cache``
-(and this package only ``cache``), and only their public names
+in ``trie, keyhashes, facts, state, rules, segments, slices, runs, walk, boundary,
+cache`` (and this package only ``cache``), and only their public names
 (tests/test_engine_layers.py holds it so).
 
 1. A matcher state is the reference matcher's closed set of parse stacks. Masks

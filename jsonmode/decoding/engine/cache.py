@@ -144,7 +144,8 @@ class MaskEngine:
         if index not in _primed:
             # Per-vocabulary set-up, with the token index, not left to a first mask:
             # the plain string's walk (what every string and key shares) and what it
-            # needs (the clean slice, the per-token character counts).
+            # needs (the clean slice, the per-token character counts), and the run
+            # tables of letters (see engine.runs).
             self._walks.prime()
             _primed.add(index)
         self._next: dict[tuple[State, int], State] = {}
