@@ -399,16 +399,7 @@ def _reach(
     adjacency: list[list[int]] = [[] for _ in range(n)]
     for a, b in zip(frm.tolist(), to.tolist(), strict=True):
         adjacency[a].append(b)
-    seen = [False] * n
-    for s in seeds:
-        seen[s] = True
-    todo = list(seeds)
-    while todo:
-        for d in adjacency[todo.pop()]:
-            if not seen[d]:
-                seen[d] = True
-                todo.append(d)
-    return np.array(seen, dtype=np.bool_)
+    return np.array(_reach_lists(adjacency, seeds), dtype=np.bool_)
 
 
 def _minus(lo: int, hi: int, holes: Sequence[tuple[int, int]]) -> Iterator[tuple[int, int]]:

@@ -6,7 +6,7 @@ tests/test_native_kernels.py and under AddressSanitizer by tests/test_native_asa
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterable
 from types import ModuleType
 from typing import Any
 
@@ -68,8 +68,16 @@ MAY_RETURN = frozenset(
 
 def run_hostile(kernels: ModuleType) -> list[str]:
     """Every malformed call once: what went wrong (empty when each was refused)."""
+    return unrefused(hostile_calls(kernels))
+
+
+def unrefused(
+    calls: Iterable[tuple[str, Callable[[], Any]]], may_return: Collection[str] = MAY_RETURN
+) -> list[str]:
+    """Each call once: what went wrong (empty when each raised one of :data:`REFUSALS`,
+    or, for a label in ``may_return``, returned)."""
     wrong = []
-    for label, call in hostile_calls(kernels):
+    for label, call in calls:
         try:
             call()
         except REFUSALS:
@@ -77,7 +85,7 @@ def run_hostile(kernels: ModuleType) -> list[str]:
         except Exception as exc:  # (any other exception is a wrong answer, not a crash)
             wrong.append(f"{label}: raised {type(exc).__name__}: {exc}")
             continue
-        if label not in MAY_RETURN:
+        if label not in may_return:
             wrong.append(f"{label}: returned instead of raising")
     return wrong
 
