@@ -30,14 +30,15 @@ _CYCLE = (
     ' + \'r5000 ::= "a" r0 | "b"\\n\''
 )
 
-# The child prints one JSON line: what each call gave and how long it took.
+# The child prints one JSON line: what each call gave and how long it took (wall and CPU
+# seconds: a bound on work is asserted on CPU time, which a busy machine does not stretch).
 _CHILD = """
 import json, time
 from jsonmode.decoding.grammars.compiled import compile_grammar
 compiled = compile_grammar({grammar}, **{options!r})
 found = {{}}
 for name, call in {calls!r}:
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     try:
         value = eval(call)
         found[name] = {{"value": value if isinstance(value, bool) else str(value)}}
@@ -45,6 +46,7 @@ for name, call in {calls!r}:
         found[name] = {{"error": type(exc).__name__, "budget": getattr(exc, "budget", None),
                        "message": str(exc)}}
     found[name]["seconds"] = time.perf_counter() - started
+    found[name]["cpu"] = time.process_time() - cpu
 found["rss_mb"] = peak_mb()
 print(json.dumps(found))
 """
@@ -74,12 +76,13 @@ def test_a_text_nesting_5000_rules_deep_is_checked_in_linear_time() -> None:
     assert found["accepts"]["value"] is True, found
     assert "ends at byte 5000" in str(found["short"]["value"]), found
     for name in ("diagnose", "accepts", "short"):
-        assert found[name]["seconds"] < 5, found
+        assert found[name]["cpu"] < 5, found
 
 
 def test_the_first_accepts_on_20000_rules_calling_a_shared_chain_is_fast() -> None:
     """The nesting headroom of every rule is worked out in one pass (before: per rule,
-    with NumPy calls each, 3.4-5 s on the first ``accepts``; after ~0.7 s loaded)."""
+    with NumPy calls each, 3.4-5 s on the first ``accepts``; after ~0.7 s loaded). CPU
+    time: a CI run with a second test process beside it took 2.3 s of wall time."""
     grammar = SHARED_CHAIN
     found = _in_child(
         grammar,
@@ -87,14 +90,16 @@ def test_the_first_accepts_on_20000_rules_calling_a_shared_chain_is_fast() -> No
         90,
     )
     assert found["first"]["value"] is True, found
-    assert found["first"]["seconds"] < 2, found
+    assert found["first"]["cpu"] < 2, found
     assert found["deep"]["value"] is False, found
 
 
 def test_an_over_long_check_is_a_typed_error_naming_what_to_raise() -> None:
     """3 000 recursive alternatives alive at once: every byte of ``((...v7))`` walks
-    3 000 stacks (~25 ms a byte). Before: accepts ran 48 s, no bound. After: the check
-    stops at max_compile_seconds plus 0.1 ms a byte (2.04 s here) with a typed error."""
+    3 000 stacks (~25 ms a byte, ~10 s for this text). Before: accepts ran 48 s, no
+    bound. After: the check stops at max_compile_seconds plus 0.1 ms a byte (4.04 s here)
+    with a typed error. (The budget is 4 s, not 2: the compile itself, ~0.65 s of CPU,
+    spends the same budget, and with a second test process beside it took over 2 s.)"""
     grammar = (
         "'root ::= ' + ' | '.join(f'a{i}' for i in range(3000)) + '\\n' + "
         '\'\'.join(f\'a{i} ::= "(" a{i} ")" | "v{i}"\\n\' for i in range(3000))'
@@ -103,14 +108,14 @@ def test_an_over_long_check_is_a_typed_error_naming_what_to_raise() -> None:
     found = _in_child(
         grammar,
         [("accepts", f"compiled.accepts({text})"), ("diagnose", f"compiled.diagnose({text})")],
-        60,
-        max_compile_seconds=2,
+        90,
+        max_compile_seconds=4,
     )
     for name in ("accepts", "diagnose"):
         assert found[name].get("error") == "BudgetExceededError", found
         assert found[name]["budget"] == TEXT_BUDGET, found
         assert "max_compile_seconds" in str(found[name]["message"]), found
-        assert found[name]["seconds"] < 6, found
+        assert found[name]["seconds"] < 8, found
 
 
 def test_validate_grammar_on_a_text_nesting_5000_frames(tmp_path: Path) -> None:
