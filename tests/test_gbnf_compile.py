@@ -21,7 +21,7 @@ from jsonmode import compile_grammar
 from jsonmode import regex as rx
 from jsonmode.decoding.grammars import compiled as compiled_module
 from jsonmode.decoding.grammars import gbnf
-from jsonmode.decoding.ir import Alt, Lex, Lit, Rep, Seq
+from jsonmode.decoding.ir import Lex, Lit, nodes
 from jsonmode.decoding.vocabulary import Vocabulary
 from jsonmode.regex import byte_dfa
 
@@ -112,19 +112,7 @@ def _same_dfa(one: Any, two: Any) -> bool:
 
 
 def _lexemes(expr: Any) -> list[Lex]:
-    found: list[Lex] = []
-    stack = [expr]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, Lex):
-            found.append(node)
-        elif isinstance(node, Seq):
-            stack.extend(node.items)
-        elif isinstance(node, Alt):
-            stack.extend(node.options)
-        elif isinstance(node, Rep):
-            stack.append(node.item)
-    return found
+    return [node for node in nodes(expr) if isinstance(node, Lex)]
 
 
 CLASS_GRAMMARS = [

@@ -35,6 +35,7 @@ __all__ = [
     "alt",
     "called",
     "expr_bytes",
+    "nodes",
     "renamed_calls",
     "seq",
 ]
@@ -311,12 +312,19 @@ class Grammar:
 
 def called(expr: Expr) -> Iterator[str]:
     """The rule names ``expr`` calls, anywhere in it (an object's members included)."""
+    for node in nodes(expr):
+        if isinstance(node, Call):
+            yield node.rule
+
+
+def nodes(expr: Expr) -> Iterator[Expr]:
+    """Every node of ``expr``, itself first (an object's members included), depth first
+    without recursion."""
     stack = [expr]
     while stack:
         node = stack.pop()
-        if isinstance(node, Call):
-            yield node.rule
-        elif isinstance(node, Seq):
+        yield node
+        if isinstance(node, Seq):
             stack.extend(node.items)
         elif isinstance(node, Alt):
             stack.extend(node.options)
