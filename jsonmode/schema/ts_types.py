@@ -185,7 +185,7 @@ class Converter:
             name = param.child_by_field_name("name")
             value = param.child_by_field_name("value")
             default = kids(value)[0] if value is not None and kids(value) else None
-            params.append(((name.text or b"").decode() if name else "", default))
+            params.append((self.module.text(name).decode() if name else "", default))
         return params
 
     def _built(self, key: str, depth: int) -> dict[str, Any] | None:
@@ -252,7 +252,7 @@ class Converter:
             return number_value(node, self.module)
         if node.type == "unary_expression":
             operand = kids(node)
-            sign = (node.children[0].text or b"").decode()
+            sign = self.module.text(node.children[0]).decode()
             if sign in "-+" and len(operand) == 1 and operand[0].type == "number":
                 number = number_value(operand[0], self.module)
                 return -number if sign == "-" else number
@@ -332,7 +332,7 @@ class Converter:
         )
 
     def _predefined(self, node: Node) -> dict[str, Any]:
-        name = (node.text or b"").decode()
+        name = self.module.text(node).decode()
         if name in ("string", "number", "boolean"):
             return {"type": name}
         if name in ("any", "unknown"):
@@ -351,7 +351,7 @@ class Converter:
             if arguments:
                 raise self.module.fail(node, "qualified generic types are not supported")
             return self._enum_member(node)
-        name = (node.text or b"").decode()
+        name = self.module.text(node).decode()
         if name in env:
             if arguments:
                 raise self.module.fail(node, "a type parameter takes no type arguments")
@@ -381,8 +381,8 @@ class Converter:
     def _enum_member(self, node: Node) -> dict[str, Any]:
         module_node = node.child_by_field_name("module")
         name_node = node.child_by_field_name("name")
-        enum = self.module.types.get((module_node.text or b"").decode() if module_node else "")
-        member = (name_node.text or b"").decode() if name_node else ""
+        enum = self.module.types.get(self.module.text(module_node).decode() if module_node else "")
+        member = self.module.text(name_node).decode() if name_node else ""
         if enum is None or enum.node.type != "enum_declaration":
             raise self.module.fail(node, "qualified names other than enum members")
         members = self._enum_members(enum)
@@ -426,7 +426,7 @@ class Converter:
             schema = self._type(inner, env, depth + 1)
             label = element.child_by_field_name("name")
             if label is not None and label.type == "identifier" and not spread:
-                schema = {**schema, "title": (label.text or b"").decode()}
+                schema = {**schema, "title": self.module.text(label).decode()}
             if spread:
                 if index != len(elements) - 1:
                     raise self.module.fail(element, "a rest element before the tuple's end")
@@ -460,7 +460,7 @@ class Converter:
         schemas = [
             self._type(member, env, depth + 1)
             for member in flattened(node, "union_type")
-            if not is_undefined(member) and (member.text or b"") != b"never"
+            if not is_undefined(member) and self.module.text(member) != b"never"
         ]
         if not schemas:
             raise self.module.fail(node, "a union of only `undefined` and `never`")
@@ -535,7 +535,7 @@ class Converter:
             raise self.module.fail(member, "a second index signature")
         keys = [kid for kid in parts if kid.type not in ("identifier", "type_annotation")]
         annotation = member.child_by_field_name("type")
-        if len(keys) != 1 or (keys[0].text or b"") != b"string" or annotation is None:
+        if len(keys) != 1 or self.module.text(keys[0]) != b"string" or annotation is None:
             raise self.module.fail(member, "index signatures other than `[key: string]: T`")
         return _annotate(self._type(kids(annotation)[0], env, depth + 1), doc)
 
@@ -547,7 +547,7 @@ class Converter:
             for member in flattened(stack.pop(), "union_type"):
                 if is_undefined(member):
                     return True
-                name = (member.text or b"").decode()
+                name = self.module.text(member).decode()
                 decl = self.module.types.get(name) if member.type == "type_identifier" else None
                 if decl is not None and name not in seen:
                     seen.add(name)
