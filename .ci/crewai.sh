@@ -12,6 +12,7 @@ python -m venv --clear "$venv"  # new every run: today's releases, as a new user
 # pip from resolving an unpinned torch (which pulls gigabytes of CUDA packages).
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
     --constraint <(echo "torch==2.13.0") \
-    -e ".[crewai]" "pytest>=8" "pytest-timeout>=2.3"
+    -e ".[crewai]" "pytest>=8" "pytest-timeout>=2.3" "pytest-xdist>=3.6"
 
-"$venv/bin/python" -m pytest tests/with_crewai "$@"
+# -n 0: serially (pyproject runs the main suite on every core; this one takes seconds).
+"$venv/bin/python" -m pytest -n 0 tests/with_crewai "$@"

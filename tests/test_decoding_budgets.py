@@ -19,6 +19,9 @@ from support.bounded import PEAK_MB, run_python
 from jsonmode.decoding.compiled import compile_schema
 from jsonmode.errors import BudgetExceededError
 
+# Wall-clock budgets: under pytest-xdist these run while no other test runs.
+pytestmark = pytest.mark.alone
+
 TIME = "compile time (seconds)"
 STATES = "states per rule"
 # The shared test machines are slow and busy: generous slack on the clock, yet far

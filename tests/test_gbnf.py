@@ -394,6 +394,7 @@ def test_nesting_within_the_bound_compiles() -> None:
     judge(text, ["a" * depth + "b", "a" * (depth - 1) + "c", "c"], ["a" * depth])
 
 
+@pytest.mark.alone  # a wall-clock bound (tests/support/alone.py)
 def test_an_oversized_text_is_refused_before_reading_it() -> None:
     text = 'root ::= "' + "a" * gbnf.MAX_TEXT_CHARS + '"'
     started = time.perf_counter()
@@ -409,6 +410,7 @@ def test_huge_repetition_counts_are_typed_errors() -> None:
         compile_grammar('root ::= "a"{999999}')
 
 
+@pytest.mark.alone  # a wall-clock bound (tests/support/alone.py)
 def test_a_large_grammar_parses_in_linear_time() -> None:
     rules = "\n".join(f'r{i} ::= "word{i}" [a-z]* r{i + 1} | "end"' for i in range(4_000))
     text = "root ::= r0\n" + rules + '\nr4000 ::= "z"\n'
@@ -420,6 +422,7 @@ def test_a_large_grammar_parses_in_linear_time() -> None:
     assert gbnf.parse(literal).rules["root"] == Lit(b"ab\n" * 200_000)
 
 
+@pytest.mark.alone  # a wall-clock bound (tests/support/alone.py)
 def test_long_rule_chains_cost_linear_time() -> None:
     n = 20_000
     chain = "\n".join(f"r{i} ::= r{i + 1}" for i in range(n))

@@ -12,10 +12,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from jsonmode.decoding.grammars.compiled import _size, compile_grammar
 from jsonmode.decoding.ir import Call, Lit, Seq
 from tests.support.bounded import PEAK_MB, run_jsonmode, run_python
 from tests.support.grammar_shapes import SHARED_CHAIN
+
+# Wall-clock budgets: under pytest-xdist these run while no other test runs.
+pytestmark = pytest.mark.alone
 
 # The child prints one JSON line: what happened, how long it took, its peak memory.
 _CHILD = """

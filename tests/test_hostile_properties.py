@@ -28,6 +28,9 @@ from hypothesis import strategies as st
 
 from jsonmode import JsonModeError, compile_schema, parse
 
+# Wall-clock budgets: under pytest-xdist these run while no other test runs.
+pytestmark = pytest.mark.alone
+
 # Generous for a loaded 2-core machine; the bounded stages aim at well under a second.
 PARSE_BOUND_S = 3.0
 COMPILE_BOUND_S = 6.0

@@ -18,6 +18,9 @@ from jsonmode import SchemaViolationError, parse
 from jsonmode.schema.core import Schema
 from jsonmode.schema.linear import first_duplicate, linear_validator_class
 
+# Wall-clock budgets: under pytest-xdist these run while no other test runs.
+pytestmark = pytest.mark.alone
+
 
 def _run_bounded(code: str, seconds: float) -> str:
     return run_python(textwrap.dedent(code), seconds)

@@ -246,6 +246,7 @@ def test_a_past_deadline_stops_the_subset_construction(compiled: bool) -> None:
         compile_pattern("(a|b)*a(a|b){9}", max_states=5000)
 
 
+@pytest.mark.alone  # a wall-clock bound (tests/support/alone.py)
 def test_a_hostile_pattern_stops_at_its_deadline_on_the_compiled_path() -> None:
     started = time.monotonic()
     with running(KERNELS), deadline(0.3), pytest.raises(BudgetExceededError):

@@ -468,6 +468,7 @@ def test_the_probe_sees_a_call_that_holds_the_gil():
     assert counted == 0
 
 
+@pytest.mark.alone  # a wall-clock bound (tests/support/alone.py)
 def test_a_second_python_thread_runs_while_rows_are_written():
     kernels = compiled_kernels()
     rows = 8
@@ -484,6 +485,7 @@ def test_a_second_python_thread_runs_while_rows_are_written():
     assert (host == np.int32(-8388608)).all()
 
 
+@pytest.mark.alone  # a wall-clock bound (tests/support/alone.py)
 def test_batchmasker_apply_lets_a_second_python_thread_run(vocab, spy):
     """The wired path: BatchMasker.apply on the compiled core releases the GIL too."""
     width = 1 << 20  # a wide head over the small vocabulary: whole rows filled

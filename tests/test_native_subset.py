@@ -179,6 +179,7 @@ def test_maskbench_schemas_build_identical_networks_on_both_paths(
     assert len(ran) > 100, len(ran)
 
 
+@pytest.mark.alone  # a wall-clock bound (tests/support/alone.py)
 def test_the_compiled_path_keeps_the_compile_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
     """``(a|b)* a (a|b){17}``: a small NFA whose DFA has 2**18 states; under a budget
     that allows them, the 20 ms deadline stops the kernel (its checkpoint raises)."""

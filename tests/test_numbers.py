@@ -505,6 +505,7 @@ def test_cli_input_that_is_not_utf8_is_a_usage_error(tmp_path, errors, data):
         assert stderr.startswith("jsonmode: error: UsageError: cannot read stdin: not UTF-8")
 
 
+@pytest.mark.alone  # a wall-clock bound (tests/support/alone.py)
 def test_number_coercion_is_linear_on_long_digit_runs():
     # "\d+\.?\d*" backtracked over every split of the digits: 20 000 digits took ~16 s.
     schema = {"type": "number"}

@@ -503,6 +503,7 @@ def test_fallback_translation_agrees_with_the_dfa() -> None:
     assert compared > 2000
 
 
+@pytest.mark.alone  # a wall-clock bound (tests/support/alone.py)
 def test_a_pattern_over_the_dfa_budget_is_searched_lazily_in_bounded_time() -> None:
     """`a{1999}.` unanchored is over the DFA's budget; the backtracking fallback ran
     6.5 s on 2 010 characters against its 0.1 s timeout (the regex package does not

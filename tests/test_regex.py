@@ -250,6 +250,7 @@ def test_generated_samples_agree_with_python(
     assert dfa.accepts(other) == (py.search(other) is not None), (pattern, other)
 
 
+@pytest.mark.alone  # a wall-clock bound (tests/support/alone.py)
 def test_catastrophic_patterns_compile_fast() -> None:
     cases = {
         r"(a+)+b": ("a" * 40 + "b", "a" * 40 + "c"),
@@ -887,6 +888,7 @@ def test_annex_b_leniencies() -> None:
     assert rx.compile_pattern("^\\u{1F600}$").accepts("\U0001f600")
 
 
+@pytest.mark.alone  # a wall-clock bound (tests/support/alone.py)
 @pytest.mark.parametrize(
     ("pattern", "what"),
     [("(a|b)*a(a|b){30}", "max_states=2000"), ("(?:a{200}){200}", "positions")],
@@ -910,6 +912,7 @@ def test_budgets_of_other_operations() -> None:
     assert rx.compile_pattern("^(a|b)*a(a|b){3}$", max_states=100).n_states == 16
 
 
+@pytest.mark.alone  # a wall-clock bound (tests/support/alone.py)
 def test_a_long_literal_compiles_in_quadratic_time_not_cubic() -> None:
     """Unanchored, a literal of n letters has n states of up to n positions each; the
     subset construction joined a state's follow sets one at a time, copying the growing

@@ -23,6 +23,9 @@ from jsonmode.repair.extract import find_candidates
 from jsonmode.repair.syntax import repair_syntax
 from tests.support.bounded import run_python
 
+# Wall-clock budgets: under pytest-xdist these run while no other test runs.
+pytestmark = pytest.mark.alone
+
 # The bounds' own names are imported inside the tests that need them, so that every
 # other test here runs (and fails for its own reason) against code without them.
 

@@ -362,6 +362,7 @@ def test_findings_come_in_document_order_with_the_spelling_ones():
     ]
 
 
+@pytest.mark.alone  # a wall-clock bound (tests/support/alone.py)
 def test_the_cap_holds_over_every_kind_of_finding():
     many = {"properties": {f"p{i}": {"enum": [], "typo": 1} for i in range(5_000)}}
     started = time.perf_counter()
@@ -398,6 +399,7 @@ def _bench_documents(step: int) -> list[Any]:
     return documents
 
 
+@pytest.mark.alone  # a wall-clock bound (tests/support/alone.py)
 def test_real_world_schemas_are_almost_never_flagged():
     """JSONSchemaBench (GitHub, Kubernetes, Snowplow, Glaive function schemas), one in
     three, linted as written: never an exception, and the new checks flag under 1 % of

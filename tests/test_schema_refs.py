@@ -161,6 +161,7 @@ def _entry_points(schema: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+@pytest.mark.alone  # a wall-clock bound (tests/support/alone.py)
 @production_warnings
 def test_foreign_references_are_refused_before_any_io(answering, secret_file):
     for schema, ref in foreign_schemas(answering.port, secret_file):

@@ -160,6 +160,7 @@ def test_pydantic_generated_schemas_have_no_warnings(model: Any):
     assert Schema.of(json.dumps(Schema.of(model).json_schema)).warnings == ()
 
 
+@pytest.mark.alone  # a wall-clock bound (tests/support/alone.py)
 def test_warnings_are_computed_once_and_bounded():
     spec = Schema.of(MISSPELT)
     assert spec.warnings is spec.warnings

@@ -15,6 +15,9 @@ import jsonmode
 from jsonmode import BudgetExceededError, Schema, budget, limits
 from tests.support.bounded import PEAK_MB, run_python
 
+# Wall-clock budgets: under pytest-xdist these run while no other test runs.
+pytestmark = pytest.mark.alone
+
 # The child prints its verdict, the seconds it took and its peak memory (MB).
 _MEASURED = """
 import sys, time

@@ -25,6 +25,9 @@ from tests.support.bounded import PEAK_MB, run_jsonmode, run_python
 from tests.support.grammar_shapes import SHARED_CHAIN
 from tests.support.recursive_grammars import ARITHMETIC, NESTED
 
+# Wall-clock budgets: under pytest-xdist these run while no other test runs.
+pytestmark = pytest.mark.alone
+
 _CYCLE = (
     "'root ::= r0\\n' + ''.join(f'r{i} ::= \"a\" r{i + 1}\\n' for i in range(5000))"
     ' + \'r5000 ::= "a" r0 | "b"\\n\''

@@ -234,6 +234,7 @@ def test_split_several_blocks_and_plain_replies():
     assert split_reasoning(REPLY, ()).answer == REPLY  # no markers: nothing split
 
 
+@pytest.mark.alone  # a wall-clock bound (tests/support/alone.py)
 def test_split_is_linear_on_hostile_text():
     hostile = "<think>" + "</thin" * 200_000  # 1.2 MB, no end marker
     started = time.perf_counter()

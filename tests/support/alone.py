@@ -1,0 +1,58 @@
+"""Tests that run alone while the suite runs on every core.
+
+The suite runs on pytest-xdist workers (``-n logical`` in pyproject's addopts). Most tests do
+not care what runs beside them; a test marked ``alone`` does: it bounds wall-clock time (a
+compile deadline, a repair time limit, a timeout that must or must not fire), and a second
+worker and its child processes on a 2-core CI machine stretch wall time several-fold.
+
+``held(alone)`` is a readers–writer lock shared by the workers of one run, made of two
+``flock``-ed files: every test holds it shared, an ``alone`` test holds it exclusive, so an
+``alone`` test starts only once the other workers' current tests have ended, and they start
+no new test until it ends. The turnstile file makes a waiting ``alone`` test block new shared
+holders (``flock`` alone would let a stream of shared holders starve it).
+
+Outside xdist (``-n 0``, or a single test file run by hand) it does nothing. Locks are
+released by the kernel if a worker dies, so a crashed worker never wedges the run.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO
+
+_files: dict[str, IO[bytes]] = {}
+
+
+def _lock_file(name: str) -> IO[bytes] | None:
+    """This worker's open handle on the run's lock file ``name``; None outside xdist."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run is None or os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return None
+    if name not in _files:
+        folder = Path(tempfile.gettempdir()) / f"jsonmode-tests-{run}"
+        folder.mkdir(exist_ok=True)
+        _files[name] = (folder / name).open("ab")
+    return _files[name]
+
+
+@contextmanager
+def held(alone: bool) -> Iterator[None]:
+    """Hold the run's lock for one test: exclusive when ``alone``, shared otherwise."""
+    turnstile, gate = _lock_file("turnstile"), _lock_file("gate")
+    if turnstile is None or gate is None:
+        yield
+        return
+    fcntl.flock(turnstile, fcntl.LOCK_EX)
+    try:
+        fcntl.flock(gate, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+    finally:
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
+    try:
+        yield
+    finally:
+        fcntl.flock(gate, fcntl.LOCK_UN)
