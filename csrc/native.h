@@ -12,7 +12,7 @@
 #include <string.h>
 
 /* The kernels' interface version; jsonmode/native.py loads only its own. */
-#define KERNELS_VERSION 6
+#define KERNELS_VERSION 7
 #define MAX_THREADS 64
 
 /* ------------------------------------------------------------------------------ */
@@ -415,6 +415,12 @@ PyObject *jm_r3hits_fill_words(PyObject *module, PyObject *const *args, Py_ssize
  * automaton written out directly (objects._Builder.build). */
 PyObject *r3comp_fill(PyObject *module, PyObject *args);
 PyObject *r3comp_object_build(PyObject *module, PyObject *args);
+
+/* r4comp (r4comp_keys.c): the trie and table of an object's extra-key automaton
+ * (automata.keys: key_trie, extra_key_body). */
+PyObject *r4comp_key_count(PyObject *module, PyObject *names);
+PyObject *r4comp_key_trie(PyObject *module, PyObject *args);
+PyObject *r4comp_key_rows(PyObject *module, PyObject *args);
 
 /* r3miss (r3miss_assemble.c): a mask-cache miss, MaskEngine._assemble over bits. */
 extern PyTypeObject jm_r3miss_AssemblerType;

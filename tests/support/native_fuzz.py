@@ -39,6 +39,7 @@ from support.native_r3comp import (
     object_compiled,
     object_python,
 )
+from support.native_r4comp import keys_compiled, keys_python, make_keys
 from support.native_regex import (
     make_raw,
     make_regex,
@@ -493,6 +494,7 @@ PAIRS = [
     KernelPair("r3comp_object_build", make_object, object_python, object_compiled),
     KernelPair("r3hits_fill_words", make_words, words_python, words_compiled),
     KernelPair("miss_assembler", make_miss, miss_python, miss_compiled),
+    KernelPair("r4comp_keys", make_keys, keys_python, keys_compiled),
 ]
 
 
