@@ -7,7 +7,8 @@
  * differential tests (tests/test_native_*.py) hold them so:
  *
  *   Trie.walk_stacks  jsonmode.decoding.engine.trie.TokenTrie.walk_stacks
- *   Trie.walk         jsonmode.decoding.engine.trie.TokenTrie.walk (GIL released)
+ *   Trie.walk         jsonmode.decoding.engine.trie.TokenTrie.walk (GIL released; a wide
+ *                     walk, with inside flags, in preorder: r4gram_wide.c)
  *   finish            jsonmode.decoding.engine.boundary.Stacks.finish
  *   set_bits          jsonmode.decoding.engine.facts.set_ids (GIL released)
  *   Stacks            jsonmode.decoding.engine.boundary.Stacks's numbering and closures
