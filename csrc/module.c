@@ -7,7 +7,8 @@
  * differential tests (tests/test_native_*.py) hold them so:
  *
  *   Trie.walk_stacks  jsonmode.decoding.engine.trie.TokenTrie.walk_stacks
- *   Trie.walk         jsonmode.decoding.engine.trie.TokenTrie.walk (GIL released)
+ *   Trie.walk         jsonmode.decoding.engine.trie.TokenTrie.walk (GIL released; a wide
+ *                     walk, with inside flags, in preorder: r4gram_wide.c)
  *   finish            jsonmode.decoding.engine.boundary.Stacks.finish
  *   set_bits          jsonmode.decoding.engine.facts.set_ids (GIL released)
  *   Stacks            jsonmode.decoding.engine.boundary.Stacks's numbering and closures
@@ -126,6 +127,19 @@ static PyMethodDef native_methods[] = {
      "    max_states, checkpoint, error) -> (edges, calls, accepting) | None\n\n"
      "objects._Builder.build in C (see its docstring): None where two parts read the same\n"
      "byte at the same point (the general path then builds the rule)."},
+    {"r4comp_key_count", r4comp_key_count, METH_O,
+     "r4comp_key_count(names) -> int\n\n"
+     "keys.key_trie_size less one in C: the prefixes of ``names`` (a tuple of str, sorted,\n"
+     "no repeats: else TypeError/ValueError) but the empty one."},
+    {"r4comp_key_trie", r4comp_key_trie, METH_VARARGS,
+     "r4comp_key_trie(names, parents, letters, owners, lengths, named, checkpoint) -> None\n\n"
+     "keys.key_trie's loop in C: the trie of ``names`` (a tuple of str, sorted, no repeats)\n"
+     "written to five int32 buffers sized as the names need (else ValueError);\n"
+     "checkpoint() called before the names 0, 256, 512 ..."},
+    {"r4comp_key_rows", r4comp_key_rows, METH_VARARGS,
+     "r4comp_key_rows(trans, prefix, tail, parents, letters, count) -> None\n\n"
+     "keys.extra_key_body's table in C: ``count`` prefix rows, the trie's edges, the tail\n"
+     "rows (targets relative to count + 4; -(1 << 20): none), every index checked."},
     {"r3hits_fill_words", (PyCFunction)(void (*)(void))jm_r3hits_fill_words, METH_FASTCALL,
      "r3hits_fill_words(out, bits) -> bool\n\n"
      "Matcher.fill_bitmask's copy in C: the bytes of ``bits`` to the start of ``out`` (a\n"

@@ -12,7 +12,7 @@
 #include <string.h>
 
 /* The kernels' interface version; jsonmode/native.py loads only its own. */
-#define KERNELS_VERSION 6
+#define KERNELS_VERSION 7
 #define MAX_THREADS 64
 
 /* ------------------------------------------------------------------------------ */
@@ -416,8 +416,26 @@ PyObject *jm_r3hits_fill_words(PyObject *module, PyObject *const *args, Py_ssize
 PyObject *r3comp_fill(PyObject *module, PyObject *args);
 PyObject *r3comp_object_build(PyObject *module, PyObject *args);
 
+/* r4comp (r4comp_keys.c): the trie and table of an object's extra-key automaton
+ * (automata.keys: key_trie, extra_key_body). */
+PyObject *r4comp_key_count(PyObject *module, PyObject *names);
+PyObject *r4comp_key_trie(PyObject *module, PyObject *args);
+PyObject *r4comp_key_rows(PyObject *module, PyObject *args);
+
 /* r3miss (r3miss_assemble.c): a mask-cache miss, MaskEngine._assemble over bits. */
 extern PyTypeObject jm_r3miss_AssemblerType;
 const Py_buffer *jm_trie_levels(PyObject *trie, Py_ssize_t *levels); /* trie.c */
+
+/* r4gram (r4gram_wide.c, round 4): the trie in preorder, for Trie.walk's wide form. */
+typedef struct {
+    int32_t lo, hi, term, node, skip; /* skip: the nodes of its subtree, itself included */
+    uint8_t byte, depth;
+} R4PreNode;
+typedef struct r4gram_pre R4Pre;
+R4Pre *r4gram_pre_build(const Py_buffer *views, Py_ssize_t levels, int *nomem);
+void r4gram_pre_free(R4Pre *pre);
+int r4gram_wide_walk(const R4Pre *pre, const void *table_buf, int wide_items, Py_ssize_t nstates,
+                     const uint8_t *crossing, int64_t dead, const int64_t *frontier, Py_ssize_t pairs, uint8_t *flags,
+                     Py_ssize_t nflags, Py_ssize_t small, Py_ssize_t big_until, I64Vec *bounds);
 
 #endif

@@ -12,11 +12,13 @@ typedef struct {
     Py_ssize_t levels;
     Py_buffer *views; /* levels * L_FIELDS, each a 1-D int64 buffer */
     int taken;
+    R4Pre *pre; /* the levels in preorder (r4gram_wide.c), NULL where they do not fit */
 } TrieObject;
 
 static void Trie_dealloc(TrieObject *self) {
     for (Py_ssize_t i = 0; i < self->taken; i++) PyBuffer_Release(&self->views[i]);
     PyMem_Free(self->views);
+    r4gram_pre_free(self->pre);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -83,6 +85,12 @@ static int Trie_init(TrieObject *self, PyObject *args, PyObject *kwds) {
         }
     }
     Py_DECREF(seq);
+    int nomem;
+    self->pre = r4gram_pre_build(self->views, n, &nomem);
+    if (nomem) {
+        PyErr_NoMemory();
+        return -1;
+    }
     return 0;
 }
 
@@ -309,15 +317,73 @@ typedef struct {
 
 enum { WALK_OK = 0, WALK_NOMEM = -1, WALK_BAD_STATE = -2, WALK_BAD_NODE = -3 };
 
-static inline int64_t auto_step(const Automaton *a, int64_t at) {
-    return a->wide_items ? ((const int64_t *)a->table)[at] : ((const int32_t *)a->table)[at];
-}
+/* One level's nodes, stepped by a table of ITEM (int32_t or int64_t) items: the loop of
+ * trie_walk, written once per item width (the mask's hottest loop: no width test per
+ * step, and the child push is branch-free). Checks as trie_walk's. */
+#define TRIE_LEVEL(NAME, ITEM)                                                                                      \
+    static int NAME(const Automaton *a, const int64_t *fr, Py_ssize_t count, Py_ssize_t nodes, Py_ssize_t nstates,  \
+                    const int64_t *lo_of, const int64_t *hi_of, const int64_t *term_of, const int64_t *child_lo,      \
+                    const int64_t *child_hi, const int64_t *below, Py_ssize_t depth, I64Vec *inside, uint8_t *flags,  \
+                    Py_ssize_t nflags, I64Vec *bounds, I64Vec *next) {                                               \
+        const ITEM *table = (const ITEM *)a->table;                                                                 \
+        const uint8_t *crossing = a->crossing;                                                                      \
+        const int64_t dead = a->dead;                                                                               \
+        for (Py_ssize_t i = 0; i < count; i++) {                                                                    \
+            int64_t node = fr[2 * i], state = fr[2 * i + 1];                                                        \
+            if ((uint64_t)node >= (uint64_t)nodes) return WALK_BAD_NODE;                                            \
+            if ((uint64_t)state >= (uint64_t)nstates) return WALK_BAD_STATE;                                        \
+            int64_t lo = lo_of[node], term = term_of[node], hi = hi_of[node];                                       \
+            if (term) {                                                                                             \
+                if (flags) {                                                                                        \
+                    if (lo < 0 || lo + term > nflags) return WALK_BAD_NODE;                                         \
+                    if (term == 1)                                                                                  \
+                        flags[lo] = 1;                                                                              \
+                    else                                                                                            \
+                        memset(flags + lo, 1, (size_t)term);                                                        \
+                } else {                                                                                            \
+                    if (vec_grow(inside, 2) < 0) return WALK_NOMEM;                                                 \
+                    inside->data[inside->size++] = lo;                                                              \
+                    inside->data[inside->size++] = lo + term;                                                       \
+                }                                                                                                   \
+            }                                                                                                       \
+            if (crossing[state] && lo + term < hi) {                                                                \
+                if (vec_grow(bounds, 4) < 0) return WALK_NOMEM;                                                     \
+                int64_t *out = bounds->data + bounds->size;                                                         \
+                out[0] = lo + term;                                                                                 \
+                out[1] = hi;                                                                                        \
+                out[2] = depth;                                                                                     \
+                out[3] = node;                                                                                      \
+                bounds->size += 4;                                                                                  \
+            }                                                                                                       \
+            if (below == NULL) continue;                                                                            \
+            int64_t first = child_lo[node], end = child_hi[node];                                                   \
+            if (first == end) continue;                                                                             \
+            if (vec_grow(next, 2 * (end - first)) < 0) return WALK_NOMEM;                                           \
+            const ITEM *row = table + state * 256;                                                                  \
+            int64_t *out = next->data + next->size;                                                                 \
+            for (int64_t child = first; child < end; child++) {                                                     \
+                int64_t byte = below[child];                                                                        \
+                if ((uint64_t)byte > 255) return WALK_BAD_NODE;                                                     \
+                int64_t target = row[byte];                                                                         \
+                out[0] = child;                                                                                     \
+                out[1] = target;                                                                                    \
+                out += 2 * (target != dead);                                                                        \
+            }                                                                                                       \
+            next->size = out - next->data;                                                                          \
+        }                                                                                                           \
+        return WALK_OK;                                                                                             \
+    }
+
+TRIE_LEVEL(trie_level32, int32_t)
+TRIE_LEVEL(trie_level64, int64_t)
 
 static int trie_walk(TrieObject *t, const Automaton *a, I64Vec *frontier, Py_ssize_t depth, I64Vec *inside,
                      uint8_t *flags, Py_ssize_t nflags, Py_ssize_t big_until, I64Vec *big, I64Vec *smallb) {
     I64Vec next = {0};
     int code = WALK_OK;
     Py_ssize_t levels = t->levels;
+    /* A state indexes both the table's rows and the crossing flags. */
+    Py_ssize_t nstates = a->table_len / 256 < a->crossing_len ? a->table_len / 256 : a->crossing_len;
     while (frontier->size) {
         Py_ssize_t count = frontier->size / 2;
         if (depth < 1 || depth > levels) {
@@ -326,69 +392,13 @@ static int trie_walk(TrieObject *t, const Automaton *a, I64Vec *frontier, Py_ssi
         }
         I64Vec *bounds = count <= a->small && depth > big_until ? smallb : big;
         Py_ssize_t nodes = t->views[(depth - 1) * L_FIELDS + L_BYTE].len / 8;
-        const int64_t *lo_of = field(t, depth - 1, L_LO);
-        const int64_t *hi_of = field(t, depth - 1, L_HI);
-        const int64_t *term_of = field(t, depth - 1, L_TERM);
-        const int64_t *child_lo = field(t, depth - 1, L_CHILD_LO);
-        const int64_t *child_hi = field(t, depth - 1, L_CHILD_HI);
         const int64_t *below = depth < levels ? field(t, depth, L_BYTE) : NULL;
         next.size = 0;
-        for (Py_ssize_t i = 0; i < count; i++) {
-            int64_t node = frontier->data[2 * i], state = frontier->data[2 * i + 1];
-            if (node < 0 || node >= nodes) {
-                code = WALK_BAD_NODE;
-                goto out;
-            }
-            if (state < 0 || state >= a->crossing_len || state >= a->table_len / 256) {
-                code = WALK_BAD_STATE;
-                goto out;
-            }
-            int64_t lo = lo_of[node], term = term_of[node], hi = hi_of[node];
-            if (term && flags) {
-                if (lo < 0 || lo + term > nflags) {
-                    code = WALK_BAD_NODE;
-                    goto out;
-                }
-                memset(flags + lo, 1, (size_t)term);
-            } else if (term) {
-                if (vec_grow(inside, 2) < 0) {
-                    code = WALK_NOMEM;
-                    goto out;
-                }
-                inside->data[inside->size++] = lo;
-                inside->data[inside->size++] = lo + term;
-            }
-            if (a->crossing[state] && lo + term < hi) {
-                if (vec_grow(bounds, 4) < 0) {
-                    code = WALK_NOMEM;
-                    goto out;
-                }
-                bounds->data[bounds->size++] = lo + term;
-                bounds->data[bounds->size++] = hi;
-                bounds->data[bounds->size++] = depth;
-                bounds->data[bounds->size++] = node;
-            }
-            if (below == NULL) continue;
-            int64_t first = child_lo[node], end = child_hi[node];
-            if (first == end) continue;
-            if (vec_grow(&next, 2 * (end - first)) < 0) {
-                code = WALK_NOMEM;
-                goto out;
-            }
-            int64_t base = state * 256;
-            for (int64_t child = first; child < end; child++) {
-                int64_t byte = below[child];
-                if (byte < 0 || byte > 255) {
-                    code = WALK_BAD_NODE;
-                    goto out;
-                }
-                int64_t target = auto_step(a, base + byte);
-                if (target != a->dead) {
-                    next.data[next.size++] = child;
-                    next.data[next.size++] = target;
-                }
-            }
-        }
+        code = (a->wide_items ? trie_level64 : trie_level32)(
+            a, frontier->data, count, nodes, nstates, field(t, depth - 1, L_LO), field(t, depth - 1, L_HI),
+            field(t, depth - 1, L_TERM), field(t, depth - 1, L_CHILD_LO), field(t, depth - 1, L_CHILD_HI), below, depth,
+            inside, flags, nflags, bounds, &next);
+        if (code != WALK_OK) break;
         {
             I64Vec swap = *frontier;
             *frontier = next;
@@ -396,7 +406,6 @@ static int trie_walk(TrieObject *t, const Automaton *a, I64Vec *frontier, Py_ssi
         }
         depth++;
     }
-out:
     vec_free(&next);
     return code;
 }
@@ -448,9 +457,15 @@ static PyObject *Trie_walk(TrieObject *self, PyObject *args) {
         frontier.data[frontier.size++] = ((const int64_t *)nodes.buf)[i];
         frontier.data[frontier.size++] = state;
     }
-    int code;
+    int code = 1;
     Py_BEGIN_ALLOW_THREADS
-    code = trie_walk(self, &a, &frontier, depth, &inside, got_flags ? (uint8_t *)flags.buf : NULL,
+    if (got_flags && depth == 1 && self->pre) { /* wide: in preorder (r4gram_wide.c) */
+        Py_ssize_t nstates = a.table_len / 256 < a.crossing_len ? a.table_len / 256 : a.crossing_len;
+        code = r4gram_wide_walk(self->pre, a.table, a.wide_items, nstates, a.crossing, dead, frontier.data,
+                                frontier.size / 2, (uint8_t *)flags.buf, flags.len, small, big_until, &big);
+        if (code == 1) big.size = 0;
+    }
+    if (code == 1) code = trie_walk(self, &a, &frontier, depth, &inside, got_flags ? (uint8_t *)flags.buf : NULL,
                      got_flags ? flags.len : 0, big_until, &big, &smallb);
     Py_END_ALLOW_THREADS
     if (code == WALK_NOMEM) {

@@ -39,6 +39,7 @@ from support.native_r3comp import (
     object_compiled,
     object_python,
 )
+from support.native_r4comp import keys_compiled, keys_python, make_keys
 from support.native_regex import (
     make_raw,
     make_regex,
@@ -270,6 +271,37 @@ def make_automaton_walk(rng: random.Random) -> AutomatonCase:
     )
 
 
+def make_wide_walk(rng: random.Random) -> AutomatonCase:
+    """A wide walk (r4gram_wide.c, the preorder form): always wide from depth 1, with
+    long tokens sharing long prefixes, so that levels past the wide ones are both small
+    (at most 24 live nodes) and big, and boundary entries tie on their first position
+    across levels."""
+    alphabet = alphabet_of(rng)
+    tokens = token_set(rng, alphabet, most=rng.choice((10, 60)))
+    for _ in range(rng.randint(0, 3)):
+        stem = bytes(rng.choice(alphabet) for _ in range(rng.randint(8, 16)))
+        tokens += [
+            stem[: rng.randint(1, len(stem))] if rng.random() < 0.2 else
+            stem + bytes(rng.choice(alphabet) for _ in range(rng.randint(0, 4)))
+            for _ in range(rng.choice((5, 30, 60)))
+        ]  # fmt: skip
+    trie = token_trie(tokens)
+    states = rng.randint(1, 6)
+    dead = states
+    table = np.full((states + 1) * 256, dead, dtype=rng.choice((np.int32, np.int64)))
+    for state in range(states):
+        share = rng.choice((0.5, 0.95, 1.0))
+        for byte in alphabet:
+            if rng.random() < share:
+                table[state * 256 + byte] = rng.randrange(states)
+    odds = rng.choice((0.0, 0.3, 0.9))
+    crossing = np.array([rng.random() < odds for _ in range(states)] + [False], dtype=np.bool_)
+    width = trie.levels[0].byte.size
+    nodes = np.array(sorted(rng.sample(range(width), rng.randint(0, width))), dtype=np.int64)
+    starts = np.array([rng.randrange(states + 1) for _ in nodes], dtype=np.int64)
+    return AutomatonCase(trie, table, dead, crossing, nodes, starts, 1, True)
+
+
 def _trie_walk(case: AutomatonCase) -> Any:
     walked = case.trie.walk(
         case.table, case.dead, case.crossing, case.nodes, case.states, case.reads,
@@ -483,6 +515,7 @@ PAIRS = [
     KernelPair("walk_stacks", make_walk, walk_python, walk_compiled),
     KernelPair("finish", make_finish, finish_python, finish_compiled),
     KernelPair("walk", make_automaton_walk, automaton_walk_python, automaton_walk_compiled),
+    KernelPair("r4gram_wide_walk", make_wide_walk, automaton_walk_python, automaton_walk_compiled),
     KernelPair("set_bits", make_bits, bits_python, bits_compiled),
     KernelPair("rows", make_row, row_python, row_compiled),
     KernelPair("minimize_raw", make_raw, raw_python, raw_compiled),
@@ -493,6 +526,7 @@ PAIRS = [
     KernelPair("r3comp_object_build", make_object, object_python, object_compiled),
     KernelPair("r3hits_fill_words", make_words, words_python, words_compiled),
     KernelPair("miss_assembler", make_miss, miss_python, miss_compiled),
+    KernelPair("r4comp_keys", make_keys, keys_python, keys_compiled),
 ]
 
 

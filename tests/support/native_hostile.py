@@ -16,6 +16,7 @@ from support import native_regex
 from support.native_fuzz import Rests, stack_model, token_set, token_trie, trie_levels
 from support.native_miss import hostile_miss_calls
 from support.native_r3comp import hostile_r3comp_calls
+from support.native_r4comp import hostile_r4comp_calls
 from support.native_stacks import hostile_stacks_calls
 
 
@@ -606,6 +607,7 @@ def hostile_calls(kernels: ModuleType) -> list[tuple[str, Callable[[], Any]]]:
         # (the parse stacks' numbering, jsonmode._native.Stacks)
         *((label, call) for label, call, _ in hostile_stacks_calls(kernels)),
         *hostile_r3comp_calls(kernels),
+        *hostile_r4comp_calls(kernels),
         # (the mask-cache miss, jsonmode._native.MissAssembler)
         *hostile_miss_calls(kernels),
     ]

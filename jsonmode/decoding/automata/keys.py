@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from jsonmode import native
 from jsonmode import regex as rx
 from jsonmode.budget import checkpoint
 from jsonmode.errors import BudgetExceededError
@@ -36,6 +37,7 @@ __all__ = [
     "extra_key_body",
     "is_plain_name",
     "key_trie",
+    "key_trie_py",
     "key_trie_size",
 ]
 
@@ -144,7 +146,11 @@ def _common(first: str, second: str) -> int:
 def key_trie_size(names: tuple[str, ...]) -> int:
     """The number of states of :func:`key_trie` (the distinct prefixes of ``names``,
     the empty one included), counted without building it. Cost: linear in the total
-    length of the names."""
+    length of the names (the compiled core's ``r4comp_key_count`` counts them where
+    loaded)."""
+    kernels = native.KERNELS
+    if kernels is not None:
+        return 1 + int(kernels.r4comp_key_count(tuple(sorted(set(names)))))
     ordered = sorted(set(names))
     return 1 + sum(
         len(name) - _common(before, name)
@@ -161,7 +167,22 @@ def key_trie(names: tuple[str, ...]) -> KeyTrie:
     """The :class:`KeyTrie` of ``names``. Cached per process (8 MiB): the mask engine
     asks again for the names of each key lexeme it hashes. Cost: linear in the total
     length of the names, its memory in their number of prefixes (see
-    :func:`key_trie_size`)."""
+    :func:`key_trie_size`). The compiled core's ``r4comp_key_trie`` writes the arrays
+    where loaded (:data:`jsonmode.native.KERNELS`), else :func:`key_trie_py`, the
+    reference, with the same arrays and the same deadline checks."""
+    kernels = native.KERNELS
+    if kernels is None:
+        return key_trie_py(names)
+    ordered = tuple(sorted(set(names)))
+    prefixes = int(kernels.r4comp_key_count(ordered))
+    parents, letters, owners, lengths = (np.empty(prefixes, dtype=np.int32) for _ in range(4))
+    named = np.empty(len(ordered), dtype=np.int32)
+    kernels.r4comp_key_trie(ordered, parents, letters, owners, lengths, named, checkpoint)
+    return KeyTrie(ordered, parents, letters, owners, lengths, named)
+
+
+def key_trie_py(names: tuple[str, ...]) -> KeyTrie:
+    """:func:`key_trie` in Python (the reference; not cached)."""
     ordered = tuple(sorted(set(names)))
     parents: list[int] = []
     letters: list[int] = []
@@ -228,8 +249,30 @@ def extra_key_body(
     trie = key_trie(names)
     shift = count + 4  # the escapes' states, then the plain body's, come last
     total = shift + body.n_states
-    layout = _layout(complete)
     trans = np.empty((total, 256), dtype=np.int32)
+    kernels = native.KERNELS
+    if kernels is None:
+        _write_rows(trans, trie, count, complete)
+    else:  # (the compiled core's r4comp_key_rows: the same table)
+        layout = _layout(complete)
+        kernels.r4comp_key_rows(
+            trans, layout.prefix, layout.tail, trie.parents, trie.letters, count
+        )
+    accepting = np.zeros(total, dtype=np.bool_)
+    accepting[:count] = True
+    accepting[trie.named] = False
+    accepting[shift:] = body.accepting
+    trans.flags.writeable = False
+    accepting.flags.writeable = False
+    if not complete:
+        _BUILT.put(trans, names)
+    return rx.ByteDFA(0, accepting, trans)  # (the empty prefix sorts first)
+
+
+def _write_rows(trans: npt.NDArray[np.int32], trie: KeyTrie, count: int, complete: bool) -> None:
+    """:func:`extra_key_body`'s table in Python (the reference of ``r4comp_key_rows``)."""
+    layout = _layout(complete)
+    shift = count + 4
     # The escapes' and the body's rows, and every prefix's row as the body's start
     # state reads (any byte takes the key off the names, "\\" to the escape state)...
     np.add(layout.tail, shift, out=trans[shift - 4 :])
@@ -241,15 +284,6 @@ def extra_key_body(
     # ...but for the characters that continue a name (written in one store: each
     # prefix's state to the state of the prefix one character longer).
     trans[trie.parents, trie.letters] = np.arange(1, count, dtype=np.int32)
-    accepting = np.zeros(total, dtype=np.bool_)
-    accepting[:count] = True
-    accepting[trie.named] = False
-    accepting[shift:] = body.accepting
-    trans.flags.writeable = False
-    accepting.flags.writeable = False
-    if not complete:
-        _BUILT.put(trans, names)
-    return rx.ByteDFA(0, accepting, trans)  # (the empty prefix sorts first)
 
 
 # The read-only tables extra_key_body built spelling keys canonically, with their

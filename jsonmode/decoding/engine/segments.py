@@ -82,15 +82,21 @@ def assemble(index: TokenIndex, info: RuleInfo, state: int) -> tuple[Rows, Bound
     segments: list[tuple[int, int, _Segment]] = []
     missing: list[tuple[int, int]] = []
     keys: dict[int, tuple[str, bytes, int, int]] = {}
-    for byte in (row >= 0).nonzero()[0].tolist():
-        if offsets[byte] == offsets[byte + 1]:
-            continue
-        target = int(row[byte])
-        if hashes is None:
-            keys[byte] = (fingerprint, info.signature, target, byte)
-        else:
-            keys[byte] = (fingerprint, b"", int(hashes[0, target]), byte)
-        packed = segment_cache.get(keys[byte])
+    # The bytes read that some token starts with, their targets and keys, vectorised
+    # (one array step each, not a numpy scalar per byte).
+    live = ((row >= 0) & (offsets[1:] != offsets[:-1])).nonzero()[0]
+    targets = row[live]
+    signature = info.signature
+    if hashes is None:
+        tags = [(signature, target) for target in targets.tolist()]
+    elif isinstance(hashes, np.ndarray):
+        tags = [(b"", tag) for tag in hashes[0, targets].tolist()]
+    else:  # (a key lexeme's, worked out per state)
+        tags = [(b"", hashes[0, target]) for target in targets.tolist()]
+    get = segment_cache.get
+    for byte, target, (content, tag) in zip(live.tolist(), targets.tolist(), tags, strict=True):
+        key = keys[byte] = (fingerprint, content, tag, byte)
+        packed = get(key)
         if packed is None:
             missing.append((byte, target))
         else:
@@ -120,10 +126,11 @@ def _trie_walk(index: TokenIndex, info: RuleInfo, missing: list[tuple[int, int]]
     """One walk of the token trie for ``(first byte, state after it)`` pairs,
     following live prefixes only (every node of the first levels when wide)."""
     trie = index.trie
-    nodes = trie.first_nodes[[byte for byte, _ in missing]]
+    firsts = np.array([byte for byte, _ in missing], dtype=np.int64)
+    nodes = trie.first_nodes[firsts]
     states = np.array([target for _, target in missing], dtype=np.int64)
     offsets = index.offsets
-    wide = sum(int(offsets[byte + 1] - offsets[byte]) for byte, _ in missing) > _WIDE
+    wide = int((offsets[firsts + 1] - offsets[firsts]).sum()) > _WIDE
     dead = info.crossing.size
     table, crossing = info.dead()
     return trie.walk(table, dead, crossing, nodes, states, info.reads, wide=wide)
@@ -137,14 +144,15 @@ def _compute_segments(
     offsets = index.offsets
     if len(missing) == 1:
         return [_Segment(found.inside.astype(np.int32), found.bounds)]
-    spans = np.array([[offsets[b], offsets[b + 1]] for b, _ in missing])
-    cut_in = np.searchsorted(found.inside, spans)
-    cut_b = np.searchsorted(found.bounds.lo, spans)
+    firsts = np.array([b for b, _ in missing])
+    spans = np.stack((offsets[firsts], offsets[firsts + 1]), axis=1)
+    cut_in = np.searchsorted(found.inside, spans).tolist()
     inside = found.inside.astype(np.int32)
+    bounds = found.bounds
+    if not bounds.size:  # (the common case: every segment's entries are the same none)
+        return [_Segment(inside[lo:hi], bounds) for lo, hi in cut_in]
+    cut_b = np.searchsorted(bounds.lo, spans).tolist()
     return [
-        _Segment(
-            inside[cut_in[k, 0] : cut_in[k, 1]],
-            found.bounds.take(slice(cut_b[k, 0], cut_b[k, 1])),
-        )
-        for k in range(len(missing))
+        _Segment(inside[lo:hi], bounds.take(slice(b_lo, b_hi)))
+        for (lo, hi), (b_lo, b_hi) in zip(cut_in, cut_b, strict=True)
     ]
