@@ -25,7 +25,9 @@ import numpy as np
 import pytest
 
 from jsonmode import native
+from jsonmode.decoding.engine import segments, walk
 from jsonmode.decoding.engine.trie import TokenTrie
+from jsonmode.decoding.grammars import compiled as grammars_compiled
 
 KERNELS = native.KERNELS
 pytestmark = pytest.mark.skipif(KERNELS is None, reason="the compiled core is not loaded")
@@ -82,6 +84,17 @@ def _captured_wide_walks(run: Any) -> list[tuple[TokenTrie, tuple[Any, ...]]]:
     with mock.patch.object(TokenTrie, "_compiled_walk", spy):
         run()
     return captured
+
+
+@pytest.fixture(autouse=True)
+def _fresh_constraints(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every grammar compiled anew, its engine's walks not made yet: an earlier test in
+    the same process (tests/test_grammar_decoding.py) may have compiled the same grammar
+    over an equal vocabulary, and a cached one, or walks and segments kept in the
+    process-wide caches, make no walk to capture."""
+    monkeypatch.setattr(grammars_compiled, "_cache", {})
+    for kept in (segments.segment_cache, walk.walk_cache, walk.local_walk_cache):
+        kept.clear()
 
 
 def _check_real(captured: list[tuple[TokenTrie, tuple[Any, ...]]]) -> None:
