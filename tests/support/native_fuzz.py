@@ -249,18 +249,27 @@ class AutomatonCase:
         return np.flatnonzero(row != self.dead).tolist()  # type: ignore[no-any-return]
 
 
+def random_table(
+    rng: random.Random, alphabet: list[int], states: int, shares: tuple[float, ...]
+) -> Any:
+    """A byte table of ``states`` live states and the dead one (numbered ``states``):
+    each state moves on a share of ``alphabet`` (one of ``shares``) to a random state."""
+    table = np.full((states + 1) * 256, states, dtype=rng.choice((np.int32, np.int64)))
+    for state in range(states):
+        share = rng.choice(shares)
+        for byte in alphabet:
+            if rng.random() < share:
+                table[state * 256 + byte] = rng.randrange(states)
+    return table
+
+
 def make_automaton_walk(rng: random.Random) -> AutomatonCase:
     alphabet = alphabet_of(rng)
     tokens = token_set(rng, alphabet, most=rng.choice((10, 40, 90)))
     trie = token_trie(tokens)
     states = rng.randint(1, 8)
     dead = states
-    table = np.full((states + 1) * 256, dead, dtype=rng.choice((np.int32, np.int64)))
-    for state in range(states):
-        share = rng.choice((0.1, 0.5, 0.95))
-        for byte in alphabet:
-            if rng.random() < share:
-                table[state * 256 + byte] = rng.randrange(states)
+    table = random_table(rng, alphabet, states, (0.1, 0.5, 0.95))
     crossing = np.array([rng.random() < 0.3 for _ in range(states)] + [False], dtype=np.bool_)
     depth = rng.choice((1, 1, 1, 2)) if len(trie.levels) > 1 else 1
     width = trie.levels[depth - 1].byte.size
@@ -288,12 +297,7 @@ def make_wide_walk(rng: random.Random) -> AutomatonCase:
     trie = token_trie(tokens)
     states = rng.randint(1, 6)
     dead = states
-    table = np.full((states + 1) * 256, dead, dtype=rng.choice((np.int32, np.int64)))
-    for state in range(states):
-        share = rng.choice((0.5, 0.95, 1.0))
-        for byte in alphabet:
-            if rng.random() < share:
-                table[state * 256 + byte] = rng.randrange(states)
+    table = random_table(rng, alphabet, states, (0.5, 0.95, 1.0))
     odds = rng.choice((0.0, 0.3, 0.9))
     crossing = np.array([rng.random() < odds for _ in range(states)] + [False], dtype=np.bool_)
     width = trie.levels[0].byte.size
