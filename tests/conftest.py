@@ -28,13 +28,20 @@ if not importlib.util.find_spec("vllm"):
     collect_ignore.append("with_vllm")
 
 
-@pytest.fixture(autouse=True)
-def _alone_when_marked(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Under pytest-xdist, an ``alone`` test runs while no other test runs (it bounds
-    wall-clock time); every other test may run beside any test but an ``alone`` one
-    (tests/support/alone.py)."""
-    with alone.held(request.node.get_closest_marker("alone") is not None):
-        yield
+def _alone(item: pytest.Item | None) -> bool:
+    return item is not None and item.get_closest_marker("alone") is not None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[object]:
+    """Under pytest-xdist, an ``alone`` test runs (set-up, call and teardown) while no other
+    test runs: it bounds wall-clock time; any other test may run beside any test but an
+    ``alone`` one (tests/support/alone.py)."""
+    alone.enter(_alone(item))
+    try:
+        return (yield)
+    finally:
+        alone.leave(keep=_alone(item) and _alone(nextitem))
 
 
 @pytest.fixture

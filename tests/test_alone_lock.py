@@ -13,20 +13,28 @@ import pytest
 
 SUPPORT = Path(__file__).parent
 
-# A child: takes the lock (exclusive when argv[2] == "alone"), writes "<name> in" to the
-# log, waits until the file argv[3] exists (the parent's go-ahead), writes "<name> out".
+# A child: runs the tests argv[2] names, a comma-separated list of "alone" and "shared",
+# the way conftest does: for each, alone.enter, "<label> in" written to the log, a wait until
+# the file <folder>/<label> exists (the parent's go-ahead), "<label> out", alone.leave
+# (keeping an exclusive hold when the next test is alone too). A label is the child's name,
+# numbered from 1 when it runs several tests.
 CHILD = """
 import sys, time
 from pathlib import Path
 from support import alone
-name, mode, release, log = sys.argv[1:5]
-with alone.held(mode == "alone"):
+name, modes, folder, log = sys.argv[1:5]
+modes = modes.split(",")
+for index, mode in enumerate(modes):
+    label = name if len(modes) == 1 else f"{name}{index + 1}"
+    alone.enter(mode == "alone")
     with open(log, "a") as out:
-        out.write(f"{name} in\\n")
-    while not Path(release).exists():
+        out.write(f"{label} in\\n")
+    while not (Path(folder) / label).exists():
         time.sleep(0.01)
     with open(log, "a") as out:
-        out.write(f"{name} out\\n")
+        out.write(f"{label} out\\n")
+    following = modes[index + 1] if index + 1 < len(modes) else None
+    alone.leave(keep=mode == "alone" and following == "alone")
 """
 
 
@@ -44,9 +52,9 @@ class Run:
             "PYTEST_XDIST_TESTRUNUID": f"lock-test-{os.getpid()}-{folder.name}",
         }
 
-    def start(self, name: str, mode: str) -> subprocess.Popen[bytes]:
+    def start(self, name: str, modes: str) -> subprocess.Popen[bytes]:
         child = subprocess.Popen(
-            [sys.executable, "-c", CHILD, name, mode, str(self.folder / name), str(self.log)],
+            [sys.executable, "-c", CHILD, name, modes, str(self.folder), str(self.log)],
             env={**self.env, "PYTEST_XDIST_WORKER": name},
         )
         self.children.append(child)
@@ -106,6 +114,23 @@ def test_an_alone_test_waits_for_the_running_test_and_holds_off_the_next(run: Ru
     run.release("alone")
     order = ["shared in", "shared out", "alone in", "alone out", "late in", "late out"]
     assert run.finish() == order
+
+
+def test_a_workers_alone_tests_in_a_row_are_one_stretch(run: Run) -> None:
+    run.start("loner", "alone,alone,shared")
+    run.wait_for("loner1 in")
+    other = run.start("other", "shared")
+    run.wait_blocked(other)
+    run.release("loner1")
+    run.wait_for("loner2 in")  # the next alone test went on without letting go
+    assert "other in" not in run.lines()
+    run.release("loner2")
+    run.wait_for("other in")  # the lock was let go after the last alone one
+    run.release("other")
+    run.release("loner3")
+    lines = run.finish()
+    assert lines[:4] == ["loner1 in", "loner1 out", "loner2 in", "loner2 out"]
+    assert sorted(lines[4:]) == ["loner3 in", "loner3 out", "other in", "other out"]
 
 
 def test_shared_tests_run_side_by_side(run: Run) -> None:
