@@ -23,8 +23,6 @@ from __future__ import annotations
 import fcntl
 import os
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
@@ -70,13 +68,3 @@ def leave(keep: bool) -> None:
         if gate is not None:
             fcntl.flock(gate, fcntl.LOCK_UN)
         _held.clear()
-
-
-@contextmanager
-def held(alone: bool) -> Iterator[None]:
-    """Hold the run's lock for one test (:func:`enter`, then :func:`leave`)."""
-    enter(alone)
-    try:
-        yield
-    finally:
-        leave(keep=False)
