@@ -40,16 +40,52 @@ typedef struct {
     char scratch[];   /* per * seats */
 } Batch;
 
-/* ``count`` items of ``size`` bytes at ``row``, each ``value``'s low bytes: one
- * item, then copies from a small block that stays in the cache (memcpy's wide stores;
- * the item pattern is not one byte, so memset cannot). */
+/* ``count`` items of ``size`` bytes at ``row``, each ``value``'s low bytes. On x86-64
+ * (GCC or Clang): items up to the first 8-byte boundary, then ``rep stosq`` of the
+ * pattern widened to 8 bytes, then the last items. The string store writes whole
+ * cache lines without first reading them (fast-string operation), about half the
+ * memory traffic of a store loop or memcpy's (measured: see batch_masks' module
+ * docstring). Elsewhere: one item,
+ * then copies from a small block that stays in the cache (memcpy's wide stores; the
+ * item pattern is not one byte, so memset cannot). Rows start item-aligned. */
+static void store_items(char *row, Py_ssize_t count, int size, uint64_t value) {
+    for (Py_ssize_t k = 0; k < count; k++, row += size) {
+        switch (size) {
+        case 2: *(uint16_t *)row = (uint16_t)value; break;
+        case 4: *(uint32_t *)row = (uint32_t)value; break;
+        default: *(uint64_t *)row = value; break;
+        }
+    }
+}
+
 static void fill_items(char *row, Py_ssize_t count, int size, uint64_t value) {
     if (count <= 0) return;
-    switch (size) {
-    case 2: *(uint16_t *)row = (uint16_t)value; break;
-    case 4: *(uint32_t *)row = (uint32_t)value; break;
-    default: *(uint64_t *)row = value; break;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    uint64_t wide = value;
+    if (size == 2) {
+        wide &= 0xffffu;
+        wide |= wide << 16;
+        wide |= wide << 32;
+    } else if (size == 4) {
+        wide &= 0xffffffffu;
+        wide |= wide << 32;
     }
+    Py_ssize_t head = (Py_ssize_t)(((8 - ((uintptr_t)row & 7)) & 7) / (uintptr_t)size);
+    if (head > count) head = count;
+    store_items(row, head, size, value);
+    row += head * size;
+    count -= head;
+    size_t words = (size_t)count * (size_t)size / 8;
+    if (words) {
+        void *to = row;
+        __asm__ volatile("rep stosq" : "+D"(to), "+c"(words) : "a"(wide) : "memory");
+        Py_ssize_t done = (Py_ssize_t)((size_t)((char *)to - row) / (size_t)size);
+        row = to;
+        count -= done;
+    }
+    store_items(row, count, size, value);
+#else
+    store_items(row, 1, size, value);
     size_t total = (size_t)count * (size_t)size, have = (size_t)size;
     const size_t block = 4096;
     while (have < total && have < block) {
@@ -63,6 +99,7 @@ static void fill_items(char *row, Py_ssize_t count, int size, uint64_t value) {
         memcpy(row + have, row, more);
         have += more;
     }
+#endif
 }
 
 #define RESTRICT_ROW(T)                                                           \

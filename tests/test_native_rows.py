@@ -144,6 +144,36 @@ def test_native_rows_equal_the_numpy_rows_bit_for_bit(
     assert kinds == {True, False}, "both allowed and banned id lists were written"
 
 
+@pytest.mark.parametrize("dtype", [np.int16, np.int32, np.int64])
+@pytest.mark.parametrize("shift", [0, 1, 2, 3])
+def test_whole_row_fills_at_every_alignment_and_length(dtype, shift):
+    """An allowed list fills the rest of its row (the compiled core: items up to an
+    8-byte boundary, a string store, the last items): rows of 1..80 items of 2, 4 and 8
+    bytes, starting at every alignment (the widths vary, and the block starts ``shift``
+    items past an 8-byte boundary), get the -inf pattern everywhere but their kept items,
+    as the NumPy reference writes them, and nothing outside the rows is touched."""
+    kernels = compiled_kernels()
+    size = np.dtype(dtype).itemsize
+    negative = {2: 0xFF80, 4: 0xFF800000, 8: 0xFFF0000000000000}[size]
+    rng = np.random.default_rng(size * 10 + shift)
+    for width in range(1, 81):
+        batch = 3
+        space = np.zeros(batch * width + shift + 2, dtype=dtype)  # (8-byte aligned)
+        space[:] = rng.integers(1, 1000, space.size)
+        before = space.copy()
+        host = space[shift : shift + batch * width].reshape(batch, width)
+        kept = [np.array(sorted(rng.choice(width, k, replace=False)), dtype=np.int64)
+                for k in (0, min(width, 1), min(width, 3))]
+        kernels.apply_rows(host, [0, 1, 2], kept, [True] * batch, negative, 1)
+        expected = before.copy()
+        view = expected[shift : shift + batch * width].reshape(batch, width)
+        for row, ids in enumerate(kept):
+            saved = view[row, ids].copy()
+            view[row] = np.array(negative, dtype=np.uint64).astype(dtype)
+            view[row, ids] = saved
+        assert np.array_equal(space, expected), f"width {width}"
+
+
 @pytest.mark.skipif(not (TOKENIZERS / "qwen2.5").is_dir(), reason="needs shared/data")
 def test_qwen_rows_equal_the_numpy_rows_on_every_thread_count(spy, monkeypatch):
     qwen = Vocabulary.from_tokenizer(TOKENIZERS / "qwen2.5" / "tokenizer.json")
@@ -494,8 +524,13 @@ def test_batchmasker_apply_lets_a_second_python_thread_run(vocab, spy):
     logits = torch.zeros(24, width)
     masker.apply(logits, list(range(24)), [matcher] * 24)  # the row cached
     logits.zero_()
-    took, counted = counted_during(lambda: masker.apply(logits, list(range(24)), [matcher] * 24))
-    assert len(spy.calls) == 2
+
+    def five_times() -> None:  # (~100 MB of rows each: a window long enough to count in)
+        for _ in range(5):
+            masker.apply(logits, list(range(24)), [matcher] * 24)
+
+    took, counted = counted_during(five_times)
+    assert len(spy.calls) == 6
     assert counted >= 50, f"the counter counted {counted} times in {took * 1e3:.0f} ms"
     assert not torch.isfinite(logits[:, vocab.size :]).any()
 
