@@ -22,6 +22,7 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from jsonmode import native
 from jsonmode.decoding.automata.families import TAIL
 from jsonmode.decoding.automata.headroom import headroom
 from jsonmode.decoding.automata.network import Network
@@ -94,13 +95,8 @@ class ReferenceMatcher:
         # few of its states, and scanning every row of a big lexeme (a string with
         # maxLength 128 has ~2,500 states) cost more than the rest of the engine's
         # set-up.
-        # (Per rule number, each filled on its first lookup: the network's rules and
-        # the rules of any-order objects, numbered while matching (see
-        # jsonmode.decoding.automata.families). Not filled up front: the engine's
-        # set-up is part of a schema's first compile, and a walk never looks some
-        # rules up (~1 in 4 rules' read flags, ~1 in 2 their settled flags, over the
-        # decoder benchmark's sample). Thread-safe: a race computes one value twice,
-        # equal, and keeps one.)
+        # (Per rule number, filled for the network's rules now and for the rules of
+        # any-order objects when first looked up: see jsonmode.decoding.automata.families.)
         rules = network.rules
         self._trans: _PerRule[memoryview] = _PerRule(lambda n: _flat(rules[n].trans))
         self._accepting: _PerRule[bytes] = _PerRule(lambda n: rules[n].accepting.tobytes())
@@ -115,6 +111,15 @@ class ReferenceMatcher:
         self._settled: _PerRule[_PerState] = _PerRule(
             lambda n: _PerState(functools.partial(_settled, reads[n], calls[n], accepting[n]))
         )
+        # (Filled now: lookups stay plain dict hits. Each rule read once, its tables
+        # made as the computes above make them, without a rule lookup per table.)
+        for number, rule in enumerate(rules):
+            trans = rule.trans
+            self._trans[number] = _flat(trans)
+            flags = self._reads[number] = _state_reads(trans)
+            called = self._calls[number] = rule.calls
+            accepts = self._accepting[number] = rule.accepting.tobytes()
+            self._settled[number] = _PerState(functools.partial(_settled, flags, called, accepts))
 
     def table(self, rule: int) -> memoryview:
         """A rule's transitions, flat (``state * 256 + byte``; -1: none), as a
@@ -306,8 +311,26 @@ def _state_reads(trans: npt.NDArray[np.int32]) -> _Flags:
         return _PerState(functools.partial(_reads, trans))
     known = _reads_of.get(trans)
     if known is None:
-        known = _reads_of.put(trans, np.asarray((trans >= 0).any(axis=1)).tobytes())
+        kernels = native.KERNELS
+        if (
+            kernels is not None
+            and trans.dtype == np.int32
+            and trans.flags.c_contiguous
+            and trans.shape[1:] == (256,)
+        ):
+            found: bytes = kernels.r5setup_row_reads(trans)
+        else:
+            found = _row_reads_python(trans)
+        known = _reads_of.put(trans, found)
     return known
+
+
+def _row_reads_python(trans: npt.NDArray[np.int32]) -> bytes:
+    """Per state (row) of a rule's table, ``b"\\x01"`` where it reads a byte (holds
+    any transition), else ``b"\\x00"``. The pure-Python form of the compiled
+    ``r5setup_row_reads`` (which scans each row only up to its first transition:
+    ~10x sooner on the tables of a schema's rules, part of its first compile)."""
+    return np.asarray((trans >= 0).any(axis=1)).tobytes()
 
 
 _reads_of: IdentityMemo[bytes] = IdentityMemo()  # see _state_reads
