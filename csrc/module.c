@@ -26,6 +26,8 @@
  *                     cached mask's bits into a caller's token bitmask; r3hits_fill.c)
  *   MissAssembler     jsonmode.decoding.engine.cache.MaskEngine._assemble over bits (a
  *                     mask-cache miss; r3miss_assemble.c)
+ *   r5setup_row_reads jsonmode.decoding.reference._row_reads_python (which states of a
+ *                     rule's table read a byte; r5setup_reads.c)
  *
  * Safety: every index read from a caller's buffer is checked against that buffer's
  * length (a bad one raises ValueError, never reads past it); work lists grow on the
@@ -145,6 +147,11 @@ static PyMethodDef native_methods[] = {
      "Matcher.fill_bitmask's copy in C: the bytes of ``bits`` to the start of ``out`` (a\n"
      "writable, C-contiguous buffer of 4-byte items), the rest of ``out`` cleared; False,\n"
      "nothing written, when ``out`` is not such a buffer or is shorter than ``bits``."},
+    {"r5setup_row_reads", jm_r5setup_row_reads, METH_O,
+     "r5setup_row_reads(trans) -> bytes\n\n"
+     "reference._row_reads_python in C: per row of the int32 (n, 256) table ``trans``, 1\n"
+     "where it holds any entry >= 0, else 0 (TypeError: not int32; ValueError: another\n"
+     "shape, or not C-contiguous)."},
     {NULL, NULL, 0, NULL},
 };
 

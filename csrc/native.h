@@ -12,7 +12,7 @@
 #include <string.h>
 
 /* The kernels' interface version; jsonmode/native.py loads only its own. */
-#define KERNELS_VERSION 7
+#define KERNELS_VERSION 8
 #define MAX_THREADS 64
 
 /* ------------------------------------------------------------------------------ */
@@ -421,6 +421,10 @@ PyObject *r3comp_object_build(PyObject *module, PyObject *args);
 PyObject *r4comp_key_count(PyObject *module, PyObject *names);
 PyObject *r4comp_key_trie(PyObject *module, PyObject *args);
 PyObject *r4comp_key_rows(PyObject *module, PyObject *args);
+
+/* r5setup (r5setup_reads.c): which states of a rule's table read a byte (the reference
+ * matcher's per-rule flags, made with a schema's mask engine). */
+PyObject *jm_r5setup_row_reads(PyObject *module, PyObject *trans);
 
 /* r3miss (r3miss_assemble.c): a mask-cache miss, MaskEngine._assemble over bits. */
 extern PyTypeObject jm_r3miss_AssemblerType;

@@ -180,3 +180,49 @@ def test_properties_walk_the_smaller_side() -> None:
     assert check({})
     assert check({"p1": 2})
     assert not check({"p1": 2.5})
+
+
+# allOf members that hold only type and properties (a metaschema's vocabularies) are
+# folded into one lookup per member name (fastcheck._Compiler.folded): same verdicts.
+_MEMBER_SCHEMAS = st.sampled_from(
+    [{"type": "integer"}, {"type": "string"}, {"minimum": 2}, {"type": ["array", "null"]}, False]
+)
+_FOLDABLE_PARTS = st.lists(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "type": st.sampled_from(["object", ["object", "boolean"], "array"]),
+            "properties": st.dictionaries(
+                st.sampled_from(["a", "b", "name", "x"]), _MEMBER_SCHEMAS, max_size=3
+            ),
+            "title": st.just("t"),
+        },
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    parts=_FOLDABLE_PARTS,
+    own=st.fixed_dictionaries(
+        {},
+        optional={
+            "type": st.sampled_from(["object", ["object", "boolean"]]),
+            "properties": st.dictionaries(
+                st.sampled_from(["a", "b", "id"]), _MEMBER_SCHEMAS, max_size=2
+            ),
+            "additionalProperties": st.sampled_from([False, {"type": "integer"}]),
+            "required": st.just(["a"]),
+        },
+    ),
+    values=st.lists(_json_values(), min_size=1, max_size=5),
+)
+def test_folded_all_of_agrees_with_jsonschema(parts, own, values):
+    schema = {**own, "allOf": parts}
+    reference = _reference(schema)
+    check = compile_check(schema, reference.format_checker)
+    assert check is not None
+    for value in values:
+        assert check(value) is reference.is_valid(value), value

@@ -65,3 +65,22 @@ def test_the_walk_cases_reach_every_branch() -> None:
 
 def test_malformed_calls_raise_and_never_crash() -> None:
     assert run_hostile(KERNELS) == []
+
+
+def test_row_reads_on_the_rules_of_corpus_schemas() -> None:
+    """r5setup_row_reads on real rule tables (every rule of the corpus schemas' networks,
+    structural and lexeme) equals its pure-Python form."""
+    import json
+    import pathlib
+
+    import jsonmode
+    from jsonmode.decoding import reference
+
+    corpus = pathlib.Path(__file__).resolve().parent / "corpus" / "schemas.json"
+    tables = 0
+    for schema in json.loads(corpus.read_text()).values():
+        for rule in jsonmode.compile_schema(schema).network.rules:
+            expected = reference._row_reads_python(rule.trans)
+            assert KERNELS.r5setup_row_reads(rule.trans) == expected, rule.name
+            tables += 1
+    assert tables > 50

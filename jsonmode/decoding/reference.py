@@ -22,6 +22,7 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from jsonmode import native
 from jsonmode.decoding.automata.families import TAIL
 from jsonmode.decoding.automata.headroom import headroom
 from jsonmode.decoding.automata.network import Network
@@ -310,8 +311,26 @@ def _state_reads(trans: npt.NDArray[np.int32]) -> _Flags:
         return _PerState(functools.partial(_reads, trans))
     known = _reads_of.get(trans)
     if known is None:
-        known = _reads_of.put(trans, np.asarray((trans >= 0).any(axis=1)).tobytes())
+        kernels = native.KERNELS
+        if (
+            kernels is not None
+            and trans.dtype == np.int32
+            and trans.flags.c_contiguous
+            and trans.shape[1:] == (256,)
+        ):
+            found: bytes = kernels.r5setup_row_reads(trans)
+        else:
+            found = _row_reads_python(trans)
+        known = _reads_of.put(trans, found)
     return known
+
+
+def _row_reads_python(trans: npt.NDArray[np.int32]) -> bytes:
+    """Per state (row) of a rule's table, ``b"\\x01"`` where it reads a byte (holds
+    any transition), else ``b"\\x00"``. The pure-Python form of the compiled
+    ``r5setup_row_reads`` (which scans each row only up to its first transition:
+    ~10x sooner on the tables of a schema's rules, part of its first compile)."""
+    return np.asarray((trans >= 0).any(axis=1)).tobytes()
 
 
 _reads_of: IdentityMemo[bytes] = IdentityMemo()  # see _state_reads

@@ -24,6 +24,7 @@ from unittest import mock
 import numpy as np
 
 from jsonmode import native
+from jsonmode.decoding import reference
 from jsonmode.decoding.automata import network
 from jsonmode.decoding.engine.boundary import Rests, Stacks
 from jsonmode.decoding.engine.facts import bits_size, set_ids
@@ -515,6 +516,40 @@ def words_compiled(kernels: ModuleType, case: WordsCase) -> Any:
     return out.tolist()
 
 
+@dataclass
+class RowReadsCase:
+    """A rule's table whose rows' read flags are asked (r5setup_row_reads)."""
+
+    trans: Any
+    model: StackModel = field(default_factory=lambda: StackModel([], [], [], {}, {}))
+
+
+def make_row_reads(rng: random.Random) -> RowReadsCase:
+    """Tables of 0 to 80 rows: dead rows (all -1, or other negatives: the sign decides),
+    rows with one transition at a block's edge (entries 0, 31, 32, 255) or anywhere,
+    and busy rows."""
+    rows = rng.choice((0, 1, 2, 7, 33, 80))
+    trans = np.full((rows, 256), -1, dtype=np.int32)
+    for row in range(rows):
+        kind = rng.randrange(5)
+        if kind == 0:
+            trans[row] = [rng.choice((-1, -2, -(1 << 20), -(2**31))) for _ in range(256)]
+        elif kind in (1, 2):
+            byte = rng.choice((0, 31, 32, 63, 224, 255, rng.randrange(256)))
+            trans[row, byte] = rng.choice((0, 1, rows, 2**31 - 1))
+        elif kind == 3:
+            trans[row] = [rng.choice((-1, -1, -1, 0, 5)) for _ in range(256)]
+    return RowReadsCase(trans)
+
+
+def row_reads_python(case: RowReadsCase) -> Any:
+    return reference._row_reads_python(case.trans)
+
+
+def row_reads_compiled(kernels: ModuleType, case: RowReadsCase) -> Any:
+    return kernels.r5setup_row_reads(case.trans)
+
+
 PAIRS = [
     KernelPair("walk_stacks", make_walk, walk_python, walk_compiled),
     KernelPair("finish", make_finish, finish_python, finish_compiled),
@@ -531,6 +566,7 @@ PAIRS = [
     KernelPair("r3hits_fill_words", make_words, words_python, words_compiled),
     KernelPair("miss_assembler", make_miss, miss_python, miss_compiled),
     KernelPair("r4comp_keys", make_keys, keys_python, keys_compiled),
+    KernelPair("r5setup_row_reads", make_row_reads, row_reads_python, row_reads_compiled),
 ]
 
 

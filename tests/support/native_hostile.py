@@ -529,6 +529,41 @@ def hostile_calls(kernels: ModuleType) -> list[tuple[str, Callable[[], Any]]]:
             lambda: kernels.r3hits_fill_words(i32, np.zeros(64, np.uint8)[::2]),
         ),
         *((f"r3hits_fill_words into {label}", call) for label, call in _fill_refusals(kernels)),
+        # r5setup_row_reads (the reference matcher's read flags per state)
+        ("r5setup_row_reads a list", lambda: kernels.r5setup_row_reads([[0] * 256])),
+        ("r5setup_row_reads bytes", lambda: kernels.r5setup_row_reads(bytes(1024))),
+        ("r5setup_row_reads None", lambda: kernels.r5setup_row_reads(None)),
+        (
+            "r5setup_row_reads int64",
+            lambda: kernels.r5setup_row_reads(np.zeros((2, 256), np.int64)),
+        ),
+        (
+            "r5setup_row_reads float32",
+            lambda: kernels.r5setup_row_reads(np.zeros((2, 256), np.float32)),
+        ),
+        (
+            "r5setup_row_reads uint32",
+            lambda: kernels.r5setup_row_reads(np.zeros((2, 256), np.uint32)),
+        ),
+        ("r5setup_row_reads 1-D", lambda: kernels.r5setup_row_reads(i32)),
+        ("r5setup_row_reads ragged", lambda: kernels.r5setup_row_reads(ragged)),
+        (
+            "r5setup_row_reads 255 columns",
+            lambda: kernels.r5setup_row_reads(np.zeros((4, 255), np.int32)),
+        ),
+        (
+            "r5setup_row_reads 3-D",
+            lambda: kernels.r5setup_row_reads(np.zeros((1, 1, 256), np.int32)),
+        ),
+        (
+            "r5setup_row_reads strided",
+            lambda: kernels.r5setup_row_reads(np.zeros((4, 512), np.int32)[:, ::2]),
+        ),
+        (
+            "r5setup_row_reads Fortran order",
+            lambda: kernels.r5setup_row_reads(np.zeros((256, 3), np.int32).T),
+        ),
+        ("r5setup_row_reads no argument", lambda: kernels.r5setup_row_reads()),
         # set_bits
         (
             "set_bits an id past the bits",
