@@ -50,25 +50,36 @@ class Lru(Generic[K, V]):
 
     def put(self, key: K, value: V, size: int) -> None:
         with self._lock:
-            items = self._items
-            old = items.pop(key, None)
-            if old is not None:
-                self.used -= old[1]
-            new = [value, size, False]
-            items[key] = new
-            self.used += size
-            spared, limit = 0, len(items)
-            while self.used > self.budget and len(items) > 1:
-                oldest, item = items.popitem(last=False)
-                if item is new or (item[2] and spared < limit):
-                    # (Read since last passed over, or the newest, which stays: back
-                    # to the newest end, unmarked. At most one pass is spared, however
-                    # often other threads read meanwhile, so this ends.)
-                    item[2] = False
-                    items[oldest] = item
-                    spared += 1
-                else:
-                    self.used -= item[1]
+            self._put(key, value, size)
+
+    def put_all(self, items: list[tuple[K, V, int]]) -> None:
+        """:meth:`put` each ``(key, value, size)`` in order, under one hold of the lock
+        (the same entries and evictions as one ``put`` after another)."""
+        with self._lock:
+            for key, value, size in items:
+                self._put(key, value, size)
+
+    def _put(self, key: K, value: V, size: int) -> None:
+        """One put, the lock held."""
+        items = self._items
+        old = items.pop(key, None)
+        if old is not None:
+            self.used -= old[1]
+        new = [value, size, False]
+        items[key] = new
+        self.used += size
+        spared, limit = 0, len(items)
+        while self.used > self.budget and len(items) > 1:
+            oldest, item = items.popitem(last=False)
+            if item is new or (item[2] and spared < limit):
+                # (Read since last passed over, or the newest, which stays: back
+                # to the newest end, unmarked. At most one pass is spared, however
+                # often other threads read meanwhile, so this ends.)
+                item[2] = False
+                items[oldest] = item
+                spared += 1
+            else:
+                self.used -= item[1]
 
     def clear(self) -> None:
         with self._lock:

@@ -164,3 +164,23 @@ def test_read_entries_get_a_second_chance_and_the_newest_stays():
     assert list(cache._items) == ["big"]
     assert cache.used == 50
     assert cache.get("big") == 5
+
+
+def test_put_all_is_one_put_after_another():
+    """``put_all`` leaves the same entries, order, marks and accounting as ``put`` in
+    turn, evictions (second chances included) and replaced keys alike."""
+    import random
+
+    rng = random.Random(11)
+    for _ in range(200):
+        one, many = Lru[int, int](rng.randint(1, 40)), Lru[int, int](0)
+        many.budget = one.budget
+        for _ in range(rng.randint(0, 4)):
+            batch = [(rng.randrange(12), rng.randrange(99), rng.randint(1, 15)) for _ in range(5)]
+            for key, value, size in batch:
+                one.put(key, value, size)
+            many.put_all(batch)
+            for key in rng.sample(range(12), 3):
+                assert one.get(key) == many.get(key)
+        assert list(one._items.items()) == list(many._items.items())
+        assert one.used == many.used

@@ -69,7 +69,7 @@ def _captured_wide_walks(run: Any) -> list[tuple[TokenTrie, tuple[Any, ...]]]:
     original = TokenTrie._compiled_walk
 
     def spy(self: TokenTrie, kernels: Any, table: Any, dead: int, crossing: Any,
-            frontier: Any, depth: int, wide: bool, found: Any) -> None:  # fmt: skip
+            frontier: Any, depth: int, wide: bool) -> Any:  # fmt: skip
         if wide and depth == 1:
             call = (
                 np.ascontiguousarray(table).copy(),
@@ -79,7 +79,7 @@ def _captured_wide_walks(run: Any) -> list[tuple[TokenTrie, tuple[Any, ...]]]:
                 np.asarray(frontier[1], dtype=np.int64).copy(),
             )
             captured.append((self, call))
-        original(self, kernels, table, dead, crossing, frontier, depth, wide, found)
+        return original(self, kernels, table, dead, crossing, frontier, depth, wide)
 
     with mock.patch.object(TokenTrie, "_compiled_walk", spy):
         run()

@@ -141,6 +141,8 @@ def run_walk(
     docstring): flags over token ids for the tokens inside, and the boundary entries
     sorted by position (equal to a plain trie walk's). None where the split does not
     apply or would not pay."""
+    if len(info.reads(state)) < _MIN_CLASS:
+        return None  # (too few bytes read for a class: the test below, without arrays)
     flat, offsets = info.flat, index.offsets
     row = flat[state * 256 : state * 256 + 256]
     has_tokens = offsets[1:] > offsets[:-1]

@@ -75,65 +75,90 @@ def assemble(index: TokenIndex, info: RuleInfo, state: int) -> tuple[Rows, Bound
     bytes (a plain string body, the states of a key that left the declared names,
     a long ``maxLength`` string far from its bound, ...). Where a boundary token
     stops is recomputed in this rule's own states.
+
+    Cost: per live first byte a key and a cache lookup; the missing segments one trie
+    walk, cut by first byte and cached in one go (their packed tuples, no object per
+    segment); a state none of whose segments was cached is answered by that walk as
+    it is (the segments, in byte order, are that walk cut up).
     """
     flat, hashes = info.flat, info.hashes
     row = flat[state * 256 : state * 256 + 256]
     fingerprint, offsets = index.fingerprint, index.offsets
-    segments: list[tuple[int, int, _Segment]] = []
-    missing: list[tuple[int, int]] = []
-    keys: dict[int, tuple[str, bytes, int, int]] = {}
     # The bytes read that some token starts with, their targets and keys, vectorised
-    # (one array step each, not a numpy scalar per byte).
+    # (one array step each, not a numpy scalar per byte); in ascending byte order.
     live = ((row >= 0) & (offsets[1:] != offsets[:-1])).nonzero()[0]
     targets = row[live]
-    signature = info.signature
+    firsts, afters = live.tolist(), targets.tolist()
     if hashes is None:
-        tags = [(signature, target) for target in targets.tolist()]
+        signature = info.signature
+        keys = [
+            (fingerprint, signature, after, byte)
+            for byte, after in zip(firsts, afters, strict=True)
+        ]
     elif isinstance(hashes, np.ndarray):
-        tags = [(b"", tag) for tag in hashes[0, targets].tolist()]
+        tags = hashes[0, targets].tolist()
+        keys = [(fingerprint, b"", tag, byte) for byte, tag in zip(firsts, tags, strict=True)]
     else:  # (a key lexeme's, worked out per state)
-        tags = [(b"", hashes[0, target]) for target in targets.tolist()]
+        keys = [
+            (fingerprint, b"", hashes[0, after], byte)
+            for byte, after in zip(firsts, afters, strict=True)
+        ]
     get = segment_cache.get
-    for byte, target, (content, tag) in zip(live.tolist(), targets.tolist(), tags, strict=True):
-        key = keys[byte] = (fingerprint, content, tag, byte)
-        packed = get(key)
-        if packed is None:
-            missing.append((byte, target))
-        else:
-            segments.append((byte, target, _Segment.unpack(packed)))
-    if len(missing) > _UNSPLIT and not segments:
+    packed = [get(key) for key in keys]
+    missing = [k for k, segment in enumerate(packed) if segment is None]
+    if not missing:
+        return _joined(index, packed)
+    whole = len(missing) == len(keys)
+    found = _trie_walk(index, info, [(firsts[k], afters[k]) for k in missing])
+    if whole and len(missing) > _UNSPLIT:
         # A state unlike any seen (a count state near its bound, say): its segments
         # would rarely serve again, so the walk is kept whole, not split and cached.
-        found = _trie_walk(index, info, missing)
         return index.ids[found.inside], found.bounds
-    if missing:
-        for (byte, target), segment in zip(
-            missing, _compute_segments(index, info, missing), strict=True
-        ):
-            segment_cache.put(keys[byte], segment.pack(), segment.nbytes)
-            segments.append((byte, target, segment))
-    inside: list[npt.NDArray[np.int32]] = []
-    bounds: list[Boundaries] = []
-    for _, _, segment in sorted(segments, key=lambda item: item[0]):
-        inside.append(segment.inside)
-        if segment.bounds.size:
-            bounds.append(segment.bounds)
+    cut = _split(index, found, [firsts[k] for k in missing])
+    segment_cache.put_all(
+        [
+            (keys[k], segment, _packed_nbytes(segment))
+            for k, segment in zip(missing, cut, strict=True)
+        ]
+    )
+    if whole:  # (the segments joined in byte order: the walk itself)
+        return index.ids[found.inside], found.bounds
+    for k, segment in zip(missing, cut, strict=True):
+        packed[k] = segment
+    return _joined(index, packed)
+
+
+def _joined(index: TokenIndex, packed: list[Any]) -> tuple[Rows, Boundaries]:
+    """Packed segments (in byte order) as one walk: the ids inside, the entries."""
+    inside = [segment[0] for segment in packed]
+    bounds = [Boundaries(*segment[1:]) for segment in packed if segment[1].size]
     ids = index.ids[np.concatenate(inside)] if inside else np.zeros(0, dtype=np.int64)
     return ids, Boundaries.join(bounds)
+
+
+def _packed_nbytes(packed: tuple[Any, ...]) -> int:
+    """A packed segment's size in bytes (as :attr:`_Segment.nbytes`)."""
+    return 96 + int(packed[0].nbytes) + 4 * int(packed[1].nbytes)
 
 
 def _trie_walk(index: TokenIndex, info: RuleInfo, missing: list[tuple[int, int]]) -> TrieWalk:
     """One walk of the token trie for ``(first byte, state after it)`` pairs,
     following live prefixes only (every node of the first levels when wide)."""
     trie = index.trie
-    firsts = np.array([byte for byte, _ in missing], dtype=np.int64)
-    nodes = trie.first_nodes[firsts]
-    states = np.array([target for _, target in missing], dtype=np.int64)
-    offsets = index.offsets
-    wide = int((offsets[firsts + 1] - offsets[firsts]).sum()) > _WIDE
-    dead = info.crossing.size
+    first_node, first_size = trie.first_node_list, trie.first_sizes
+    nodes = [first_node[byte] for byte, _ in missing]
+    # (The tokens below a first byte's node: those starting with the byte.)
+    wide = sum(first_size[node] for node in nodes) > _WIDE
     table, crossing = info.dead()
-    return trie.walk(table, dead, crossing, nodes, states, info.reads, wide=wide)
+    return trie.walk(
+        table,
+        info.crossing.size,
+        crossing,
+        np.array(nodes, dtype=np.int64),
+        np.array([target for _, target in missing], dtype=np.int64),
+        info.reads,
+        wide=wide,
+    )
 
 
 def _compute_segments(
@@ -141,18 +166,30 @@ def _compute_segments(
 ) -> list[_Segment]:
     """The segments of ``(first byte, state after it)`` pairs, from one trie walk."""
     found = _trie_walk(index, info, missing)
-    offsets = index.offsets
-    if len(missing) == 1:
-        return [_Segment(found.inside.astype(np.int32), found.bounds)]
-    firsts = np.array([b for b, _ in missing])
-    spans = np.stack((offsets[firsts], offsets[firsts + 1]), axis=1)
-    cut_in = np.searchsorted(found.inside, spans).tolist()
+    cut = _split(index, found, [byte for byte, _ in missing])
+    return [_Segment.unpack(packed) for packed in cut]
+
+
+def _split(index: TokenIndex, found: TrieWalk, firsts: list[int]) -> list[tuple[Any, ...]]:
+    """A trie walk from the first bytes ``firsts`` (ascending) cut into their segments,
+    packed (see :meth:`_Segment.pack`): views of the walk's arrays, no copy. (Every
+    position and entry of the walk lies below one of those bytes: the segments
+    partition it, each ending where the next byte's tokens begin.)"""
     inside = found.inside.astype(np.int32)
     bounds = found.bounds
+    if len(firsts) == 1:
+        return [(inside, *bounds.pack())]
+    ends = index.offsets[np.array(firsts) + 1]
+    cut_in = np.searchsorted(found.inside, ends).tolist()
+    in_spans = zip([0, *cut_in[:-1]], cut_in, strict=True)
     if not bounds.size:  # (the common case: every segment's entries are the same none)
-        return [_Segment(inside[lo:hi], bounds) for lo, hi in cut_in]
-    cut_b = np.searchsorted(bounds.lo, spans).tolist()
+        rest = bounds.pack()
+        return [(inside[lo:hi], *rest) for lo, hi in in_spans]
+    cut_b = np.searchsorted(bounds.lo, ends).tolist()
+    b_lo, b_hi, b_col, b_node = bounds.pack()
     return [
-        _Segment(inside[lo:hi], bounds.take(slice(b_lo, b_hi)))
-        for (lo, hi), (b_lo, b_hi) in zip(cut_in, cut_b, strict=True)
+        (inside[lo:hi], b_lo[blo:bhi], b_hi[blo:bhi], b_col[blo:bhi], b_node[blo:bhi])
+        for (lo, hi), (blo, bhi) in zip(
+            in_spans, zip([0, *cut_b[:-1]], cut_b, strict=True), strict=True
+        )
     ]

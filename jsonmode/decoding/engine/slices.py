@@ -197,6 +197,8 @@ def sliced_walk(
     (see :func:`safe_states`; a state that cannot read some clean one-byte character
     is not, and is refused without working out the automaton's safe states, a fixed
     point that costs up to milliseconds)."""
+    if len(info.reads(state)) < _ONE_BYTE.size:
+        return None  # (some one-byte character unread: the test below, without arrays)
     row = info.flat[state * 256 : state * 256 + 256]
     if (row[_ONE_BYTE] < 0).any():
         return None

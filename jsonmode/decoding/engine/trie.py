@@ -20,6 +20,7 @@ and thread-safe afterwards.
 
 from __future__ import annotations
 
+import itertools
 from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,6 +47,12 @@ _WIDE_LEVELS = 12
 # bytes (those children are looked up, not scanned). Bounding it tighter by the
 # children to try measured ~10 % slower over the benchmark's segments.
 _SMALL = 24
+
+# A compiled walk's inside ranges are expanded in plain Python when there are at most
+# _FEW_SPANS of them holding at most _FEW_TOKENS positions (NumPy's expansion costs
+# ~15 us in calls whatever its size: most of a narrow walk's time).
+_FEW_SPANS = 64
+_FEW_TOKENS = 256
 
 
 def lexicographic_order(matrix: npt.NDArray[np.uint8], lengths: Ints) -> Ints:
@@ -267,12 +274,11 @@ class TokenTrie:
         or plain Python steps when it is small, so a state that reads few bytes walks
         few nodes however big the vocabulary.
         """
-        found = _Found()
-        frontier: tuple[Ints, Ints] | tuple[list[int], list[int]]
         kernels = native.KERNELS
         if kernels is not None:  # (the same levels in C: jsonmode.native)
-            self._compiled_walk(kernels, table, dead, crossing, (nodes, states), depth, wide, found)
-            return found.result()
+            return self._compiled_walk(kernels, table, dead, crossing, (nodes, states), depth, wide)
+        found = _Found()
+        frontier: tuple[Ints, Ints] | tuple[list[int], list[int]]
         if wide and depth == 1:
             first = np.full(self.levels[0].byte.size, dead, dtype=np.int64)
             first[nodes] = states
@@ -380,11 +386,13 @@ class TokenTrie:
         frontier: tuple[Ints, Ints],
         depth: int,
         wide: bool,
-        found: _Found,
-    ) -> None:
-        """:meth:`walk` by the compiled core, into ``found``: the ranges and entries
-        the Python levels record, in their order (a wide walk's first ``_WIDE_LEVELS``
-        levels count as big ones, and its inside tokens are flags, as there)."""
+    ) -> TrieWalk:
+        """:meth:`walk` by the compiled core: what :meth:`_Found.result` makes of the
+        ranges and entries the Python levels record (a wide walk's first
+        ``_WIDE_LEVELS`` levels count as big ones, and its inside tokens are flags, as
+        there), made straight from the kernel's answer (its inside ranges are disjoint
+        subtrees' tokens: sorting them by their starts sorts the positions; a small
+        walk's cost is mostly this wrapper's NumPy calls, so it makes few)."""
         wide = wide and depth == 1
         flags = np.zeros(self.count, dtype=np.bool_) if wide else None
         inside, entries = self._compiled(kernels).walk(
@@ -398,15 +406,24 @@ class TokenTrie:
             _WIDE_LEVELS if wide else 0,
             flags,
         )
-        found.inside_bits = flags
-        spans = np.frombuffer(inside, dtype=np.int64).reshape(-1, 2)
-        if spans.size:
-            found.in_lo.append(spans[:, 0].copy())
-            found.in_hi.append(spans[:, 1].copy())
-        rows = np.frombuffer(entries, dtype=np.int64).reshape(-1, 4)
-        if rows.size:
-            fields = (rows[:, k].copy() for k in range(4))
-            found.bounds.append(Boundaries(*fields))
+        bounds = _NO_BOUNDARIES
+        if entries:
+            rows = np.frombuffer(entries, dtype=np.int64).reshape(-1, 4)
+            if rows.shape[0] > 1:
+                rows = rows[np.argsort(rows[:, 0], kind="stable")]
+            bounds = Boundaries(*(rows[:, k].copy() for k in range(4)))
+        spans = np.frombuffer(inside, dtype=np.int64)
+        if flags is not None:
+            if spans.size:
+                flags[ranges(spans[0::2], spans[1::2])] = True
+            return TrieWalk(flags.nonzero()[0], bounds)
+        if spans.size <= 2 * _FEW_SPANS:
+            pairs = spans.tolist()
+            starts, ends = pairs[0::2], pairs[1::2]
+            if sum(ends) - sum(starts) <= _FEW_TOKENS:  # (in plain Python: ~4x cheaper)
+                inside = sorted(itertools.chain.from_iterable(map(range, starts, ends)))
+                return TrieWalk(np.array(inside, dtype=np.int64), bounds)
+        return TrieWalk(np.sort(ranges(spans[0::2], spans[1::2])), bounds)
 
     def compiled(self, kernels: ModuleType) -> Any:
         """The levels as the compiled core's ``Trie`` (what its C walks read)."""

@@ -403,11 +403,11 @@ class Walks:
         walked again. None where that does not pay (a narrow state, no twin, many
         differing bytes or a wide parting).
         """
+        if len(info.reads(state)) < _PATCH_MIN_BYTES:
+            return None  # (a narrow state: the bytes it reads, memoised per state)
         flat, offsets = info.flat, self._offsets
         row = flat[state * 256 : state * 256 + 256]
         live = row[row >= 0]
-        if live.size < _PATCH_MIN_BYTES:
-            return None
         twin = int(np.bincount(live).argmax())  # (the smallest of the most frequent)
         if twin == state:
             return None
