@@ -495,6 +495,22 @@ COUNTED = {
 }
 
 
+def test_a_counted_string_keeps_its_count_after_an_equal_pattern_table():
+    """A lexeme's information is shared by content, and a string of at most 0
+    characters has the table of the pattern ``^[a-z]{0,0}$`` (the two quotes only): the
+    pattern's information (no length bounds) compiled first must not be the counted
+    string's (it failed so when tests ran in that order)."""
+    vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / "qwen2.5")
+    pattern = compile_schema({"type": "string", "pattern": "^[a-z]{0,0}$"}, vocabulary).engine
+    for rule in range(len(pattern.network.rules)):
+        pattern._rules.info(rule)
+    engine = compile_schema({"type": "string", "maxLength": 0}, vocabulary).engine
+    counted = [r for r, a in enumerate(engine.network.rules) if a.lengths is not None]
+    assert counted
+    for rule in counted:
+        assert engine._rules.info(rule).counted is not None
+
+
 @pytest.mark.parametrize("name", ["qwen2.5", "mistral-7b-v0.1"])
 def test_counted_string_walks_equal_computed_walks(name):
     """A string with length bounds only, between characters, is walked as the plain

@@ -56,7 +56,7 @@ _count_cache: Lru[bytes, tuple[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64
     8 << 20
 )
 _lexeme_contents: IdentityMemo[tuple[bytes, npt.NDArray[np.bool_]]] = IdentityMemo()
-_lexeme_infos: Lru[tuple[bytes, int], RuleInfo] = Lru(32 << 20)
+_lexeme_infos: Lru[tuple[bytes, int, tuple[int, int | None] | None], RuleInfo] = Lru(32 << 20)
 # Structural rules' tables, numbered by identity (see _structural_content).
 _table_numbers: IdentityMemo[int] = IdentityMemo()
 _table_serial = itertools.count()
@@ -85,8 +85,11 @@ class Rules:
         signature, crossing, trans = self.signature(rule)
         automaton = self.network.rules[rule]
         lexeme = not any(automaton.calls)
+        # (Keyed by the length bounds too: a table equal to a counted string's, as a
+        # pattern's may be, must not take its information without them, nor give it.)
+        shared_key = (signature, self.depth, automaton.lengths)
         if lexeme:
-            shared = _lexeme_infos.get((signature, self.depth))
+            shared = _lexeme_infos.get(shared_key)
             if shared is not None:
                 self._infos[rule] = shared
                 return shared
@@ -116,7 +119,7 @@ class Rules:
         if lexeme and (hashes is not None or counted is not None):
             # (Not without hashes: they may just have been evicted, or be another
             # engine's to compute.)
-            _lexeme_infos.put((signature, self.depth), known, 3 * known.flat.nbytes)
+            _lexeme_infos.put(shared_key, known, 3 * known.flat.nbytes)
         return known
 
     def plain(self) -> RuleInfo:
