@@ -162,8 +162,10 @@ def test_whole_row_fills_at_every_alignment_and_length(dtype, shift):
         space[:] = rng.integers(1, 1000, space.size)
         before = space.copy()
         host = space[shift : shift + batch * width].reshape(batch, width)
-        kept = [np.array(sorted(rng.choice(width, k, replace=False)), dtype=np.int64)
-                for k in (0, min(width, 1), min(width, 3))]
+        kept = [
+            np.array(sorted(rng.choice(width, k, replace=False)), dtype=np.int64)
+            for k in (0, min(width, 1), min(width, 3))
+        ]
         kernels.apply_rows(host, [0, 1, 2], kept, [True] * batch, negative, 1)
         expected = before.copy()
         view = expected[shift : shift + batch * width].reshape(batch, width)
