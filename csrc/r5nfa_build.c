@@ -69,6 +69,17 @@ static int attrs_ready(void) {
     return 0;
 }
 
+/* An attribute of a node (new reference); a node without it is of the wrong type
+ * (TypeError, not AttributeError). */
+static PyObject *get(PyObject *node, int which) {
+    PyObject *value = PyObject_GetAttr(node, attr[which]);
+    if (!value && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%.100s has no attribute %s", Py_TYPE(node)->tp_name, attr_text[which]);
+    }
+    return value;
+}
+
 static int budget_error(Build *b) {
     PyObject *exc = PyObject_CallFunction(b->error, "sL", "states per rule", b->budget);
     if (exc) {
@@ -136,7 +147,7 @@ static void pop(Build *b) {
 
 /* An attribute that must be a tuple (new reference), else TypeError. */
 static PyObject *tuple_attr(PyObject *node, int which) {
-    PyObject *value = PyObject_GetAttr(node, attr[which]);
+    PyObject *value = get(node, which);
     if (value && !PyTuple_Check(value)) {
         PyErr_Format(PyExc_TypeError, "an expression's %s must be a tuple", attr_text[which]);
         Py_CLEAR(value);
@@ -168,7 +179,7 @@ static PyObject *pair_at(PyObject *members, Py_ssize_t index) {
 }
 
 static int lit(Build *b, PyObject *node, int32_t start, int32_t end) {
-    PyObject *data = PyObject_GetAttr(node, attr[A_DATA]);
+    PyObject *data = get(node, A_DATA);
     if (!data) return -1;
     int failed = 0;
     if (!PyBytes_Check(data)) {
@@ -193,7 +204,7 @@ static int lit(Build *b, PyObject *node, int32_t start, int32_t end) {
 }
 
 static int call(Build *b, PyObject *node, int32_t start, int32_t end) {
-    PyObject *rule = PyObject_GetAttr(node, attr[A_RULE]);
+    PyObject *rule = get(node, A_RULE);
     if (!rule) return -1;
     int failed = 1;
     if (!PyUnicode_CheckExact(rule)) {
@@ -237,8 +248,8 @@ static int embed(Build *b, PyObject *node, int32_t start, int32_t end) {
     PyObject *dfa = NULL, *trans = NULL, *accepting = NULL, *first_obj = NULL, *index = NULL;
     Py_buffer tv = {0}, av = {0};
     int have_t = 0, have_a = 0, failed = 1;
-    if (!(dfa = PyObject_GetAttr(node, attr[A_DFA])) || !(trans = PyObject_GetAttr(dfa, attr[A_TRANS])) ||
-        !(accepting = PyObject_GetAttr(dfa, attr[A_ACCEPTING])) || !(first_obj = PyObject_GetAttr(dfa, attr[A_START])))
+    if (!(dfa = get(node, A_DFA)) || !(trans = get(dfa, A_TRANS)) ||
+        !(accepting = get(dfa, A_ACCEPTING)) || !(first_obj = get(dfa, A_START)))
         goto done;
     if (PyObject_GetBuffer(trans, &tv, PyBUF_RECORDS_RO) < 0) goto done;
     have_t = 1;
@@ -321,10 +332,10 @@ static int sequence(Build *b, PyObject *items, int32_t start, int32_t end) {
 }
 
 static int rep(Build *b, PyObject *node, int32_t start, int32_t end) {
-    PyObject *item = PyObject_GetAttr(node, attr[A_ITEM]), *low_obj = NULL, *high_obj = NULL;
+    PyObject *item = get(node, A_ITEM), *low_obj = NULL, *high_obj = NULL;
     int failed = 1;
     int64_t low, high = 0;
-    if (!item || !(low_obj = PyObject_GetAttr(node, attr[A_LOW])) || !(high_obj = PyObject_GetAttr(node, attr[A_HIGH])))
+    if (!item || !(low_obj = get(node, A_LOW)) || !(high_obj = get(node, A_HIGH)))
         goto done;
     int unbounded = high_obj == Py_None;
     if (int_attr(low_obj, &low) < 0 || (!unbounded && int_attr(high_obj, &high) < 0)) goto done;
@@ -354,8 +365,8 @@ done:
 static int members(Build *b, PyObject *node, int32_t start, int32_t end) {
     PyObject *list = tuple_attr(node, A_MEMBERS), *extra = NULL, *sep = NULL, *any = NULL;
     int failed = 1;
-    if (!list || !(extra = PyObject_GetAttr(node, attr[A_EXTRA])) || !(sep = PyObject_GetAttr(node, attr[A_SEP])) ||
-        !(any = PyObject_GetAttr(node, attr[A_ANY_ORDER])))
+    if (!list || !(extra = get(node, A_EXTRA)) || !(sep = get(node, A_SEP)) ||
+        !(any = get(node, A_ANY_ORDER)))
         goto done;
     int any_order = PyObject_IsTrue(any);
     if (any_order < 0) goto done;
