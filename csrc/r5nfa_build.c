@@ -1,30 +1,33 @@
 #include "native.h"
 
-/* ------------------------------------------------------------------------------ */
-/* r5nfa_determinise: a rule's NFA built from its expression, then determinised    */
-/*                                                                                  */
-/* The C form of jsonmode.decoding.automata.network._determinise_nfa: the Thompson   */
-/* NFA that network._NFA.fragment writes for an expression (Lit, Lex, Call, Seq,    */
-/* Alt, Rep, Members: ir.py's classes, handed in and matched by exact type as the   */
-/* Python form does), with its states numbered alike and each state's edges and     */
-/* calls in the same order, goes straight into subset.c's construction             */
-/* (jm_subset_of) without Python lists between them. Lexemes are embedded from      */
-/* their automaton's table (``lex.dfa.trans``, int32 or int64 [n, 256]) as          */
-/* network._embed does from _lex_rows: a state's runs of equal live targets, in     */
-/* byte order.                                                                      */
-/*                                                                                  */
-/* Budgets as in the Python form: at every fragment (every node entered), once the  */
-/* NFA has grown past the last check point, more than 4 * budget states raise        */
-/* error("states per rule", budget), else checkpoint() is called and the next check */
-/* point is 1 024 states on; a literal that would take the NFA past 4 * budget       */
-/* states raises before it is written. (An any-order Members node past the budget   */
-/* raises before its lattice is written, where the Python form writes it and raises */
-/* at the next fragment: the same error at the same point, without the memory.)    */
-/* The expression is walked with a heap stack of frames (no recursion on the C      */
-/* stack: it nests as deep as the caller made it), each frame holding references to */
-/* what it reads (checkpoint runs arbitrary code). At most 2**30 NFA states         */
-/* (MemoryError beyond). Malformed nodes (an attribute of the wrong type, a table   */
-/* of the wrong shape, a target out of range) raise TypeError / ValueError.         */
+/* r5nfa_determinise: a rule's NFA built from its expression, then determinised.
+ *
+ * The C form of jsonmode.decoding.automata.network._determinise_nfa: the NFA that
+ * network._NFA.fragment writes for an expression (Lit, Lex, Call, Seq, Alt, Rep,
+ * Members: ir.py's classes, handed in and matched by exact type as the Python form
+ * matches them), its states numbered alike and each state's edges and calls in the
+ * same order, goes straight into subset.c's construction (jm_subset_of), without the
+ * Python lists between them. A lexeme is embedded from its automaton's table
+ * (``lex.dfa.trans``: int32 or int64, [n, 256], any strides) as network._embed embeds
+ * _lex_rows: per state its runs of equal live targets, in byte order.
+ *
+ * Budgets as in the Python form: on entering each node, once the NFA has grown past
+ * the last check point, more than 4 * budget states (4: network._NFA_PER_DFA_STATE)
+ * raise error("states per rule", budget), else checkpoint() is called and the next
+ * check point is 1 024 states on; a literal that would take the NFA past 4 * budget
+ * states raises before it is written. (An any-order Members node whose lattice takes
+ * it past that raises before writing the lattice, where the Python form writes it
+ * and raises at its next node: the same error at the same point, without the memory.)
+ * At most 2**30 NFA states (MemoryError beyond).
+ *
+ * Safety: the expression is walked with a heap stack of frames, never recursion on
+ * the C stack (it nests as deep as the caller made it: where the Python form runs
+ * out of recursion, this one answers); each frame holds references to what it reads
+ * (checkpoint runs arbitrary code, which may rebind a node's attributes). Malformed
+ * nodes (an attribute missing or of the wrong type, a table of the wrong shape, a
+ * target or start out of range) raise TypeError or ValueError. The GIL is held
+ * throughout. Cost: linear in the NFA (a lexeme: its table's 256 entries a state),
+ * then subset.c's. */
 
 enum { K_LIT, K_LEX, K_CALL, K_SEQ, K_ALT, K_REP, K_MEMBERS, K_KINDS };
 enum { F_SEQ, F_ALT, F_REP, F_MEMBERS, F_ANY };

@@ -55,7 +55,8 @@ __all__ = [
     "quoted_rule",
 ]
 
-# The NFA may be this many times larger than the DFA budget before we give up early.
+# The NFA may be this many times larger than the DFA budget before we give up early
+# (csrc/r5nfa_build.c's too: the differential tests hold the two alike).
 _NFA_PER_DFA_STATE = 4
 # The expression classes, in the order the compiled core's r5nfa_determinise takes them.
 _EXPR_CLASSES = (Lit, Lex, Call, Seq, Alt, Rep, Members)
