@@ -1,7 +1,7 @@
 /* jsonmode._native: the compiled kernels of the mask engine (see jsonmode/native.py).
  *
  * One file per kernel (trie.c, finish.c, rows.c, bits.c, stacks.c, regex.c, glushkov.c,
- * subset.c; set_bits here), native.h shared.
+ * subset.c, r5nfa_build.c, ...; set_bits here), native.h shared.
  * Each kernel is the C form of a pure-Python function that stays in the package as
  * the reference and the fallback; the two must give the same answers, and the
  * differential tests (tests/test_native_*.py) hold them so:
@@ -22,6 +22,9 @@
  *   glushkov_determinise jsonmode.regex.glushkov._determinise (subset construction; glushkov.c)
  *   determinise       jsonmode.decoding.automata.network._determinise_py (the subset
  *                     construction of a rule's NFA; checkpoint called as there)
+ *   r5nfa_determinise jsonmode.decoding.automata.network._determinise_nfa (a rule's NFA
+ *                     built from its expression as _NFA.fragment builds it, then
+ *                     determinised as above, without Python lists between; r5nfa_build.c)
  *   r3hits_fill_words the copy of jsonmode.decoding.matcher.Matcher.fill_bitmask (a
  *                     cached mask's bits into a caller's token bitmask; r3hits_fill.c)
  *   MissAssembler     jsonmode.decoding.engine.cache.MaskEngine._assemble over bits (a
@@ -119,6 +122,16 @@ static PyMethodDef native_methods[] = {
      "lists, states numbered alike; error(\"states per rule\", budget) raised at the same\n"
      "new state; checkpoint() called every 16 DFA states. Every index is checked first\n"
      "(ValueError/TypeError)."},
+    {"r5nfa_determinise", r5nfa_determinise, METH_VARARGS,
+     "r5nfa_determinise(expr, classes, budget, checkpoint, error, with_sets)\n"
+     "-> (edges, calls, accepting, sets, alone)\n\n"
+     "network._determinise_nfa in C: the NFA network._NFA.fragment builds for ``expr``\n"
+     "(start 0, final 1; ``classes`` the tuple (Lit, Lex, Call, Seq, Alt, Rep, Members)),\n"
+     "determinised as determinise does: the same rows, calls and acceptance, ``sets``\n"
+     "the DFA states' NFA sets (None unless with_sets), ``alone`` per state whether its\n"
+     "set is the final state alone. error(\"states per rule\", budget) and checkpoint()\n"
+     "where the Python form raises and calls them; malformed nodes raise TypeError or\n"
+     "ValueError."},
     {"r3comp_fill", r3comp_fill, METH_VARARGS,
      "r3comp_fill(trans, edges, renumber) -> None\n\n"
      "network's finish in C: the int32 table ``trans`` (kept states x 256) set to -1, then\n"

@@ -75,6 +75,45 @@ static inline PyObject *vec_to_list(const I64Vec *v) {
     return out;
 }
 
+/* Growable int32 arrays (MemoryError set on failure: the GIL held). */
+typedef struct {
+    int32_t *data;
+    Py_ssize_t size;
+    Py_ssize_t cap;
+} I32Vec;
+
+static inline int v32_reserve(I32Vec *v, Py_ssize_t more) {
+    if (v->size + more <= v->cap) return 0;
+    Py_ssize_t cap = v->cap ? v->cap : 64;
+    while (cap < v->size + more) {
+        if (cap > PY_SSIZE_T_MAX / 2 / (Py_ssize_t)sizeof(int32_t)) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        cap *= 2;
+    }
+    int32_t *data = PyMem_RawRealloc(v->data, (size_t)cap * sizeof(int32_t));
+    if (!data) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    v->data = data;
+    v->cap = cap;
+    return 0;
+}
+
+static inline int v32_push(I32Vec *v, int32_t x) {
+    if (v->size == v->cap && v32_reserve(v, 1) < 0) return -1;
+    v->data[v->size++] = x;
+    return 0;
+}
+
+static inline void v32_free(I32Vec *v) {
+    PyMem_RawFree(v->data);
+    v->data = NULL;
+    v->size = v->cap = 0;
+}
+
 /* A set of int64 keys (open addressing), cleared between uses. */
 typedef struct {
     int64_t *keys;
@@ -408,6 +447,40 @@ PyObject *jm_glushkov_determinise(PyObject *module, PyObject *args);
 
 /* subset.c: the subset construction of a rule's NFA (network._determinise). */
 PyObject *jm_determinise(PyObject *module, PyObject *args);
+
+/* An NFA edge (lo, hi, target) packed so that integer order is the tuples' order. */
+#define JM_PACK(lo, hi, to) (((int64_t)(lo) << 40) | ((int64_t)(hi) << 32) | (int64_t)(uint32_t)(to))
+#define JM_LO(k) ((int32_t)((k) >> 40))
+#define JM_HI(k) ((int32_t)(((k) >> 32) & 0xff))
+#define JM_TO(k) ((int32_t)((k) & 0xffffffff))
+
+/* A rule's NFA, flat (what subset.c's determinise reads network._NFA's lists into):
+ * state s's epsilon targets eps[eps_off[s]..eps_off[s+1]], its edges (JM_PACK, in the
+ * order written) edges[edge_off[s]..], its calls (callee index into ``names``, return
+ * state) call_name/call_to[call_off[s]..], in the order written; ``plain`` (n bytes)
+ * flags the states whose row was written sorted and disjoint (an embedded lexeme's:
+ * network._NFA.sorted_rows). Every index in range (the maker checks them). */
+typedef struct {
+    Py_ssize_t n;
+    I64Vec eps_off, edge_off, call_off, edges;
+    I32Vec eps, call_name, call_to;
+    uint8_t *plain;  /* PyMem_Raw */
+    PyObject *names; /* list of str (owned) */
+} JmNfa;
+
+void jm_nfa_free(JmNfa *nfa);
+/* The subset construction of ``nfa`` (taken over: freed on return) from ``start``
+ * (``final`` accepts), as determinise computes it (states numbered alike; error("states
+ * per rule", budget) at the same new state; checkpoint() every 16 DFA states):
+ * (edges, calls, accepting, sets, alone), ``sets`` None unless ``with_sets``, ``alone``
+ * a tuple of bools (per DFA state: its set is ``final`` alone). NULL with an exception
+ * set on error. The GIL held. */
+PyObject *jm_subset_of(JmNfa *nfa, int32_t start, int32_t final, long long budget, PyObject *checkpoint,
+                       PyObject *error, int with_sets);
+
+/* r5nfa (r5nfa_build.c, round 5): a rule's NFA built from its expression in C
+ * (network._NFA.fragment), then determinised (jm_subset_of). */
+PyObject *r5nfa_determinise(PyObject *module, PyObject *args);
 /* r3hits (round 3, the mask-cache hit path): r3hits_fill.c */
 PyObject *jm_r3hits_fill_words(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 

@@ -12,44 +12,6 @@
 /* first calls from its members in increasing order), the budget error is raised at */
 /* the same new state, and ``checkpoint`` is called at the same DFA states.         */
 
-typedef struct {
-    int32_t *data;
-    Py_ssize_t size;
-    Py_ssize_t cap;
-} I32Vec;
-
-static int v32_reserve(I32Vec *v, Py_ssize_t more) {
-    if (v->size + more <= v->cap) return 0;
-    Py_ssize_t cap = v->cap ? v->cap : 64;
-    while (cap < v->size + more) {
-        if (cap > PY_SSIZE_T_MAX / 2 / (Py_ssize_t)sizeof(int32_t)) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        cap *= 2;
-    }
-    int32_t *data = PyMem_RawRealloc(v->data, (size_t)cap * sizeof(int32_t));
-    if (!data) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    v->data = data;
-    v->cap = cap;
-    return 0;
-}
-
-static inline int v32_push(I32Vec *v, int32_t x) {
-    if (v->size == v->cap && v32_reserve(v, 1) < 0) return -1;
-    v->data[v->size++] = x;
-    return 0;
-}
-
-static void v32_free(I32Vec *v) {
-    PyMem_RawFree(v->data);
-    v->data = NULL;
-    v->size = v->cap = 0;
-}
-
 /* Sets of NFA states, each a sorted run in ``arena`` (set i: start[i]..start[i+1]),
  * found by content through open-addressed ``slots`` (a set's index + 1; 0: free),
  * each with a value. */
@@ -135,11 +97,12 @@ static int cmp_u64(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* An interval (lo, hi, target) packed so that integer order is the tuples' order. */
-#define PACK(lo, hi, to) (((int64_t)(lo) << 40) | ((int64_t)(hi) << 32) | (int64_t)(uint32_t)(to))
-#define LO(k) ((int32_t)((k) >> 40))
-#define HI(k) ((int32_t)(((k) >> 32) & 0xff))
-#define TO(k) ((int32_t)((k) & 0xffffffff))
+/* An interval (lo, hi, target) packed so that integer order is the tuples' order
+ * (native.h: JM_PACK). */
+#define PACK JM_PACK
+#define LO JM_LO
+#define HI JM_HI
+#define TO JM_TO
 
 typedef struct {
     /* The NFA, flat: state s's epsilon targets eps[eps_off[s]..eps_off[s+1]], and so
@@ -422,6 +385,8 @@ static int64_t index_of(PyObject *x, int64_t limit, const char *what) {
     return v;
 }
 
+static void settle_plain(Sub *s);
+
 /* The NFA into flat arrays, every index checked (no Python code runs meanwhile: ints
  * and exact strs only, read from tuples of the caller's lists taken first). */
 static int read_nfa(Sub *s, PyObject *eps, PyObject *edges, PyObject *calls, PyObject *sorted_rows) {
@@ -503,13 +468,20 @@ static int read_nfa(Sub *s, PyObject *eps, PyObject *edges, PyObject *calls, PyO
     }
     Py_DECREF(iter);
     if (PyErr_Occurred()) return -1;
-    for (Py_ssize_t state = 0; state < n; state++) {
+    settle_plain(s);
+    return 0;
+}
+
+/* ``plain`` (the sorted rows' flags so far) narrowed to the plain states: bytes only,
+ * on sorted disjoint intervals (a sorted row's, or one byte), no epsilon moves, no
+ * calls, not final (see the Python form). */
+static void settle_plain(Sub *s) {
+    for (Py_ssize_t state = 0; state < s->n; state++) {
         int64_t e0 = s->edge_off.data[state], e1 = s->edge_off.data[state + 1];
         int single_byte = e1 - e0 == 1 && LO(s->edges.data[e0]) == HI(s->edges.data[e0]);
         s->plain[state] = (s->plain[state] || single_byte) && s->eps_off.data[state] == s->eps_off.data[state + 1] &&
                           s->call_off.data[state] == s->call_off.data[state + 1] && state != s->final;
     }
-    return 0;
 }
 
 static PyObject *edge_tuple(int64_t k) {
@@ -527,11 +499,12 @@ static PyObject *edge_tuple(int64_t k) {
     return edge;
 }
 
-static PyObject *build_result(Sub *s) {
+static PyObject *build_result(Sub *s, int with_sets, int with_alone) {
     Py_ssize_t count = table_count(&s->dfa);
     PyObject *edges = PyList_New(count), *calls = PyList_New(count), *accepting = PyList_New(count);
-    PyObject *sets = PyList_New(count), *no_calls = PyDict_New(), *out = NULL;
-    if (!edges || !calls || !accepting || !sets || !no_calls) goto done;
+    PyObject *sets = with_sets ? PyList_New(count) : Py_NewRef(Py_None), *no_calls = PyDict_New(), *out = NULL;
+    PyObject *alone = with_alone ? PyTuple_New(count) : NULL;
+    if (!edges || !calls || !accepting || !sets || !no_calls || (with_alone && !alone)) goto done;
     for (Py_ssize_t i = 0; i < count; i++) {
         int64_t a = s->row_off.data[i], b = s->row_off.data[i + 1];
         PyObject *row = PyList_New((Py_ssize_t)(b - a));
@@ -563,6 +536,11 @@ static PyObject *build_result(Sub *s) {
         Py_INCREF(flag);
         PyList_SET_ITEM(accepting, i, flag);
         a = s->dfa.start.data[i], b = s->dfa.start.data[i + 1];
+        if (with_alone) {
+            PyObject *only = b - a == 1 && s->dfa.arena.data[a] == s->final ? Py_True : Py_False;
+            PyTuple_SET_ITEM(alone, i, Py_NewRef(only));
+        }
+        if (!with_sets) continue;
         PyObject *members = PyFrozenSet_New(NULL);
         if (!members) goto done;
         PyList_SET_ITEM(sets, i, members);
@@ -574,8 +552,10 @@ static PyObject *build_result(Sub *s) {
             if (bad < 0) goto done;
         }
     }
-    out = PyTuple_Pack(4, edges, calls, accepting, sets);
+    out = with_alone ? PyTuple_Pack(5, edges, calls, accepting, sets, alone)
+                     : PyTuple_Pack(4, edges, calls, accepting, sets);
 done:
+    Py_XDECREF(alone);
     Py_XDECREF(edges);
     Py_XDECREF(calls);
     Py_XDECREF(accepting);
@@ -587,9 +567,9 @@ done:
 /* The result as the Python form's: (edges, calls, accepting, sets). The cyclic
  * collector is paused meanwhile: these are many new containers, none in a cycle (it
  * would otherwise run every few hundred of them, over every tracked object). */
-static PyObject *result_of(Sub *s) {
+static PyObject *result_of(Sub *s, int with_sets, int with_alone) {
     int collecting = PyGC_Disable();
-    PyObject *out = build_result(s);
+    PyObject *out = build_result(s, with_sets, with_alone);
     if (collecting) PyGC_Enable();
     return out;
 }
@@ -607,6 +587,49 @@ static void sub_free(Sub *s) {
                     &s->pair_to, &s->targets, &s->call_rows_name, &s->call_rows_to, &s->accepting};
     for (size_t i = 0; i < sizeof vs / sizeof *vs; i++) v32_free(vs[i]);
     vec_free(&s->ivs), vec_free(&s->row_off), vec_free(&s->rows), vec_free(&s->call_row_off);
+}
+
+/* The subset construction of the NFA in ``s`` (read already) from ``start``: the
+ * result (see result_of), or NULL with an exception set. */
+static PyObject *run(Sub *s, int32_t start, PyObject *checkpoint, int with_sets, int with_alone) {
+    Py_ssize_t n = s->n, names = PyList_GET_SIZE(s->names);
+    s->single = PyMem_RawMalloc((size_t)n * sizeof(int32_t));
+    s->mark = PyMem_RawCalloc((size_t)n, sizeof(int64_t));
+    s->count = PyMem_RawCalloc((size_t)n, sizeof(int32_t));
+    s->listed = PyMem_RawCalloc((size_t)n, 1);
+    s->group = PyMem_RawMalloc((size_t)(names ? names : 1) * sizeof(int32_t));
+    if (!s->single || !s->mark || !s->count || !s->listed || !s->group) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    memset(s->single, 0xff, (size_t)n * sizeof(int32_t));
+    memset(s->group, 0xff, (size_t)(names ? names : 1) * sizeof(int32_t));
+    /* The first state: the start's closure, made whatever the budget. */
+    int32_t first = start;
+    if (closure(s, &first, 1) < 0 ||
+        table_add(&s->dfa, s->clos.data, s->clos.size, hash_run(s->clos.data, s->clos.size), 0) < 0 ||
+        vec_push(&s->row_off, 0) < 0 || vec_push(&s->call_row_off, 0) < 0)
+        goto fail;
+    Py_ssize_t position = 0;
+    while (position < table_count(&s->dfa)) {
+        int64_t a = s->dfa.start.data[position], b = s->dfa.start.data[position + 1];
+        s->cur.size = 0;
+        if (v32_reserve(&s->cur, (Py_ssize_t)(b - a)) < 0) goto fail;
+        memcpy(s->cur.data, s->dfa.arena.data + a, (size_t)(b - a) * sizeof(int32_t));
+        s->cur.size = (Py_ssize_t)(b - a);
+        position++;
+        if (!(position & 15)) {
+            PyObject *r = PyObject_CallNoArgs(checkpoint);
+            if (!r) goto fail;
+            Py_DECREF(r);
+        }
+        if (rows_of(s) < 0 || vec_push(&s->row_off, s->rows.size) < 0 ||
+            vec_push(&s->call_row_off, s->call_rows_name.size) < 0)
+            goto fail;
+    }
+    return result_of(s, with_sets, with_alone);
+fail:
+    return NULL;
 }
 
 PyObject *jm_determinise(PyObject *module, PyObject *args) {
@@ -641,46 +664,46 @@ PyObject *jm_determinise(PyObject *module, PyObject *args) {
         !(calls = PySequence_Tuple(calls_in)))
         goto done;
     if (read_nfa(&s, eps, edges, calls, sorted_rows) < 0) goto done;
-    Py_ssize_t n = s.n, names = PyList_GET_SIZE(s.names);
-    s.single = PyMem_RawMalloc((size_t)n * sizeof(int32_t));
-    s.mark = PyMem_RawCalloc((size_t)n, sizeof(int64_t));
-    s.count = PyMem_RawCalloc((size_t)n, sizeof(int32_t));
-    s.listed = PyMem_RawCalloc((size_t)n, 1);
-    s.group = PyMem_RawMalloc((size_t)(names ? names : 1) * sizeof(int32_t));
-    if (!s.single || !s.mark || !s.count || !s.listed || !s.group) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    memset(s.single, 0xff, (size_t)n * sizeof(int32_t));
-    memset(s.group, 0xff, (size_t)(names ? names : 1) * sizeof(int32_t));
-    /* The first state: the start's closure, made whatever the budget. */
-    int32_t first = (int32_t)start;
-    if (closure(&s, &first, 1) < 0 ||
-        table_add(&s.dfa, s.clos.data, s.clos.size, hash_run(s.clos.data, s.clos.size), 0) < 0 ||
-        vec_push(&s.row_off, 0) < 0 || vec_push(&s.call_row_off, 0) < 0)
-        goto done;
-    Py_ssize_t position = 0;
-    while (position < table_count(&s.dfa)) {
-        int64_t a = s.dfa.start.data[position], b = s.dfa.start.data[position + 1];
-        s.cur.size = 0;
-        if (v32_reserve(&s.cur, (Py_ssize_t)(b - a)) < 0) goto done;
-        memcpy(s.cur.data, s.dfa.arena.data + a, (size_t)(b - a) * sizeof(int32_t));
-        s.cur.size = (Py_ssize_t)(b - a);
-        position++;
-        if (!(position & 15)) {
-            PyObject *r = PyObject_CallNoArgs(checkpoint);
-            if (!r) goto done;
-            Py_DECREF(r);
-        }
-        if (rows_of(&s) < 0 || vec_push(&s.row_off, s.rows.size) < 0 ||
-            vec_push(&s.call_row_off, s.call_rows_name.size) < 0)
-            goto done;
-    }
-    result = result_of(&s);
+    result = run(&s, (int32_t)start, checkpoint, 1, 0);
 done:
     Py_XDECREF(eps);
     Py_XDECREF(edges);
     Py_XDECREF(calls);
+    sub_free(&s);
+    return result;
+}
+
+void jm_nfa_free(JmNfa *nfa) {
+    vec_free(&nfa->eps_off), vec_free(&nfa->edge_off), vec_free(&nfa->call_off), vec_free(&nfa->edges);
+    v32_free(&nfa->eps), v32_free(&nfa->call_name), v32_free(&nfa->call_to);
+    PyMem_RawFree(nfa->plain);
+    nfa->plain = NULL;
+    Py_CLEAR(nfa->names);
+    nfa->n = 0;
+}
+
+PyObject *jm_subset_of(JmNfa *nfa, int32_t start, int32_t final, long long budget, PyObject *checkpoint,
+                       PyObject *error, int with_sets) {
+    Sub s;
+    memset(&s, 0, sizeof s);
+    /* (Taken over: the arrays move into ``s``, freed with it.) */
+    s.n = nfa->n;
+    s.eps_off = nfa->eps_off, s.edge_off = nfa->edge_off, s.call_off = nfa->call_off, s.edges = nfa->edges;
+    s.eps = nfa->eps, s.call_name = nfa->call_name, s.call_to = nfa->call_to;
+    s.plain = nfa->plain;
+    s.names = nfa->names;
+    memset(nfa, 0, sizeof *nfa);
+    PyObject *result = NULL;
+    if (start < 0 || start >= s.n || final < 0 || final >= s.n || !s.names || !PyList_Check(s.names)) {
+        PyErr_SetString(PyExc_ValueError, "start or final out of range");
+        goto done;
+    }
+    s.final = final;
+    s.budget = budget;
+    s.error = error;
+    settle_plain(&s);
+    result = run(&s, start, checkpoint, with_sets, 1);
+done:
     sub_free(&s);
     return result;
 }

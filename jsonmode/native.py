@@ -10,12 +10,12 @@ compiled form the walks call directly) and the batch row writer of
 :class:`~jsonmode.decoding.batch_masks.BatchMasker`, which releases the GIL and
 spreads a batch's rows over threads, the copy of a cached mask into a caller's
 token bitmask (:meth:`Matcher.fill_bitmask
-<jsonmode.decoding.matcher.Matcher.fill_bitmask>`); and at compile time the subset construction of
-each grammar rule's automaton (:mod:`~jsonmode.decoding.automata.network`) and the
-regex engine's subset construction and Hopcroft minimisation
-(:func:`jsonmode.regex.char_dfa.minimize_raw`). The pure-Python forms stay in the
-package as the reference and the fallback, and give the same answers (the
-differential tests hold them to it).
+<jsonmode.decoding.matcher.Matcher.fill_bitmask>`); and at compile time each grammar
+rule's NFA, built from its expression, and its subset construction
+(:mod:`~jsonmode.decoding.automata.network`) and the regex engine's subset construction
+and Hopcroft minimisation (:func:`jsonmode.regex.char_dfa.minimize_raw`). The
+pure-Python forms stay in the package as the reference and the fallback, and give the
+same answers (the differential tests hold them to it).
 
 Which one runs is decided once, at import:
 

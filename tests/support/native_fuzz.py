@@ -41,6 +41,7 @@ from support.native_r3comp import (
     object_python,
 )
 from support.native_r4comp import keys_compiled, keys_python, make_keys
+from support.native_r5nfa import make_expr, r5nfa_compiled, r5nfa_python
 from support.native_regex import (
     make_raw,
     make_regex,
@@ -567,6 +568,7 @@ PAIRS = [
     KernelPair("miss_assembler", make_miss, miss_python, miss_compiled),
     KernelPair("r4comp_keys", make_keys, keys_python, keys_compiled),
     KernelPair("r5setup_row_reads", make_row_reads, row_reads_python, row_reads_compiled),
+    KernelPair("r5nfa_determinise", make_expr, r5nfa_python, r5nfa_compiled),
 ]
 
 

@@ -17,6 +17,7 @@ from support.native_fuzz import Rests, stack_model, token_set, token_trie, trie_
 from support.native_miss import hostile_miss_calls
 from support.native_r3comp import hostile_r3comp_calls
 from support.native_r4comp import hostile_r4comp_calls
+from support.native_r5nfa import hostile_r5nfa_calls
 from support.native_stacks import hostile_stacks_calls
 
 
@@ -62,6 +63,7 @@ MAY_RETURN = frozenset(
         "walk dead past the table",
         *(label for label, _, may_return in hostile_stacks_calls() if may_return),
         "determinise a checkpoint that empties the NFA",
+        "r5nfa a checkpoint that rewrites the expression",
         *(f"r3hits_fill_words into {label}" for label, _ in _fill_refusals(None)),
     }
 )
@@ -643,6 +645,7 @@ def hostile_calls(kernels: ModuleType) -> list[tuple[str, Callable[[], Any]]]:
         *((label, call) for label, call, _ in hostile_stacks_calls(kernels)),
         *hostile_r3comp_calls(kernels),
         *hostile_r4comp_calls(kernels),
+        *hostile_r5nfa_calls(kernels),
         # (the mask-cache miss, jsonmode._native.MissAssembler)
         *hostile_miss_calls(kernels),
     ]

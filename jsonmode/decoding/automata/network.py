@@ -55,8 +55,11 @@ __all__ = [
     "quoted_rule",
 ]
 
-# The NFA may be this many times larger than the DFA budget before we give up early.
+# The NFA may be this many times larger than the DFA budget before we give up early
+# (csrc/r5nfa_build.c's too: the differential tests hold the two alike).
 _NFA_PER_DFA_STATE = 4
+# The expression classes, in the order the compiled core's r5nfa_determinise takes them.
+_EXPR_CLASSES = (Lit, Lex, Call, Seq, Alt, Rep, Members)
 
 
 @dataclass
@@ -667,7 +670,16 @@ def _determinise_expr(name: str, expr: Expr, max_states: int) -> Raw:
 
 
 def _determinise_nfa(name: str, expr: Expr, max_states: int) -> tuple[Raw, tuple[bool, ...]]:
-    """``expr``'s automaton, and per state whether its NFA set is the end alone."""
+    """``expr``'s automaton, and per state whether its NFA set is the end alone: the
+    compiled core's ``r5nfa_determinise`` where loaded (the NFA built and determinised
+    in C: the same answers, budget errors and checkpoints), else :class:`_NFA` and
+    :func:`_determinise`."""
+    kernels = native.KERNELS
+    if kernels is not None:
+        edges, calls, accepting, _, alone = kernels.r5nfa_determinise(
+            expr, _EXPR_CLASSES, max_states, checkpoint, BudgetExceededError, False
+        )
+        return (edges, calls, accepting), alone
     nfa = _NFA()
     start, final = nfa.state(), nfa.state()
     nfa.fragment(expr, start, final, max_states)
