@@ -11,6 +11,7 @@ import random
 
 import numpy as np
 import pytest
+import test_grammar_decoding as corpus
 
 from jsonmode.decoding.compiled import compile_schema
 from jsonmode.decoding.engine import segments
@@ -19,15 +20,7 @@ from jsonmode.decoding.vocabulary import Vocabulary
 
 TOKENIZERS = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tokenizers"
 
-CHESS = r"""
-root   ::= turn (" " turn){0,59}
-turn   ::= [1-9] [0-9]{0,2} ". " move (" " move)?
-move   ::= (castle | piece | pawn) [+#]?
-castle ::= "O-O" "-O"?
-piece  ::= [KQRBN] [a-h]? [1-8]? "x"? square
-pawn   ::= ([a-h] "x")? square ("=" [QRBN])?
-square ::= [a-h] [1-8]
-"""
+CHESS = corpus.CHESS  # (numbered chess moves in SAN, tests/test_grammar_decoding.py)
 
 SCHEMA = {
     "type": "object",

@@ -38,7 +38,7 @@ from jsonmode import compile_grammar, compile_schema, native
 from jsonmode.decoding.automata import network
 from jsonmode.decoding.grammars import compiled as grammar_compiled
 from jsonmode.decoding.grammars import gbnf
-from jsonmode.decoding.ir import Alt, Expr, Lit, Members, Rep, Seq
+from jsonmode.decoding.ir import Alt, Expr, Lit, Members, Rep, Seq, nodes
 from jsonmode.errors import BudgetExceededError, JsonModeError
 from jsonmode.lru import Lru
 
@@ -121,7 +121,7 @@ def test_every_expression_of_the_corpora_determinises_alike(
         assert answer[0] != "budget", expr
         size = len(answer[0])
         biggest = max(biggest, size)
-        kinds.update(type(node).__name__ for node in _nodes(expr))
+        kinds.update(type(node).__name__ for node in nodes(expr))
         # The budget runs out at the same point (the NFA's half: 4 states a budget
         # unit; the DFA's: at the same new state), after the same checkpoints.
         nfa = network._NFA()
@@ -133,24 +133,6 @@ def test_every_expression_of_the_corpora_determinises_alike(
                 assert got == expected, (expr, small)
     assert kinds >= {"Lit", "Lex", "Call", "Seq", "Alt", "Rep", "Members"}, kinds
     assert biggest > 1000  # (chess: thousands of states, past many checkpoints)
-
-
-def _nodes(expr: Expr) -> Iterator[Expr]:
-    stack = [expr]
-    while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, Seq):
-            stack.extend(node.items)
-        elif isinstance(node, Alt):
-            stack.extend(node.options)
-        elif isinstance(node, Rep):
-            stack.append(node.item)
-        elif isinstance(node, Members):
-            stack.extend(member for member, _ in node.members)
-            stack.append(node.sep)
-            if node.extra is not None:
-                stack.append(node.extra)
 
 
 def test_the_network_takes_the_kernel_and_answers_as_the_python_path(
