@@ -1,7 +1,7 @@
 """Stage 2: a walk assembled from per-first-byte segments, shared process-wide.
 
 The tokens starting with byte ``b`` fare, from a state, as the state after ``b`` makes
-them: a :class:`_Segment` is their fate (inside the rule, or boundary entries), keyed
+them: a segment is their fate (inside the rule, or boundary entries), keyed
 by that state's bounded-depth hash (:mod:`~jsonmode.decoding.engine.state`), so every
 state, rule and schema that acts alike on the next bytes shares it. A walk is its
 state's cached segments plus the missing ones, computed together in one walk of the
@@ -17,11 +17,9 @@ indexes, and a thread-safe cache.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from jsonmode.decoding.engine.facts import Rows, RuleInfo, TokenIndex
 from jsonmode.decoding.engine.trie import Boundaries, TrieWalk
@@ -37,31 +35,9 @@ _WIDE = 40_000
 # walked whole: its segments are not split off and cached (they rarely serve again).
 _UNSPLIT = 32
 # Segments by vocabulary, the state-after-the-byte's hash (or the rule's content and
-# that state) and the byte, held as plain tuples (see _Segment.pack).
+# that state) and the byte, held packed as plain tuples: the positions inside (int32,
+# sorted), then the boundary entries' fields (Boundaries.pack).
 segment_cache: Lru[tuple[str, bytes, int, int], tuple[Any, ...]] = Lru(64 << 20)
-
-
-@dataclass(frozen=True, slots=True)
-class _Segment:
-    """The fate of the tokens starting with one byte, given the state after it.
-
-    ``inside``: the positions of the tokens read entirely within the rule, sorted.
-    ``bounds``: the tokens that pass a point where the rule could call or return.
-    """
-
-    inside: npt.NDArray[np.int32]
-    bounds: Boundaries
-
-    @property
-    def nbytes(self) -> int:
-        return 96 + self.inside.nbytes + self.bounds.nbytes
-
-    def pack(self) -> tuple[object, ...]:
-        return self.inside, *self.bounds.pack()
-
-    @staticmethod
-    def unpack(packed: tuple[Any, ...]) -> _Segment:
-        return _Segment(packed[0], Boundaries(*packed[1:]))
 
 
 def assemble(index: TokenIndex, info: RuleInfo, state: int) -> tuple[Rows, Boundaries]:
@@ -137,7 +113,8 @@ def _joined(index: TokenIndex, packed: list[Any]) -> tuple[Rows, Boundaries]:
 
 
 def _packed_nbytes(packed: tuple[Any, ...]) -> int:
-    """A packed segment's size in bytes (as :attr:`_Segment.nbytes`)."""
+    """A packed segment's size in bytes, for the cache's budget (its arrays and ~96 bytes
+    of tuple; the four boundary fields are alike in size)."""
     return 96 + int(packed[0].nbytes) + 4 * int(packed[1].nbytes)
 
 
@@ -161,18 +138,9 @@ def _trie_walk(index: TokenIndex, info: RuleInfo, missing: list[tuple[int, int]]
     )
 
 
-def _compute_segments(
-    index: TokenIndex, info: RuleInfo, missing: list[tuple[int, int]]
-) -> list[_Segment]:
-    """The segments of ``(first byte, state after it)`` pairs, from one trie walk."""
-    found = _trie_walk(index, info, missing)
-    cut = _split(index, found, [byte for byte, _ in missing])
-    return [_Segment.unpack(packed) for packed in cut]
-
-
 def _split(index: TokenIndex, found: TrieWalk, firsts: list[int]) -> list[tuple[Any, ...]]:
     """A trie walk from the first bytes ``firsts`` (ascending) cut into their segments,
-    packed (see :meth:`_Segment.pack`): views of the walk's arrays, no copy. (Every
+    packed (see ``segment_cache``): views of the walk's arrays, no copy. (Every
     position and entry of the walk lies below one of those bytes: the segments
     partition it, each ending where the next byte's tokens begin.)"""
     inside = found.inside.astype(np.int32)
