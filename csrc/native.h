@@ -12,7 +12,7 @@
 #include <string.h>
 
 /* The kernels' interface version; jsonmode/native.py loads only its own. */
-#define KERNELS_VERSION 8
+#define KERNELS_VERSION 9
 #define MAX_THREADS 64
 
 /* ------------------------------------------------------------------------------ */

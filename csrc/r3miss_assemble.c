@@ -255,21 +255,25 @@ static int push_step(PyObject *core, Tables *t, I64Vec *out, int64_t child, int6
     return 0;
 }
 
-/* TokenTrie.walk_stacks from the seeds in ``frontier`` (consumed): the positions read
- * into ``found``; 1 when walked, 0 past ``budget`` (node, stack) pairs, -1 on error.
+/* TokenTrie.walk_stacks from the seeds in ``frontier`` (consumed; nodes of level
+ * ``depth``): the positions read into ``found``; 1 when walked, 0 past ``budget``
+ * (node, stack) pairs, -1 on error.
  * The C Trie's walk but for a node with many children, whose stacks' read lists it
  * looks up: here every child is looked up in the row (at most 256 of them), which finds
  * the same children in the same (ascending) order, so the same stacks are met in the
  * same order, without the read lists. */
 static int walk_stacks(AssemblerObject *self, PyObject *core, Tables *t, I64Vec *frontier, long long budget,
-                       I64Vec *found) {
+                       I64Vec *found, Py_ssize_t depth) {
     Py_ssize_t levels;
     const Py_buffer *views = jm_trie_levels(self->trie, &levels);
     if (!views) return -1;
+    if (depth < 1) {
+        PyErr_SetString(PyExc_ValueError, "a walk starts at level 1 or below");
+        return -1;
+    }
     I64Vec following = {0};
     I64Set credited = {0};
     int rc = -1;
-    Py_ssize_t depth = 1;
     long long seen = 0;
     while (frontier->size) {
         Py_ssize_t count = frontier->size / 3, nodes, n[4], nbelow = 0;
@@ -376,7 +380,7 @@ static int direct(AssemblerObject *self, Union *u, PyObject *core, Tables *t, in
             }
         }
     }
-    rc = walk_stacks(self, core, t, &seeds, whole ? (long long)1 << 62 : (long long)DIRECT_NODES, &found);
+    rc = walk_stacks(self, core, t, &seeds, whole ? (long long)1 << 62 : (long long)DIRECT_NODES, &found, 1);
     if (rc == 1 && union_positions(self, u, found.data, found.size) < 0) rc = -1;
 done:
     vec_free(&seeds);
@@ -450,17 +454,23 @@ static PyObject *walk_entry(AssemblerObject *self, int64_t rule, int64_t state) 
     return entry;
 }
 
+/* A (context, state) pair of a returns/readers tuple. */
+static int pair_of(PyObject *pair, int64_t *context, int64_t *state) {
+    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+        PyErr_SetString(PyExc_TypeError, "a pair is (context, state)");
+        return -1;
+    }
+    *context = as_i64(PyTuple_GET_ITEM(pair, 0));
+    *state = as_i64(PyTuple_GET_ITEM(pair, 1));
+    return (*context == -1 || *state == -1) && PyErr_Occurred() ? -1 : 0;
+}
+
 /* The bytes any pair of a returns/readers tuple reads, as 256 flags (0/1). */
 static int readable_of(Tables *t, PyObject *pairs, char *readable) {
     memset(readable, 0, 256);
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(pairs); k++) {
-        PyObject *pair = PyTuple_GET_ITEM(pairs, k);
-        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
-            PyErr_SetString(PyExc_TypeError, "a pair is (context, state)");
-            return -1;
-        }
-        int64_t c = as_i64(PyTuple_GET_ITEM(pair, 0)), s = as_i64(PyTuple_GET_ITEM(pair, 1));
-        if ((c == -1 || s == -1) && PyErr_Occurred()) return -1;
+        int64_t c, s;
+        if (pair_of(PyTuple_GET_ITEM(pairs, k), &c, &s) < 0) return -1;
         const int32_t *row = row_of(t, c, s);
         if (!row) return -1;
         for (int b = 0; b < 256; b++) readable[b] |= row[b] >= 0;
@@ -488,6 +498,55 @@ static int find_methods(void) {
     if (!name_crossings) name_crossings = PyUnicode_InternFromString("crossings");
     if (!name_near) name_near = PyUnicode_InternFromString("near");
     return name_tables && name_crossings && name_near ? 0 : -1;
+}
+
+/* Stacks.finish_in_trie: a big group kept as where its rests start in the token trie
+ * (``starts``: three bytes objects of int64, each entry's first rest byte, the node it
+ * leads to and that node's level, by level). Each stack of ``pairs`` steps by an
+ * entry's byte, then the stacks walk the trie below its node, one walk per level. */
+static int finish_in_trie(AssemblerObject *self, Union *u, PyObject *core, Tables *t, PyObject *starts,
+                          PyObject *pairs) {
+    PyObject *parts[3];
+    for (int k = 0; k < 3; k++) {
+        parts[k] = PyTuple_GET_ITEM(starts, k);
+        if (!PyBytes_Check(parts[k]) || PyBytes_GET_SIZE(parts[k]) != PyBytes_GET_SIZE(parts[0]) ||
+            PyBytes_GET_SIZE(parts[k]) % 8) {
+            PyErr_SetString(PyExc_TypeError, "rests_of's starts must be three int64 buffers of one length");
+            return -1;
+        }
+    }
+    const int64_t *byte = (const int64_t *)PyBytes_AS_STRING(parts[0]);
+    const int64_t *node = (const int64_t *)PyBytes_AS_STRING(parts[1]);
+    const int64_t *depth = (const int64_t *)PyBytes_AS_STRING(parts[2]);
+    Py_ssize_t count = PyBytes_GET_SIZE(parts[0]) / 8;
+    I64Vec seeds = {0}, found = {0};
+    int rc = -1;
+    /* (``starts`` is held by the caller: its buffers stay while stacks are expanded.) */
+    for (Py_ssize_t begin = 0, end; begin < count; begin = end) {
+        for (end = begin; end < count && depth[end] == depth[begin]; end++) {
+            if (byte[end] < 0 || byte[end] > 255) {
+                PyErr_SetString(PyExc_ValueError, "a rest's first byte out of range");
+                goto done;
+            }
+            for (Py_ssize_t p = 0; p < PyTuple_GET_SIZE(pairs); p++) {
+                int64_t context, state;
+                if (pair_of(PyTuple_GET_ITEM(pairs, p), &context, &state) < 0) goto done;
+                const int32_t *row = row_of(t, context, state);
+                if (!row) goto done;
+                if (row[byte[end]] >= 0 && push_step(core, t, &seeds, node[end], context, row[byte[end]]) < 0)
+                    goto done;
+            }
+        }
+        if (walk_stacks(self, core, t, &seeds, (long long)1 << 62, &found, (Py_ssize_t)depth[begin]) < 0) goto done;
+        seeds.size = 0;
+        if (union_positions(self, u, found.data, found.size) < 0) goto done;
+        found.size = 0;
+    }
+    rc = 0;
+done:
+    vec_free(&seeds);
+    vec_free(&found);
+    return rc;
 }
 
 /* One boundary group ``grp`` (stop, split) of a walk, for the stack's context: the
@@ -536,7 +595,8 @@ static int group(AssemblerObject *self, Union *u, PyObject *core, Tables *t, int
         /* (Counted in the walks' budget too: past it, everything kept goes. The
          * entry in use is held by the caller, the memo by its entry.) */
         PyObject *bytes_of = PyTuple_GET_ITEM(rests, 0);
-        Py_ssize_t size = 256 + 64 * (PyList_Check(bytes_of) ? PyList_GET_SIZE(bytes_of) : 1);
+        Py_ssize_t size = 256 + (PyBytes_Check(bytes_of) ? 3 * PyBytes_GET_SIZE(bytes_of)
+                                                         : 64 * (PyList_Check(bytes_of) ? PyList_GET_SIZE(bytes_of) : 1));
         if (PyDict_GET_SIZE(memo) >= RESTS_KEPT) PyDict_Clear(memo);
         if (size > self->budget - self->held) {
             PyDict_Clear(self->walks);
@@ -546,6 +606,10 @@ static int group(AssemblerObject *self, Union *u, PyObject *core, Tables *t, int
             if (PyDict_SetItem(memo, key, rests) < 0) goto done;
             self->held += size;
         }
+    }
+    if (PyBytes_Check(PyTuple_GET_ITEM(rests, 0))) {
+        rc = finish_in_trie(self, u, core, t, rests, pairs);
+        goto done;
     }
     args = PyTuple_Pack(7, PyTuple_GET_ITEM(rests, 0), PyTuple_GET_ITEM(rests, 1), PyTuple_GET_ITEM(rests, 2), pairs,
                         t->tables, t->crossings, core);

@@ -114,7 +114,13 @@ static inline Py_ssize_t bisect(const int64_t *below, Py_ssize_t first, Py_ssize
 static PyObject *Trie_walk_stacks(TrieObject *self, PyObject *args) {
     PyObject *tables, *crossings, *reads, *expand, *seeds;
     long long budget;
-    if (!PyArg_ParseTuple(args, "OOOOOL", &tables, &crossings, &reads, &expand, &seeds, &budget)) return NULL;
+    Py_ssize_t depth = 1;
+    if (!PyArg_ParseTuple(args, "OOOOOL|n", &tables, &crossings, &reads, &expand, &seeds, &budget, &depth))
+        return NULL;
+    if (depth < 1 || (depth > self->levels && depth > 1)) {
+        PyErr_Format(PyExc_ValueError, "depth %zd is not a level of the trie", depth);
+        return NULL;
+    }
     Tables t;
     if (tables_init(&t, tables, crossings) < 0) return NULL;
     I64Vec found = {0}, frontier = {0}, following = {0};
@@ -150,7 +156,7 @@ static PyObject *Trie_walk_stacks(TrieObject *self, PyObject *args) {
     }
     Py_DECREF(seedseq);
 
-    Py_ssize_t depth = 1, levels = self->levels;
+    Py_ssize_t levels = self->levels;
     long long seen = 0;
     while (frontier.size) {
         Py_ssize_t count = frontier.size / 3;
@@ -508,9 +514,10 @@ done:
 
 static PyMethodDef Trie_methods[] = {
     {"walk_stacks", (PyCFunction)Trie_walk_stacks, METH_VARARGS,
-     "walk_stacks(tables, crossings, reads, expand, seeds, budget) -> list[int] | None\n\n"
+     "walk_stacks(tables, crossings, reads, expand, seeds, budget, depth=1) -> list[int] | None\n\n"
      "TokenTrie.walk_stacks in C (see its docstring): the positions of the tokens the\n"
-     "seeded stacks read to their end; None past ``budget`` live (node, stack) pairs."},
+     "seeded stacks (nodes of level ``depth``) read to their end; None past ``budget``\n"
+     "live (node, stack) pairs."},
     {"walk", (PyCFunction)Trie_walk, METH_VARARGS,
      "walk(table, dead, crossing, nodes, states, depth, small, big_until, inside) -> (bytes, bytes)\n\n"
      "TokenTrie.walk's levels in C, the GIL released: the inside ranges (lo, hi) (or, with\n"

@@ -200,6 +200,16 @@ def hostile_miss_calls(kernels: ModuleType) -> list[tuple[str, Callable[[], Any]
     def raising(*_: Any) -> Any:
         raise ValueError("a callback's own error")
 
+    def int64(values: list[int]) -> bytes:
+        return np.array(values, dtype=np.int64).tobytes()
+
+    def starts(byte: bytes, node: bytes, level: bytes) -> Callable[[Any, bytes], Any]:
+        return lambda split, readable: (byte, node, level)
+
+    every = int64(list(range(256)))
+    zero, one = int64([0]), int64([1])
+    zeros, ones = int64([0] * 256), int64([1] * 256)
+    far, minus, deep = int64([1 << 40] * 256), int64([-1] * 256), int64([1 << 20] * 256)
     wide = np.full(ids.size, 1 << 40, dtype=np.int64)
     negative = np.full(ids.size, -1, dtype=np.int64)
     shifted = np.arange(ids.size, dtype=np.int64) + 10 * size
@@ -273,4 +283,14 @@ def hostile_miss_calls(kernels: ModuleType) -> list[tuple[str, Callable[[], Any]
             "rests_of returns positions past the ids",
             assemble(rests_of=lambda split, readable: past),
         ),
+        # A big group's starts (three int64 buffers: byte, trie node, level), malformed.
+        # Every byte is listed, so some stack of the group steps into the walk.
+        ("starts of unequal lengths", assemble(rests_of=starts(every, every, b""))),
+        ("starts not whole int64s", assemble(rests_of=starts(b"abc", b"abc", b"abc"))),
+        ("starts mixing buffers and lists", assemble(rests_of=lambda s, r: (every, [], []))),
+        ("a start byte out of range", assemble(rests_of=starts(int64([300]), zero, one))),
+        ("a start node out of the trie", assemble(rests_of=starts(every, far, ones))),
+        ("a start node negative", assemble(rests_of=starts(every, minus, ones))),
+        ("a start at level 0", assemble(rests_of=starts(every, zeros, zeros))),
+        ("a start below the trie", assemble(rests_of=starts(every, zeros, deep))),
     ]

@@ -156,6 +156,12 @@ class RuleTable(Sequence["RuleDFA"]):
     def __len__(self) -> int:
         return len(self._static)
 
+    @property
+    def complete(self) -> bool:
+        """Whether every rule was built with the network (it has no family, whose
+        rules are made on demand)."""
+        return not self._families and not self._keys
+
     def __iter__(self) -> Iterator[RuleDFA]:
         return (self[number] for number in range(len(self._static)))
 

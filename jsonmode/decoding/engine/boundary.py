@@ -52,6 +52,15 @@ Pair = tuple[int, int]  # (context, rule state): one parse stack, see Stacks
 _SMALL_BYTES = 8
 _DIRECT_NODES = 256
 _WIDE_BYTES = 128
+# A boundary group with more than _TRIE_RESTS tokens whose rest its stacks can start
+# reading (after ``ws ::= [ \t\n]+`` in a grammar, every " word" token may go on into an
+# identifier) is finished in the token trie itself, from its entries' children
+# (group_starts, Stacks.finish_in_trie), rather than through a trie of its rests:
+# building that trie costs per token (~0.6 s for 100 000 rests in plain Python), and one
+# that big would not stay in the rests memo.
+_TRIE_RESTS = 4096
+
+Starts = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]
 
 
 class Stacks:
@@ -317,6 +326,33 @@ class Stacks:
             return self.expand(context, target)
         return ((context, target),)
 
+    def finish_in_trie(self, trie: TokenTrie, starts: Starts, pairs: tuple[Pair, ...]) -> list[int]:
+        """:meth:`finish` for a group kept as :func:`group_starts`: the positions of the
+        tokens whose rest one of ``pairs`` reads to its end, the stacks stepped by each
+        entry's first rest byte and then walking the token trie below its node (one
+        :meth:`TokenTrie.walk_stacks` per level). A token may be listed twice (its
+        rest after two boundaries)."""
+        byte, node, depth = (part.tolist() for part in starts)
+        found: list[int] = []
+        begin, count = 0, len(depth)
+        while begin < count:
+            end = begin
+            while end < count and depth[end] == depth[begin]:
+                end += 1
+            seeds = [
+                (node[k], *pair)
+                for k in range(begin, end)
+                for context, state in pairs
+                for pair in self.step(context, state, byte[k])
+            ]
+            walked = trie.walk_stacks(
+                self.tables, self.crossings, self.reads, self.closure, seeds, 1 << 62, depth[begin]
+            )
+            assert walked is not None  # (no budget)
+            found.extend(walked)
+            begin = end
+        return found
+
     def finish(self, rests: Rests, pairs: tuple[Pair, ...]) -> list[int]:
         """The positions of the tokens whose rest one of ``pairs`` reads to its end:
         the stacks walk the rests' trie, one step per node for all the tokens below."""
@@ -463,15 +499,43 @@ def group_rests(index: TokenIndex, split: Following, readable: npt.NDArray[np.bo
     return known
 
 
+def group_starts(index: TokenIndex, split: Following, readable: npt.NDArray[np.bool_]) -> Starts | None:
+    """Where the rests of a big group start in the token trie: for the entries of
+    ``split`` whose rest starts with a ``readable`` byte, that byte, the trie node it
+    leads to and the node's level (the rest's column + 1), ordered by level. None for a
+    group of at most ``_TRIE_RESTS`` such tokens (its rests' trie is the cheaper form).
+    Cost: a few vector operations over the group's entries."""
+    kept = readable[split.byte].nonzero()[0]
+    if int((split.hi[kept] - split.lo[kept]).sum()) <= _TRIE_RESTS:
+        return None
+    cols = split.col[kept]
+    order = np.argsort(cols, kind="stable")
+    kept, cols = kept[order], cols[order]
+    nodes = np.empty(kept.size, dtype=np.int64)
+    levels = index.trie.levels
+    for col in np.unique(cols).tolist():
+        at = cols == col
+        # (An entry's tokens lo .. hi - 1 are its child's, a node of level col + 1:
+        # the one whose range starts at lo.)
+        nodes[at] = np.searchsorted(levels[col].lo, split.lo[kept[at]], side="right") - 1
+    return split.byte[kept].astype(np.int64), nodes, (cols + 1).astype(np.int64)
+
+
 def rests_lists(
     index: TokenIndex, split: Following, readable: bytes
-) -> tuple[list[int], list[list[int]], list[list[int]]]:
+) -> tuple[list[int], list[list[int]], list[list[int]]] | tuple[bytes, bytes, bytes]:
     """:func:`group_rests` with ``readable`` as 256 bytes of 0/1 flags, as the lists of
     its trie (``byte``, ``kids``, ``ends``): what the compiled miss asks for (see
-    ``MaskEngine``)."""
+    ``MaskEngine``). For a big group, :func:`group_starts` instead, as three buffers of
+    int64 (bytes objects): the compiled miss walks the token trie from them."""
     if len(readable) != 256:
         raise ValueError("readable must be 256 flags")
-    rests = group_rests(index, split, np.frombuffer(readable, dtype=np.bool_))
+    flags = np.frombuffer(readable, dtype=np.bool_)
+    starts = group_starts(index, split, flags)
+    if starts is not None:
+        byte, node, depth = starts
+        return byte.tobytes(), node.tobytes(), depth.tobytes()
+    rests = group_rests(index, split, flags)
     return rests.byte, rests.kids, rests.ends
 
 

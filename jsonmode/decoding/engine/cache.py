@@ -45,7 +45,13 @@ import numpy.typing as npt
 
 from jsonmode import native
 from jsonmode.decoding.automata.network import Network
-from jsonmode.decoding.engine.boundary import Stacks, direct, group_rests, rests_lists
+from jsonmode.decoding.engine.boundary import (
+    Stacks,
+    direct,
+    group_rests,
+    group_starts,
+    rests_lists,
+)
 from jsonmode.decoding.engine.facts import (
     Bits,
     TokenIndex,
@@ -264,8 +270,12 @@ class MaskEngine:
         for stop, split in walk.groups:
             pairs = stacks.returns(context) if stop == RETURN else stacks.readers(context, stop)
             if pairs:
-                rests = group_rests(self._index, split, stacks.readable(pairs))
-                found = stacks.finish(rests, pairs)
+                readable = stacks.readable(pairs)
+                starts = group_starts(self._index, split, readable)
+                if starts is not None:
+                    found = stacks.finish_in_trie(self._index.trie, starts, pairs)
+                else:
+                    found = stacks.finish(group_rests(self._index, split, readable), pairs)
                 into.positions(found)
 
     def _current_stacks(self) -> Stacks:

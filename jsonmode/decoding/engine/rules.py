@@ -26,6 +26,7 @@ import itertools
 import numpy as np
 import numpy.typing as npt
 
+from jsonmode.decoding.automata.families import RuleTable
 from jsonmode.decoding.automata.network import Network, RuleDFA, key_rule_names, plain_string_rule
 from jsonmode.decoding.engine.facts import QUOTE, Counted, RuleInfo, StateHashes, facts
 from jsonmode.decoding.engine.keyhashes import KeyHashes
@@ -135,7 +136,13 @@ class Rules:
         return known
 
     def signature(self, rule: int) -> tuple[bytes, npt.NDArray[np.bool_], npt.NDArray[np.int32]]:
-        """A rule's content signature, crossing states and transitions (memoised)."""
+        """A rule's content signature, crossing states and transitions (memoised).
+
+        The root of a network where no rule calls it crosses only where it calls: its
+        returns lead to the end of the document, which reads nothing, so a token going
+        on past one is not allowed there, and the walks need not list it (a grammar's
+        ``msg ::= [a-z ]{1,60}`` at the end of its root would otherwise make every
+        position of every such token a boundary). Such a root is signed apart."""
         known = self._signatures.get(rule)
         if known is None:
             automaton = self.network.rules[rule]
@@ -150,8 +157,21 @@ class Rules:
                     _lexeme_contents.put(automaton.trans, known[:2])
                 else:
                     known = (*memo, np.ascontiguousarray(automaton.trans, dtype=np.int32))
+            if rule == self.network.root and self._root_uncalled():
+                signature, _, trans = known
+                calling = np.array([bool(calls) for calls in automaton.calls], dtype=np.bool_)
+                calling.flags.writeable = False
+                known = (hashlib.blake2b(b"uncalled root;" + signature, digest_size=16).digest(), calling, trans)
             self._signatures[rule] = known
         return known
+
+    def _root_uncalled(self) -> bool:
+        """Whether the network's rules are all built (no any-order object family makes
+        rules later, which might call the root) and none calls the root."""
+        rules, root = self.network.rules, self.network.root
+        if not isinstance(rules, RuleTable) or not rules.complete:
+            return False
+        return all(callee != root for automaton in rules for calls in automaton.calls for callee, _ in calls)
 
     def grafted_hashes(
         self, crossing: npt.NDArray[np.bool_], trans: npt.NDArray[np.int32]

@@ -308,10 +308,11 @@ class TokenTrie:
         expand: Callable[[int, int], tuple[tuple[int, int], ...]],
         seeds: list[tuple[int, int, int]],
         budget: int,
+        depth: int = 1,
     ) -> list[int] | None:
         """The positions of the tokens that parse stacks read to their end, walking
-        the trie in plain Python from ``seeds``: ``(depth-1 node, context, state)``,
-        the stacks after each node's byte.
+        the trie in plain Python from ``seeds``: ``(node, context, state)``, nodes of
+        level ``depth`` (1: a first byte's), the stacks after each node's byte.
 
         A stack ``(context, state)`` steps by its rule's flat table
         ``tables[context]`` (-1: no transition); where it lands in a crossing state
@@ -320,16 +321,22 @@ class TokenTrie:
         gives the bytes a stack reads, ascending (to look up few children among
         many). A token is read when some stack is alive at its last node. None as
         soon as more than ``budget`` (node, stack) pairs have been live.
+
+        Raises:
+            ValueError: ``depth`` is not a level of the trie.
         """
+        levels = len(self.levels)
+        if not 1 <= depth <= max(levels, 1):
+            raise ValueError(f"depth {depth} is not a level of the trie (1 .. {levels})")
         kernels = native.KERNELS
         if kernels is not None:  # (the same walk in C: jsonmode.native)
             walked: list[int] | None = self._compiled(kernels).walk_stacks(
-                tables, crossings, reads, expand, seeds, budget
+                tables, crossings, reads, expand, seeds, budget, depth
             )
             return walked
         found: list[int] = []
         frontier = seeds
-        depth, seen, levels = 1, 0, len(self.levels)
+        seen = 0
         while frontier:
             seen += len(frontier)
             if seen > budget:
