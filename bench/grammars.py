@@ -5,6 +5,7 @@ same tokenizer, one run.
     python bench/grammars.py --rounds 5 --json out.json
     python bench/grammars.py --engines jsonmode,llguidance
     python bench/grammars.py --check 400           # the engines' grammars accept the same texts
+    python bench/grammars.py --set wide            # the wide set (bench/grammars_wide.py)
 
 Four grammars, each written for every engine: JSON (the value grammar with
 ``compile_schema({})``'s whitespace policy, written in GBNF), chess moves (numbered SAN),
@@ -273,6 +274,20 @@ GRAMMARS = {
     "arithmetic": Spec(ARITHMETIC_GBNF, ARITHMETIC_LARK, arithmetic_texts),
     "csv": Spec(CSV_GBNF, CSV_LARK, csv_texts, builtin="csv"),
 }
+SETS = ("standard", "wide")
+
+
+def grammar_set(name: str) -> dict[str, Spec]:
+    """The grammars of a set: ``standard`` (the four above) or ``wide`` (see
+    bench/grammars_wide.py: grammars whose masks allow most of the vocabulary)."""
+    if name == "standard":
+        return GRAMMARS
+    import grammars_wide
+
+    return {
+        grammar: Spec(gbnf, grammars_wide.lark_of(gbnf), texts)
+        for grammar, (gbnf, texts) in grammars_wide.WIDE.items()
+    }
 
 
 # -- the engines -------------------------------------------------------------------------
@@ -406,7 +421,7 @@ def installed(name: str) -> bool:
 # -- one round (a fresh process) ---------------------------------------------------------
 
 
-def one_round(names: list[str], seed: int) -> dict[str, Any]:
+def one_round(names: list[str], seed: int, grammars: dict[str, Spec]) -> dict[str, Any]:
     """Every engine on every grammar in this process: compile times and walks."""
     from tokenizers import Tokenizer
 
@@ -414,7 +429,7 @@ def one_round(names: list[str], seed: int) -> dict[str, Any]:
     tokenizer = Tokenizer.from_file(str(decoder.TOKENIZER_DIR / "tokenizer.json"))
     eos = tokenizer.token_to_id(EOS_TOKEN)
     rng = random.Random(seed)
-    texts = {name: spec.texts(rng) for name, spec in GRAMMARS.items()}
+    texts = {name: spec.texts(rng) for name, spec in grammars.items()}
     ids = {
         name: [list(tokenizer.encode(t, add_special_tokens=False).ids) for t in group]
         for name, group in texts.items()
@@ -425,7 +440,7 @@ def one_round(names: list[str], seed: int) -> dict[str, Any]:
         engine.setup(tokenizer, eos)
         engines[name] = engine
     result: dict[str, Any] = {}
-    for position, (grammar, spec) in enumerate(GRAMMARS.items()):
+    for position, (grammar, spec) in enumerate(grammars.items()):
         order = names if position % 2 == 0 else names[::-1]
         result[grammar] = {}
         for name in order:
@@ -452,7 +467,7 @@ def one_round(names: list[str], seed: int) -> dict[str, Any]:
 _MUTATION_CHARS = '{}[]:,"\\ \n\r\t0123456789-+.eEtrufalsnbuxOQKRBN=#abcdefgh%*/()é'
 
 
-def check(names: list[str], seed: int, mutations: int) -> int:
+def check(names: list[str], seed: int, mutations: int, grammars: dict[str, Spec]) -> int:
     """Whether every engine's form of each grammar accepts the same texts: the bench's
     texts and ``mutations`` mutated ones per grammar (a text is accepted when its
     tokens, then EOS, are all taken). The exit status: 1 on any disagreement."""
@@ -466,7 +481,7 @@ def check(names: list[str], seed: int, mutations: int) -> int:
         engines[name].setup(tokenizer, eos)
     rng = random.Random(seed)
     failures = 0
-    for grammar, spec in GRAMMARS.items():
+    for grammar, spec in grammars.items():
         base = spec.texts(random.Random(seed))
         texts = list(base)
         for _ in range(mutations):
@@ -503,11 +518,13 @@ def check(names: list[str], seed: int, mutations: int) -> int:
 # -- aggregation and the table ------------------------------------------------------------
 
 
-def summarize(rounds: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
+def summarize(
+    rounds: list[dict[str, Any]], names: list[str], grammars: dict[str, Spec]
+) -> dict[str, Any]:
     """Per grammar and engine: compile median (ms), mask mean/p50/p99 (µs) over the
     tokens of the texts every engine accepted, and ratios to the reference."""
     summary: dict[str, Any] = {}
-    for grammar in GRAMMARS:
+    for grammar in grammars:
         per: dict[str, Any] = {}
         texts = len(rounds[0][grammar][names[0]].get("walks", [])) or len(
             rounds[0]["_texts"][grammar]
@@ -618,6 +635,13 @@ def main(argv: list[str] | None = None) -> int:
         help="instead of timing: check that the engines accept the same texts (N mutated "
         "texts per grammar besides the bench's)",
     )
+    parser.add_argument(
+        "--set",
+        choices=SETS,
+        default="standard",
+        help="the grammars: standard (JSON, chess, arithmetic, CSV) or wide (see "
+        "bench/grammars_wide.py)",
+    )
     parser.add_argument("--single", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.engines.split(",") if n.strip()]
@@ -626,8 +650,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"engines from {', '.join(ENGINE_CLASSES)}")
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
+    grammars = grammar_set(args.set)
     if args.single is not None:  # one round, in this (fresh) process
-        args.single.write_text(json.dumps(one_round(names, args.seed)))
+        args.single.write_text(json.dumps(one_round(names, args.seed, grammars)))
         return 0
     missing = [n for n in names if not installed(n)]
     for name in missing:
@@ -636,20 +661,20 @@ def main(argv: list[str] | None = None) -> int:
     if not names:
         return 1
     if args.check is not None:
-        return check(names, args.seed, args.check)
+        return check(names, args.seed, args.check, grammars)
     rounds = []
     for number in range(args.rounds):
         with tempfile.TemporaryDirectory() as folder:
             out = Path(folder) / "round.json"
             command = [sys.executable, __file__, "--engines", ",".join(names)]
-            command += ["--seed", str(args.seed), "--single", str(out)]
+            command += ["--seed", str(args.seed), "--set", args.set, "--single", str(out)]
             started = time.perf_counter()
             subprocess.run(command, check=True)
             rounds.append(json.loads(out.read_text()))
         print(
             f"round {number + 1}/{args.rounds}: {time.perf_counter() - started:.1f} s", flush=True
         )
-    summary = summarize(rounds, names)
+    summary = summarize(rounds, names, grammars)
     info = metadata(names, args.rounds, args.seed)
     print(
         f"\n{', '.join(f'{n} {v}' for n, v in info['versions'].items())}; tokenizer "

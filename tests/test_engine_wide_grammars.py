@@ -18,6 +18,8 @@ finished in the token trie, and the walks of a root that no rule calls.
 from __future__ import annotations
 
 import functools
+import random
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,9 @@ from jsonmode.decoding.matcher import Matcher
 from jsonmode.decoding.vocabulary import Vocabulary
 
 TOKENIZERS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tokenizers"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+import grammars_wide  # noqa: E402  (bench/grammars_wide.py: the wide grammar set)
 
 # Assignments with identifiers after optional white space: the stacks after ``ws`` read
 # an identifier's letters, so a boundary group holds every " word" token.
@@ -178,3 +183,19 @@ def test_a_root_that_calls_itself_keeps_its_crossing_states() -> None:
         token = next(t for t in range(vocabulary.size) if vocabulary.token_bytes(t) == data)
         assert matcher.advance(token)
         assert np.array_equal(matcher.mask(), reference_mask(compiled, matcher.state))
+
+
+@pytest.mark.parametrize("name", sorted(grammars_wide.WIDE))
+def test_the_wide_benchmarks_texts_are_in_their_grammars(name: str) -> None:
+    """bench/grammars.py --set wide walks these texts token by token: each must be
+    accepted whole, and (what makes the set wide) some mask along it must allow a
+    quarter of the vocabulary."""
+    gbnf, texts = grammars_wide.WIDE[name]
+    vocabulary = _vocabulary("qwen2.5")
+    compiled = jsonmode.compile_grammar(gbnf, vocabulary)
+    widest = 0
+    for text in texts(random.Random(2025)):
+        assert compiled.accepts(text), text
+        for _, mask in _masks(compiled, text, "qwen2.5"):
+            widest = max(widest, int(mask.sum()))
+    assert widest > vocabulary.size // 4

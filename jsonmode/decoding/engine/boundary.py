@@ -500,7 +500,9 @@ def group_rests(index: TokenIndex, split: Following, readable: npt.NDArray[np.bo
     return known
 
 
-def group_starts(index: TokenIndex, split: Following, readable: npt.NDArray[np.bool_]) -> Starts | None:
+def group_starts(
+    index: TokenIndex, split: Following, readable: npt.NDArray[np.bool_]
+) -> Starts | None:
     """Where the rests of a big group start in the token trie: for the entries of
     ``split`` whose rest starts with a ``readable`` byte, that byte, the trie node it
     leads to and the node's level (the rest's column + 1), ordered by level. None for a

@@ -161,7 +161,11 @@ class Rules:
                 signature, _, trans = known
                 calling = np.array([bool(calls) for calls in automaton.calls], dtype=np.bool_)
                 calling.flags.writeable = False
-                known = (hashlib.blake2b(b"uncalled root;" + signature, digest_size=16).digest(), calling, trans)
+                known = (
+                    hashlib.blake2b(b"uncalled root;" + signature, digest_size=16).digest(),
+                    calling,
+                    trans,
+                )
             self._signatures[rule] = known
         return known
 
@@ -171,7 +175,12 @@ class Rules:
         rules, root = self.network.rules, self.network.root
         if not isinstance(rules, RuleTable) or not rules.complete:
             return False
-        return all(callee != root for automaton in rules for calls in automaton.calls for callee, _ in calls)
+        return all(
+            callee != root
+            for automaton in rules
+            for calls in automaton.calls
+            for callee, _ in calls
+        )
 
     def grafted_hashes(
         self, crossing: npt.NDArray[np.bool_], trans: npt.NDArray[np.int32]
