@@ -474,6 +474,11 @@ class Rests:
 _rests: Lru[tuple[bytes, bytes, bytes], Rests] = Lru(8 << 20)
 
 
+def known_rests(split: Following, readable: npt.NDArray[np.bool_]) -> Rests | None:
+    """:func:`group_rests`' answer when it is memoised (a lookup), else None."""
+    return _rests.get((split.lo.tobytes(), split.col.tobytes(), readable.tobytes()))
+
+
 def group_rests(index: TokenIndex, split: Following, readable: npt.NDArray[np.bool_]) -> Rests:
     """The rests of the tokens of ``split`` whose rest starts with a ``readable``
     byte, memoised by content (the same groups recur across rules and schemas)."""
@@ -534,11 +539,13 @@ def rests_lists(
     if len(readable) != 256:
         raise ValueError("readable must be 256 flags")
     flags = np.frombuffer(readable, dtype=np.bool_)
-    starts = group_starts(index, split, flags)
-    if starts is not None:
-        byte, node, depth = starts
-        return byte.tobytes(), node.tobytes(), depth.tobytes()
-    rests = group_rests(index, split, flags)
+    rests = known_rests(split, flags)  # (a group seen before: no size to work out)
+    if rests is None:
+        starts = group_starts(index, split, flags)
+        if starts is not None:
+            byte, node, depth = starts
+            return byte.tobytes(), node.tobytes(), depth.tobytes()
+        rests = group_rests(index, split, flags)
     return rests.byte, rests.kids, rests.ends
 
 

@@ -50,6 +50,7 @@ from jsonmode.decoding.engine.boundary import (
     direct,
     group_rests,
     group_starts,
+    known_rests,
     rests_lists,
 )
 from jsonmode.decoding.engine.facts import (
@@ -271,11 +272,14 @@ class MaskEngine:
             pairs = stacks.returns(context) if stop == RETURN else stacks.readers(context, stop)
             if pairs:
                 readable = stacks.readable(pairs)
-                starts = group_starts(self._index, split, readable)
+                rests = known_rests(split, readable)
+                starts = None if rests is not None else group_starts(self._index, split, readable)
                 if starts is not None:
                     found = stacks.finish_in_trie(self._index.trie, starts, pairs)
                 else:
-                    found = stacks.finish(group_rests(self._index, split, readable), pairs)
+                    if rests is None:
+                        rests = group_rests(self._index, split, readable)
+                    found = stacks.finish(rests, pairs)
                 into.positions(found)
 
     def _current_stacks(self) -> Stacks:
