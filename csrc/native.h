@@ -12,7 +12,7 @@
 #include <string.h>
 
 /* The kernels' interface version; jsonmode/native.py loads only its own. */
-#define KERNELS_VERSION 8
+#define KERNELS_VERSION 9
 #define MAX_THREADS 64
 
 /* ------------------------------------------------------------------------------ */
@@ -498,6 +498,9 @@ PyObject *r4comp_key_rows(PyObject *module, PyObject *args);
 /* r5setup (r5setup_reads.c): which states of a rule's table read a byte (the reference
  * matcher's per-rule flags, made with a schema's mask engine). */
 PyObject *jm_r5setup_row_reads(PyObject *module, PyObject *trans);
+
+/* r6dfa (r6dfa_bytes.c, round 6): a character DFA's byte automaton (byte_dfa._byte_dfa). */
+PyObject *r6dfa_byte_dfa(PyObject *module, PyObject *args);
 
 /* r3miss (r3miss_assemble.c): a mask-cache miss, MaskEngine._assemble over bits. */
 extern PyTypeObject jm_r3miss_AssemblerType;

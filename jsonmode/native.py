@@ -13,8 +13,9 @@ token bitmask (:meth:`Matcher.fill_bitmask
 <jsonmode.decoding.matcher.Matcher.fill_bitmask>`); and at compile time each grammar
 rule's NFA, built from its expression, and its subset construction
 (:mod:`~jsonmode.decoding.automata.network`) and the regex engine's subset construction
-and Hopcroft minimisation (:func:`jsonmode.regex.char_dfa.minimize_raw`). The
-pure-Python forms stay in the package as the reference and the fallback, and give the
+and Hopcroft minimisation (:func:`jsonmode.regex.char_dfa.minimize_raw`) and the byte
+automata of its character DFAs (:func:`jsonmode.regex.utf8_byte_dfa`,
+:func:`jsonmode.regex.json_string_body_dfa`). The pure-Python forms stay in the package as the reference and the fallback, and give the
 same answers (the differential tests hold them to it).
 
 Which one runs is decided once, at import:
@@ -43,7 +44,7 @@ from types import ModuleType
 __all__ = ["KERNELS", "KERNELS_VERSION", "describe", "threads", "use"]
 
 #: The kernels' interface version this package's Python expects of ``jsonmode._native``.
-KERNELS_VERSION = 8
+KERNELS_VERSION = 9
 _MAX_THREADS = 8
 
 
