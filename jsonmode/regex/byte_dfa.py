@@ -458,7 +458,7 @@ def _byte_dfa(dfa: CharDFA, *, json: bool, complete: bool) -> ByteDFA:
     as a JSON string body, with its escapes, see :func:`json_string_body_dfa`).
 
     In C when the compiled core is loaded (``jsonmode._native.r6dfa_byte_dfa``: the
-    same table, state for state, ~50-100x sooner); an automaton it does not take (a
+    same table, state for state, 30-70x sooner); an automaton it does not take (a
     code point past U+10FFFF, rows not sorted and disjoint) and the pure-Python core go
     to :func:`_byte_dfa_python`, the reference. Raises BudgetExceededError at the
     compile deadline (``checkpoint`` called alike on both paths)."""
