@@ -31,6 +31,8 @@
  *                     mask-cache miss; r3miss_assemble.c)
  *   r5setup_row_reads jsonmode.decoding.reference._row_reads_python (which states of a
  *                     rule's table read a byte; r5setup_reads.c)
+ *   r6dfa_byte_dfa    jsonmode.regex.byte_dfa._byte_dfa (a character DFA's byte table,
+ *                     raw UTF-8 or a JSON string body; r6dfa_bytes.c)
  *
  * Safety: every index read from a caller's buffer is checked against that buffer's
  * length (a bad one raises ValueError, never reads past it); work lists grow on the
@@ -165,6 +167,14 @@ static PyMethodDef native_methods[] = {
      "reference._row_reads_python in C: per row of the int32 (n, 256) table ``trans``, 1\n"
      "where it holds any entry >= 0, else 0 (TypeError: not int32; ValueError: another\n"
      "shape, or not C-contiguous)."},
+    {"r6dfa_byte_dfa", r6dfa_byte_dfa, METH_VARARGS,
+     "r6dfa_byte_dfa(start, accepting, edges, json, complete, checkpoint)\n"
+     "    -> (start, accepting, trans)\n\n"
+     "jsonmode.regex.byte_dfa._byte_dfa in C over a minimised CharDFA's fields: the\n"
+     "trimmed byte automaton the Python builder makes, numbered alike, as bytes (one\n"
+     "0/1 flag per state; the int32 table, states x 256). Rows must be sorted, disjoint\n"
+     "and within 0..0x10FFFF (ValueError otherwise: the Python form then answers);\n"
+     "checkpoint() is called where the Python form calls it."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -499,6 +499,9 @@ PyObject *r4comp_key_rows(PyObject *module, PyObject *args);
  * matcher's per-rule flags, made with a schema's mask engine). */
 PyObject *jm_r5setup_row_reads(PyObject *module, PyObject *trans);
 
+/* r6dfa (r6dfa_bytes.c, round 6): a character DFA's byte automaton (byte_dfa._byte_dfa). */
+PyObject *r6dfa_byte_dfa(PyObject *module, PyObject *args);
+
 /* r3miss (r3miss_assemble.c): a mask-cache miss, MaskEngine._assemble over bits. */
 extern PyTypeObject jm_r3miss_AssemblerType;
 const Py_buffer *jm_trie_levels(PyObject *trie, Py_ssize_t *levels); /* trie.c */

@@ -13,9 +13,11 @@ token bitmask (:meth:`Matcher.fill_bitmask
 <jsonmode.decoding.matcher.Matcher.fill_bitmask>`); and at compile time each grammar
 rule's NFA, built from its expression, and its subset construction
 (:mod:`~jsonmode.decoding.automata.network`) and the regex engine's subset construction
-and Hopcroft minimisation (:func:`jsonmode.regex.char_dfa.minimize_raw`). The
-pure-Python forms stay in the package as the reference and the fallback, and give the
-same answers (the differential tests hold them to it).
+and Hopcroft minimisation (:func:`jsonmode.regex.char_dfa.minimize_raw`) and the byte
+automata of its character DFAs (:func:`jsonmode.regex.utf8_byte_dfa`,
+:func:`jsonmode.regex.json_string_body_dfa`). The pure-Python forms stay in the
+package as the reference and the fallback, and give the same answers (the differential
+tests hold them to it).
 
 Which one runs is decided once, at import:
 

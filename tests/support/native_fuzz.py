@@ -42,6 +42,7 @@ from support.native_r3comp import (
 )
 from support.native_r4comp import keys_compiled, keys_python, make_keys
 from support.native_r5nfa import make_expr, r5nfa_compiled, r5nfa_python
+from support.native_r6dfa import bytes_compiled, bytes_python, make_bytes
 from support.native_regex import (
     make_raw,
     make_regex,
@@ -569,6 +570,7 @@ PAIRS = [
     KernelPair("r4comp_keys", make_keys, keys_python, keys_compiled),
     KernelPair("r5setup_row_reads", make_row_reads, row_reads_python, row_reads_compiled),
     KernelPair("r5nfa_determinise", make_expr, r5nfa_python, r5nfa_compiled),
+    KernelPair("r6dfa_byte_dfa", make_bytes, bytes_python, bytes_compiled),
 ]
 
 
