@@ -437,59 +437,19 @@ done:
     return out;
 }
 
+static int store_edge(void *ctx, int64_t lo, int64_t hi, int64_t dst) {
+    I64Vec *edge = (I64Vec *)ctx;
+    if (vec_reserve(edge, 3) < 0) return -1;
+    edge->data[edge->size++] = lo;
+    edge->data[edge->size++] = hi;
+    edge->data[edge->size++] = dst;
+    return 0;
+}
+
 /* The rows of ``edges`` into ``b`` (sorted, disjoint, within 0..0x10FFFF, targets in
  * range); -1 with an exception. */
 static int read_dfa(Builder *b, PyObject *edges) {
-    PyObject *rows = own_tuple(edges, -1, "edges");
-    if (!rows) return -1;
-    Py_ssize_t n = PyTuple_GET_SIZE(rows);
-    int rc = -1, bad = 0;
-    if (n < 1 || n > MAX_ITEMS) {
-        PyErr_SetString(PyExc_ValueError, "an automaton has 1 to 2**30 states");
-        goto done;
-    }
-    b->n = n;
-    if (vec_push(&b->row, 0) < 0) goto done;
-    for (Py_ssize_t s = 0; s < n; s++) {
-        PyObject *row = own_tuple(PyTuple_GET_ITEM(rows, s), -1, "a row");
-        if (!row) goto done;
-        int64_t before = -1;
-        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(row); k++) {
-            PyObject *edge = own_tuple(PyTuple_GET_ITEM(row, k), 3, "an edge");
-            if (!edge) {
-                Py_DECREF(row);
-                goto done;
-            }
-            int64_t lo = read_int(PyTuple_GET_ITEM(edge, 0), &bad);
-            int64_t hi = bad ? 0 : read_int(PyTuple_GET_ITEM(edge, 1), &bad);
-            int64_t d = bad ? 0 : read_int(PyTuple_GET_ITEM(edge, 2), &bad);
-            Py_DECREF(edge);
-            if (!bad && (lo > hi || lo <= before || hi > R6_MAX_CP || d < 0 || d >= n)) {
-                PyErr_SetString(PyExc_ValueError,
-                                "an edge out of order, empty, past U+10FFFF, or to a state out of range");
-                bad = 1;
-            }
-            if (bad || vec_reserve(&b->edge, 3) < 0) {
-                Py_DECREF(row);
-                goto done;
-            }
-            b->edge.data[b->edge.size++] = lo;
-            b->edge.data[b->edge.size++] = hi;
-            b->edge.data[b->edge.size++] = d;
-            if (b->edge.size > 3 * MAX_ITEMS) {
-                PyErr_SetString(PyExc_ValueError, "too many edges");
-                Py_DECREF(row);
-                goto done;
-            }
-            before = hi;
-        }
-        Py_DECREF(row);
-        if (vec_push(&b->row, b->edge.size / 3) < 0) goto done;
-    }
-    rc = 0;
-done:
-    Py_DECREF(rows);
-    return rc;
+    return jm_regex_read_rows(edges, 0, R6_MAX_CP, &b->n, &b->row, store_edge, &b->edge);
 }
 
 PyObject *r6dfa_byte_dfa(PyObject *module, PyObject *args) {

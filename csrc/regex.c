@@ -412,48 +412,62 @@ done:
     return out;
 }
 
-static int read_rows(PyObject *edges, Raw *r) {
+int jm_regex_read_rows(PyObject *edges, int64_t min_lo, int64_t max_hi, Py_ssize_t *n, I64Vec *row,
+                       int (*store)(void *, int64_t, int64_t, int64_t), void *ctx) {
     PyObject *rows = own_tuple(edges, -1, "edges");
     if (!rows) return -1;
-    Py_ssize_t n = PyTuple_GET_SIZE(rows);
+    Py_ssize_t count = PyTuple_GET_SIZE(rows), stored = 0;
     int rc = -1, bad = 0;
-    if (n < 1 || n > MAX_ITEMS) {
+    if (count < 1 || count > MAX_ITEMS) {
         PyErr_SetString(PyExc_ValueError, "an automaton has 1 to 2**30 states");
         goto done;
     }
-    r->n = n;
-    if (vec_push(&r->row, 0) < 0) goto done;
-    for (Py_ssize_t s = 0; s < n; s++) {
-        PyObject *row = own_tuple(PyTuple_GET_ITEM(rows, s), -1, "a row");
-        if (!row) goto done;
-        int64_t before = INT64_MIN;
-        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(row); k++) {
-            PyObject *edge = own_tuple(PyTuple_GET_ITEM(row, k), 3, "an edge");
+    *n = count;
+    if (vec_push(row, 0) < 0) goto done;
+    for (Py_ssize_t s = 0; s < count; s++) {
+        PyObject *items = own_tuple(PyTuple_GET_ITEM(rows, s), -1, "a row");
+        if (!items) goto done;
+        int64_t before = min_lo - 1;
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(items); k++) {
+            PyObject *edge = own_tuple(PyTuple_GET_ITEM(items, k), 3, "an edge");
             if (!edge) {
-                Py_DECREF(row);
+                Py_DECREF(items);
                 goto done;
             }
-            int64_t lo = read_int(PyTuple_GET_ITEM(edge, 0), &bad), hi = read_int(PyTuple_GET_ITEM(edge, 1), &bad);
-            int64_t d = read_int(PyTuple_GET_ITEM(edge, 2), &bad);
+            int64_t lo = read_int(PyTuple_GET_ITEM(edge, 0), &bad);
+            int64_t hi = bad ? 0 : read_int(PyTuple_GET_ITEM(edge, 1), &bad);
+            int64_t d = bad ? 0 : read_int(PyTuple_GET_ITEM(edge, 2), &bad);
             Py_DECREF(edge);
-            if (!bad && (lo > hi || hi >= INT64_MAX || lo <= before || d < 0 || d >= n)) {
-                PyErr_SetString(PyExc_ValueError, "an edge out of order, empty, or to a state out of range");
+            if (!bad && (lo > hi || lo <= before || hi > max_hi || d < 0 || d >= count)) {
+                PyErr_SetString(PyExc_ValueError,
+                                max_hi == 0x10FFFF
+                                    ? "an edge out of order, empty, past U+10FFFF, or to a state out of range"
+                                    : "an edge out of order, empty, or to a state out of range");
                 bad = 1;
             }
-            if (bad || raw_edge(r, lo, hi, d) < 0 || r->lo.size > MAX_ITEMS) {
-                if (!bad && !PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "too many edges");
-                Py_DECREF(row);
+            if (!bad && ++stored > MAX_ITEMS) {
+                PyErr_SetString(PyExc_ValueError, "too many edges");
+                bad = 1;
+            }
+            if (bad || store(ctx, lo, hi, d) < 0) {
+                Py_DECREF(items);
                 goto done;
             }
             before = hi;
         }
-        Py_DECREF(row);
-        if (vec_push(&r->row, r->lo.size) < 0) goto done;
+        Py_DECREF(items);
+        if (vec_push(row, stored) < 0) goto done;
     }
     rc = 0;
 done:
     Py_DECREF(rows);
     return rc;
+}
+
+static int store_raw(void *ctx, int64_t lo, int64_t hi, int64_t dst) { return raw_edge((Raw *)ctx, lo, hi, dst); }
+
+static int read_rows(PyObject *edges, Raw *r) {
+    return jm_regex_read_rows(edges, INT64_MIN + 1, INT64_MAX - 1, &r->n, &r->row, store_raw, r);
 }
 
 PyObject *jm_minimize_raw(PyObject *module, PyObject *args) {

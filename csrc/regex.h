@@ -172,8 +172,13 @@ static inline PyObject *own_tuple(PyObject *o, Py_ssize_t size, const char *what
 
 #define MAX_ITEMS ((Py_ssize_t)1 << 30)
 
-/* The rows of ``edges`` (sorted, disjoint (lo, hi, dst) triples, 0 <= dst < n) into
- * ``r``; -1 with an exception. */
+/* The rows of ``edges`` (a tuple of rows of (lo, hi, dst) triples: sorted, disjoint,
+ * each lo >= ``min_lo`` and hi <= ``max_hi``, 0 <= dst < the number of rows, at most
+ * MAX_ITEMS in all): the number of rows into ``*n``, each row's first edge number into
+ * ``row`` (then the total), each edge to ``store(ctx, lo, hi, dst)`` (-1: failed, with
+ * an exception); -1 with an exception (regex.c). */
+int jm_regex_read_rows(PyObject *edges, int64_t min_lo, int64_t max_hi, Py_ssize_t *n, I64Vec *row,
+                       int (*store)(void *, int64_t, int64_t, int64_t), void *ctx);
 /* The canonical (accepting, edges) tuples of ``r`` minimised (regex.c). */
 PyObject *jm_regex_minimize(const Raw *r, PyObject *checkpoint);
 

@@ -9,7 +9,6 @@ runs :func:`hostile_r6dfa_calls`, tests/test_native_r6dfa.py uses the rest.
 
 from __future__ import annotations
 
-import itertools
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from jsonmode.errors import JsonModeError
 from jsonmode.regex import ByteDFA, CharDFA, compile_pattern
 from jsonmode.regex import byte_dfa as byte_dfa_module
 from support.native_regex import POINTS, Calls, Falsy, random_regex, running
+from support.native_regex import random_row as regex_random_row
 
 Edge = tuple[int, int, int]
 
@@ -45,14 +45,7 @@ class BytesCase:
 def random_row(rng: random.Random, states: int) -> tuple[Edge, ...]:
     """Sorted disjoint edges: ASCII, the UTF-8 steps, code points anywhere."""
     points = POINTS + MORE_POINTS + [rng.randrange(0x110000) for _ in range(rng.randint(0, 3))]
-    cuts = sorted(set(rng.sample(points, rng.randint(0, 10))))
-    row: list[Edge] = []
-    for lo, hi in itertools.pairwise(cuts):
-        if rng.random() < 0.7:
-            row.append((lo, hi - 1, rng.randrange(states)))
-    if cuts and rng.random() < 0.3:
-        row.append((cuts[-1], cuts[-1], rng.randrange(states)))
-    return tuple(row)
+    return tuple(regex_random_row(rng, states, points, most=10))
 
 
 def make_bytes(rng: random.Random) -> BytesCase:

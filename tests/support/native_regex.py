@@ -73,10 +73,14 @@ class RawCase:
     model: Calls = field(default_factory=Calls)
 
 
-def random_row(rng: random.Random, states: int) -> list[Edge]:
+def random_row(
+    rng: random.Random, states: int, points: list[int] | None = None, most: int = 8
+) -> list[Edge]:
     """Sorted disjoint edges to targets below ``states`` (adjacent ones, gaps, single
-    code points and wide ranges)."""
-    cuts = sorted(set(rng.sample(POINTS, rng.randint(0, min(8, len(POINTS))))))
+    code points and wide ranges), cut at up to ``most`` of ``points`` (:data:`POINTS`
+    by default)."""
+    points = POINTS if points is None else points
+    cuts = sorted(set(rng.sample(points, rng.randint(0, min(most, len(points))))))
     row: list[Edge] = []
     for lo, hi in itertools.pairwise(cuts):
         if rng.random() < 0.7:
