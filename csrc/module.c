@@ -33,6 +33,8 @@
  *                     rule's table read a byte; r5setup_reads.c)
  *   r6dfa_byte_dfa    jsonmode.regex.byte_dfa._byte_dfa (a character DFA's byte table,
  *                     raw UTF-8 or a JSON string body; r6dfa_bytes.c)
+ *   r6replay_states   jsonmode.decoding.engine.walk.Walks._replay (where a structural
+ *                     rule's boundary tokens passed their crossing state; r6replay.c)
  *
  * Safety: every index read from a caller's buffer is checked against that buffer's
  * length (a bad one raises ValueError, never reads past it); work lists grow on the
@@ -175,6 +177,11 @@ static PyMethodDef native_methods[] = {
      "0/1 flag per state; the int32 table, states x 256). Rows must be sorted, disjoint\n"
      "and within 0..0x10FFFF (ValueError otherwise: the Python form then answers);\n"
      "checkpoint() is called where the Python form calls it."},
+    {"r6replay_states", r6replay_states, METH_VARARGS,
+     "r6replay_states(table, state, matrix, positions, cols, out) -> None\n\n"
+     "Walks._replay in C (GIL released): out[i] = the state reached from ``state`` by the\n"
+     "int32 flat ``table`` over bytes 0 .. cols[i] - 1 of row positions[i] of the uint8\n"
+     "``matrix`` (ValueError: an index or a step out of range; TypeError: a dtype)."},
     {NULL, NULL, 0, NULL},
 };
 

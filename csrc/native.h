@@ -12,7 +12,7 @@
 #include <string.h>
 
 /* The kernels' interface version; jsonmode/native.py loads only its own. */
-#define KERNELS_VERSION 9
+#define KERNELS_VERSION 10
 #define MAX_THREADS 64
 
 /* ------------------------------------------------------------------------------ */
@@ -501,6 +501,9 @@ PyObject *jm_r5setup_row_reads(PyObject *module, PyObject *trans);
 
 /* r6dfa (r6dfa_bytes.c, round 6): a character DFA's byte automaton (byte_dfa._byte_dfa). */
 PyObject *r6dfa_byte_dfa(PyObject *module, PyObject *args);
+
+/* r6replay (r6replay.c): the states where boundary tokens passed (Walks._replay). */
+PyObject *r6replay_states(PyObject *module, PyObject *args);
 
 /* r3miss (r3miss_assemble.c): a mask-cache miss, MaskEngine._assemble over bits. */
 extern PyTypeObject jm_r3miss_AssemblerType;

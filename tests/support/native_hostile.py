@@ -19,6 +19,7 @@ from support.native_r3comp import hostile_r3comp_calls
 from support.native_r4comp import hostile_r4comp_calls
 from support.native_r5nfa import hostile_r5nfa_calls
 from support.native_r6dfa import hostile_r6dfa_calls
+from support.native_r6replay import hostile_r6replay_calls
 from support.native_stacks import hostile_stacks_calls
 
 
@@ -648,6 +649,16 @@ def hostile_calls(kernels: ModuleType) -> list[tuple[str, Callable[[], Any]]]:
         *hostile_r4comp_calls(kernels),
         *hostile_r5nfa_calls(kernels),
         *hostile_r6dfa_calls(kernels),
+        *hostile_r6replay_calls(kernels),
+        # (walk_stacks from a level the trie does not have)
+        (
+            "walk_stacks from level 0",
+            lambda: good.walk_stacks(t, x, everything, ex, [seed], 1 << 40, 0),
+        ),
+        (
+            "walk_stacks below the trie",
+            lambda: good.walk_stacks(t, x, everything, ex, [seed], 1 << 40, 1 << 20),
+        ),
         # (the mask-cache miss, jsonmode._native.MissAssembler)
         *hostile_miss_calls(kernels),
     ]

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from jsonmode import native
 from jsonmode.decoding.engine.facts import (
     BIT,
     QUOTE,
@@ -524,8 +525,21 @@ class Walks:
 
     def _replay(self, flat: npt.NDArray[np.int32], state: int, positions: Rows, cols: Rows) -> Rows:
         """The states reached from ``state`` reading columns ``0 .. cols - 1`` of each
-        token (few bytes in all: stepped in plain Python, cheaper than a vectorised
-        step per column)."""
+        token: in C with the compiled core (``r6replay_states``, one table read a byte);
+        else, few bytes in all, stepped in plain Python (cheaper than a vectorised step
+        per column), or a vectorised step per column."""
+        kernels = native.KERNELS
+        if kernels is not None:
+            stops = np.empty(positions.size, dtype=np.int64)
+            kernels.r6replay_states(
+                np.ascontiguousarray(flat, dtype=np.int32),
+                state,
+                self._matrix,
+                np.ascontiguousarray(positions, dtype=np.int64),
+                np.ascontiguousarray(cols, dtype=np.int64),
+                stops,
+            )
+            return stops
         if int(cols.sum()) <= _FEW_BYTES:
             table = memoryview(flat)  # type: ignore[arg-type]
             data, width = self._index.flat_bytes, self._index.width
