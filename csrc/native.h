@@ -12,7 +12,7 @@
 #include <string.h>
 
 /* The kernels' interface version; jsonmode/native.py loads only its own. */
-#define KERNELS_VERSION 8
+#define KERNELS_VERSION 9
 #define MAX_THREADS 64
 
 /* ------------------------------------------------------------------------------ */
@@ -502,6 +502,15 @@ PyObject *jm_r5setup_row_reads(PyObject *module, PyObject *trans);
 /* r3miss (r3miss_assemble.c): a mask-cache miss, MaskEngine._assemble over bits. */
 extern PyTypeObject jm_r3miss_AssemblerType;
 const Py_buffer *jm_trie_levels(PyObject *trie, Py_ssize_t *levels); /* trie.c */
+
+/* r6narrow (r6narrow_cut.c, round 6): a narrow state's trie walk cut into its
+ * per-first-byte segments (segments._trie_walk + segments._split). */
+PyObject *r6narrow_walk_cut(PyObject *module, PyObject *args);
+PyObject *r6narrow_live_keys(PyObject *module, PyObject *args);
+int jm_trie_walk_ranges(PyObject *trie, const void *table, int wide_items, Py_ssize_t table_len,
+                        const uint8_t *crossing, Py_ssize_t crossing_len, int64_t dead, Py_ssize_t small,
+                        I64Vec *frontier, Py_ssize_t depth, I64Vec *inside, I64Vec *big,
+                        I64Vec *smallb); /* trie.c */
 
 /* r4gram (r4gram_wide.c, round 4): the trie in preorder, for Trie.walk's wide form. */
 typedef struct {

@@ -18,6 +18,7 @@ from support.native_miss import hostile_miss_calls
 from support.native_r3comp import hostile_r3comp_calls
 from support.native_r4comp import hostile_r4comp_calls
 from support.native_r5nfa import hostile_r5nfa_calls
+from support.native_r6narrow import hostile_r6narrow_calls
 from support.native_stacks import hostile_stacks_calls
 
 
@@ -646,6 +647,7 @@ def hostile_calls(kernels: ModuleType) -> list[tuple[str, Callable[[], Any]]]:
         *hostile_r3comp_calls(kernels),
         *hostile_r4comp_calls(kernels),
         *hostile_r5nfa_calls(kernels),
+        *hostile_r6narrow_calls(kernels),
         # (the mask-cache miss, jsonmode._native.MissAssembler)
         *hostile_miss_calls(kernels),
     ]
