@@ -168,8 +168,7 @@ def _walk_cut(
     where the compiled core is off) :func:`_trie_walk` then :func:`_split`, the
     reference (the same walk, positions and bytes)."""
     trie = index.trie
-    first_node, first_size = trie.first_node_list, trie.first_sizes
-    if sum(first_size[first_node[byte]] for byte, _ in missing) <= _WIDE:
+    if not _wide(index, info, missing):
         table, crossing = info.dead()
         found = trie.walk_cut(
             table,
@@ -187,14 +186,26 @@ def _walk_cut(
     return walked, None if firsts is None else _split(index, walked, firsts)
 
 
+def _wide(index: TokenIndex, info: RuleInfo, missing: list[tuple[int, int]]) -> bool:
+    """Whether the walk of ``missing`` is wide: more than ``_WIDE`` tokens lie below its
+    first bytes and below the second bytes their states read (a state after a space
+    that reads a few letters is narrow, though ~50 000 tokens start with a space)."""
+    trie = index.trie
+    first_node, first_size = trie.first_node_list, trie.first_sizes
+    # (The tokens below a first byte's node: those starting with the byte.)
+    if sum(first_size[first_node[byte]] for byte, _ in missing) <= _WIDE:
+        return False
+    table, _ = info.dead()
+    return trie.live_below(table, info.crossing.size, missing) > _WIDE
+
+
 def _trie_walk(index: TokenIndex, info: RuleInfo, missing: list[tuple[int, int]]) -> TrieWalk:
     """One walk of the token trie for ``(first byte, state after it)`` pairs,
     following live prefixes only (every node of the first levels when wide)."""
     trie = index.trie
-    first_node, first_size = trie.first_node_list, trie.first_sizes
+    first_node = trie.first_node_list
     nodes = [first_node[byte] for byte, _ in missing]
-    # (The tokens below a first byte's node: those starting with the byte.)
-    wide = sum(first_size[node] for node in nodes) > _WIDE
+    wide = _wide(index, info, missing)
     table, crossing = info.dead()
     return trie.walk(
         table,

@@ -425,6 +425,27 @@ class TokenTrie:
                 return TrieWalk(np.array(inside, dtype=np.int64), bounds)
         return TrieWalk(np.sort(ranges(spans[0::2], spans[1::2])), bounds)
 
+    def live_below(
+        self, table: npt.NDArray[np.int32] | Ints, dead: int, starts: list[tuple[int, int]]
+    ) -> int:
+        """The tokens a walk from the first bytes of ``starts``, each in its state (``(byte,
+        state)`` pairs; ``table`` and ``dead`` as :meth:`walk` takes them), may still
+        read after two bytes: those equal to a live first byte, and those below its
+        children whose byte the state reads. A few NumPy calls per first byte."""
+        if len(self.levels) < 2:
+            return sum(self.first_sizes[self.first_node_list[byte]] for byte, _ in starts)
+        first, second = self.levels[0], self.levels[1]
+        count = 0
+        for byte, state in starts:
+            node = self.first_node_list[byte]
+            if node < 0 or state == dead:
+                continue
+            lo, hi = int(first.child_lo[node]), int(first.child_hi[node])
+            live = table[state * 256 + second.byte[lo:hi]] != dead
+            sizes = second.hi[lo:hi] - second.lo[lo:hi]
+            count += int(first.term[node]) + int(sizes[live].sum())
+        return count
+
     def walk_cut(
         self,
         table: npt.NDArray[np.int32] | Ints,
