@@ -108,8 +108,19 @@ def _live_keys(
     flat, hashes = info.flat, info.hashes
     fingerprint = index.fingerprint
     kernels = native.KERNELS
-    if kernels is not None and (
-        hashes is None or (isinstance(hashes, np.ndarray) and hashes.flags.c_contiguous)
+    # (The kernel reads C-contiguous int32 rows and uint64 hashes, what Rules makes.)
+    if (
+        kernels is not None
+        and flat.dtype == np.int32
+        and flat.flags.c_contiguous
+        and (
+            hashes is None
+            or (
+                isinstance(hashes, np.ndarray)
+                and hashes.dtype == np.uint64
+                and hashes.flags.c_contiguous
+            )
+        )
     ):
         found: tuple[list[int], list[int], list[tuple[str, bytes, int, int]]] = (
             kernels.r6narrow_live_keys(
