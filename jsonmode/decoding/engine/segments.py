@@ -181,7 +181,8 @@ def _walk_cut(
     where the compiled core is off) :func:`_trie_walk` then :func:`_split`, the
     reference (the same walk, positions and bytes)."""
     trie = index.trie
-    if not _wide(index, info, missing):
+    wide = _wide(index, info, missing)
+    if not wide:
         table, crossing = info.dead()
         found = trie.walk_cut(
             table,
@@ -195,7 +196,7 @@ def _walk_cut(
         if found is not None:
             inside, rows, cut = found
             return TrieWalk(np.frombuffer(inside, dtype=np.int32), _entries(rows)), cut
-    walked = _trie_walk(index, info, missing)
+    walked = _trie_walk(index, info, missing, wide)
     return walked, None if firsts is None else _split(index, walked, firsts)
 
 
@@ -212,13 +213,17 @@ def _wide(index: TokenIndex, info: RuleInfo, missing: list[tuple[int, int]]) -> 
     return trie.live_below(table, info.crossing.size, missing) > _WIDE
 
 
-def _trie_walk(index: TokenIndex, info: RuleInfo, missing: list[tuple[int, int]]) -> TrieWalk:
+def _trie_walk(
+    index: TokenIndex, info: RuleInfo, missing: list[tuple[int, int]], wide: bool | None = None
+) -> TrieWalk:
     """One walk of the token trie for ``(first byte, state after it)`` pairs,
-    following live prefixes only (every node of the first levels when wide)."""
+    following live prefixes only (every node of the first levels when ``wide``: by
+    default, as :func:`_wide` says)."""
     trie = index.trie
     first_node = trie.first_node_list
     nodes = [first_node[byte] for byte, _ in missing]
-    wide = _wide(index, info, missing)
+    if wide is None:
+        wide = _wide(index, info, missing)
     table, crossing = info.dead()
     return trie.walk(
         table,
