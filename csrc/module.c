@@ -35,6 +35,11 @@
  *                     raw UTF-8 or a JSON string body; r6dfa_bytes.c)
  *   r6replay_states   jsonmode.decoding.engine.walk.Walks._replay (where a structural
  *                     rule's boundary tokens passed their crossing state; r6replay.c)
+ *   r6narrow_walk_cut jsonmode.decoding.engine.segments._trie_walk then _split (a narrow
+ *                     state's trie walk cut into its per-first-byte segments, packed;
+ *                     r6narrow_cut.c)
+ *   r6narrow_live_keys jsonmode.decoding.engine.segments._live_keys (a state's live first
+ *                     bytes and their segment keys; r6narrow_cut.c)
  *
  * Safety: every index read from a caller's buffer is checked against that buffer's
  * length (a bad one raises ValueError, never reads past it); work lists grow on the
@@ -164,6 +169,18 @@ static PyMethodDef native_methods[] = {
      "Matcher.fill_bitmask's copy in C: the bytes of ``bits`` to the start of ``out`` (a\n"
      "writable, C-contiguous buffer of 4-byte items), the rest of ``out`` cleared; False,\n"
      "nothing written, when ``out`` is not such a buffer or is shorter than ``bits``."},
+    {"r6narrow_walk_cut", r6narrow_walk_cut, METH_VARARGS,
+     "r6narrow_walk_cut(trie, table, dead, crossing, first_nodes, offsets, firsts, targets,\n"
+     "    small, cut) -> (inside, bounds, segments)\n\n"
+     "segments._trie_walk (not wide) then segments._split in C, the GIL released: the\n"
+     "inside positions (int32 bytes, ascending), the boundary entries (int64 rows lo, hi,\n"
+     "col, node, sorted by lo, stably) and, if ``cut``, per first byte the segment's\n"
+     "(inside, entries) bytes (see csrc/r6narrow_cut.c)."},
+    {"r6narrow_live_keys", r6narrow_live_keys, METH_VARARGS,
+     "r6narrow_live_keys(flat, state, offsets, tags, fingerprint, signature)\n"
+     "    -> (firsts, afters, keys)\n\n"
+     "segments.assemble's live first bytes, their targets and segment keys (see\n"
+     "csrc/r6narrow_cut.c)."},
     {"r5setup_row_reads", jm_r5setup_row_reads, METH_O,
      "r5setup_row_reads(trans) -> bytes\n\n"
      "reference._row_reads_python in C: per row of the int32 (n, 256) table ``trans``, 1\n"

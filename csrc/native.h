@@ -509,6 +509,15 @@ PyObject *r6replay_states(PyObject *module, PyObject *args);
 extern PyTypeObject jm_r3miss_AssemblerType;
 const Py_buffer *jm_trie_levels(PyObject *trie, Py_ssize_t *levels); /* trie.c */
 
+/* r6narrow (r6narrow_cut.c, round 6): a narrow state's trie walk cut into its
+ * per-first-byte segments (segments._trie_walk + segments._split). */
+PyObject *r6narrow_walk_cut(PyObject *module, PyObject *args);
+PyObject *r6narrow_live_keys(PyObject *module, PyObject *args);
+int jm_trie_walk_ranges(PyObject *trie, const void *table, int wide_items, Py_ssize_t table_len,
+                        const uint8_t *crossing, Py_ssize_t crossing_len, int64_t dead, Py_ssize_t small,
+                        I64Vec *frontier, Py_ssize_t depth, I64Vec *inside, I64Vec *big,
+                        I64Vec *smallb); /* trie.c */
+
 /* r4gram (r4gram_wide.c, round 4): the trie in preorder, for Trie.walk's wide form. */
 typedef struct {
     int32_t lo, hi, term, node, skip; /* skip: the nodes of its subtree, itself included */

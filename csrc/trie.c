@@ -416,6 +416,16 @@ static int trie_walk(TrieObject *t, const Automaton *a, I64Vec *frontier, Py_ssi
     return code;
 }
 
+/* trie_walk for r6narrow_cut.c: a walk from ``frontier``'s (node, state) pairs at
+ * ``depth``, inside ranges only (no flags, no big levels up front), on a Trie that
+ * jm_trie_levels accepted. A WALK_ code (0: ok). Needs no GIL. */
+int jm_trie_walk_ranges(PyObject *trie, const void *table, int wide_items, Py_ssize_t table_len,
+                        const uint8_t *crossing, Py_ssize_t crossing_len, int64_t dead, Py_ssize_t small,
+                        I64Vec *frontier, Py_ssize_t depth, I64Vec *inside, I64Vec *big, I64Vec *smallb) {
+    Automaton a = {table, wide_items, table_len, crossing, crossing_len, dead, small};
+    return trie_walk((TrieObject *)trie, &a, frontier, depth, inside, NULL, 0, 0, big, smallb);
+}
+
 static PyObject *vec_to_bytes(const I64Vec *v) {
     return PyBytes_FromStringAndSize((const char *)v->data, v->size * (Py_ssize_t)sizeof(int64_t));
 }

@@ -12,7 +12,6 @@ from support.reference_masks import reference_mask
 from support.walks import key_lexeme, walk_sets
 
 from jsonmode.decoding.compiled import compile_schema
-from jsonmode.decoding.engine.trie import Boundaries
 from jsonmode.decoding.vocabulary import Vocabulary
 from jsonmode.errors import BudgetExceededError, UsageError
 
@@ -266,9 +265,9 @@ def test_pruned_trie_walk_equals_a_token_by_token_walk(name):
             cut = segments_module._split(engine._index, walked, [b for b, _ in missing])
             for (byte, target), packed in zip(missing, cut, strict=True):
                 lo, hi = int(engine._index.offsets[byte]), int(engine._index.offsets[byte + 1])
-                inside = set(packed[0].tolist())
+                inside = set(np.frombuffer(packed[0], dtype=np.int32).tolist())
                 passes: dict[int, list[int]] = {}
-                positions, columns = Boundaries(*packed[1:]).expand()
+                positions, columns = segments_module._entries(packed[1]).expand()
                 found = zip(positions.tolist(), columns.tolist(), strict=True)
                 for position, column in found:
                     passes.setdefault(position, []).append(column)

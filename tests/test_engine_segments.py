@@ -2,7 +2,9 @@
 
 ``assemble`` answers a state from its cached segments plus one trie walk of the
 missing ones: whatever the cache holds (nothing, some of the state's segments, all of
-them), its answer is the one trie walk of every first byte the state reads."""
+them), its answer is the one trie walk of every first byte the state reads, in Python.
+On either path: the compiled core's (its live first bytes and keys, and the walk cut
+into segments in one call: csrc/r6narrow_cut.c) and the pure-Python one."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import numpy as np
 import pytest
 import test_grammar_decoding as corpus
 
+from jsonmode import native
 from jsonmode.decoding.compiled import compile_schema
 from jsonmode.decoding.engine import segments
 from jsonmode.decoding.grammars.compiled import compile_grammar
@@ -43,13 +46,17 @@ def _whole(index, info, state):  # type: ignore[no-untyped-def]
     ]
     if not live:
         return np.zeros(0, dtype=np.int64), ([], [], [], [])
-    found = segments._trie_walk(index, info, live)
+    with native.use(False):
+        found = segments._trie_walk(index, info, live)
     return index.ids[found.inside], tuple(field.tolist() for field in found.bounds.pack())
 
 
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
 @pytest.mark.parametrize("source", ["chess", "schema"])
 @pytest.mark.parametrize("name", ["qwen2.5", "llama-3"])
-def test_assembled_walks_equal_one_walk_whatever_the_cache_holds(source, name):
+def test_assembled_walks_equal_one_walk_whatever_the_cache_holds(source, name, compiled):
+    if compiled and native.KERNELS is None:
+        pytest.skip("the compiled core is not built")
     vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / name)
     if source == "chess":
         engine = compile_grammar(CHESS, vocabulary).engine
@@ -67,7 +74,8 @@ def test_assembled_walks_equal_one_walk_whatever_the_cache_holds(source, name):
                 ids, bounds = _whole(index, info, state)
                 cache.clear()
                 for _ in range(3):  # cold, then with a random part of its segments kept
-                    got_ids, got_bounds = segments.assemble(index, info, state)
+                    with native.use(compiled):
+                        got_ids, got_bounds = segments.assemble(index, info, state)
                     assert got_ids.tolist() == ids.tolist(), (rule, state)
                     assert tuple(f.tolist() for f in got_bounds.pack()) == tuple(bounds)
                     kept = list(cache._items)

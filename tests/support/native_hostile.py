@@ -19,6 +19,7 @@ from support.native_r3comp import hostile_r3comp_calls
 from support.native_r4comp import hostile_r4comp_calls
 from support.native_r5nfa import hostile_r5nfa_calls
 from support.native_r6dfa import hostile_r6dfa_calls
+from support.native_r6narrow import hostile_r6narrow_calls
 from support.native_r6replay import hostile_r6replay_calls
 from support.native_stacks import hostile_stacks_calls
 
@@ -659,6 +660,7 @@ def hostile_calls(kernels: ModuleType) -> list[tuple[str, Callable[[], Any]]]:
             "walk_stacks below the trie",
             lambda: good.walk_stacks(t, x, everything, ex, [seed], 1 << 40, 1 << 20),
         ),
+        *hostile_r6narrow_calls(kernels),
         # (the mask-cache miss, jsonmode._native.MissAssembler)
         *hostile_miss_calls(kernels),
     ]

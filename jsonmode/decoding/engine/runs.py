@@ -37,6 +37,9 @@ from jsonmode.lru import Lru
 # A state is walked by runs only when its biggest class (bytes leading to one state)
 # has at least this many bytes with tokens below them.
 _MIN_CLASS = 16
+# A state reading at most this many bytes has its biggest class counted in plain Python
+# first (about a quarter of the eight NumPy calls that count it otherwise).
+_FEW_READS = 48
 # ... and when at most this many subtrees are left to walk (runs that end before their
 # token does, in a byte the chain's state reads): a state whose class leaves out common
 # letters (a tag's first letter, where ``e`` may begin ``en-GB-oed``) would walk
@@ -134,6 +137,23 @@ def _runs(index: TokenIndex, members: npt.NDArray[np.bool_]) -> _Runs:
     return known
 
 
+def _biggest_class(
+    flat: npt.NDArray[np.int32], offsets: npt.NDArray[np.int64], state: int, reads: list[int]
+) -> int:
+    """How many of the bytes ``reads`` (those ``state`` reads) that some token starts
+    with lead to the state most of them lead to: the class :func:`run_walk` would split
+    by (its size, counted as there with arrays). Plain Python over the few bytes."""
+    # (Memoryviews: indexing one gives a plain int, without NumPy's per-item cost.)
+    row = memoryview(flat[state * 256 : state * 256 + 256])  # type: ignore[arg-type]
+    starts = memoryview(offsets)  # type: ignore[arg-type]
+    counts: dict[int, int] = {}
+    for byte in reads:
+        if starts[byte] != starts[byte + 1]:
+            target = row[byte]
+            counts[target] = counts.get(target, 0) + 1
+    return max(counts.values(), default=0)
+
+
 def run_walk(
     index: TokenIndex, size: int, info: RuleInfo, state: int
 ) -> tuple[npt.NDArray[np.bool_], Boundaries] | None:
@@ -141,9 +161,12 @@ def run_walk(
     docstring): flags over token ids for the tokens inside, and the boundary entries
     sorted by position (equal to a plain trie walk's). None where the split does not
     apply or would not pay."""
-    if len(info.reads(state)) < _MIN_CLASS:
+    reads = info.reads(state)
+    if len(reads) < _MIN_CLASS:
         return None  # (too few bytes read for a class: the test below, without arrays)
     flat, offsets = info.flat, index.offsets
+    if len(reads) <= _FEW_READS and _biggest_class(flat, offsets, state, reads) < _MIN_CLASS:
+        return None  # (the tests below in plain Python: a narrow state's first walk)
     row = flat[state * 256 : state * 256 + 256]
     has_tokens = offsets[1:] > offsets[:-1]
     live = row[(row >= 0) & has_tokens]

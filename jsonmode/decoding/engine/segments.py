@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from jsonmode import native
 from jsonmode.decoding.engine.facts import Rows, RuleInfo, TokenIndex
 from jsonmode.decoding.engine.trie import Boundaries, TrieWalk
 from jsonmode.lru import Lru
@@ -35,9 +36,15 @@ _WIDE = 40_000
 # walked whole: its segments are not split off and cached (they rarely serve again).
 _UNSPLIT = 32
 # Segments by vocabulary, the state-after-the-byte's hash (or the rule's content and
-# that state) and the byte, held packed as plain tuples: the positions inside (int32,
-# sorted), then the boundary entries' fields (Boundaries.pack).
-segment_cache: Lru[tuple[str, bytes, int, int], tuple[Any, ...]] = Lru(64 << 20)
+# that state) and the byte, held packed as a pair of bytes objects: the positions
+# inside (int32, ascending), then the boundary entries as int64 rows ``lo, hi, col,
+# node`` (sorted by ``lo``). (Bytes, not arrays: the compiled cut makes them directly,
+# and segments join with one ``bytes.join``.)
+Segment = tuple[bytes, bytes]
+segment_cache: Lru[tuple[str, bytes, int, int], Segment] = Lru(64 << 20)
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+_NO_BOUNDARIES = Boundaries(_EMPTY, _EMPTY, _EMPTY, _EMPTY)
 
 
 def assemble(index: TokenIndex, info: RuleInfo, state: int) -> tuple[Rows, Boundaries]:
@@ -53,15 +60,81 @@ def assemble(index: TokenIndex, info: RuleInfo, state: int) -> tuple[Rows, Bound
     stops is recomputed in this rule's own states.
 
     Cost: per live first byte a key and a cache lookup; the missing segments one trie
-    walk, cut by first byte and cached in one go (their packed tuples, no object per
-    segment); a state none of whose segments was cached is answered by that walk as
-    it is (the segments, in byte order, are that walk cut up).
+    walk, cut by first byte and cached in one go (a pair of bytes per segment); a state
+    none of whose segments was cached is answered by that walk as it is (the segments,
+    in byte order, are that walk cut up). Where the compiled core runs, the keys are
+    made in one call and a walk that is not wide is walked and cut in another (~10 us
+    for a chess state, where the NumPy glue around the walk took ~60 us).
     """
+    firsts, afters, keys = _live_keys(index, info, state)
+    get = segment_cache.get
+    packed = [get(key) for key in keys]
+    missing = [k for k, segment in enumerate(packed) if segment is None]
+    if not missing:
+        return _joined(index, packed)
+    whole = len(missing) == len(keys)
+    # (A state unlike any seen, reading many first bytes (a count state near its bound,
+    # say): its segments would rarely serve again, so the walk is kept whole, not cut
+    # and cached.)
+    kept_whole = whole and len(missing) > _UNSPLIT
+    found, cut = _walk_cut(
+        index,
+        info,
+        [(firsts[k], afters[k]) for k in missing],
+        None if kept_whole else [firsts[k] for k in missing],
+    )
+    if cut is None:
+        return index.ids[found.inside], found.bounds
+    segment_cache.put_all(
+        [
+            (keys[k], segment, 96 + len(segment[0]) + len(segment[1]))
+            for k, segment in zip(missing, cut, strict=True)
+        ]
+    )
+    if whole:  # (the segments joined in byte order: the walk itself)
+        return index.ids[found.inside], found.bounds
+    for k, segment in zip(missing, cut, strict=True):
+        packed[k] = segment
+    return _joined(index, packed)
+
+
+def _live_keys(
+    index: TokenIndex, info: RuleInfo, state: int
+) -> tuple[list[int], list[int], list[tuple[str, bytes, int, int]]]:
+    """The bytes ``state`` reads that some token starts with (ascending), the state after
+    each, and each one's segment key: by the compiled core (``r6narrow_live_keys``)
+    where it runs and the state hashes are an array (or absent), else vectorised here
+    (the reference: one array step each, not a NumPy scalar per byte)."""
     flat, hashes = info.flat, info.hashes
+    fingerprint = index.fingerprint
+    kernels = native.KERNELS
+    # (The kernel reads C-contiguous int32 rows and uint64 hashes, what Rules makes.)
+    if (
+        kernels is not None
+        and flat.dtype == np.int32
+        and flat.flags.c_contiguous
+        and (
+            hashes is None
+            or (
+                isinstance(hashes, np.ndarray)
+                and hashes.dtype == np.uint64
+                and hashes.flags.c_contiguous
+            )
+        )
+    ):
+        found: tuple[list[int], list[int], list[tuple[str, bytes, int, int]]] = (
+            kernels.r6narrow_live_keys(
+                flat,
+                state,
+                index.offsets,
+                None if hashes is None else hashes[0],
+                fingerprint,
+                info.signature if hashes is None else b"",
+            )
+        )
+        return found
     row = flat[state * 256 : state * 256 + 256]
-    fingerprint, offsets = index.fingerprint, index.offsets
-    # The bytes read that some token starts with, their targets and keys, vectorised
-    # (one array step each, not a numpy scalar per byte); in ascending byte order.
+    offsets = index.offsets
     live = ((row >= 0) & (offsets[1:] != offsets[:-1])).nonzero()[0]
     targets = row[live]
     firsts, afters = live.tolist(), targets.tolist()
@@ -79,53 +152,78 @@ def assemble(index: TokenIndex, info: RuleInfo, state: int) -> tuple[Rows, Bound
             (fingerprint, b"", hashes[0, after], byte)
             for byte, after in zip(firsts, afters, strict=True)
         ]
-    get = segment_cache.get
-    packed = [get(key) for key in keys]
-    missing = [k for k, segment in enumerate(packed) if segment is None]
-    if not missing:
-        return _joined(index, packed)
-    whole = len(missing) == len(keys)
-    found = _trie_walk(index, info, [(firsts[k], afters[k]) for k in missing])
-    if whole and len(missing) > _UNSPLIT:
-        # A state unlike any seen (a count state near its bound, say): its segments
-        # would rarely serve again, so the walk is kept whole, not split and cached.
-        return index.ids[found.inside], found.bounds
-    cut = _split(index, found, [firsts[k] for k in missing])
-    segment_cache.put_all(
-        [
-            (keys[k], segment, _packed_nbytes(segment))
-            for k, segment in zip(missing, cut, strict=True)
-        ]
-    )
-    if whole:  # (the segments joined in byte order: the walk itself)
-        return index.ids[found.inside], found.bounds
-    for k, segment in zip(missing, cut, strict=True):
-        packed[k] = segment
-    return _joined(index, packed)
+    return firsts, afters, keys
 
 
 def _joined(index: TokenIndex, packed: list[Any]) -> tuple[Rows, Boundaries]:
-    """Packed segments (in byte order) as one walk: the ids inside, the entries."""
-    inside = [segment[0] for segment in packed]
-    bounds = [Boundaries(*segment[1:]) for segment in packed if segment[1].size]
-    ids = index.ids[np.concatenate(inside)] if inside else np.zeros(0, dtype=np.int64)
-    return ids, Boundaries.join(bounds)
+    """Packed segments (in byte order) as one walk: the ids inside, the entries (the
+    segments partition the positions in byte order: joined, they stay sorted)."""
+    inside = b"".join([segment[0] for segment in packed])
+    ids = index.ids[np.frombuffer(inside, dtype=np.int32)]
+    return ids, _entries(b"".join([segment[1] for segment in packed]))
 
 
-def _packed_nbytes(packed: tuple[Any, ...]) -> int:
-    """A packed segment's size in bytes, for the cache's budget (its arrays and ~96 bytes
-    of tuple; the four boundary fields are alike in size)."""
-    return 96 + int(packed[0].nbytes) + 4 * int(packed[1].nbytes)
+def _entries(rows: bytes) -> Boundaries:
+    """Boundary entries packed as int64 rows ``lo, hi, col, node`` (see ``segment_cache``)
+    as :class:`Boundaries` (contiguous fields)."""
+    if not rows:
+        return _NO_BOUNDARIES
+    lo, hi, col, node = np.frombuffer(rows, dtype=np.int64).reshape(-1, 4).T.copy()
+    return Boundaries(lo, hi, col, node)
 
 
-def _trie_walk(index: TokenIndex, info: RuleInfo, missing: list[tuple[int, int]]) -> TrieWalk:
-    """One walk of the token trie for ``(first byte, state after it)`` pairs,
-    following live prefixes only (every node of the first levels when wide)."""
+def _walk_cut(
+    index: TokenIndex, info: RuleInfo, missing: list[tuple[int, int]], firsts: list[int] | None
+) -> tuple[TrieWalk, list[Segment] | tuple[Segment, ...] | None]:
+    """The trie walk of the ``(first byte, state after it)`` pairs ``missing`` and, unless
+    ``firsts`` (their bytes, ascending) is None, its cut into their packed segments: in
+    one compiled call (``TokenTrie.walk_cut``) for a walk that is not wide, else (or
+    where the compiled core is off) :func:`_trie_walk` then :func:`_split`, the
+    reference (the same walk, positions and bytes)."""
+    trie = index.trie
+    wide = _wide(index, info, missing)
+    if not wide:
+        table, crossing = info.dead()
+        found = trie.walk_cut(
+            table,
+            info.crossing.size,
+            crossing,
+            [byte for byte, _ in missing],
+            [target for _, target in missing],
+            index.offsets,
+            firsts is not None,
+        )
+        if found is not None:
+            inside, rows, cut = found
+            return TrieWalk(np.frombuffer(inside, dtype=np.int32), _entries(rows)), cut
+    walked = _trie_walk(index, info, missing, wide)
+    return walked, None if firsts is None else _split(index, walked, firsts)
+
+
+def _wide(index: TokenIndex, info: RuleInfo, missing: list[tuple[int, int]]) -> bool:
+    """Whether the walk of ``missing`` is wide: more than ``_WIDE`` tokens lie below its
+    first bytes and below the second bytes their states read (a state after a space
+    that reads a few letters is narrow, though ~50 000 tokens start with a space)."""
     trie = index.trie
     first_node, first_size = trie.first_node_list, trie.first_sizes
-    nodes = [first_node[byte] for byte, _ in missing]
     # (The tokens below a first byte's node: those starting with the byte.)
-    wide = sum(first_size[node] for node in nodes) > _WIDE
+    if sum(first_size[first_node[byte]] for byte, _ in missing) <= _WIDE:
+        return False
+    table, _ = info.dead()
+    return trie.live_below(table, info.crossing.size, missing) > _WIDE
+
+
+def _trie_walk(
+    index: TokenIndex, info: RuleInfo, missing: list[tuple[int, int]], wide: bool | None = None
+) -> TrieWalk:
+    """One walk of the token trie for ``(first byte, state after it)`` pairs,
+    following live prefixes only (every node of the first levels when ``wide``: by
+    default, as :func:`_wide` says)."""
+    trie = index.trie
+    first_node = trie.first_node_list
+    nodes = [first_node[byte] for byte, _ in missing]
+    if wide is None:
+        wide = _wide(index, info, missing)
     table, crossing = info.dead()
     return trie.walk(
         table,
@@ -138,25 +236,24 @@ def _trie_walk(index: TokenIndex, info: RuleInfo, missing: list[tuple[int, int]]
     )
 
 
-def _split(index: TokenIndex, found: TrieWalk, firsts: list[int]) -> list[tuple[Any, ...]]:
+def _split(index: TokenIndex, found: TrieWalk, firsts: list[int]) -> list[Segment]:
     """A trie walk from the first bytes ``firsts`` (ascending) cut into their segments,
-    packed (see ``segment_cache``): views of the walk's arrays, no copy. (Every
-    position and entry of the walk lies below one of those bytes: the segments
-    partition it, each ending where the next byte's tokens begin.)"""
+    packed (see ``segment_cache``). (Every position and entry of the walk lies below one
+    of those bytes: the segments partition it, each ending where the next byte's tokens
+    begin.)"""
     inside = found.inside.astype(np.int32)
     bounds = found.bounds
+    rows = np.stack(bounds.pack(), axis=1).astype(np.int64) if bounds.size else None
     if len(firsts) == 1:
-        return [(inside, *bounds.pack())]
+        return [(inside.tobytes(), b"" if rows is None else rows.tobytes())]
     ends = index.offsets[np.array(firsts) + 1]
     cut_in = np.searchsorted(found.inside, ends).tolist()
     in_spans = zip([0, *cut_in[:-1]], cut_in, strict=True)
-    if not bounds.size:  # (the common case: every segment's entries are the same none)
-        rest = bounds.pack()
-        return [(inside[lo:hi], *rest) for lo, hi in in_spans]
+    if rows is None:  # (the common case: no segment has entries)
+        return [(inside[lo:hi].tobytes(), b"") for lo, hi in in_spans]
     cut_b = np.searchsorted(bounds.lo, ends).tolist()
-    b_lo, b_hi, b_col, b_node = bounds.pack()
     return [
-        (inside[lo:hi], b_lo[blo:bhi], b_hi[blo:bhi], b_col[blo:bhi], b_node[blo:bhi])
+        (inside[lo:hi].tobytes(), rows[blo:bhi].tobytes())
         for (lo, hi), (blo, bhi) in zip(
             in_spans, zip([0, *cut_b[:-1]], cut_b, strict=True), strict=True
         )

@@ -432,6 +432,65 @@ class TokenTrie:
                 return TrieWalk(np.array(inside, dtype=np.int64), bounds)
         return TrieWalk(np.sort(ranges(spans[0::2], spans[1::2])), bounds)
 
+    def live_below(
+        self, table: npt.NDArray[np.int32] | Ints, dead: int, starts: list[tuple[int, int]]
+    ) -> int:
+        """The tokens a walk from the first bytes of ``starts``, each in its state (``(byte,
+        state)`` pairs; ``table`` and ``dead`` as :meth:`walk` takes them), may still
+        read after two bytes: those equal to a live first byte, and those below its
+        children whose byte the state reads. A dozen NumPy calls, however many bytes."""
+        first_node = self.first_node_list
+        if len(self.levels) < 2:
+            return sum(self.first_sizes[first_node[byte]] for byte, _ in starts)
+        first, second = self.levels[0], self.levels[1]
+        nodes = np.array([first_node[byte] for byte, _ in starts], dtype=np.int64)
+        states = np.array([state for _, state in starts], dtype=np.int64)
+        keep = (nodes >= 0) & (states != dead)
+        nodes, states = nodes[keep], states[keep]
+        lo, hi = first.child_lo[nodes], first.child_hi[nodes]
+        children = ranges(lo, hi)
+        live = table[np.repeat(states, hi - lo) * 256 + second.byte[children]] != dead
+        sizes = second.hi[children] - second.lo[children]
+        return int(first.term[nodes].sum()) + int(sizes[live].sum())
+
+    def walk_cut(
+        self,
+        table: npt.NDArray[np.int32] | Ints,
+        dead: int,
+        crossing: Bools,
+        firsts: list[int],
+        targets: list[int],
+        offsets: Ints,
+        cut: bool,
+    ) -> tuple[bytes, bytes, tuple[tuple[bytes, bytes], ...] | None] | None:
+        """:meth:`walk` from the depth-1 nodes of the first bytes ``firsts``, each in the
+        state ``targets[i]`` (not wide), and, if ``cut``, its cut into those bytes'
+        segments (their tokens end at ``offsets[b + 1]``), in one call of the compiled
+        core (``r6narrow_walk_cut``): the inside positions (int32 bytes, ascending), the
+        boundary entries (int64 rows ``lo, hi, col, node``, sorted by ``lo``) and, per
+        first byte, its positions and entries (see
+        ``jsonmode.decoding.engine.segments._split``, the reference). None where the
+        compiled core is off (the caller walks and cuts in Python). Cost: the walk in
+        C, the GIL released; a few microseconds for a narrow state."""
+        kernels = native.KERNELS
+        if kernels is None:
+            return None
+        found: tuple[bytes, bytes, tuple[tuple[bytes, bytes], ...] | None] = (
+            kernels.r6narrow_walk_cut(
+                self._compiled(kernels),
+                table,
+                dead,
+                crossing,
+                self.first_nodes,
+                offsets,
+                firsts,
+                targets,
+                _SMALL,
+                cut,
+            )
+        )
+        return found
+
     def compiled(self, kernels: ModuleType) -> Any:
         """The levels as the compiled core's ``Trie`` (what its C walks read)."""
         return self._compiled(kernels)
