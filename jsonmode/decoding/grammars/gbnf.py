@@ -600,31 +600,33 @@ def _without_surrogates(intervals: list[tuple[int, int]]) -> Iterator[tuple[int,
             yield max(low, last + 1), high
 
 
+#: Character sets memoised per process (see _char_set): at most this many, each of at
+#: most _CACHED_INTERVALS intervals and _CACHED_STATES automaton states (1 KiB each).
+_CACHED_SETS = 256
+_CACHED_INTERVALS = 64
+_CACHED_STATES = 32
+_set_cache: dict[tuple[tuple[int, int], ...], Expr] = {}
+
+
 def _char_set(intervals: tuple[tuple[int, int], ...]) -> Expr:
+    """One character of the normal set ``intervals`` (surrogates removed): nothing, a
+    literal, or a lexeme over its UTF-8 automaton. Small sets are memoised per process
+    (the expressions are immutable; at most 8 MiB of automata kept), so the classes
+    grammars share (``[0-9]``, ``[a-z]``, ``[^"\\]``) are built once. Thread-safe."""
+    known = _set_cache.get(intervals)
+    if known is not None:
+        return known
     if not intervals:
         return _NEVER
     if len(intervals) == 1 and intervals[0][0] == intervals[0][1]:
         return Lit(chr(intervals[0][0]).encode("utf-8"))
-    if intervals[-1][1] <= 0x7F:
-        return Lex(_label(list(intervals)), _ascii_set_dfa(intervals))
-    dfa = rx.CharDFA(0, (False, True), (tuple((lo, hi, 1) for lo, hi in intervals), ()))
-    return Lex(_label(list(intervals)), rx.utf8_byte_dfa(dfa))
-
-
-def _ascii_set_dfa(intervals: tuple[tuple[int, int], ...]) -> rx.ByteDFA:
-    """The byte DFA of one character of a set of ASCII characters (normal ``intervals``,
-    at least two characters): state 0 reads one of the bytes into state 1, which
-    accepts. Exactly what ``utf8_byte_dfa`` builds for the set (the general path: ~0.3
-    ms a set, minimising and trimming; this: ~5 us)."""
-    import numpy as np
-
-    trans = np.full((2, 256), -1, dtype=np.int32)
-    for low, high in intervals:
-        trans[0, low : high + 1] = 1
-    accepting = np.array([False, True])
-    trans.setflags(write=False)
-    accepting.setflags(write=False)
-    return rx.ByteDFA(0, accepting, trans)
+    dfa = rx.utf8_char_set_dfa(intervals)
+    made = Lex(_label(list(intervals)), dfa)
+    if len(intervals) <= _CACHED_INTERVALS and dfa.n_states <= _CACHED_STATES:
+        if len(_set_cache) >= _CACHED_SETS:
+            _set_cache.clear()
+        _set_cache[intervals] = made
+    return made
 
 
 def _label(intervals: list[tuple[int, int]]) -> str:
