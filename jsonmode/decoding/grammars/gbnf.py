@@ -218,7 +218,11 @@ def parse(text: str, *, externals: frozenset[str] = frozenset()) -> Grammar:
             "call itself before reading any text, which no top-down matcher can follow",
             hint=_LEFT_RECURSION_HINT,
         )
-    return Grammar("root", {name: tail_loop(name, expr) for name, expr in rules.items()})
+    looping = parser.self_referring  # (tail_loop leaves every other rule as it is)
+    return Grammar(
+        "root",
+        {name: tail_loop(name, expr) if name in looping else expr for name, expr in rules.items()},
+    )
 
 
 class _Parser:
@@ -231,6 +235,7 @@ class _Parser:
         self.rules: dict[str, Expr] = {}
         self.defined: dict[str, int] = {}
         self.references: list[tuple[str, int]] = []
+        self.self_referring: set[str] = set()  # rules whose text names themselves
         self.classes: dict[tuple[tuple[int, int], ...], Expr] = {}
         self.calls: dict[str, Call] = {}  # one per rule name, shared
         self.groups: list[int] = []  # offsets of the open parentheses
@@ -352,8 +357,11 @@ class _Parser:
             self.defined[name] = start
             self.pos += 3
             self.space(True)
+            first_reference = len(self.references)
             expr, _ = self.alternatives(nested=False)
             self.rules[name] = expr
+            if any(callee == name for callee, _ in self.references[first_reference:]):
+                self.self_referring.add(name)
             char = self.peek()
             if char == "\r":
                 self.pos += 2 if text.startswith("\r\n", self.pos) else 1
@@ -376,8 +384,10 @@ class _Parser:
     def sequence(self, nested: bool) -> tuple[Expr, int]:
         """Items up to the first character that cannot start or modify one."""
         text = self.text
+        end = len(text)
+        skip = (_SPACE_NL if nested else _SPACE).match  # (self.space, inlined)
         items: list[tuple[Expr, int]] = []
-        while self.pos < len(text):
+        while self.pos < end:
             if not len(items) & 63:
                 checkpoint()
             start = self.pos
@@ -434,7 +444,7 @@ class _Parser:
                 items.append((call, 0))
                 if not nested:
                     continue  # (the spaces after the name are read)
-            self.space(nested)
+            self.pos = skip(text, self.pos).end()  # type: ignore[union-attr]
         if not items:
             return EMPTY, 0
         if len(items) == 1:
@@ -636,16 +646,17 @@ def _label(intervals: list[tuple[int, int]]) -> str:
     if not others:
         return "."
     if len(others) < len(intervals):
-        return "[^" + "".join(_show_interval(lo, hi) for lo, hi in others) + "]"
-    return "[" + "".join(_show_interval(lo, hi) for lo, hi in intervals) + "]"
+        return "[^" + "".join([_show_interval(lo, hi) for lo, hi in others]) + "]"
+    return "[" + "".join([_show_interval(lo, hi) for lo, hi in intervals]) + "]"
 
 
 def _show_interval(low: int, high: int) -> str:
+    shown = _SHOWN
+    first = shown[low] if low < 0x80 else _show(low)
     if low == high:
-        return _show(low)
-    if high == low + 1:
-        return _show(low) + _show(high)
-    return f"{_show(low)}-{_show(high)}"
+        return first
+    last = shown[high] if high < 0x80 else _show(high)
+    return first + last if high == low + 1 else f"{first}-{last}"
 
 
 def _show(code_point: int) -> str:
@@ -662,6 +673,9 @@ def _show(code_point: int) -> str:
     if code_point <= 0xFFFF:
         return f"\\u{code_point:04X}"
     return f"\\U{code_point:08X}"
+
+
+_SHOWN = tuple(_show(code_point) for code_point in range(0x80))  # (ASCII, looked up)
 
 
 # -- literals ---------------------------------------------------------------------------
