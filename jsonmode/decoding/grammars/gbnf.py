@@ -119,6 +119,8 @@ _NAME = re.compile(r"[a-zA-Z0-9-]+")
 _NAME_SPACE = re.compile(r"([a-zA-Z0-9-]+)(?:[ \t]|#[^\r\n]*)*")  # a name, then _SPACE
 _DIGITS = re.compile(r"[0-9]+")
 _PLAIN = re.compile(r'[^"\\]+')
+_PLAIN_LITERAL = re.compile('"([^"\\\\\ud800-\udfff]*)"')  # a literal without escapes
+_PLAIN_CLASS = re.compile(r"([^\]\\]+)\]")  # a class's body without escapes, and its ]
 _HEX = re.compile(r"[0-9a-fA-F]*")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _SIMPLE_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", '"': '"', "[": "[", "]": "]"}
@@ -472,6 +474,11 @@ class _Parser:
     def literal(self) -> Expr:
         text = self.text
         start = self.pos
+        plain = _PLAIN_LITERAL.match(text, start)
+        if plain is not None:  # (no escape, no surrogate: the text is the value)
+            self.pos = plain.end()
+            value = plain.group(1)
+            return Lit(value.encode("utf-8")) if value else EMPTY
         self.pos += 1
         parts: list[str] = []
         while True:
@@ -501,6 +508,12 @@ class _Parser:
         negated = self.peek() == "^"
         if negated:
             self.pos += 1
+        plain = _PLAIN_CLASS.match(text, self.pos)
+        if plain is not None:  # (no escape)
+            listed = _plain_class(plain.group(1))
+            if listed is not None:
+                self.pos = plain.end()
+                return self.char_set(_complement(_normal(listed)) if negated else listed)
         intervals: list[tuple[int, int]] = []
         while True:
             if self.pos >= len(text):
@@ -574,6 +587,26 @@ class _Parser:
 
 
 # -- character sets ---------------------------------------------------------------------
+
+
+def _plain_class(body: str) -> list[tuple[int, int]] | None:
+    """The intervals a class body without escapes lists (what char_class reads from
+    it, character by character: ``a-z`` a range, a ``-`` last itself), or None where
+    it has a reversed range (char_class's general path reports it)."""
+    intervals: list[tuple[int, int]] = []
+    index, size = 0, len(body)
+    while index < size:
+        low = ord(body[index])
+        if index + 2 < size and body[index + 1] == "-":
+            high = ord(body[index + 2])
+            if high < low:
+                return None
+            intervals.append((low, high))
+            index += 3
+        else:
+            intervals.append((low, low))
+            index += 1
+    return intervals
 
 
 def _normal(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
