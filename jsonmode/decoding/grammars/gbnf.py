@@ -71,10 +71,11 @@ Errors:
   :data:`MAX_DEPTH`, a repetition count over :data:`MAX_COUNT`.
 
 Cost: linear in the text (one left-to-right pass; regular expressions scan spaces,
-names and runs of plain characters), plus one small automaton per distinct character
-class, plus linear passes over the rules for reachability, emptiness and left
-recursion. Parsing recurses only into parentheses, at most :data:`MAX_DEPTH` deep.
-Pure function; thread-safe.
+names, runs of plain characters, and literals and classes without escapes whole), plus
+one small automaton per distinct character class (built straight from its ranges, and
+memoised per process for small sets), plus linear passes over the rules for
+reachability, emptiness and left recursion. Parsing recurses only into parentheses, at
+most :data:`MAX_DEPTH` deep. Pure function; thread-safe.
 """
 
 from __future__ import annotations
