@@ -172,16 +172,22 @@ def test_ascii_classes_are_built_as_the_general_construction(pairs: list[tuple[i
     assert _same_dfa(made.dfa, _utf8_set_dfa(_byte_runs(made.dfa.trans[made.dfa.start])))
 
 
-def test_only_classes_beyond_ascii_take_the_general_construction(
+def test_no_class_takes_the_general_construction(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Every class is built straight from its ranges (rx.utf8_char_set_dfa, held to the
+    general construction by tests/test_char_set_dfa.py), ASCII or not."""
     built: list[int] = []
     general = rx.utf8_byte_dfa
     monkeypatch.setattr(rx, "utf8_byte_dfa", lambda dfa: built.append(1) or general(dfa))
+    monkeypatch.setattr(gbnf, "_set_cache", {})
+    direct: list[int] = []
+    straight = rx.utf8_char_set_dfa
+    monkeypatch.setattr(rx, "utf8_char_set_dfa", lambda sets: direct.append(1) or straight(sets))
     gbnf.parse(bench_grammars.JSON_GBNF)  # eleven ASCII classes, and [^"\\\x00-\x1f]
-    assert len(built) == 1
+    assert (len(built), len(direct)) == (0, 12)
     gbnf.parse(bench_grammars.CHESS_GBNF)
-    assert len(built) == 1
+    assert len(built) == 0
 
 
 # -- trimming small byte automata ------------------------------------------------------------

@@ -311,10 +311,27 @@ class Grammar:
 
 
 def called(expr: Expr) -> Iterator[str]:
-    """The rule names ``expr`` calls, anywhere in it (an object's members included)."""
-    for node in nodes(expr):
-        if isinstance(node, Call):
-            yield node.rule
+    """The rule names ``expr`` calls, anywhere in it (an object's members included),
+    in the order :func:`nodes` meets them (that walk, inlined: compiles walk every
+    rule's calls several times)."""
+    stack = [expr]
+    pop, push, extend = stack.pop, stack.append, stack.extend
+    while stack:
+        node = pop()
+        kind = type(node)
+        if kind is Call:
+            yield node.rule  # type: ignore[union-attr]
+        elif kind is Seq:
+            extend(node.items)  # type: ignore[union-attr]
+        elif kind is Alt:
+            extend(node.options)  # type: ignore[union-attr]
+        elif kind is Rep:
+            push(node.item)  # type: ignore[union-attr]
+        elif kind is Members:
+            extend(member for member, _ in node.members)  # type: ignore[union-attr]
+            push(node.sep)  # type: ignore[union-attr]
+            if node.extra is not None:  # type: ignore[union-attr]
+                push(node.extra)  # type: ignore[union-attr]
 
 
 def nodes(expr: Expr) -> Iterator[Expr]:

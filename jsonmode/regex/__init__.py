@@ -18,7 +18,8 @@ Stages (each one printable, RE2-style), one module each:
    then trimmed and minimised by :mod:`~jsonmode.regex.char_dfa` (Hopcroft), which
    also holds the Boolean operations: a :class:`CharDFA` over Unicode code points, printable with
    :meth:`CharDFA.to_text`;
-3. :func:`utf8_byte_dfa` / :func:`json_string_body_dfa`
+3. :func:`utf8_byte_dfa` / :func:`json_string_body_dfa` (and :func:`utf8_char_set_dfa`,
+   one character of a set, built straight from its ranges)
    (:mod:`~jsonmode.regex.byte_dfa`) — the same language over bytes (a
    :class:`ByteDFA`: a NumPy ``(n_states, 256)`` table) for the token-level engine.
 
@@ -45,7 +46,12 @@ All objects are immutable and thread-safe. NumPy is imported only by the byte-le
 functions, so the character-level engine works without it.
 """
 
-from jsonmode.regex.byte_dfa import ByteDFA, json_string_body_dfa, utf8_byte_dfa
+from jsonmode.regex.byte_dfa import (
+    ByteDFA,
+    json_string_body_dfa,
+    utf8_byte_dfa,
+    utf8_char_set_dfa,
+)
 from jsonmode.regex.char_dfa import (
     DEFAULT_MAX_STATES,
     CharDFA,
@@ -83,4 +89,5 @@ __all__ = [
     "minimize",
     "union",
     "utf8_byte_dfa",
+    "utf8_char_set_dfa",
 ]

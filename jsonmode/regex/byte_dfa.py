@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
     _ArrayT = TypeVar("_ArrayT", bound=npt.NDArray[Any])
 
-__all__ = ["ByteDFA", "json_string_body_dfa", "utf8_byte_dfa"]
+__all__ = ["ByteDFA", "json_string_body_dfa", "utf8_byte_dfa", "utf8_char_set_dfa"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -419,6 +419,130 @@ def _minus(lo: int, hi: int, holes: Sequence[tuple[int, int]]) -> Iterator[tuple
             return
     if lo <= hi:
         yield lo, hi
+
+
+def utf8_char_set_dfa(intervals: Sequence[tuple[int, int]]) -> ByteDFA:
+    """The byte DFA of one character of a set: exactly what :func:`utf8_byte_dfa` builds
+    for the two-state :class:`CharDFA` that reads one character of ``intervals`` (state
+    0, the start, reads a character into state 1, which accepts), state for state and
+    in the same numbering, built straight from the ranges: the generic path's minimising
+    and its general builder cost ~0.2 ms a set, this ~10-40 us.
+
+    ``intervals``: sorted, disjoint, non-adjacent ``(low, high)`` code point ranges in
+    0..U+10FFFF without surrogates (a GBNF class or ``.``); empty: the automaton that
+    accepts nothing (one dead state, as :func:`utf8_byte_dfa` gives).
+
+    Raises ValueError for intervals out of that form. Cost: linear in the intervals
+    (a few states per UTF-8 length, lead byte group and partial lead byte); requires
+    NumPy. Pure function; thread-safe.
+    """
+    import numpy as np
+
+    _check_set(intervals)
+    if not intervals:
+        return ByteDFA(
+            0, _readonly(np.zeros(1, np.bool_)), _readonly(np.full((1, 256), -1, np.int32))
+        )
+    if intervals[-1][1] <= 0x7F:  # ASCII only (most classes): one byte
+        trans = np.full((2, 256), -1, dtype=np.int32)
+        for lo, hi in intervals:
+            trans[0, lo : hi + 1] = 1
+        return ByteDFA(0, _readonly(np.array([False, True])), _readonly(trans))
+    builder = _SetBuilder()
+    ranges = builder.ranges
+    for lo, hi in intervals:
+        if lo > 0x7F:
+            break
+        ranges.append((0, lo, min(hi, 0x7F), 1))
+    builder.multibyte(intervals)
+    n_states = 2 + len(builder.pending)
+    trans = np.full((n_states, 256), -1, dtype=np.int32)
+    for src, lo, hi, dst in ranges:
+        trans[src, lo : hi + 1] = dst
+    accepting = np.zeros(n_states, dtype=np.bool_)
+    accepting[1] = True
+    return ByteDFA(0, _readonly(accepting), _readonly(trans))
+
+
+class _SetBuilder:
+    """:class:`_ByteBuilder` for one character of a set (see :func:`utf8_char_set_dfa`):
+    every edge leads to state 1, so a pending state is keyed by its continuation bytes
+    and residual offsets alone; the same states, made in the same order."""
+
+    def __init__(self) -> None:
+        self.ranges: list[tuple[int, int, int, int]] = []  # (src, byte_lo, byte_hi, dst)
+        self.pending: dict[tuple[int, tuple[tuple[int, int], ...]], int] = {}
+        self.todo: list[tuple[int, int, tuple[tuple[int, int], ...]]] = []
+
+    def multibyte(self, intervals: Sequence[tuple[int, int]]) -> None:
+        """The start state's lead bytes (:meth:`_ByteBuilder.raw_utf8`), then every
+        pending state's continuation bytes (:meth:`_ByteBuilder.run_pending`)."""
+        for cp_lo, cp_hi, weight, n_cont, first in _LEAD_GROUPS:
+            sub = _clip_set(intervals, cp_lo, cp_hi - cp_lo + 1)
+            if sub:
+                self.emit(0, sub, weight, n_cont, first)
+        for lead, (cp_lo, cp_hi, base, n_cont) in _LEAD_SPECIAL.items():
+            sub = _clip_set(intervals, cp_lo, cp_hi - cp_lo + 1)
+            if sub:
+                shift = cp_lo - base
+                dst = self.pend(n_cont, tuple((a + shift, b + shift) for a, b in sub))
+                self.ranges.append((0, lead, lead, dst))
+        todo = self.todo
+        while todo:
+            state, conts, residual = todo.pop()
+            self.emit(state, residual, 1 << (6 * (conts - 1)), conts - 1, 0x80)
+
+    def pend(self, conts: int, residual: tuple[tuple[int, int], ...]) -> int:
+        """The state that reads ``conts`` continuation bytes into an offset of
+        ``residual``, then accepts (the builder's pending state, same key)."""
+        key = (conts, residual)
+        got = self.pending.get(key)
+        if got is None:
+            got = self.pending[key] = 2 + len(self.pending)
+            self.todo.append((got, conts, residual))
+        return got
+
+    def emit(
+        self, src: int, residual: Sequence[tuple[int, int]], weight: int, rest: int, base: int
+    ) -> None:
+        """:meth:`_ByteBuilder.emit` for byte ``base + digit``, ``rest`` continuation
+        bytes after it (the builder's order of states and ranges, kept)."""
+        ranges = self.ranges
+        partial: set[int] = set()
+        for a, b in residual:
+            first, last = -(-a // weight), (b + 1) // weight - 1
+            if first <= last:
+                dst = self.pend(rest, ((0, weight - 1),)) if rest else 1
+                ranges.append((src, base + first, base + last, dst))
+            if a % weight:
+                partial.add(a // weight)
+            if (b + 1) % weight:
+                partial.add(b // weight)
+        for v in sorted(partial):
+            dst = self.pend(rest, _clip_set(residual, v * weight, weight))
+            ranges.append((src, base + v, base + v, dst))
+
+
+def _clip_set(
+    intervals: Sequence[tuple[int, int]], lo: int, size: int
+) -> tuple[tuple[int, int], ...]:
+    """The parts of ``intervals`` within ``[lo, lo + size)``, shifted so that ``lo``
+    becomes 0 (:func:`_clip` without targets)."""
+    hi = lo + size - 1
+    return tuple((max(a, lo) - lo, min(b, hi) - lo) for a, b in intervals if b >= lo and a <= hi)
+
+
+def _check_set(intervals: Sequence[tuple[int, int]]) -> None:
+    """ValueError unless ``intervals`` is a normal set of scalar values (see
+    :func:`utf8_char_set_dfa`)."""
+    previous = -2
+    for low, high in intervals:
+        if not (previous + 1 < low <= high <= MAX_CODE_POINT) or (low <= 0xDFFF and high >= 0xD800):
+            raise ValueError(
+                f"a character set's intervals must be sorted, disjoint, non-adjacent "
+                f"ranges of scalar values: {(low, high)!r} after {previous}"
+            )
+        previous = high
 
 
 def utf8_byte_dfa(dfa: CharDFA) -> ByteDFA:

@@ -647,32 +647,49 @@ class _Inliner:
     def measure(self, expr: Expr) -> tuple[int, int]:
         """``expr``'s size (nodes, repetitions counted as written out) and height,
         memoised per node: linear in the nodes not measured yet, without recursion."""
-        if isinstance(expr, (Lit, Lex, Call)):
+        if type(expr) in _LEAVES:
             return 1, 1
         measured = self.measured
         known = measured.get(id(expr))
+        if known is None:
+            # (A node substitute just made: its composite parts are measured already.)
+            known = self.measure_node(expr)
         if known is None:
             stack: list[tuple[Expr, bool]] = [(expr, False)]
             while stack:
                 node, ready = stack.pop()
                 if id(node) in measured:
                     continue
-                parts, copies = _parts(node)
                 if not ready:
                     stack.append((node, True))
-                    stack.extend((part, False) for part in parts if _composite(part))
+                    stack.extend((part, False) for part in _parts(node)[0] if _composite(part))
                     continue
-                size, height = 1, 0
-                for part in parts:
-                    if _composite(part):
-                        _, part_size, part_height = measured[id(part)]
-                    else:
-                        part_size, part_height = 1, 1
-                    size += part_size * copies
-                    height = max(height, part_height)
-                measured[id(node)] = (node, min(size, _HUGE), height + 1)
+                self.measure_node(node)
             known = measured[id(expr)]
         return known[1], known[2]
+
+    def measure_node(self, node: Expr) -> tuple[Expr, int, int] | None:
+        """Measure the composite ``node`` from its parts' sizes, and remember it; None
+        (nothing remembered) when one of its composite parts is not measured yet."""
+        measured = self.measured
+        parts, copies = _parts(node)
+        size, height = 1, 0
+        for part in parts:
+            if type(part) in _LEAVES:
+                part_size = part_height = 1
+            else:
+                known = measured.get(id(part))
+                if known is None:
+                    return None
+                _, part_size, part_height = known
+            size += part_size * copies
+            if part_height > height:
+                height = part_height
+        entry = measured[id(node)] = (node, min(size, _HUGE), height + 1)
+        return entry
+
+
+_LEAVES = frozenset((Lit, Lex, Call))
 
 
 def _composite(expr: Expr) -> bool:

@@ -71,10 +71,11 @@ Errors:
   :data:`MAX_DEPTH`, a repetition count over :data:`MAX_COUNT`.
 
 Cost: linear in the text (one left-to-right pass; regular expressions scan spaces,
-names and runs of plain characters), plus one small automaton per distinct character
-class, plus linear passes over the rules for reachability, emptiness and left
-recursion. Parsing recurses only into parentheses, at most :data:`MAX_DEPTH` deep.
-Pure function; thread-safe.
+names, runs of plain characters, and literals and classes without escapes whole), plus
+one small automaton per distinct character class (built straight from its ranges, and
+memoised per process for small sets), plus linear passes over the rules for
+reachability, emptiness and left recursion. Parsing recurses only into parentheses, at
+most :data:`MAX_DEPTH` deep. Pure function; thread-safe.
 """
 
 from __future__ import annotations
@@ -119,6 +120,8 @@ _NAME = re.compile(r"[a-zA-Z0-9-]+")
 _NAME_SPACE = re.compile(r"([a-zA-Z0-9-]+)(?:[ \t]|#[^\r\n]*)*")  # a name, then _SPACE
 _DIGITS = re.compile(r"[0-9]+")
 _PLAIN = re.compile(r'[^"\\]+')
+_PLAIN_LITERAL = re.compile('"([^"\\\\\ud800-\udfff]*)"')  # a literal without escapes
+_PLAIN_CLASS = re.compile(r"([^\]\\]+)\]")  # a class's body without escapes, and its ]
 _HEX = re.compile(r"[0-9a-fA-F]*")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _SIMPLE_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", '"': '"', "[": "[", "]": "]"}
@@ -218,7 +221,11 @@ def parse(text: str, *, externals: frozenset[str] = frozenset()) -> Grammar:
             "call itself before reading any text, which no top-down matcher can follow",
             hint=_LEFT_RECURSION_HINT,
         )
-    return Grammar("root", {name: tail_loop(name, expr) for name, expr in rules.items()})
+    looping = parser.self_referring  # (tail_loop leaves every other rule as it is)
+    return Grammar(
+        "root",
+        {name: tail_loop(name, expr) if name in looping else expr for name, expr in rules.items()},
+    )
 
 
 class _Parser:
@@ -231,6 +238,7 @@ class _Parser:
         self.rules: dict[str, Expr] = {}
         self.defined: dict[str, int] = {}
         self.references: list[tuple[str, int]] = []
+        self.self_referring: set[str] = set()  # rules whose text names themselves
         self.classes: dict[tuple[tuple[int, int], ...], Expr] = {}
         self.calls: dict[str, Call] = {}  # one per rule name, shared
         self.groups: list[int] = []  # offsets of the open parentheses
@@ -352,8 +360,11 @@ class _Parser:
             self.defined[name] = start
             self.pos += 3
             self.space(True)
+            first_reference = len(self.references)
             expr, _ = self.alternatives(nested=False)
             self.rules[name] = expr
+            if any(callee == name for callee, _ in self.references[first_reference:]):
+                self.self_referring.add(name)
             char = self.peek()
             if char == "\r":
                 self.pos += 2 if text.startswith("\r\n", self.pos) else 1
@@ -376,8 +387,10 @@ class _Parser:
     def sequence(self, nested: bool) -> tuple[Expr, int]:
         """Items up to the first character that cannot start or modify one."""
         text = self.text
+        end = len(text)
+        skip = (_SPACE_NL if nested else _SPACE).match  # (self.space, inlined)
         items: list[tuple[Expr, int]] = []
-        while self.pos < len(text):
+        while self.pos < end:
             if not len(items) & 63:
                 checkpoint()
             start = self.pos
@@ -434,7 +447,7 @@ class _Parser:
                 items.append((call, 0))
                 if not nested:
                     continue  # (the spaces after the name are read)
-            self.space(nested)
+            self.pos = skip(text, self.pos).end()  # type: ignore[union-attr]
         if not items:
             return EMPTY, 0
         if len(items) == 1:
@@ -462,6 +475,11 @@ class _Parser:
     def literal(self) -> Expr:
         text = self.text
         start = self.pos
+        plain = _PLAIN_LITERAL.match(text, start)
+        if plain is not None:  # (no escape, no surrogate: the text is the value)
+            self.pos = plain.end()
+            value = plain.group(1)
+            return Lit(value.encode("utf-8")) if value else EMPTY
         self.pos += 1
         parts: list[str] = []
         while True:
@@ -491,6 +509,12 @@ class _Parser:
         negated = self.peek() == "^"
         if negated:
             self.pos += 1
+        plain = _PLAIN_CLASS.match(text, self.pos)
+        if plain is not None:  # (no escape)
+            listed = _plain_class(plain.group(1))
+            if listed is not None:
+                self.pos = plain.end()
+                return self.char_set(_complement(_normal(listed)) if negated else listed)
         intervals: list[tuple[int, int]] = []
         while True:
             if self.pos >= len(text):
@@ -566,6 +590,26 @@ class _Parser:
 # -- character sets ---------------------------------------------------------------------
 
 
+def _plain_class(body: str) -> list[tuple[int, int]] | None:
+    """The intervals a class body without escapes lists (what char_class reads from
+    it, character by character: ``a-z`` a range, a ``-`` last itself), or None where
+    it has a reversed range (char_class's general path reports it)."""
+    intervals: list[tuple[int, int]] = []
+    index, size = 0, len(body)
+    while index < size:
+        low = ord(body[index])
+        if index + 2 < size and body[index + 1] == "-":
+            high = ord(body[index + 2])
+            if high < low:
+                return None
+            intervals.append((low, high))
+            index += 3
+        else:
+            intervals.append((low, low))
+            index += 1
+    return intervals
+
+
 def _normal(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
     """Sorted, disjoint, non-adjacent intervals."""
     merged: list[tuple[int, int]] = []
@@ -600,31 +644,33 @@ def _without_surrogates(intervals: list[tuple[int, int]]) -> Iterator[tuple[int,
             yield max(low, last + 1), high
 
 
+#: Character sets memoised per process (see _char_set): at most this many, each of at
+#: most _CACHED_INTERVALS intervals and _CACHED_STATES automaton states (1 KiB each).
+_CACHED_SETS = 256
+_CACHED_INTERVALS = 64
+_CACHED_STATES = 32
+_set_cache: dict[tuple[tuple[int, int], ...], Expr] = {}
+
+
 def _char_set(intervals: tuple[tuple[int, int], ...]) -> Expr:
+    """One character of the normal set ``intervals`` (surrogates removed): nothing, a
+    literal, or a lexeme over its UTF-8 automaton. Small sets are memoised per process
+    (the expressions are immutable; at most 8 MiB of automata kept), so the classes
+    grammars share (``[0-9]``, ``[a-z]``, ``[^"\\]``) are built once. Thread-safe."""
+    known = _set_cache.get(intervals)
+    if known is not None:
+        return known
     if not intervals:
         return _NEVER
     if len(intervals) == 1 and intervals[0][0] == intervals[0][1]:
         return Lit(chr(intervals[0][0]).encode("utf-8"))
-    if intervals[-1][1] <= 0x7F:
-        return Lex(_label(list(intervals)), _ascii_set_dfa(intervals))
-    dfa = rx.CharDFA(0, (False, True), (tuple((lo, hi, 1) for lo, hi in intervals), ()))
-    return Lex(_label(list(intervals)), rx.utf8_byte_dfa(dfa))
-
-
-def _ascii_set_dfa(intervals: tuple[tuple[int, int], ...]) -> rx.ByteDFA:
-    """The byte DFA of one character of a set of ASCII characters (normal ``intervals``,
-    at least two characters): state 0 reads one of the bytes into state 1, which
-    accepts. Exactly what ``utf8_byte_dfa`` builds for the set (the general path: ~0.3
-    ms a set, minimising and trimming; this: ~5 us)."""
-    import numpy as np
-
-    trans = np.full((2, 256), -1, dtype=np.int32)
-    for low, high in intervals:
-        trans[0, low : high + 1] = 1
-    accepting = np.array([False, True])
-    trans.setflags(write=False)
-    accepting.setflags(write=False)
-    return rx.ByteDFA(0, accepting, trans)
+    dfa = rx.utf8_char_set_dfa(intervals)
+    made = Lex(_label(list(intervals)), dfa)
+    if len(intervals) <= _CACHED_INTERVALS and dfa.n_states <= _CACHED_STATES:
+        if len(_set_cache) >= _CACHED_SETS:
+            _set_cache.clear()
+        _set_cache[intervals] = made
+    return made
 
 
 def _label(intervals: list[tuple[int, int]]) -> str:
@@ -634,16 +680,17 @@ def _label(intervals: list[tuple[int, int]]) -> str:
     if not others:
         return "."
     if len(others) < len(intervals):
-        return "[^" + "".join(_show_interval(lo, hi) for lo, hi in others) + "]"
-    return "[" + "".join(_show_interval(lo, hi) for lo, hi in intervals) + "]"
+        return "[^" + "".join([_show_interval(lo, hi) for lo, hi in others]) + "]"
+    return "[" + "".join([_show_interval(lo, hi) for lo, hi in intervals]) + "]"
 
 
 def _show_interval(low: int, high: int) -> str:
+    shown = _SHOWN
+    first = shown[low] if low < 0x80 else _show(low)
     if low == high:
-        return _show(low)
-    if high == low + 1:
-        return _show(low) + _show(high)
-    return f"{_show(low)}-{_show(high)}"
+        return first
+    last = shown[high] if high < 0x80 else _show(high)
+    return first + last if high == low + 1 else f"{first}-{last}"
 
 
 def _show(code_point: int) -> str:
@@ -660,6 +707,9 @@ def _show(code_point: int) -> str:
     if code_point <= 0xFFFF:
         return f"\\u{code_point:04X}"
     return f"\\U{code_point:08X}"
+
+
+_SHOWN = tuple(_show(code_point) for code_point in range(0x80))  # (ASCII, looked up)
 
 
 # -- literals ---------------------------------------------------------------------------
