@@ -1,7 +1,7 @@
-"""The replay of boundary entries (``jsonmode._native.r6replay_states``, csrc/r6replay.c)
-against its Python forms (``Walks._replay``: the plain-Python loop for few bytes, the
-vectorised step per column otherwise): cases drawn from real rule tables and token
-matrices, and the kernel's malformed calls."""
+"""The replay of boundary entries (``jsonmode._native.r6replay_states``, csrc/r6replay.c),
+held to its Python forms (``Walks._replay``: the plain-Python loop for few bytes, the
+vectorised step per column otherwise): the kernel's call, cases drawn from real rule
+tables and token matrices, and the kernel's malformed calls."""
 
 from __future__ import annotations
 
@@ -12,23 +12,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-
-def replay_python(
-    flat: npt.NDArray[np.int32],
-    state: int,
-    matrix: npt.NDArray[np.uint8],
-    positions: npt.NDArray[np.int64],
-    cols: npt.NDArray[np.int64],
-) -> npt.NDArray[np.int64]:
-    """The vectorised Python form (Walks._replay past its few-bytes loop), standalone."""
-    states = np.full(positions.size, state, dtype=np.int64)
-    for column in range(int(cols.max(initial=1))):
-        going = (cols > column).nonzero()[0]
-        if not going.size:
-            break
-        states[going] = flat[states[going] * 256 + matrix[positions[going], column]]
-    return states
 
 
 def replay_compiled(
