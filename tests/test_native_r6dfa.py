@@ -33,8 +33,10 @@ from support.native_regex import real_patterns, running
 
 from jsonmode.budget import deadline
 from jsonmode.decoding import compiled as compiled_module
+from jsonmode.decoding.automata import keys as keys_module
 from jsonmode.decoding.automata import network as network_module
 from jsonmode.decoding.compile import compiler as compiler_module
+from jsonmode.decoding.compile import containers as containers_module
 from jsonmode.decoding.compiled import compile_schema
 from jsonmode.decoding.grammars import compiled as grammar_cache
 from jsonmode.decoding.grammars.builtins import compile_csv
@@ -90,6 +92,15 @@ def record_byte_dfas(monkeypatch: pytest.MonkeyPatch) -> list[tuple[CharDFA, boo
     monkeypatch.setattr(compiler_module, "_LEXEMES", Lru(64 << 20))
     monkeypatch.setattr(network_module, "_TERMINALS", Lru(64 << 20))
     monkeypatch.setattr(compiled_module, "_cache", {})
+    # (The memoised lexeme builders too: warm from earlier tests in this process, they
+    # would answer without asking for a byte automaton.)
+    for memo in (
+        compiler_module._const_string,
+        containers_module._key_lexemes,
+        containers_module._restricted_key_lexemes,
+        keys_module.extra_key_body,
+    ):
+        memo.cache.clear()  # type: ignore[attr-defined]
     return seen
 
 
