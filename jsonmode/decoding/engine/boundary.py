@@ -8,7 +8,10 @@ stepped by the rules' byte tables. The tokens of a group whose rest starts with 
 byte those stacks can read are kept as a small trie of their *rests*
 (:class:`Rests`; the same few dozen rests, such as ``",`` and ``"}`` after a string,
 recur in every schema: memoised by content, ``group_rests``), and the stacks walk
-that trie (:meth:`Stacks.finish`): one step per distinct rest prefix.
+that trie (:meth:`Stacks.finish`): one step per distinct rest prefix. A group of more
+than ``_TRIE_RESTS`` such tokens (white space before an identifier in a grammar) is
+finished in the token trie itself, from where its rests start (:func:`group_starts`,
+:meth:`Stacks.finish_in_trie`): the vocabulary's trie is already the trie of its rests.
 
 A stack whose top state reads few bytes (a literal's next bytes, a number's digits,
 the ``:`` after a key) skips walks, hashes and caches altogether: the stack itself
