@@ -477,15 +477,28 @@ class Rests:
 _rests: Lru[tuple[bytes, bytes, bytes], Rests] = Lru(8 << 20)
 
 
-def known_rests(split: Following, readable: npt.NDArray[np.bool_]) -> Rests | None:
-    """:func:`group_rests`' answer when it is memoised (a lookup), else None."""
-    return _rests.get((split.lo.tobytes(), split.col.tobytes(), readable.tobytes()))
+def _rests_key(split: Following, readable: npt.NDArray[np.bool_]) -> tuple[bytes, bytes, bytes]:
+    return split.lo.tobytes(), split.col.tobytes(), readable.tobytes()
+
+
+def group_form(
+    index: TokenIndex, split: Following, readable: npt.NDArray[np.bool_]
+) -> Rests | Starts:
+    """How a group is finished: its rests when they are memoised (a group seen before:
+    no size to work out); else, for a big group, where its rests start in the token trie
+    (:func:`group_starts`, for :meth:`Stacks.finish_in_trie`); else its rests, made and
+    memoised (:func:`group_rests`, for :meth:`Stacks.finish`)."""
+    known = _rests.get(_rests_key(split, readable))
+    if known is not None:
+        return known
+    starts = group_starts(index, split, readable)
+    return starts if starts is not None else group_rests(index, split, readable)
 
 
 def group_rests(index: TokenIndex, split: Following, readable: npt.NDArray[np.bool_]) -> Rests:
     """The rests of the tokens of ``split`` whose rest starts with a ``readable``
     byte, memoised by content (the same groups recur across rules and schemas)."""
-    key = (split.lo.tobytes(), split.col.tobytes(), readable.tobytes())
+    key = _rests_key(split, readable)
     known = _rests.get(key)
     if known is None:
         kept = readable[split.byte].nonzero()[0]
@@ -535,21 +548,17 @@ def group_starts(
 def rests_lists(
     index: TokenIndex, split: Following, readable: bytes
 ) -> tuple[list[int], list[list[int]], list[list[int]]] | tuple[bytes, bytes, bytes]:
-    """:func:`group_rests` with ``readable`` as 256 bytes of 0/1 flags, as the lists of
-    its trie (``byte``, ``kids``, ``ends``): what the compiled miss asks for (see
-    ``MaskEngine``). For a big group, :func:`group_starts` instead, as three buffers of
-    int64 (bytes objects): the compiled miss walks the token trie from them."""
+    """:func:`group_form` with ``readable`` as 256 bytes of 0/1 flags, as the compiled
+    miss asks for it (see ``MaskEngine``): rests as the lists of their trie (``byte``,
+    ``kids``, ``ends``); a big group's starts as three buffers of int64 (bytes objects),
+    from which the compiled miss walks the token trie."""
     if len(readable) != 256:
         raise ValueError("readable must be 256 flags")
-    flags = np.frombuffer(readable, dtype=np.bool_)
-    rests = known_rests(split, flags)  # (a group seen before: no size to work out)
-    if rests is None:
-        starts = group_starts(index, split, flags)
-        if starts is not None:
-            byte, node, depth = starts
-            return byte.tobytes(), node.tobytes(), depth.tobytes()
-        rests = group_rests(index, split, flags)
-    return rests.byte, rests.kids, rests.ends
+    form = group_form(index, split, np.frombuffer(readable, dtype=np.bool_))
+    if isinstance(form, Rests):
+        return form.byte, form.kids, form.ends
+    byte, node, depth = form
+    return byte.tobytes(), node.tobytes(), depth.tobytes()
 
 
 def direct(

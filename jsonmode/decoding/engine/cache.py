@@ -45,14 +45,7 @@ import numpy.typing as npt
 
 from jsonmode import native
 from jsonmode.decoding.automata.network import Network
-from jsonmode.decoding.engine.boundary import (
-    Stacks,
-    direct,
-    group_rests,
-    group_starts,
-    known_rests,
-    rests_lists,
-)
+from jsonmode.decoding.engine.boundary import Rests, Stacks, direct, group_form, rests_lists
 from jsonmode.decoding.engine.facts import (
     Bits,
     TokenIndex,
@@ -271,15 +264,11 @@ class MaskEngine:
         for stop, split in walk.groups:
             pairs = stacks.returns(context) if stop == RETURN else stacks.readers(context, stop)
             if pairs:
-                readable = stacks.readable(pairs)
-                rests = known_rests(split, readable)
-                starts = None if rests is not None else group_starts(self._index, split, readable)
-                if starts is not None:
-                    found = stacks.finish_in_trie(self._index.trie, starts, pairs)
+                form = group_form(self._index, split, stacks.readable(pairs))
+                if isinstance(form, Rests):
+                    found = stacks.finish(form, pairs)
                 else:
-                    if rests is None:
-                        rests = group_rests(self._index, split, readable)
-                    found = stacks.finish(rests, pairs)
+                    found = stacks.finish_in_trie(self._index.trie, form, pairs)
                 into.positions(found)
 
     def _current_stacks(self) -> Stacks:
