@@ -35,13 +35,17 @@ def _vocabulary(name: str) -> Vocabulary:
     return Vocabulary.from_tokenizer(tokenizers.Tokenizer.from_file(str(path)))
 
 
+def _safe(info: Any, longest: int) -> np.ndarray:
+    return np.array([slices.is_safe(info, longest, s) for s in range(info.crossing.size)])
+
+
 def _fate(data: bytes) -> int:
-    """0: a prefix of clean text; 2: leaves it first at a quote or a backslash between
-    characters; 1: at a control character or a byte no UTF-8 text has there."""
+    """0: a prefix of clean text; 2: leaves it first at a quote, a backslash or DEL
+    between characters; 1: at a control character or a byte no UTF-8 text has there."""
     decoder = codecs.getincrementaldecoder("utf-8")()
     for byte in data:
         between = decoder.getstate()[0] == b""
-        if between and byte in b'"\\':
+        if between and byte in b'"\\\x7f':
             return 2
         try:
             text = decoder.decode(bytes((byte,)))
@@ -95,15 +99,15 @@ def _flags(walk: Any, size: int) -> np.ndarray:
 def test_sliced_walks_equal_full_walks(name: str) -> None:
     vocabulary = _vocabulary(name)
     checked = 0
-    for schema in SCHEMAS:
-        compiled = jsonmode.compile_schema(schema, vocabulary)
+    everything = [(schema, jsonmode.compile_schema(schema, vocabulary)) for schema in SCHEMAS]
+    grammar = jsonmode.compile_grammar(_STRUCTURAL_STRING, vocabulary)
+    everything.append((_STRUCTURAL_STRING, grammar))
+    for schema, compiled in everything:
         engine = compiled.engine
         walks = engine._walks
-        for rule in engine._rules.lexemes:
+        for rule in range(len(engine._rules.network.rules)):
             info = engine._rules.info(rule)
-            safe = slices.safe_states(info, engine._index.longest)
-            if safe is None:
-                continue
+            safe = _safe(info, engine._index.longest)
             for state in np.flatnonzero(safe).tolist():
                 sliced = walks._sliced_walk(info, state)
                 full = walks._compute_walk(info, state)
@@ -115,6 +119,36 @@ def test_sliced_walks_equal_full_walks(name: str) -> None:
                     assert np.array_equal(ours, theirs), (schema, state)
                 checked += 1
     assert checked >= 30  # (the slice applies: strings, searches, extra keys)
+
+
+# A string body inside a structural rule (``value`` calls itself: it is not inlined).
+_STRUCTURAL_STRING = r"""root ::= value
+value ::= "[" ws (value ("," ws value)*)? "]" ws | string
+string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
+ws ::= | " " | "\n" [ \t]{0,20}
+"""
+
+
+@pytest.mark.parametrize("name", ["qwen2.5", "gpt2"])
+def test_safety_over_a_state_region_is_the_whole_automaton_fixed_point(name: str) -> None:
+    """A state's verdict is worked out over the states clean text reaches from it; it
+    must be the verdict of the fixed point over the whole automaton, for every state of
+    every rule, structural ones included."""
+    vocabulary = _vocabulary(name)
+    compiled = [jsonmode.compile_schema(schema, vocabulary) for schema in SCHEMAS]
+    compiled.append(jsonmode.compile_grammar(_STRUCTURAL_STRING, vocabulary))
+    structural_safe = 0
+    for one in compiled:
+        engine = one.engine
+        for rule in range(len(engine._rules.network.rules)):
+            info = engine._rules.info(rule)
+            whole = slices._safe_states(info.flat, info.crossing, engine._index.longest)
+            if whole is None or info.counted is not None:
+                continue
+            assert np.array_equal(_safe(info, engine._index.longest), whole), rule
+            if rule not in engine._rules.lexeme_set:
+                structural_safe += int(whole.sum())
+    assert structural_safe >= 1
 
 
 def _clean_text(rng: random.Random, size: int) -> bytes:
@@ -131,9 +165,9 @@ def test_safe_states_keep_alive_on_clean_text_and_die_on_controls() -> None:
         engine = compiled.engine
         for rule in engine._rules.lexemes:
             info = engine._rules.info(rule)
-            safe = slices.safe_states(info, engine._index.longest)
+            safe = _safe(info, engine._index.longest)
             table = info.flat
-            for state in np.flatnonzero(safe if safe is not None else []).tolist():
+            for state in np.flatnonzero(safe).tolist():
                 for _ in range(20):
                     here = state
                     for byte in _clean_text(rng, rng.randrange(1, 12)):
@@ -152,8 +186,8 @@ def test_a_lexeme_reading_raw_controls_is_walked_in_full() -> None:
     engine = compiled.engine
     for rule in engine._rules.lexemes:
         info = engine._rules.info(rule)
-        safe = slices.safe_states(info, engine._index.longest)
-        assert safe is None or not safe.any()
+        safe = _safe(info, engine._index.longest)
+        assert not safe.any()
     by_bytes = {vocabulary.token_bytes(t): t for t in range(vocabulary.size)}
     matcher = compiled.matcher()
     for step, byte in enumerate(b'"a\n b'):
@@ -175,12 +209,11 @@ def test_states_that_miss_a_clean_character_are_refused_without_the_fixed_point(
         engine = jsonmode.compile_schema(schema, vocabulary).engine
         for rule in engine._rules.lexemes:
             info = engine._rules.info(rule)
-            safe = slices.safe_states(info, engine._index.longest)
+            safe = _safe(info, engine._index.longest)
             rows = info.flat.reshape(-1, 256)
-            if safe is not None:
-                for state in np.flatnonzero(safe).tolist():
-                    assert (rows[state, slices._ONE_BYTE] >= 0).all(), (schema, state)
-                    checked += 1
+            for state in np.flatnonzero(safe).tolist():
+                assert (rows[state, slices._ONE_BYTE] >= 0).all(), (schema, state)
+                checked += 1
     assert checked >= 10
     calls: list[int] = []
     monkeypatch.setattr(slices, "_safe_states", lambda *args: calls.append(1))
@@ -195,3 +228,70 @@ def test_states_that_miss_a_clean_character_are_refused_without_the_fixed_point(
                 refused += 1
     assert refused >= 2
     assert not calls
+
+
+# llama.cpp's JSON grammars read no raw DEL in strings; JSON (and this second grammar)
+# does. DEL is walked, not in the slice, so both bodies are sliced and both are exact.
+_NO_DEL = r'root ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4}) )* "\""'
+_WITH_DEL = r'root ::= "\"" ( [^"\\\x00-\x1F] | "\\" ["\\/bfnrt] )* "\""'
+
+
+@pytest.mark.parametrize("name", ["qwen2.5", "gpt2"])
+@pytest.mark.parametrize(("grammar", "reads_del"), [(_NO_DEL, False), (_WITH_DEL, True)])
+def test_string_bodies_with_and_without_raw_del_are_sliced_and_exact(
+    name: str, grammar: str, reads_del: bool
+) -> None:
+    vocabulary = _vocabulary(name)
+    compiled = jsonmode.compile_grammar(grammar, vocabulary)
+    engine = compiled.engine
+    sliced_states = 0
+    for rule in range(len(engine._rules.network.rules)):
+        info = engine._rules.info(rule)
+        safe = _safe(info, engine._index.longest)
+        for state in np.flatnonzero(safe).tolist():
+            sliced = engine._walks._sliced_walk(info, state)
+            full = engine._walks._compute_walk(info, state)
+            assert sliced is not None
+            assert np.array_equal(_flags(sliced, vocabulary.size), _flags(full, vocabulary.size))
+            for ours, theirs in zip(sliced.bounds.pack(), full.bounds.pack(), strict=True):
+                assert np.array_equal(ours, theirs)
+            sliced_states += 1
+    assert sliced_states >= 1  # (the body between characters: not walked in full)
+    by_bytes = {vocabulary.token_bytes(t): t for t in range(vocabulary.size)}
+    matcher = compiled.matcher()
+    assert matcher.advance(by_bytes[b'"'])
+    mask = matcher.mask()
+    assert bool(mask[by_bytes[b"\x7f"]]) is reads_del
+    assert np.array_equal(mask, reference_mask(compiled, matcher.state))
+
+
+@pytest.mark.parametrize("name", ["qwen2.5", "gpt2"])
+def test_a_structural_rules_string_body_is_walked_through_the_slice(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The body of ``string`` (a structural rule: it calls ``ws``) is sliced while
+    masking, not walked in full, and every mask along a text is the reference's."""
+    from jsonmode.decoding.engine import walk as walk_module
+
+    vocabulary = _vocabulary(name)
+    compiled = jsonmode.compile_grammar(_STRUCTURAL_STRING, vocabulary)
+    engine = compiled.engine
+    sliced_rules: list[int] = []
+    original = walk_module.Walks._sliced_walk
+
+    def spy(self: Any, info: Any, state: int) -> Any:
+        found = original(self, info, state)
+        if found is not None:
+            sliced_rules.extend(
+                r for r in range(len(engine._rules.network.rules)) if engine._rules.info(r) is info
+            )
+        return found
+
+    monkeypatch.setattr(walk_module.Walks, "_sliced_walk", spy)
+    by_bytes = {vocabulary.token_bytes(t): t for t in range(vocabulary.size)}
+    matcher = compiled.matcher()
+    for byte in b'["ab\\n", ["c"]]':
+        assert np.array_equal(matcher.mask(), reference_mask(compiled, matcher.state))
+        assert matcher.advance(by_bytes[bytes((byte,))])
+    assert matcher.can_end()
+    assert any(rule not in engine._rules.lexeme_set for rule in sliced_rules)

@@ -277,7 +277,7 @@ class RuleInfo:
     dead_memo: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_]]] = field(
         default_factory=list
     )
-    safe_memo: list[npt.NDArray[np.bool_] | None] = field(default_factory=list)  # see slices
+    safe_memo: list[npt.NDArray[np.int8]] = field(default_factory=list)  # see slices.is_safe
 
     def reads(self, state: int) -> list[int]:
         """The bytes ``state`` can read, ascending."""

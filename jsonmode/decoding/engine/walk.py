@@ -232,10 +232,11 @@ class Walks:
         """The rule-independent part of a walk, from the cache or computed: for a key
         lexeme's state still spelling a prefix of its names, from the plain string's
         walk (a few vector operations); (``patch``) from a neighbour state's walk when
-        the two differ on few tokens (~0.1 ms); else, for a ``lexeme`` state that
-        takes every clean token, as the clean slice plus a walk of the quoted tokens
-        (~0.3 ms); else, for a state counting a class of bytes, by runs (~0.3-0.6 ms
-        where a plain walk takes ~2.5 ms); else from segments (up to ~10 ms)."""
+        the two differ on few tokens (~0.1 ms); else, for a state that takes every
+        clean token (a string body, in a lexeme or a structural rule), as the clean
+        slice plus a walk of the quoted tokens (~0.3 ms); else, for a state counting a
+        class of bytes, by runs (~0.3-0.6 ms where a plain walk takes ~2.5 ms); else
+        from segments (up to ~10 ms)."""
         key, budget = self._shared_key(info, state)
         packed = walk_cache.get(key)
         if packed is not None:
@@ -247,7 +248,7 @@ class Walks:
             shared = (
                 (self._key_walk(info, state) if isinstance(info.hashes, KeyHashes) else None)
                 or (self._patched_walk(info, state, lexeme) if patch else None)
-                or (self._sliced_walk(info, state) if lexeme else None)
+                or self._sliced_walk(info, state)
                 or self._run_walk(info, state)
                 or self._compute_walk(info, state)
             )
