@@ -253,6 +253,8 @@ def hostile_calls(kernels: ModuleType) -> list[tuple[str, Callable[[], Any]]]:
         ),
         ("children before the first", lambda: kernels.Trie(level(child_lo=levels[0][3] - 5))),
         ("a negative term", lambda: kernels.Trie(level(term=levels[0][2] - 3))),
+        ("a negative lo", lambda: kernels.Trie(level(lo=levels[0][0] - 10**6))),
+        ("a hi before its lo", lambda: kernels.Trie(level(hi=levels[0][0] - 1))),
         ("initialised twice", lambda: good.__init__(levels)),
         # Trie.walk_stacks
         ("tables a tuple", walk(tables=tuple(t))),
