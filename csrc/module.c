@@ -40,6 +40,9 @@
  *                     r6narrow_cut.c)
  *   r6narrow_live_keys jsonmode.decoding.engine.segments._live_keys (a state's live first
  *                     bytes and their segment keys; r6narrow_cut.c)
+ *   r7count_replay    jsonmode.decoding.engine.trie.TokenTrie.replay (an automaton over
+ *                     every trie node, with summed weights: the per-token character
+ *                     counts of counted strings; r7count_replay.c)
  *
  * Safety: every index read from a caller's buffer is checked against that buffer's
  * length (a bad one raises ValueError, never reads past it); work lists grow on the
@@ -199,6 +202,12 @@ static PyMethodDef native_methods[] = {
      "Walks._replay in C (GIL released): out[i] = the state reached from ``state`` by the\n"
      "int32 flat ``table`` over bytes 0 .. cols[i] - 1 of row positions[i] of the uint8\n"
      "``matrix`` (ValueError: an index or a step out of range; TypeError: a dtype)."},
+    {"r7count_replay", r7count_replay, METH_VARARGS,
+     "r7count_replay(table, state, weights, parents, bytes, out_states, out_sums) -> None\n\n"
+     "TokenTrie.replay in C (GIL released): per trie node (one numbering, parents first),\n"
+     "the state after its prefix by the int32 flat ``table`` (no -1) from ``state``, and the\n"
+     "int16 sum of ``weights`` along it (ValueError: an index or a step out of range;\n"
+     "TypeError: a dtype)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -73,6 +73,14 @@ BEYOND = [
 ]
 
 
+# Unbounded: at least 9 items (the count stops at 9).
+UNBOUNDED = r"""
+root ::= "\"" ([a-z] | "\\" [n\"]){9,} "\"" | "-"
+"""
+UNBOUNDED_TEXTS = ['"abcdefghi"', '"abcdefgh\\n"', '"' + "ab" * 20 + '\\""']
+UNBOUNDED_BEYOND = ['"abcdefgh"', '"abcdefg\\n"']
+
+
 @functools.cache
 def _vocabulary(name: str) -> Vocabulary:
     path = TOKENIZERS / name / "tokenizer.json"
@@ -160,18 +168,22 @@ def test_masks_equal_those_without_the_rewrite(
         pytest.skip("the compiled core is not loaded")
     vocabulary = _vocabulary(tokenizer)
     with native.use(compiled_path):
-        fast = jsonmode.compile_grammar(LLAMA, vocabulary)
-        plain = _plain_compile(LLAMA, vocabulary, monkeypatch)
-        assert _counted_rules(fast)
-        assert not _counted_rules(plain)
-        for text in TEXTS + BEYOND:
-            ours = list(_walk(fast, text, tokenizer))
-            theirs = list(_walk(plain, text, tokenizer))
-            assert len(ours) == len(theirs), text
-            for k, ((_, a, _), (_, b, _)) in enumerate(zip(ours, theirs, strict=True)):
-                assert np.array_equal(a, b), (text, k, np.flatnonzero(a != b)[:8])
-            assert all(took for _, _, took in ours) == (text in TEXTS), text
-            assert fast.accepts(text) == (text in TEXTS), text
+        for grammar, within, beyond in (
+            (LLAMA, TEXTS, BEYOND),
+            (UNBOUNDED, UNBOUNDED_TEXTS, UNBOUNDED_BEYOND),
+        ):
+            fast = jsonmode.compile_grammar(grammar, vocabulary)
+            plain = _plain_compile(grammar, vocabulary, monkeypatch)
+            assert _counted_rules(fast)
+            assert not _counted_rules(plain)
+            for text in within + beyond:
+                ours = list(_walk(fast, text, tokenizer))
+                theirs = list(_walk(plain, text, tokenizer))
+                assert len(ours) == len(theirs), text
+                for k, ((_, a, _), (_, b, _)) in enumerate(zip(ours, theirs, strict=True)):
+                    assert np.array_equal(a, b), (text, k, np.flatnonzero(a != b)[:8])
+                assert all(took for _, _, took in ours) == (text in within), text
+                assert fast.accepts(text) == (text in within), text
 
 
 @pytest.mark.parametrize("compiled_path", [True, False], ids=["compiled", "python"])
@@ -272,3 +284,34 @@ def test_the_rewrite_keeps_the_language() -> None:
             assert compiled.accepts(text) == (3 <= count <= 12), text
     assert not compiled.accepts('"abc\\"')
     assert not compiled.accepts('"abc\\x"')
+
+
+@pytest.mark.parametrize("tokenizer", ["qwen2.5", "gpt2"])
+def test_the_trie_replay_is_alike_in_c_and_in_python(tokenizer: str) -> None:
+    """``TokenTrie.replay`` (the per-token item counts) through ``r7count_replay`` and
+    through the gather per level, over real tries, from every state of the plain
+    automata of the grammar's windows and of the JSON plain string."""
+    if native.KERNELS is None:
+        pytest.skip("the compiled core is not loaded")
+    vocabulary = _vocabulary(tokenizer)
+    compiled = jsonmode.compile_grammar(LLAMA, vocabulary)
+    engine = compiled.engine
+    trie = engine._index.trie
+    plains = [engine._walks._rules.plain()]
+    plains += [
+        rules_info.counted.plain
+        for rules_info in map(engine._walks._rules.info, _counted_rules(compiled))
+        if rules_info.counted
+    ]
+    assert len(plains) == 4
+    for plain in plains:
+        table, _ = plain.dead()
+        weights = np.zeros(table.size, dtype=np.int16)
+        weights[: plain.flat.size] = np.arange(plain.flat.size) % 3
+        for state in range(plain.crossing.size + 1):
+            with native.use(True):
+                got = trie.replay(table, state, weights)
+            with native.use(False):
+                want = trie.replay(table, state, weights)
+            assert np.array_equal(got[0], want[0]), state
+            assert np.array_equal(got[1], want[1]), state

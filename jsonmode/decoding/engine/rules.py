@@ -2,9 +2,11 @@
 
 :class:`Rules` (one per mask engine) gives each rule index its content signature,
 crossing states, flat table and state hashes (:mod:`~jsonmode.decoding.engine.state`),
-and recognises a string with length bounds only as the plain string plus a count
-(:func:`_count_states`). Lexemes (call-free rules) recur across properties and
-schemas: their signatures, hashes and information are shared process-wide by content.
+and recognises a string with length bounds only as the plain string plus a count, and
+a GBNF counted repetition ``'"' X{m,n} '"'`` as its plain ``'"' X* '"'`` plus a count
+(:func:`_count_states`, which verifies every transition). Lexemes (call-free rules)
+recur across properties and schemas: their signatures, hashes and information are
+shared process-wide by content.
 A structural rule's walks depend on its table and crossing states alone, not on the
 rules it calls: it is signed by its table object (networks share the table of a rule
 shape: see :func:`~jsonmode.decoding.automata.network.build_network`) and its crossing states,

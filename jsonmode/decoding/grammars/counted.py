@@ -133,7 +133,7 @@ def _counted_rule(
     """The name of the counted lexeme rule for ``'"' rep '"'`` (made on first use), or
     None when ``rep`` does not qualify."""
     low, high = rep.low, rep.high
-    if (high if high is not None else low) <= MIN_COUNT:
+    if (high if high is not None else low) <= MIN_COUNT or (high is not None and low > high):
         return None
     item = rep.item
     if isinstance(item, Call):
