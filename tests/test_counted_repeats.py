@@ -32,6 +32,7 @@ from jsonmode.decoding.engine import rules, segments, walk
 from jsonmode.decoding.engine.cache import MaskEngine
 from jsonmode.decoding.engine.rules import _count_states
 from jsonmode.decoding.grammars import counted
+from jsonmode.decoding.ir import called
 from jsonmode.decoding.matcher import Matcher
 from jsonmode.decoding.vocabulary import Vocabulary
 
@@ -315,3 +316,18 @@ def test_the_trie_replay_is_alike_in_c_and_in_python(tokenizer: str) -> None:
                 want = trie.replay(table, state, weights)
             assert np.array_equal(got[0], want[0]), state
             assert np.array_equal(got[1], want[1]), state
+
+
+def test_the_windows_of_a_grammar_make_a_bounded_number_of_states() -> None:
+    """Each window at most ``max_states`` states, all of a grammar's at most four times
+    that: past it, windows stay as written (a hostile grammar of many distinct
+    windows makes no more tables than that)."""
+    from jsonmode.decoding.grammars import gbnf
+
+    fields = " ".join(f'"\\"" [a-z]{{0,{40 + k}}} "\\""' for k in range(12))
+    grammar = gbnf.parse(f"root ::= {fields}\n")
+    rewritten = counted.counted_repetitions(grammar, 100)
+    made = [name for name in rewritten.rules if name.startswith("counted:")]
+    assert len(made) == 8  # (41 + ... + 48 states <= 400 < 41 + ... + 49)
+    assert len(list(called(rewritten.rules["root"]))) == 8
+    assert counted.counted_repetitions(grammar, 40).rules == grammar.rules  # (each > 40)

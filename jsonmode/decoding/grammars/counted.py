@@ -25,6 +25,8 @@ checks the compile's deadline per window. Thread-safe (pure).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 import numpy.typing as npt
 
@@ -42,6 +44,9 @@ __all__ = ["MIN_COUNT", "counted_repetitions"]
 #: are cheap as they are.
 MIN_COUNT = 8
 _QUOTE = ord('"')
+# The windows of one grammar make at most this many times ``max_states`` states in all
+# (each at most ``max_states``); past it, windows stay as written.
+_TOTAL_STATES = 4
 # The bodies of each counted window (or None: it does not qualify), process-wide by its
 # label and state budget: grammars that share a window build it once.
 _BODIES: Lru[tuple[str, int], tuple[tuple[ByteDFA, ByteDFA] | None]] = Lru(16 << 20)
@@ -52,9 +57,9 @@ def counted_repetitions(grammar: Grammar, max_states: int) -> Grammar:
     or a call to a call-free rule; ``n`` or, unbounded, ``m`` over :data:`MIN_COUNT`)
     replaced by a call to a new counted lexeme rule (one per distinct window), when
     ``X`` ends its items cleanly (see the module) and the lexeme has at most
-    ``max_states`` states. Rules no longer called are dropped. The grammar itself when
-    nothing changes."""
-    made: dict[str, tuple[str, Expr]] = {}  # window label -> (rule name, expression)
+    ``max_states`` states (the grammar's, at most ``4 * max_states`` in all). Rules no
+    longer called are dropped. The grammar itself when nothing changes."""
+    made = _Made()
     rules = dict(grammar.rules)
     changed = False
     for name, expr in grammar.rules.items():
@@ -65,7 +70,7 @@ def counted_repetitions(grammar: Grammar, max_states: int) -> Grammar:
             changed = True
     if not changed:
         return grammar
-    for rule, body in made.values():
+    for rule, body in made.rules.values():
         rules[rule] = body
     kept = {grammar.root: rules[grammar.root]}
     todo = [grammar.root]
@@ -77,9 +82,7 @@ def counted_repetitions(grammar: Grammar, max_states: int) -> Grammar:
     return Grammar(grammar.root, kept)
 
 
-def _rewrite(
-    expr: Expr, grammar: Grammar, made: dict[str, tuple[str, Expr]], max_states: int
-) -> Expr:
+def _rewrite(expr: Expr, grammar: Grammar, made: _Made, max_states: int) -> Expr:
     """``expr`` with its windows replaced (the node itself when none is). Recurses into
     the expression (the GBNF reader and the inliner bound its depth)."""
     if isinstance(expr, Alt):
@@ -127,9 +130,7 @@ def _rewrite(
     return out[0] if len(out) == 1 else Seq(tuple(out))
 
 
-def _counted_rule(
-    rep: Rep, grammar: Grammar, made: dict[str, tuple[str, Expr]], max_states: int
-) -> str | None:
+def _counted_rule(rep: Rep, grammar: Grammar, made: _Made, max_states: int) -> str | None:
     """The name of the counted lexeme rule for ``'"' rep '"'`` (made on first use), or
     None when ``rep`` does not qualify."""
     low, high = rep.low, rep.high
@@ -144,7 +145,7 @@ def _counted_rule(
     if any(True for _ in called(item)) or _has_members(item):
         return None
     label = f"counted {Rep(item, low, high)}"
-    known = made.get(label)
+    known = made.rules.get(label)
     if known is not None:
         return known[0]
     bodies = _BODIES.get((label, max_states))
@@ -161,12 +162,24 @@ def _counted_rule(
     if bodies[0] is None:
         return None
     counted_body, plain = bodies[0]
-    name = f"counted:{len(made)}"
+    if made.states + counted_body.n_states > _TOTAL_STATES * max_states:
+        return None  # (the grammar's windows made enough states: the rest stay as written)
+    made.states += counted_body.n_states
+    name = f"counted:{len(made.rules)}"
     while name in grammar.rules:
         name += "'"
     lex = Lex(label, counted_body, (low, high), plain=plain)
-    made[label] = (name, Seq((Lit(b'"'), lex, Lit(b'"'))))
+    made.rules[label] = (name, Seq((Lit(b'"'), lex, Lit(b'"'))))
     return name
+
+
+@dataclass
+class _Made:
+    """The counted lexeme rules one rewrite made: by window label, the rule's name and
+    expression; and their states in all."""
+
+    rules: dict[str, tuple[str, Expr]] = field(default_factory=dict)
+    states: int = 0
 
 
 def _has_members(expr: Expr) -> bool:
