@@ -634,8 +634,7 @@ def quoted_rule(
     trans[0] = -1
     trans[-1] = -1
     inner = trans[1:-1]
-    np.add(body.trans, 1, out=inner)
-    inner[body.trans < 0] = -1
+    np.add(body.trans, body.trans >= 0, out=inner)  # (-1 stays -1: no transition)
     trans[0, ord('"')] = 1 + body.start
     inner[np.asarray(body.accepting), ord('"')] = count - 1
     accepting = np.zeros(count, dtype=np.bool_)

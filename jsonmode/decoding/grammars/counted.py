@@ -234,17 +234,19 @@ def _bodies(
     # X{low,high}: k items begun, between items at k, inside one at
     # top + 1 + (k - 1) * width + position: a byte read with k begun leads to
     # ``ending + k * step`` (an item's end: k, between items; else inside it).
-    table = np.full((count, 256), -1, dtype=np.int32)
-    ending = np.where(ends, 0, top + 1 - width + spot).astype(np.int32)
-    step = np.where(ends, 1, width).astype(np.int32)
+    table = np.empty((count, 256), dtype=np.int32)
+    # (A dead entry: -1 whatever k, as -1 + k * 0.)
+    ending = np.where(live, np.where(ends, 0, top + 1 - width + spot), -1).astype(np.int32)
+    step = np.where(live, np.where(ends, 1, width), 0).astype(np.int32)
     begun = np.arange(1, top + 1, dtype=np.int32)[:, None]
-    row, row_step, row_live = ending[0], step[0], live[0]
     # Between items with k begun (k < top): a byte begins item k + 1.
-    table[:top] = np.where(row_live, row + begun * row_step, -1)
-    if high is None:  # (the count stops at low: at top, an item leaves it at top)
-        table[top] = np.where(row_live, row + top * row_step, -1)
-    inside = np.where(live[inner], ending[inner] + begun[:, :, None] * step[inner], -1)
-    table[top + 1 :] = inside.reshape(top * width, 256)
+    table[:top] = ending[0] + begun * step[0]
+    # At top: an item leaves the count at top (no upper bound), or none begins.
+    table[top] = ending[0] + top * step[0] if high is None else -1
+    # Inside an item, written in place (two passes over the biggest part).
+    block = table[top + 1 :].reshape(top, width, 256)
+    np.multiply(begun[:, :, None], step[inner][None], out=block)
+    block += ending[inner]
     body_accepting = np.zeros(count, dtype=np.bool_)
     body_accepting[low : top + 1] = True
     return _dfa(table, body_accepting), _dfa(plain_rows, plain_accepting)
