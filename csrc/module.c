@@ -42,6 +42,9 @@
  *                     r6narrow_cut.c)
  *   r6narrow_live_keys jsonmode.decoding.engine.segments._live_keys (a state's live first
  *                     bytes and their segment keys; r6narrow_cut.c)
+ *   r7count_replay    jsonmode.decoding.engine.trie.TokenTrie.replay (an automaton over
+ *                     every trie node, with summed weights: the per-token character
+ *                     counts of counted strings; r7count_replay.c)
  *
  * Safety: every index read from a caller's buffer is checked against that buffer's
  * length (a bad one raises ValueError, never reads past it); work lists grow on the
@@ -207,6 +210,12 @@ static PyMethodDef native_methods[] = {
      "state's hash at depth depths[k], over the weighted edges (int64 source ascending,\n"
      "int64 target, dead: the slot ``states``; uint64 summed) from the uint64 ``base``\n"
      "(ValueError: an edge, a length or a depth out of range; TypeError: a dtype)."},
+    {"r7count_replay", r7count_replay, METH_VARARGS,
+     "r7count_replay(table, state, weights, parents, bytes, out_states, out_sums) -> None\n\n"
+     "TokenTrie.replay in C (GIL released): per trie node (one numbering, parents first),\n"
+     "the state after its prefix by the int32 flat ``table`` (no -1) from ``state``, and the\n"
+     "int16 sum of ``weights`` along it (ValueError: an index or a step out of range;\n"
+     "TypeError: a dtype)."},
     {NULL, NULL, 0, NULL},
 };
 

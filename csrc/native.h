@@ -12,7 +12,7 @@
 #include <string.h>
 
 /* The kernels' interface version; jsonmode/native.py loads only its own. */
-#define KERNELS_VERSION 11
+#define KERNELS_VERSION 12
 #define MAX_THREADS 64
 
 /* ------------------------------------------------------------------------------ */
@@ -506,6 +506,9 @@ PyObject *r6dfa_byte_dfa(PyObject *module, PyObject *args);
 PyObject *r6replay_states(PyObject *module, PyObject *args);
 /* r7hash (r7hash_depths.c): bounded-depth state hashes (state.state_hashes). */
 PyObject *r7hash_depths(PyObject *module, PyObject *args);
+
+/* r7count (r7count_replay.c, round 7): an automaton over every trie node (TokenTrie.replay). */
+PyObject *r7count_replay(PyObject *module, PyObject *args);
 
 /* r3miss (r3miss_assemble.c): a mask-cache miss, MaskEngine._assemble over bits. */
 extern PyTypeObject jm_r3miss_AssemblerType;

@@ -210,14 +210,14 @@ def test_ranges_of_single_tokens_are_their_starts_and_expand_alike(monkeypatch):
     and equals the plain expansion on any ranges."""
     import numpy as np
 
-    from jsonmode.decoding.engine import trie
+    from jsonmode.decoding.engine import entries
 
     rng = np.random.default_rng(43)
     for _ in range(200):
         lo = rng.integers(0, 1000, size=int(rng.integers(0, 30)))
         hi = lo + rng.choice([1, 1, 1, 0, 2, 5], size=lo.size) * rng.integers(0, 2, size=lo.size)
         expected = [p for a, b in zip(lo.tolist(), hi.tolist(), strict=True) for p in range(a, b)]
-        got = trie.ranges(lo, hi)
+        got = entries.ranges(lo, hi)
         assert got.dtype == np.int64
         assert got.tolist() == expected
 
@@ -226,6 +226,6 @@ def test_ranges_of_single_tokens_are_their_starts_and_expand_alike(monkeypatch):
 
     starts = np.array([5, 2, 9], dtype=np.int64)
     monkeypatch.setattr(np, "repeat", no_repeat)
-    got = trie.ranges(starts, starts + 1)
+    got = entries.ranges(starts, starts + 1)
     assert got.tolist() == [5, 2, 9]
     assert got is not starts

@@ -383,7 +383,7 @@ def test_key_masks_equal_reference_masks_on_a_real_vocabulary():
 def test_lexicographic_order_sorts_tokens_by_their_bytes():
     """Prefixes before their extensions, bytes compared unsigned, equal tokens kept in
     their order (the token trie relies on all three)."""
-    from jsonmode.decoding.engine.trie import lexicographic_order
+    from jsonmode.decoding.engine.entries import lexicographic_order
 
     rng = np.random.default_rng(11)
     tokens = [bytes(rng.integers(0, 256, rng.integers(1, 6)).tolist()) for _ in range(400)]
@@ -724,7 +724,7 @@ def test_replay_in_plain_python_equals_the_vectorised_replay(monkeypatch):
 def _walk_groups(walk, size: int) -> tuple[set[int], dict[int, list[tuple[int, int, int]]]]:
     """A walk's inside ids and, per stop state, its boundary tokens as (position,
     column where the rest starts, that first byte)."""
-    from jsonmode.decoding.engine.trie import ranges
+    from jsonmode.decoding.engine.entries import ranges
 
     if walk.dense:
         inside = set(np.flatnonzero(np.unpackbits(walk.inside, count=size)).tolist())
@@ -1173,7 +1173,7 @@ def test_memoised_rests_equal_fresh_ones():
     bytes or another group (here: one token fewer per entry, the same columns) other
     rests, each what the tokens say."""
     from jsonmode.decoding.engine import boundary as boundary_module
-    from jsonmode.decoding.engine.trie import Following
+    from jsonmode.decoding.engine.entries import Following
 
     vocabulary = Vocabulary.from_tokenizer(TOKENIZERS / "qwen2.5")
     engine = compile_schema({"type": "object"}, vocabulary).engine

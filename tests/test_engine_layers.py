@@ -11,6 +11,7 @@ from tests.test_layers import PACKAGE
 ENGINE = "jsonmode.decoding.engine"
 # The order the package docstring gives: the ground floor, then stages 1 to 5.
 ORDER = [
+    "entries",
     "trie",
     "keyhashes",
     "facts",

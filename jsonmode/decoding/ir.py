@@ -66,6 +66,9 @@ class Lex:
     dfa: ByteDFA = field(repr=False, compare=False)
     lengths: tuple[int, int | None] | None = field(default=None, repr=False, compare=False)
     keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    # With ``lengths``: the body ``X*`` whose ``X{low,high}`` this body is, when the
+    # count is not of a JSON string's code points (see ``RuleDFA.counts_over``).
+    plain: ByteDFA | None = field(default=None, repr=False, compare=False)
 
     def __str__(self) -> str:
         return f"/{self.label}/"

@@ -27,8 +27,9 @@ from jsonmode import native
 from jsonmode.decoding import reference
 from jsonmode.decoding.automata import network
 from jsonmode.decoding.engine.boundary import Rests, Stacks
+from jsonmode.decoding.engine.entries import lexicographic_order
 from jsonmode.decoding.engine.facts import bits_size, set_ids
-from jsonmode.decoding.engine.trie import TokenTrie, lexicographic_order
+from jsonmode.decoding.engine.trie import TokenTrie
 from jsonmode.decoding.matcher import fill_words
 from jsonmode.errors import BudgetExceededError
 from support.native_miss import make_miss, miss_compiled, miss_python
@@ -51,6 +52,7 @@ from support.native_r6narrow import (
     make_cut,
     make_live_keys,
 )
+from support.native_r7count import make_replay, replay_compiled, replay_python
 from support.native_r7hash import hashes_compiled, hashes_python, make_hashes
 from support.native_regex import (
     make_raw,
@@ -583,6 +585,7 @@ PAIRS = [
     KernelPair("r6narrow_walk_cut", make_cut, cut_python, cut_compiled),
     KernelPair("r6narrow_live_keys", make_live_keys, live_keys_python, live_keys_compiled),
     KernelPair("r7hash_depths", make_hashes, hashes_python, hashes_compiled),
+    KernelPair("r7count_replay", make_replay, replay_python, replay_compiled),
 ]
 
 

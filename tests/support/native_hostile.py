@@ -21,6 +21,7 @@ from support.native_r5nfa import hostile_r5nfa_calls
 from support.native_r6dfa import hostile_r6dfa_calls
 from support.native_r6narrow import hostile_r6narrow_calls
 from support.native_r6replay import hostile_r6replay_calls
+from support.native_r7count import hostile_r7count_calls
 from support.native_r7hash import hostile_r7hash_calls
 from support.native_stacks import hostile_stacks_calls
 
@@ -655,6 +656,7 @@ def hostile_calls(kernels: ModuleType) -> list[tuple[str, Callable[[], Any]]]:
         *hostile_r6dfa_calls(kernels),
         *hostile_r6replay_calls(kernels),
         *hostile_r7hash_calls(kernels),
+        *hostile_r7count_calls(kernels),
         # (walk_stacks from a level the trie does not have)
         (
             "walk_stacks from level 0",

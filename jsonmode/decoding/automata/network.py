@@ -614,7 +614,7 @@ def _direct(name: str, expr: Expr) -> RuleDFA | None:
         return RuleDFA(name, trans, ((),) * dfa.n_states, accepting)
     if (dfa.trans[np.asarray(dfa.accepting), ord('"')] >= 0).any():  # pragma: no cover
         return None  # a body that could go on with a raw quote (never: JSON escapes it)
-    return quoted_rule(name, dfa, lex.lengths, lex.keys)
+    return quoted_rule(name, dfa, lex.lengths, lex.keys, lex.plain)
 
 
 def quoted_rule(
@@ -622,18 +622,19 @@ def quoted_rule(
     body: ByteDFA,
     lengths: tuple[int, int | None] | None = None,
     keys: tuple[str, ...] | None = None,
+    plain: ByteDFA | None = None,
 ) -> RuleDFA:
     """The rule ``'"' body '"'``: state 0 is before the opening quote, the last state
     after the closing one (its only accepting state); the body's states follow state 0
     in their order. ``body`` must not read a raw quote where it accepts. ``lengths``
-    and ``keys`` are passed on (see :class:`RuleDFA`)."""
+    and ``keys`` are passed on (see :class:`RuleDFA`), and ``plain``, quoted, as its
+    ``counts_over``."""
     count = body.n_states + 2
     trans = np.empty((count, 256), dtype=np.int32)
     trans[0] = -1
     trans[-1] = -1
     inner = trans[1:-1]
-    np.add(body.trans, 1, out=inner)
-    inner[body.trans < 0] = -1
+    np.add(body.trans, body.trans >= 0, out=inner)  # (-1 stays -1: no transition)
     trans[0, ord('"')] = 1 + body.start
     inner[np.asarray(body.accepting), ord('"')] = count - 1
     accepting = np.zeros(count, dtype=np.bool_)
@@ -642,7 +643,8 @@ def quoted_rule(
         # (The body is extra_key_body's for these names: this rule is its quoted form.)
         trans.flags.writeable = False
         _KEY_RULES.put(trans, keys)
-    return RuleDFA(name, trans, ((),) * count, accepting, lengths, keys)
+    over = None if plain is None else quoted_rule(name + "*", plain)
+    return RuleDFA(name, trans, ((),) * count, accepting, lengths, keys, over)
 
 
 # The tables of the rules quoted_rule made around extra_key_body's bodies, with their

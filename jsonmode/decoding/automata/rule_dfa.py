@@ -34,6 +34,11 @@ class RuleDFA:
     # A quoted JSON string that is none of these names (an object's extra keys): the
     # body is :func:`~jsonmode.decoding.automata.keys.extra_key_body`'s, in its layout.
     keys: tuple[str, ...] | None = None
+    # With ``lengths``: the plain automaton the count is over, when it is not the JSON
+    # plain string: a quoted rule ``'"' X* '"'`` whose ``X{low,high}`` this rule is
+    # (a GBNF counted repetition, see grammars.counted). The mask engine verifies the
+    # pairing of every transition before it relies on it.
+    counts_over: RuleDFA | None = None
 
     @property
     def n_states(self) -> int:

@@ -25,13 +25,14 @@ each built on the stages above it::
     5 cache     MaskEngine: the union over the state's stacks, as bits (a token
                 bitmask) or bools, cached per state
 
-Under every stage: ``trie`` (the vocabulary as a trie), ``keyhashes`` (a key
+Under every stage: ``entries`` (what a trie walk hands back: tokens inside,
+boundary entries), ``trie`` (the vocabulary as a trie), ``keyhashes`` (a key
 lexeme's state hashes) and ``facts`` (the records every stage reads: the token
 index, each automaton's read lists and crossing states, each rule's information).
 
 Imports follow the stages, without a circle: a module imports only those before it
-in ``trie, keyhashes, facts, state, rules, segments, slices, runs, walk, boundary,
-cache`` (and this package only ``cache``), and only their public names
+in ``entries, trie, keyhashes, facts, state, rules, segments, slices, runs, walk,
+boundary, cache`` (and this package only ``cache``), and only their public names
 (tests/test_engine_layers.py holds it so).
 
 1. A matcher state is the reference matcher's closed set of parse stacks. Masks

@@ -39,8 +39,9 @@ import numpy.typing as npt
 
 from jsonmode import native
 from jsonmode.decoding.automata.families import TAIL
+from jsonmode.decoding.engine.entries import Following
 from jsonmode.decoding.engine.facts import Facts, ReadLists, TokenIndex, facts
-from jsonmode.decoding.engine.trie import Following, TokenTrie
+from jsonmode.decoding.engine.trie import TokenTrie
 from jsonmode.decoding.reference import ReferenceMatcher, Stack
 from jsonmode.lru import Lru
 

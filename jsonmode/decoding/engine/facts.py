@@ -24,8 +24,9 @@ import numpy.typing as npt
 
 from jsonmode import native
 from jsonmode.decoding.automata.network import RuleDFA
+from jsonmode.decoding.engine.entries import lexicographic_order
 from jsonmode.decoding.engine.keyhashes import KeyHashes
-from jsonmode.decoding.engine.trie import TokenTrie, lexicographic_order
+from jsonmode.decoding.engine.trie import TokenTrie
 from jsonmode.decoding.vocabulary import Vocabulary
 
 Rows = npt.NDArray[np.int64]
@@ -303,7 +304,9 @@ class RuleInfo:
 @dataclass(frozen=True, slots=True)
 class Counted:
     """A string with length bounds only (``RuleDFA.lengths``) as the plain string
-    (``plain``) plus a count: per state, the plain string's state it acts as
+    (``plain``; for a GBNF counted repetition, its plain automaton ``'"' X* '"'``,
+    ``RuleDFA.counts_over``, whose characters are the items) plus a count: per
+    state, the plain string's state it acts as
     (``plain_of``) and the characters begun so far (``chars``; capped at ``low``
     when there is no upper bound). From a state, a token fares as from its plain
     state, except that it dies once it begins more than ``high - chars`` characters,

@@ -2,9 +2,11 @@
 
 :class:`Rules` (one per mask engine) gives each rule index its content signature,
 crossing states, flat table and state hashes (:mod:`~jsonmode.decoding.engine.state`),
-and recognises a string with length bounds only as the plain string plus a count
-(:func:`_count_states`). Lexemes (call-free rules) recur across properties and
-schemas: their signatures, hashes and information are shared process-wide by content.
+and recognises a string with length bounds only as the plain string plus a count, and
+a GBNF counted repetition ``'"' X{m,n} '"'`` as its plain ``'"' X* '"'`` plus a count
+(:func:`_count_states`, which verifies every transition). Lexemes (call-free rules)
+recur across properties and schemas: their signatures, hashes and information are
+shared process-wide by content.
 A structural rule's walks depend on its table and crossing states alone, not on the
 rules it calls: it is signed by its table object (networks share the table of a rule
 shape: see :func:`~jsonmode.decoding.automata.network.build_network`) and its crossing states,
@@ -53,15 +55,17 @@ _BATCH_STATES = 256
 # hash depth), their content signatures by table identity (the automata are built once
 # per process and shared by the networks that use them) and their rule information.
 _hash_cache: Lru[tuple[bytes, int], StateHashes] = Lru(16 << 20)
-_count_cache: Lru[bytes, tuple[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None]] = Lru(
-    8 << 20
-)
+_count_cache: Lru[
+    tuple[bytes, bytes], tuple[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None]
+] = Lru(8 << 20)
 _lexeme_contents: IdentityMemo[tuple[bytes, npt.NDArray[np.bool_]]] = IdentityMemo()
 _lexeme_infos: Lru[tuple[bytes, int, tuple[int, int | None] | None], RuleInfo] = Lru(32 << 20)
 # Structural rules' tables, numbered by identity (see _structural_content).
 _table_numbers: IdentityMemo[int] = IdentityMemo()
 _table_serial = itertools.count()
 _plain_infos: dict[int, RuleInfo] = {}  # by hash depth (see Rules.plain)
+# The plain automata of counted repetitions, by signature and hash depth (see Rules.over).
+_over_infos: Lru[tuple[bytes, int], RuleInfo] = Lru(4 << 20)
 
 
 class Rules:
@@ -99,15 +103,17 @@ class Rules:
         # walks are shared by signature).
         counted = None
         if automaton.lengths is not None:
-            known_states = _count_cache.get(signature)
+            plain = self.plain() if automaton.counts_over is None else self.over(automaton)
+            count_key = (signature, plain.signature)
+            known_states = _count_cache.get(count_key)
             if known_states is None:
-                known_states = (_count_states(automaton, self.plain().flat.reshape(-1, 256)),)
+                known_states = (_count_states(automaton, plain.flat.reshape(-1, 256)),)
                 size = 64 + 16 * trans.shape[0]
-                _count_cache.put(signature, known_states, size)
+                _count_cache.put(count_key, known_states, size)
             if known_states[0] is not None:
                 plain_of, chars = known_states[0]
                 low, high = automaton.lengths
-                counted = Counted(self.plain(), plain_of, chars, low, high)
+                counted = Counted(plain, plain_of, chars, low, high)
         hashes = None
         if counted is None and lexeme:
             # A counted string's states need no hashes: those between characters are
@@ -133,6 +139,19 @@ class Rules:
             known = _plain_infos[self.depth] = RuleInfo(
                 signature, crossing, trans.reshape(-1), hashes
             )
+        return known
+
+    def over(self, automaton: RuleDFA) -> RuleInfo:
+        """The rule information of the plain automaton a counted repetition counts over
+        (``automaton.counts_over``): process-wide by content and hash depth (a plain
+        ``'"' X* '"'`` of a few states, hashed in one small pass)."""
+        assert automaton.counts_over is not None
+        signature, crossing, trans = _content(automaton.counts_over)
+        known = _over_infos.get((signature, self.depth))
+        if known is None:
+            hashes = state_hashes(trans, crossing, (self.depth, self.depth + 1))
+            known = RuleInfo(signature, crossing, trans.reshape(-1), hashes)
+            _over_infos.put((signature, self.depth), known, 4 * trans.nbytes + 1024)
         return known
 
     def signature(self, rule: int) -> tuple[bytes, npt.NDArray[np.bool_], npt.NDArray[np.int32]]:
@@ -321,10 +340,15 @@ def _count_states(
     rule: RuleDFA, plain: npt.NDArray[np.int32]
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
     """Each state of a ``lengths`` rule as ``(plain string state, characters begun)``;
-    None unless the rule is exactly the plain string with those bounds on the count.
+    None unless the rule is exactly the plain automaton ``plain`` with those bounds on
+    the count. ``plain`` is a quoted rule (the JSON plain string, or a GBNF counted
+    repetition's ``'"' X* '"'``) whose state after the opening quote is *between
+    characters*: every byte it reads but the closing quote begins a character (an
+    item), some byte is a whole character alone, and only its closing quote leads to
+    the last state, which reads nothing (else None).
 
     The states between characters are found first, one per count (from the opening
-    quote, an ``a`` at a time); then the pairing spreads along every transition, a
+    quote, a one-byte character at a time); then the pairing spreads along every transition, a
     level of states inside a character at a time (a few levels: the longest escape),
     each level in a few vector operations over its states and the plain string's byte
     classes. Every transition of every state is checked to go where the pairing says:
@@ -340,13 +364,26 @@ def _count_states(
     trans, size = rule.trans, rule.trans.shape[0]
     top = high if high is not None else low
     between, closing = int(plain[0, QUOTE]), plain.shape[0] - 1
+    if between <= 0 or between == closing or (plain[closing] >= 0).any():
+        return None
+    # (The plain automaton closes from between characters only, on the quote: what the
+    # count's lower bound and the walks' closed tokens are about.)
+    into = np.argwhere(plain == closing)
+    if into.shape[0] != 1 or into[0, 0] != between or into[0, 1] != QUOTE:
+        return None
+    # A byte that is a whole character (item) alone: from between characters back there.
+    ones = np.flatnonzero(plain[between] == between)
+    ones = ones[ones != QUOTE]
+    if not ones.size:
+        return None
+    one = ord("a") if plain[between, ord("a")] == between else int(ones[0])
     chain = [int(trans[0, QUOTE])]
     for _ in range(top):
-        chain.append(int(trans[chain[-1], ord("a")]) if chain[-1] >= 0 else -1)
+        chain.append(int(trans[chain[-1], one]) if chain[-1] >= 0 else -1)
     # (Distinct states, none of them the start's or the end's.)
     if min(chain) <= 0 or len(set(chain)) != top + 1 or size - 1 in chain:
         return None
-    if high is None and trans[chain[-1], ord("a")] != chain[-1]:
+    if high is None and trans[chain[-1], one] != chain[-1]:
         return None
     begins, first, inverse = _plain_classes(plain)
     # Bytes that the plain string treats alike, as one class each: the rule must too.
@@ -395,7 +432,7 @@ def _count_states(
 
 
 _Classes = tuple[npt.NDArray[np.bool_], npt.NDArray[np.int64], npt.NDArray[np.int64]]
-_PLAIN_CLASSES: dict[bytes, _Classes] = {}  # see _plain_classes
+_PLAIN_CLASSES: Lru[bytes, _Classes] = Lru(1 << 20)  # see _plain_classes
 
 
 def _plain_classes(plain: npt.NDArray[np.int32]) -> _Classes:
@@ -406,5 +443,6 @@ def _plain_classes(plain: npt.NDArray[np.int32]) -> _Classes:
     if known is None:
         begins = character_begins(plain)
         first, inverse = byte_classes(np.concatenate([plain, begins.astype(np.int32)]))
-        known = _PLAIN_CLASSES[key] = (begins, first, inverse)
+        known = (begins, first, inverse)
+        _PLAIN_CLASSES.put(key, known, begins.nbytes + first.nbytes + inverse.nbytes + 64)
     return known

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from jsonmode.decoding.engine.entries import Boundaries, ranges
 from jsonmode.decoding.engine.facts import Rows, RuleInfo, TokenIndex
-from jsonmode.decoding.engine.trie import Boundaries, ranges
 from jsonmode.lru import Lru
 
 # A state is walked by runs only when its biggest class (bytes leading to one state)

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from jsonmode import native
+from jsonmode.decoding.engine.entries import NO_BOUNDARIES, Boundaries, TrieWalk
 from jsonmode.decoding.engine.facts import Rows, RuleInfo, TokenIndex
-from jsonmode.decoding.engine.trie import Boundaries, TrieWalk
 from jsonmode.lru import Lru
 
 # Missing segments with more live tokens than this (see _wide) are walked wide: every
@@ -44,9 +44,6 @@ _UNSPLIT = 32
 # and segments join with one ``bytes.join``.)
 Segment = tuple[bytes, bytes]
 segment_cache: Lru[tuple[str, bytes, int, int], Segment] = Lru(64 << 20)
-
-_EMPTY = np.zeros(0, dtype=np.int64)
-_NO_BOUNDARIES = Boundaries(_EMPTY, _EMPTY, _EMPTY, _EMPTY)
 
 
 def assemble(index: TokenIndex, info: RuleInfo, state: int) -> tuple[Rows, Boundaries]:
@@ -169,7 +166,7 @@ def _entries(rows: bytes) -> Boundaries:
     """Boundary entries packed as int64 rows ``lo, hi, col, node`` (see ``segment_cache``)
     as :class:`Boundaries` (contiguous fields)."""
     if not rows:
-        return _NO_BOUNDARIES
+        return NO_BOUNDARIES
     lo, hi, col, node = np.frombuffer(rows, dtype=np.int64).reshape(-1, 4).T.copy()
     return Boundaries(lo, hi, col, node)
 

@@ -42,8 +42,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from jsonmode.decoding.engine.entries import Boundaries
 from jsonmode.decoding.engine.facts import RuleInfo, TokenIndex
-from jsonmode.decoding.engine.trie import Boundaries, TokenTrie
+from jsonmode.decoding.engine.trie import TokenTrie
 from jsonmode.lru import Lru
 
 __all__ = ["CleanSlice", "clean_slice", "is_safe", "sliced_walk"]

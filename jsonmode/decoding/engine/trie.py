@@ -31,11 +31,19 @@ import numpy as np
 import numpy.typing as npt
 
 from jsonmode import native
+from jsonmode.decoding.engine.entries import (
+    NO_BOUNDARIES,
+    Bools,
+    Boundaries,
+    Following,
+    Ints,
+    TrieWalk,
+    ranges,
+)
 
-__all__ = ["Boundaries", "Following", "TokenTrie", "TrieWalk", "lexicographic_order", "ranges"]
+__all__ = ["TokenTrie"]
 
-Ints = npt.NDArray[np.int64]
-Bools = npt.NDArray[np.bool_]
+_EMPTY = np.zeros(0, dtype=np.int64)
 
 # A wide walk takes this many levels in full (one gather over every node of a level),
 # then follows the live nodes of the deeper, smaller levels as a frontier.
@@ -55,16 +63,6 @@ _FEW_SPANS = 64
 _FEW_TOKENS = 256
 
 
-def lexicographic_order(matrix: npt.NDArray[np.uint8], lengths: Ints) -> Ints:
-    """Row indices sorting the tokens by their bytes (a prefix before its extensions;
-    equal tokens keep their order). Python's sort of the rows as ``bytes`` objects:
-    about 3x faster than ``np.lexsort`` over the padded columns."""
-    width = matrix.shape[1]
-    data = np.ascontiguousarray(matrix).tobytes()
-    rows = [data[row * width : row * width + size] for row, size in enumerate(lengths.tolist())]
-    return np.array(sorted(range(len(rows)), key=rows.__getitem__), dtype=np.int64)
-
-
 @dataclass(frozen=True, slots=True)
 class _Level:
     parent: Ints  # node index in the level above (depth 1: unused)
@@ -76,89 +74,6 @@ class _Level:
     child_hi: Ints  # ...and one past the last (children of a node are adjacent)
     ends: Ints  # positions whose token ends at this depth...
     ends_node: Ints  # ...and the node where each ends
-
-
-@dataclass(frozen=True, slots=True)
-class Boundaries:
-    """Boundary tokens as trie subtrees, one entry per node where a walk passed a
-    crossing state: entry ``i`` is node ``node[i]`` at depth ``col[i]``, and stands
-    for the tokens below it that have bytes left (positions ``lo[i] .. hi[i] - 1``),
-    whose rest starts at column ``col[i]``. A few entries stand for many tokens (the
-    tokens after a space that opens a value are one entry), so the per-entry work
-    (replaying a prefix, grouping, choosing the next bytes a caller can read) does
-    not grow with the vocabulary."""
-
-    lo: Ints
-    hi: Ints
-    col: Ints
-    node: Ints
-
-    @property
-    def size(self) -> int:
-        return int(self.lo.size)
-
-    @property
-    def nbytes(self) -> int:
-        return 4 * int(self.lo.nbytes)
-
-    def take(self, index: Ints | Bools | slice) -> Boundaries:
-        return Boundaries(self.lo[index], self.hi[index], self.col[index], self.node[index])
-
-    def pack(self) -> tuple[Ints, Ints, Ints, Ints]:
-        """The fields as a plain tuple (of arrays only: the garbage collector stops
-        tracking such tuples, so caches of many of them cost it nothing)."""
-        return self.lo, self.hi, self.col, self.node
-
-    def expand(self) -> tuple[Ints, Ints]:
-        """Every token of every entry: its position and the column where its rest starts."""
-        return ranges(self.lo, self.hi), np.repeat(self.col, self.hi - self.lo)
-
-    @staticmethod
-    def join(parts: list[Boundaries]) -> Boundaries:
-        if len(parts) == 1:
-            return parts[0]
-        if not parts:
-            return _NO_BOUNDARIES
-        return Boundaries(
-            np.concatenate([part.lo for part in parts]),
-            np.concatenate([part.hi for part in parts]),
-            np.concatenate([part.col for part in parts]),
-            np.concatenate([part.node for part in parts]),
-        )
-
-
-_EMPTY = np.zeros(0, dtype=np.int64)
-_NO_BOUNDARIES = Boundaries(_EMPTY, _EMPTY, _EMPTY, _EMPTY)
-
-
-@dataclass(frozen=True, slots=True)
-class Following:
-    """Boundary tokens split by the byte their rest starts with: the tokens in
-    positions ``lo[i] .. hi[i] - 1`` have their rest start at column ``col[i]`` with
-    ``byte[i]``."""
-
-    byte: Ints
-    lo: Ints
-    hi: Ints
-    col: Ints
-
-    def pack(self) -> tuple[Ints, Ints, Ints, Ints]:
-        """The fields as a plain tuple (see :meth:`Boundaries.pack`)."""
-        return self.byte, self.lo, self.hi, self.col
-
-    @property
-    def nbytes(self) -> int:
-        return 4 * int(self.byte.nbytes)
-
-
-@dataclass(frozen=True, slots=True)
-class TrieWalk:
-    """What a walk found: the positions of the tokens read to their end (inside the
-    automaton), sorted; and the boundary tokens (passing a crossing state with bytes
-    still to read), sorted by position."""
-
-    inside: Ints
-    bounds: Boundaries
 
 
 class TokenTrie:
@@ -243,6 +158,7 @@ class TokenTrie:
         self.first_sizes: list[int] = (levels[0].hi - levels[0].lo).tolist() if levels else []
         # The compiled core's form of the levels (_compiled), made now where the core
         # runs: with the trie, per vocabulary, not in some schema's first mask (~1 ms).
+        self._parent_memo: Ints | None = None  # see _parents
         self._native: Any = None
         if native.KERNELS is not None:
             self._compiled(native.KERNELS)
@@ -414,7 +330,7 @@ class TokenTrie:
             _WIDE_LEVELS if wide else 0,
             flags,
         )
-        bounds = _NO_BOUNDARIES
+        bounds = NO_BOUNDARIES
         if entries:
             # (Sorted by rest in C, stably, as four blocks: one copy makes the fields.)
             blocks = np.frombuffer(entries, dtype=np.int64).reshape(4, -1).copy()
@@ -586,11 +502,23 @@ class TokenTrie:
     ) -> tuple[Ints, npt.NDArray[np.int16]]:
         """Run an automaton over every node from ``state``: per node (in the one
         numbering: index with :attr:`end_nodes` or :meth:`nodes`), the state after its
-        prefix and the sum of ``weights`` (per flat transition, like ``table``) along
-        it. One gather per level; dead prefixes are carried along (``table`` must map
-        its dead state to itself)."""
+        prefix and the sum of ``weights`` (per flat transition, like ``table``; int16,
+        wrapping) along it. Dead prefixes are carried along (``table`` must map its
+        dead state to itself, and hold no -1). In C where the compiled core runs
+        (``r7count_replay``: one pass over the nodes, ~1 ms for Qwen2.5's trie), else
+        one gather per level (~7 ms). ValueError from the core for a table entry
+        outside the table."""
         states = np.empty(self._byte.size, dtype=np.int64)
         sums = np.empty(self._byte.size, dtype=np.int16)
+        if native.KERNELS is not None:
+            flat, add = (
+                np.ascontiguousarray(a, dtype=t)
+                for a, t in ((table, np.int32), (weights, np.int16))
+            )
+            native.KERNELS.r7count_replay(
+                flat, state, add, self._parents(), self._byte, states, sums
+            )
+            return states, sums
         above_state = np.full(1, state, dtype=np.int64)
         above_sum = np.zeros(1, dtype=np.int16)
         for depth, level in enumerate(self.levels):
@@ -601,6 +529,14 @@ class TokenTrie:
             begin, end = self._first[depth], self._first[depth + 1]
             states[begin:end], sums[begin:end] = above_state, above_sum
         return states, sums
+
+    def _parents(self) -> Ints:
+        """Per node (one numbering), its parent's (-1 at depth 1); memoised."""
+        if self._parent_memo is None:
+            first = [np.full(self.levels[0].byte.size, -1, dtype=np.int64)] if self.levels else []
+            pairs = zip(self.levels[1:], self._first[:-2].tolist(), strict=True)
+            self._parent_memo = _joined(first + [lv.parent.astype(np.int64) + b for lv, b in pairs])
+        return self._parent_memo
 
     def following(self, bounds: Boundaries) -> Following:
         """The tokens of ``bounds`` split by the byte their rest starts with (the
@@ -776,16 +712,3 @@ class _Found:
         if in_lo:
             bits[ranges(np.concatenate(in_lo), np.concatenate(in_hi))] = True
         return TrieWalk(bits.nonzero()[0], joined)
-
-
-def ranges(lo: Ints, hi: Ints) -> Ints:
-    """The integers ``lo[i] .. hi[i] - 1`` of every range, concatenated in order (a new
-    array). Ranges of one integer each, as a trie walk records the tokens of a state
-    that counts (a language tag's letters: ~20 000 such ranges, each token checked to
-    its end), are their starts: a copy, where the general expansion costs a cumsum,
-    a repeat and an arange (~0.3 ms of a ~3 ms first walk with Qwen2.5)."""
-    counts = hi - lo
-    if (counts == 1).all():
-        return np.array(lo, dtype=np.int64)
-    offsets = counts.cumsum() - counts
-    return np.repeat(lo - offsets, counts) + np.arange(int(counts.sum()), dtype=np.int64)

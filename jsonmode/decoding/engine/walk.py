@@ -19,9 +19,10 @@ process-wide by every state that acts alike (keyed by the state's hash, see
 - for a state that counts a class of bytes (a language tag's letters), by the tokens'
   leading runs of that class: the tokens of the class only by their length, the
   subtrees where a run ends walked alone (:mod:`~jsonmode.decoding.engine.runs`);
-- for a string with length bounds only, between characters: the plain string's walk
-  less the tokens beyond its character budget, from per-token character counts
-  (:class:`_CharCounts`, one trie replay per vocabulary), keyed by that budget.
+- for a string with length bounds only (or a GBNF counted repetition ``'"' X{m,n} '"'``),
+  between characters: the plain automaton's walk less the tokens beyond its character
+  budget, from per-token character counts (:class:`_CharCounts`, one trie replay per
+  vocabulary and plain automaton), keyed by that budget.
 
 Cost: a cached walk costs a lookup and an unpack; a new one a trie walk (up to ~10 ms
 for a state that reads most bytes, with Qwen2.5's vocabulary) or, for a patch or a
@@ -41,6 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from jsonmode import native
+from jsonmode.decoding.engine.entries import Boundaries, Following, ranges
 from jsonmode.decoding.engine.facts import (
     BIT,
     QUOTE,
@@ -56,7 +58,6 @@ from jsonmode.decoding.engine.rules import Rules, character_begins
 from jsonmode.decoding.engine.runs import prime_runs, run_walk
 from jsonmode.decoding.engine.segments import assemble
 from jsonmode.decoding.engine.slices import sliced_walk
-from jsonmode.decoding.engine.trie import Boundaries, Following, ranges
 from jsonmode.decoding.vocabulary import Vocabulary
 from jsonmode.lru import Lru
 
@@ -158,7 +159,8 @@ class _CharCounts:
 # (~1 us each, inside mask calls).
 walk_cache: Lru[tuple[str, bytes, int], tuple[Any, ...]] = Lru(16 << 20)
 local_walk_cache: Lru[tuple[str, bytes, int], tuple[Any, ...]] = Lru(48 << 20)
-_char_counts: Lru[str, _CharCounts] = Lru(16 << 20)  # by vocabulary
+# By vocabulary and plain automaton (the JSON plain string's, or a counted repetition's).
+_char_counts: Lru[tuple[str, bytes], _CharCounts] = Lru(16 << 20)
 
 
 class Walks:
@@ -263,7 +265,9 @@ class Walks:
         fingerprint = self.vocabulary.fingerprint
         budget = None if info.counted is None else self._budget(info.counted, state)
         if budget is not None:
-            return (fingerprint, b"chars", budget[0] * 1024 + budget[1]), budget
+            assert info.counted is not None
+            chars = b"chars " + info.counted.plain.signature
+            return (fingerprint, chars, budget[0] * 1024 + budget[1]), budget
         if info.hashes is None:
             return (fingerprint, info.signature, state), None
         return (fingerprint, b"", int(info.hashes[1, state])), None
@@ -297,9 +301,10 @@ class Walks:
         return self._shared(keep, base.bounds.take(bounds))
 
     def _char_counts(self, plain: RuleInfo) -> _CharCounts:
-        """What every token does from the plain string's between-characters state (see
-        :class:`_CharCounts`): one replay of the token trie, cached per vocabulary."""
-        key = self.vocabulary.fingerprint
+        """What every token does from the plain automaton's between-characters state (see
+        :class:`_CharCounts`): one replay of the token trie, cached per vocabulary and
+        plain automaton (the JSON plain string's, or a counted repetition's)."""
+        key = (self.vocabulary.fingerprint, plain.signature)
         known = _char_counts.get(key)
         if known is not None:
             return known

@@ -40,6 +40,7 @@ from jsonmode.decoding.automata.rule_graph import components
 from jsonmode.decoding.collector import collector_paused
 from jsonmode.decoding.compile.compiler import CompileOptions, build_grammar
 from jsonmode.decoding.compiled import Compiled, text_argument
+from jsonmode.decoding.grammars.counted import counted_repetitions
 from jsonmode.decoding.ir import (
     Alt,
     Call,
@@ -309,7 +310,9 @@ def compile_grammar(
                     f"rule {name!r} is both defined in the grammar and bound to a schema",
                     hint="remove its definition, or bind another name",
                 )
-        return bind_schemas(_inlined(parsed, settings.max_rule_states), bound, settings)
+        inlined = _inlined(parsed, settings.max_rule_states)
+        counted = counted_repetitions(inlined, settings.max_rule_states)
+        return bind_schemas(counted, bound, settings)
 
     options.setdefault("max_nesting_depth", GRAMMAR_NESTING_DEPTH)
     compiled = compiled_constraint(key, build, vocabulary, options, "gbnf", text, bound)

@@ -1,0 +1,133 @@
+#include "native.h"
+
+/* ------------------------------------------------------------------------------ */
+/* r7count_replay: an automaton run over every node of the token trie               */
+/*
+ * The C form of jsonmode.decoding.engine.trie.TokenTrie.replay (what the walks of a
+ * counted string or a GBNF counted repetition read: per trie node, the state after its
+ * prefix and the sum of per-transition weights along it, the characters begun).
+ * Nodes are in the trie's one numbering, level by level, so a node's parent comes
+ * before it: out_states[i] = table[s * 256 + bytes[i]] and out_sums[i] = w + weights[
+ * s * 256 + bytes[i]], where (s, w) is (``state``, 0) for a node of the first level
+ * (parents[i] == -1) and (out_states[p], out_sums[p]) for parents[i] == p otherwise.
+ * The sums are int16 and wrap as NumPy's int16 additions do.
+ *
+ * Arguments: ``table`` a C-contiguous int32 buffer of n * 256 entries, every entry a
+ * state in 0 .. n - 1 (the flat table with an absorbing dead state: no -1);
+ * ``state`` in 0 .. n - 1; ``weights`` a C-contiguous int16 buffer of n * 256
+ * entries; ``parents`` and ``bytes`` 1-D int64 buffers of one length N; ``out_states``
+ * (int64) and ``out_sums`` (int16) writable 1-D buffers of length N.
+ *
+ * Errors: TypeError for a buffer of the wrong item type; ValueError for a wrong
+ * length, a state outside the table, a parent not before its node (or below -1), a
+ * byte outside 0 .. 255, or a table entry outside the table. Every index is checked
+ * before it is read; on an error the outputs may be partly written. The loop runs
+ * with the GIL released (it calls no Python). Cost: two reads and two writes a node.
+ */
+
+static int get(PyObject *obj, Py_buffer *view, int writable, const char *name) {
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, view, flags) < 0) {
+        if (PyErr_ExceptionMatches(PyExc_BufferError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "r7count_replay: %s must be a C-contiguous%s buffer", name,
+                         writable ? " writable" : "");
+        }
+        return -1;
+    }
+    return 0;
+}
+
+static int is_int16(const char *format) {
+    if (!format) return 0;
+    if (*format == '@' || *format == '=' || *format == '<') format++;
+    return format[0] == 'h' && format[1] == '\0';
+}
+
+PyObject *r7count_replay(PyObject *module, PyObject *args) {
+    PyObject *objs[6];
+    long long start;
+    if (!PyArg_ParseTuple(args, "OLOOOOO", &objs[0], &start, &objs[1], &objs[2], &objs[3], &objs[4], &objs[5]))
+        return NULL;
+    static const char *names[6] = {"table", "weights", "parents", "bytes", "out_states", "out_sums"};
+    Py_buffer views[6];
+    int taken = 0;
+    PyObject *result = NULL;
+    for (; taken < 6; taken++)
+        if (get(objs[taken], &views[taken], taken >= 4, names[taken]) < 0) goto done;
+    Py_buffer *table = &views[0], *weights = &views[1], *parents = &views[2], *bytes = &views[3],
+              *out_states = &views[4], *out_sums = &views[5];
+    if (table->itemsize != 4 || !jm_is_int32(table->format) || weights->itemsize != 2 ||
+        !is_int16(weights->format) || parents->itemsize != 8 || !jm_is_int64(parents->format) ||
+        bytes->itemsize != 8 || !jm_is_int64(bytes->format) || out_states->itemsize != 8 ||
+        !jm_is_int64(out_states->format) || out_sums->itemsize != 2 || !is_int16(out_sums->format)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "r7count_replay takes an int32 table, int16 weights, int64 parents, bytes and "
+                        "out_states, and int16 out_sums");
+        goto done;
+    }
+    if (table->len % (256 * 4) || weights->len / 2 != table->len / 4 || parents->ndim != 1 || bytes->ndim != 1 ||
+        out_states->ndim != 1 || out_sums->ndim != 1 || bytes->len != parents->len ||
+        out_states->len != parents->len || out_sums->len / 2 != parents->len / 8) {
+        PyErr_SetString(PyExc_ValueError,
+                        "r7count_replay: a table of whole rows, weights as long, and parents, bytes, "
+                        "out_states and out_sums of one length");
+        goto done;
+    }
+    int64_t states = (int64_t)(table->len / (256 * 4));
+    if (start < 0 || start >= states) {
+        PyErr_Format(PyExc_ValueError, "r7count_replay: state %lld outside the table", start);
+        goto done;
+    }
+    const int32_t *flat = table->buf;
+    const int16_t *weight = weights->buf;
+    const int64_t *parent = parents->buf, *byte = bytes->buf;
+    int64_t *reached = out_states->buf;
+    int16_t *sums = out_sums->buf;
+    Py_ssize_t count = parents->len / 8, bad = -1;
+    int why = 0; /* 1: a parent not before its node; 2: a byte out of range; 3: a state out of range */
+    Py_BEGIN_ALLOW_THREADS;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t p = parent[i], b = byte[i], here;
+        int32_t sum;
+        if (p < -1 || p >= i) {
+            bad = i;
+            why = 1;
+            break;
+        }
+        if (b < 0 || b > 255) {
+            bad = i;
+            why = 2;
+            break;
+        }
+        if (p < 0) {
+            here = start;
+            sum = 0;
+        } else {
+            here = reached[p];
+            sum = sums[p];
+        }
+        int64_t step = here * 256 + b; /* (here was checked in range when written) */
+        int64_t next = flat[step];
+        if (next < 0 || next >= states) {
+            bad = i;
+            why = 3;
+            break;
+        }
+        reached[i] = next;
+        sums[i] = (int16_t)(uint16_t)(uint32_t)(sum + (int32_t)weight[step]);
+    }
+    Py_END_ALLOW_THREADS;
+    if (bad >= 0) {
+        PyErr_Format(PyExc_ValueError,
+                     why == 1   ? "r7count_replay: node %zd's parent is not before it"
+                     : why == 2 ? "r7count_replay: node %zd's byte is outside 0 .. 255"
+                                : "r7count_replay: node %zd's step leaves the table",
+                     bad);
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    for (int k = 0; k < taken; k++) PyBuffer_Release(&views[k]);
+    return result;
+}

@@ -1,0 +1,333 @@
+"""Quoted counted repetitions of GBNF grammars as counted lexemes
+(``grammars.counted``, ``RuleDFA.counts_over``, ``engine.rules._count_states`` over any
+plain automaton, the walks' per-token item counts per plain automaton).
+
+Checked: llama.cpp's ``"\\"" char{m,n} "\\""`` (and a JSON ``char`` rule, and a byte
+class) become counted lexemes that the engine's verifier accepts; the masks along texts
+at and around both bounds (m - 1, m, n - 1, n, n + 1 items; escapes and multi-byte
+characters across the bound) equal those of the same grammar compiled without the
+rewrite (calls per item) at every step, on both paths and two tokenizers, and the
+reference matcher's at the states next to the bounds; windows that look counted but
+are not (an ambiguous item, an item that reads the closing quote first) are left as
+they were and still give exact masks; and the verifier refuses automata that are not
+the plain automaton with the claimed count.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import tokenizers
+from support.reference_masks import reference_mask
+
+import jsonmode
+from jsonmode import native
+from jsonmode.decoding.automata.network import RuleDFA, plain_string_rule
+from jsonmode.decoding.engine import rules, segments, walk
+from jsonmode.decoding.engine.cache import MaskEngine
+from jsonmode.decoding.engine.rules import _count_states
+from jsonmode.decoding.grammars import counted
+from jsonmode.decoding.ir import called
+from jsonmode.decoding.matcher import Matcher
+from jsonmode.decoding.vocabulary import Vocabulary
+
+TOKENIZERS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tokenizers"
+
+# llama.cpp's json-schema-to-grammar string of 3 to 12 characters (its ``char``: no
+# raw DEL, no ``\/``), then a JSON ``char`` (both) of up to 10 and a byte class.
+LLAMA = r"""
+root ::= "{\"name\": " name ", \"tag\": " tag ", \"id\": " id "}"
+char ::= [^"\\\x7F\x00-\x1F] | [\\] (["\\bfnrt] | "u" [0-9a-fA-F]{4})
+jchar ::= [^"\\\x00-\x1f] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})
+name ::= "\"" char{3,12} "\""
+tag ::= "\"" jchar{0,10} "\""
+id ::= "\"" [a-z_]{1,9} "\""
+"""
+
+
+def _doc(name: str, tag: str = "t", ident: str = "ab") -> str:
+    return '{"name": "' + name + '", "tag": "' + tag + '", "id": "' + ident + '"}'
+
+
+# Names of 3, 4, 11, 12 characters (escapes and multi-byte characters at the bounds);
+# tags of 0, 9, 10; ids of 1, 8, 9.
+TEXTS = [
+    _doc("abc", "", "a"),
+    _doc('a\\"é', "ünïcödé 9", "abcdefgh"),
+    _doc("hello world", "0123456789", "abcdefghi"),
+    _doc("hello worl\\u00e9", "\\n\\t\\u0041bcdefg", "x_y"),
+    _doc("日本語の文章です東京タ", '\\/é日本語\\\\\\"ab', "zz"),
+    _doc("abcdefghij日", "abcdefghi日"),
+]
+# Past a bound (the masks up to the failing token, which must be refused).
+BEYOND = [
+    _doc("ab"),  # 2 < 3
+    _doc("hello world!!"),  # 13 > 12
+    _doc("hello world\\u00e9x"),  # 13, an escape across the bound
+    _doc("abc", "0123456789a"),  # 11 > 10
+    _doc("abc", "t", "abcdefghij"),  # 10 > 9
+]
+
+
+# Unbounded: at least 9 items (the count stops at 9).
+UNBOUNDED = r"""
+root ::= "\"" ([a-z] | "\\" [n\"]){9,} "\"" | "-"
+"""
+UNBOUNDED_TEXTS = ['"abcdefghi"', '"abcdefgh\\n"', '"' + "ab" * 20 + '\\""']
+UNBOUNDED_BEYOND = ['"abcdefgh"', '"abcdefg\\n"']
+
+
+@functools.cache
+def _vocabulary(name: str) -> Vocabulary:
+    path = TOKENIZERS / name / "tokenizer.json"
+    return Vocabulary.from_tokenizer(tokenizers.Tokenizer.from_file(str(path)))
+
+
+@functools.cache
+def _tokenizer(name: str) -> tokenizers.Tokenizer:
+    return tokenizers.Tokenizer.from_file(str(TOKENIZERS / name / "tokenizer.json"))
+
+
+def _plain_compile(grammar: str, vocabulary: Vocabulary, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``grammar`` compiled without the rewrite (its items as calls, or unrolled)."""
+    with monkeypatch.context() as patch:
+        patch.setattr(counted, "MIN_COUNT", 1 << 30)
+        # (A distinct text: the compile cache holds the rewritten grammar's.)
+        return jsonmode.compile_grammar(grammar + "\n\n", vocabulary)
+
+
+def _fresh_caches() -> None:
+    """Empty the process-wide walk caches: the path under test computes every walk
+    (none taken from the other path's, nor from the other grammar's)."""
+    for cache in (
+        walk.walk_cache,
+        walk.local_walk_cache,
+        walk._char_counts,
+        segments.segment_cache,
+        rules._lexeme_infos,
+        rules._count_cache,
+        rules._hash_cache,
+    ):
+        cache.clear()
+
+
+def _walk(compiled: Any, text: str, tokenizer: str) -> Iterator[tuple[Any, np.ndarray, bool]]:
+    """The state and mask before each token of ``text`` (fresh engine and caches), and
+    whether the token was taken; stops after the first refused one."""
+    _fresh_caches()
+    matcher = Matcher(MaskEngine(compiled.network, compiled.vocabulary))
+    for token in _tokenizer(tokenizer).encode(text, add_special_tokens=False).ids:
+        state, mask = matcher.state, matcher.mask().copy()
+        taken = matcher.advance(token)
+        yield state, mask, taken
+        if not taken:
+            return
+    yield matcher.state, matcher.mask().copy(), True
+
+
+def _counted_rules(compiled: Any) -> list[int]:
+    network = compiled.network
+    return [
+        k
+        for k, rule in enumerate(network.rules)
+        if rule.lengths is not None and rule.counts_over is not None
+    ]
+
+
+def test_the_windows_become_counted_lexemes_the_engine_verifies() -> None:
+    compiled = jsonmode.compile_grammar(LLAMA, _vocabulary("gpt2"))
+    found = _counted_rules(compiled)
+    bounds = sorted(compiled.network.rules[k].lengths for k in found)
+    assert bounds == [(0, 10), (1, 9), (3, 12)]
+    rules = compiled.engine._walks._rules
+    for k in found:
+        info = rules.info(k)
+        assert info.counted is not None, compiled.network.rules[k].name
+        between = info.counted.between
+        chars = info.counted.chars[info.counted.plain_of == between]
+        high = compiled.network.rules[k].lengths[1]
+        assert sorted(chars.tolist()) == list(range(high + 1))
+
+
+@pytest.mark.parametrize(
+    ("compiled_path", "tokenizer"),
+    [(True, "qwen2.5"), (False, "qwen2.5"), (True, "gpt2"), (False, "gpt2")],
+    ids=["compiled-qwen2.5", "python-qwen2.5", "compiled-gpt2", "python-gpt2"],
+)
+def test_masks_equal_those_without_the_rewrite(
+    monkeypatch: pytest.MonkeyPatch, compiled_path: bool, tokenizer: str
+) -> None:
+    """Every mask along the texts (within and past the bounds) equals the mask of the
+    grammar compiled without the rewrite; the texts within are accepted whole, those
+    past a bound refused where the bound is crossed."""
+    if compiled_path and native.KERNELS is None:
+        pytest.skip("the compiled core is not loaded")
+    vocabulary = _vocabulary(tokenizer)
+    with native.use(compiled_path):
+        for grammar, within, beyond in (
+            (LLAMA, TEXTS, BEYOND),
+            (UNBOUNDED, UNBOUNDED_TEXTS, UNBOUNDED_BEYOND),
+        ):
+            fast = jsonmode.compile_grammar(grammar, vocabulary)
+            plain = _plain_compile(grammar, vocabulary, monkeypatch)
+            assert _counted_rules(fast)
+            assert not _counted_rules(plain)
+            for text in within + beyond:
+                ours = list(_walk(fast, text, tokenizer))
+                theirs = list(_walk(plain, text, tokenizer))
+                assert len(ours) == len(theirs), text
+                for k, ((_, a, _), (_, b, _)) in enumerate(zip(ours, theirs, strict=True)):
+                    assert np.array_equal(a, b), (text, k, np.flatnonzero(a != b)[:8])
+                assert all(took for _, _, took in ours) == (text in within), text
+                assert fast.accepts(text) == (text in within), text
+
+
+@pytest.mark.parametrize("compiled_path", [True, False], ids=["compiled", "python"])
+def test_masks_next_to_the_bounds_equal_the_reference_matchers(compiled_path: bool) -> None:
+    """GPT-2's tokens fed one by one to the reference matcher at the states inside a
+    counted window close to its bounds."""
+    if compiled_path and native.KERNELS is None:
+        pytest.skip("the compiled core is not loaded")
+    vocabulary = _vocabulary("gpt2")
+    grammar = 'root ::= "\\"" char{3,12} "\\""\nchar ::= [^"\\\\\\x7F\\x00-\\x1F] | "\\\\" ["n]'
+    texts = ['"ab\\nd"', '"hello world"', '"hello worl\\""', '"ab"', '"hello worlds!"']
+    checked = 0
+    with native.use(compiled_path):
+        compiled = jsonmode.compile_grammar(grammar, vocabulary)
+        assert _counted_rules(compiled)
+        for text in texts:
+            states = list(_walk(compiled, text, "gpt2"))
+            for state, mask, _ in states[1:]:
+                assert np.array_equal(mask, reference_mask(compiled, state)), (text, state)
+                checked += 1
+    assert checked >= 8
+
+
+AMBIGUOUS = r"""
+root ::= "\"" ("a" | "aa"){1,9} "\"" " " "\"" ("\"" "x" | "b"){0,12} "\""
+"""
+
+
+@pytest.mark.parametrize("compiled_path", [True, False], ids=["compiled", "python"])
+def test_windows_that_only_look_counted_are_left_as_they_were(compiled_path: bool) -> None:
+    """An ambiguous item (``"a" | "aa"``: items may end and go on) and one that reads a
+    quote first are not rewritten; their masks equal the reference matcher's."""
+    if compiled_path and native.KERNELS is None:
+        pytest.skip("the compiled core is not loaded")
+    vocabulary = _vocabulary("gpt2")
+    with native.use(compiled_path):
+        compiled = jsonmode.compile_grammar(AMBIGUOUS, vocabulary)
+        assert not _counted_rules(compiled)
+        for text in ['"aaaaaaaaaaaaaaaaaa" "bbbbbbbbbbbb"', '"a" ""x"xbb"']:
+            assert compiled.accepts(text), text
+            for state, mask, took in list(_walk(compiled, text, "gpt2"))[-4:]:
+                assert took
+                assert np.array_equal(mask, reference_mask(compiled, state)), (text, state)
+        assert not compiled.accepts('"' + "a" * 19 + '" ""')
+
+
+def _counted(low: int, high: int | None, item: str = '[a-z] | "\\\\" [nu]') -> RuleDFA:
+    grammar = jsonmode.compile_grammar(
+        f'root ::= "\\"" c{{{low},{high or ""}}} "\\""\nc ::= {item}'
+    )
+    (rule,) = [r for r in grammar.network.rules if r.counts_over is not None]
+    return rule
+
+
+def test_the_verifier_refuses_automata_that_are_not_the_plain_one_counted() -> None:
+    rule = _counted(3, 12)
+    plain = rule.counts_over
+    assert plain is not None
+    table = plain.trans
+    found = _count_states(rule, table)
+    assert found is not None
+    between = int(table[0, ord('"')])
+    assert sorted(found[1][found[0] == between].tolist()) == list(range(13))
+
+    def claim(lengths: tuple[int, int | None], trans: Any = None) -> RuleDFA:
+        return RuleDFA(
+            "c", rule.trans if trans is None else trans, rule.calls, rule.accepting, lengths
+        )
+
+    # A wrong bound either side.
+    for lengths in ((3, 11), (3, 13), (2, 12), (4, 12), (3, None)):
+        assert _count_states(claim(lengths), table) is None, lengths
+    # One transition moved: an item's byte leading one count too far.
+    trans = rule.trans.copy()
+    one = trans[trans[0, ord('"')], ord("a")]
+    trans[one, ord("b")] = trans[trans[one, ord("a")], ord("a")]
+    assert _count_states(claim((3, 12), trans), table) is None
+    # Against another plain automaton (items of letters only; the JSON string).
+    assert _count_states(rule, _counted(3, 12, "[a-z]").counts_over.trans) is None
+    assert _count_states(rule, plain_string_rule().trans) is None
+    # A plain automaton that closes from inside an item.
+    closing = table.shape[0] - 1
+    odd = table.copy()
+    inside = int(table[between, ord("\\")])
+    odd[inside, ord('"')] = closing
+    assert _count_states(rule, odd) is None
+    # Unbounded: the count stops at the lower bound.
+    loose = _counted(9, None)
+    assert loose.counts_over is not None
+    assert _count_states(loose, loose.counts_over.trans) is not None
+
+
+def test_the_rewrite_keeps_the_language() -> None:
+    compiled = jsonmode.compile_grammar('root ::= "\\"" c{3,12} "\\""\nc ::= [a-z] | "\\\\" [nu]')
+    for count in range(15):
+        for piece in ("a", "\\n"):
+            text = '"' + piece * count + '"'
+            assert compiled.accepts(text) == (3 <= count <= 12), text
+    assert not compiled.accepts('"abc\\"')
+    assert not compiled.accepts('"abc\\x"')
+
+
+@pytest.mark.parametrize("tokenizer", ["qwen2.5", "gpt2"])
+def test_the_trie_replay_is_alike_in_c_and_in_python(tokenizer: str) -> None:
+    """``TokenTrie.replay`` (the per-token item counts) through ``r7count_replay`` and
+    through the gather per level, over real tries, from every state of the plain
+    automata of the grammar's windows and of the JSON plain string."""
+    if native.KERNELS is None:
+        pytest.skip("the compiled core is not loaded")
+    vocabulary = _vocabulary(tokenizer)
+    compiled = jsonmode.compile_grammar(LLAMA, vocabulary)
+    engine = compiled.engine
+    trie = engine._index.trie
+    plains = [engine._walks._rules.plain()]
+    plains += [
+        rules_info.counted.plain
+        for rules_info in map(engine._walks._rules.info, _counted_rules(compiled))
+        if rules_info.counted
+    ]
+    assert len(plains) == 4
+    for plain in plains:
+        table, _ = plain.dead()
+        weights = np.zeros(table.size, dtype=np.int16)
+        weights[: plain.flat.size] = np.arange(plain.flat.size) % 3
+        for state in range(plain.crossing.size + 1):
+            with native.use(True):
+                got = trie.replay(table, state, weights)
+            with native.use(False):
+                want = trie.replay(table, state, weights)
+            assert np.array_equal(got[0], want[0]), state
+            assert np.array_equal(got[1], want[1]), state
+
+
+def test_the_windows_of_a_grammar_make_a_bounded_number_of_states() -> None:
+    """Each window at most ``max_states`` states, all of a grammar's at most four times
+    that: past it, windows stay as written (a hostile grammar of many distinct
+    windows makes no more tables than that)."""
+    from jsonmode.decoding.grammars import gbnf
+
+    fields = " ".join(f'"\\"" [a-z]{{0,{40 + k}}} "\\""' for k in range(12))
+    grammar = gbnf.parse(f"root ::= {fields}\n")
+    rewritten = counted.counted_repetitions(grammar, 100)
+    made = [name for name in rewritten.rules if name.startswith("counted:")]
+    assert len(made) == 8  # (41 + ... + 48 states <= 400 < 41 + ... + 49)
+    assert len(list(called(rewritten.rules["root"]))) == 8
+    assert counted.counted_repetitions(grammar, 40).rules == grammar.rules  # (each > 40)
