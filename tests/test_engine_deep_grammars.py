@@ -13,12 +13,15 @@ white space before expressions, where every identifier and number token may star
 Checked: every mask along C texts on the compiled path equals the Python path's; the
 widest and deepest states' masks equal the reference matcher's, token by token, on
 GPT-2 and Qwen2.5, on both paths; the compiled narrow walk of the grammar's states equals
-its Python form on the real vocabulary (positions past 2 ** 11: several radix passes).
+its Python form on the real vocabulary (positions past 2 ** 11: several radix passes); and
+JSON in GBNF near a low nesting bound, whose stacks there are walked whole (by sets of
+stacks on the compiled path), masks the same on both paths.
 """
 
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,6 +39,9 @@ from jsonmode.decoding.matcher import Matcher
 from jsonmode.decoding.vocabulary import Vocabulary
 
 TOKENIZERS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tokenizers"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+import grammars  # noqa: E402  (bench/grammars.py: JSON in GBNF)
 
 STATEMENT = " | ".join(
     [
@@ -192,3 +198,32 @@ def test_the_narrow_walks_of_the_c_states_equal_their_python_form() -> None:
             entries = max(entries, found.bounds.size)
     assert walked >= 10
     assert entries > 10_000  # (an identifier's tokens: positions far past 2 ** 11)
+
+
+@pytest.mark.parametrize("depth", [5, 6])
+@pytest.mark.parametrize("tokenizer", ["gpt2", "qwen2.5"])
+def test_masks_near_the_nesting_bound_are_the_same_on_both_paths(
+    tokenizer: str, depth: int
+) -> None:
+    """JSON in GBNF nested up to a low ``max_nesting_depth``: a stack whose context is
+    near the bound is walked whole through the token trie (``boundary.direct`` with
+    ``whole``; on the compiled path by sets of stacks), not by its rule's walk."""
+    _compiled_core()
+    vocabulary = _vocabulary(tokenizer)
+    compiled = jsonmode.compile_grammar(grammars.JSON_GBNF, vocabulary, max_nesting_depth=depth)
+    text = '[[{"a": [[1, 2]]}, [[["x"]]]]]'
+    with native.use(True):
+        engine = _engine(compiled)
+        matcher = Matcher(engine)
+        fast = []
+        for token in _tokenizer(tokenizer).encode(text, add_special_tokens=False).ids:
+            fast.append((matcher.state, matcher.mask().copy()))
+            assert matcher.advance(token), text
+        assert any(engine._stacks.near), "no context came near the nesting bound"
+    with native.use(False):
+        slow = _engine(compiled)
+        for k, (state, mask) in enumerate(fast):
+            assert np.array_equal(mask, slow.mask(state)), (k, int(mask.sum()))
+    if tokenizer == "gpt2":  # (the widest state, token by token)
+        state, mask = max(fast, key=lambda pair: int(pair[1].sum()))
+        assert np.array_equal(mask, reference_mask(compiled, state))
