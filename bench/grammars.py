@@ -274,19 +274,22 @@ GRAMMARS = {
     "arithmetic": Spec(ARITHMETIC_GBNF, ARITHMETIC_LARK, arithmetic_texts),
     "csv": Spec(CSV_GBNF, CSV_LARK, csv_texts, builtin="csv"),
 }
-SETS = ("standard", "wide")
+SETS = ("standard", "wide", "more")
 
 
 def grammar_set(name: str) -> dict[str, Spec]:
-    """The grammars of a set: ``standard`` (the four above) or ``wide`` (see
-    bench/grammars_wide.py: grammars whose masks allow most of the vocabulary)."""
+    """The grammars of a set: ``standard`` (the four above), ``wide`` (see
+    bench/grammars_wide.py: grammars whose masks allow most of the vocabulary) or
+    ``more`` (see bench/grammars_more.py: six grammars of other common shapes)."""
     if name == "standard":
         return GRAMMARS
+    import grammars_more
     import grammars_wide
 
+    chosen = grammars_wide.WIDE if name == "wide" else grammars_more.MORE
     return {
         grammar: Spec(gbnf, grammars_wide.lark_of(gbnf), texts)
-        for grammar, (gbnf, texts) in grammars_wide.WIDE.items()
+        for grammar, (gbnf, texts) in chosen.items()
     }
 
 
@@ -639,8 +642,8 @@ def main(argv: list[str] | None = None) -> int:
         "--set",
         choices=SETS,
         default="standard",
-        help="the grammars: standard (JSON, chess, arithmetic, CSV) or wide (see "
-        "bench/grammars_wide.py)",
+        help="the grammars: standard (JSON, chess, arithmetic, CSV), wide (see "
+        "bench/grammars_wide.py) or more (see bench/grammars_more.py)",
     )
     parser.add_argument("--single", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

@@ -36,6 +36,8 @@
  *                     raw UTF-8 or a JSON string body; r6dfa_bytes.c)
  *   r6replay_states   jsonmode.decoding.engine.walk.Walks._replay (where a structural
  *                     rule's boundary tokens passed their crossing state; r6replay.c)
+ *   r7hash_depths     jsonmode.decoding.engine.state.state_hashes's depth loop (bounded-
+ *                     depth behaviour hashes over weighted edges; r7hash_depths.c)
  *   r6narrow_walk_cut jsonmode.decoding.engine.segments._trie_walk then _split (a narrow
  *                     state's trie walk cut into its per-first-byte segments, packed;
  *                     r6narrow_cut.c)
@@ -200,6 +202,12 @@ static PyMethodDef native_methods[] = {
      "Walks._replay in C (GIL released): out[i] = the state reached from ``state`` by the\n"
      "int32 flat ``table`` over bytes 0 .. cols[i] - 1 of row positions[i] of the uint8\n"
      "``matrix`` (ValueError: an index or a step out of range; TypeError: a dtype)."},
+    {"r7hash_depths", r7hash_depths, METH_VARARGS,
+     "r7hash_depths(source, target, summed, base, dead, depths, out) -> None\n\n"
+     "state_hashes's depth loop in C (GIL released): row k of the uint64 ``out`` gets each\n"
+     "state's hash at depth depths[k], over the weighted edges (int64 source ascending,\n"
+     "int64 target, dead: the slot ``states``; uint64 summed) from the uint64 ``base``\n"
+     "(ValueError: an edge, a length or a depth out of range; TypeError: a dtype)."},
     {NULL, NULL, 0, NULL},
 };
 

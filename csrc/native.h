@@ -12,7 +12,7 @@
 #include <string.h>
 
 /* The kernels' interface version; jsonmode/native.py loads only its own. */
-#define KERNELS_VERSION 10
+#define KERNELS_VERSION 11
 #define MAX_THREADS 64
 
 /* ------------------------------------------------------------------------------ */
@@ -504,6 +504,8 @@ PyObject *r6dfa_byte_dfa(PyObject *module, PyObject *args);
 
 /* r6replay (r6replay.c): the states where boundary tokens passed (Walks._replay). */
 PyObject *r6replay_states(PyObject *module, PyObject *args);
+/* r7hash (r7hash_depths.c): bounded-depth state hashes (state.state_hashes). */
+PyObject *r7hash_depths(PyObject *module, PyObject *args);
 
 /* r3miss (r3miss_assemble.c): a mask-cache miss, MaskEngine._assemble over bits. */
 extern PyTypeObject jm_r3miss_AssemblerType;

@@ -76,8 +76,10 @@ static int Trie_init(TrieObject *self, PyObject *args, PyObject *kwds) {
         const int64_t *clo = self->views[d * L_FIELDS + L_CHILD_LO].buf;
         const int64_t *chi = self->views[d * L_FIELDS + L_CHILD_HI].buf;
         const int64_t *term = self->views[d * L_FIELDS + L_TERM].buf;
+        const int64_t *lo = self->views[d * L_FIELDS + L_LO].buf;
+        const int64_t *hi = self->views[d * L_FIELDS + L_HI].buf;
         for (Py_ssize_t i = 0; i < nodes; i++) {
-            if (clo[i] < 0 || chi[i] < clo[i] || chi[i] > below || term[i] < 0) {
+            if (clo[i] < 0 || chi[i] < clo[i] || chi[i] > below || term[i] < 0 || lo[i] < 0 || hi[i] < lo[i]) {
                 Py_DECREF(seq);
                 PyErr_SetString(PyExc_ValueError, "a trie level points outside the next one");
                 return -1;
@@ -430,6 +432,42 @@ static PyObject *vec_to_bytes(const I64Vec *v) {
     return PyBytes_FromStringAndSize((const char *)v->data, v->size * (Py_ssize_t)sizeof(int64_t));
 }
 
+/* Rows (rest, hi, depth, node) as they are, into four blocks (see sort_entries). */
+static int copy_entries(const int64_t *rows, Py_ssize_t n, int64_t *blocks) {
+    for (Py_ssize_t i = 0; i < n; i++)
+        for (int f = 0; f < 4; f++) blocks[f * n + i] = rows[4 * i + f];
+    return 0;
+}
+
+/* Boundary entries (``n`` rows rest, hi, depth, node, in ``rows``) sorted by rest,
+ * stably (entries with one rest keep their order), into ``blocks`` as four blocks of
+ * ``n``: rests, his, depths, nodes. Rows already in order are copied over; others go
+ * by a counting sort over the rests (walks of most of the vocabulary find ~100 000
+ * entries in a few dozen runs, one per level: ~4 ms for NumPy's stable argsort and
+ * gathers). 0 on success, -1 out of memory, -2 a negative rest. Needs no GIL. */
+static int sort_entries(const int64_t *rows, Py_ssize_t n, int64_t *blocks) {
+    int64_t most = 0;
+    int ordered = 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t rest = rows[4 * i];
+        if (rest < 0) return -2; /* (never: Trie_init refuses a negative lo) */
+        if (rest > most) most = rest;
+        if (i && rest < rows[4 * (i - 1)]) ordered = 0;
+    }
+    if (ordered) return copy_entries(rows, n, blocks);
+    if ((uint64_t)most >= (uint64_t)(PY_SSIZE_T_MAX / (Py_ssize_t)sizeof(Py_ssize_t)) - 2) return -1;
+    Py_ssize_t *start = PyMem_RawCalloc((size_t)most + 2, sizeof(Py_ssize_t));
+    if (!start) return -1;
+    for (Py_ssize_t i = 0; i < n; i++) start[rows[4 * i] + 1]++;
+    for (int64_t r = 0; r <= most; r++) start[r + 1] += start[r];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t at = start[rows[4 * i]]++;
+        for (int f = 0; f < 4; f++) blocks[f * n + at] = rows[4 * i + f];
+    }
+    PyMem_RawFree(start);
+    return 0;
+}
+
 static PyObject *Trie_walk(TrieObject *self, PyObject *args) {
     PyObject *table_obj, *crossing_obj, *nodes_obj, *states_obj, *flags_obj;
     long long dead;
@@ -496,7 +534,8 @@ static PyObject *Trie_walk(TrieObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "a node or byte outside the trie");
         goto done;
     }
-    /* Boundary entries: the big levels' first, then the small ones' (the Python form's order). */
+    /* Boundary entries: the big levels' first, then the small ones' (the Python form's order),
+     * then sorted by rest, stably, and laid out as four blocks (rests, his, depths, nodes). */
     if (vec_reserve(&big, smallb.size) < 0) goto done;
     if (smallb.size) { /* (memcpy from NULL is undefined, even of no bytes: UBSan) */
         memcpy(big.data + big.size, smallb.data, (size_t)smallb.size * sizeof(int64_t));
@@ -504,7 +543,23 @@ static PyObject *Trie_walk(TrieObject *self, PyObject *args) {
     }
     {
         PyObject *in_bytes = vec_to_bytes(&inside);
-        PyObject *b_bytes = in_bytes ? vec_to_bytes(&big) : NULL;
+        PyObject *b_bytes = in_bytes ? PyBytes_FromStringAndSize(NULL, big.size * (Py_ssize_t)sizeof(int64_t)) : NULL;
+        int sorted = 0;
+        if (b_bytes) {
+            int64_t *blocks = (int64_t *)PyBytes_AS_STRING(b_bytes);
+            const int64_t *rows = big.data;
+            Py_ssize_t n = big.size / 4;
+            Py_BEGIN_ALLOW_THREADS;
+            sorted = sort_entries(rows, n, blocks);
+            Py_END_ALLOW_THREADS;
+            if (sorted < 0) {
+                if (sorted == -1)
+                    PyErr_NoMemory();
+                else
+                    PyErr_SetString(PyExc_ValueError, "a boundary entry before the trie's first token");
+                Py_CLEAR(b_bytes);
+            }
+        }
         if (b_bytes) result = PyTuple_Pack(2, in_bytes, b_bytes);
         Py_XDECREF(in_bytes);
         Py_XDECREF(b_bytes);
@@ -532,8 +587,9 @@ static PyMethodDef Trie_methods[] = {
      "walk(table, dead, crossing, nodes, states, depth, small, big_until, inside) -> (bytes, bytes)\n\n"
      "TokenTrie.walk's levels in C, the GIL released: the inside ranges (lo, hi) (or, with\n"
      "a writable bool buffer ``inside``, its flags set instead) and the boundary entries\n"
-     "(rest, hi, depth, node), as int64 bytes; entries of levels whose frontier held more\n"
-     "than ``small`` pairs, or at most ``big_until`` deep, first, then the others."},
+     "(rest, hi, depth, node) as int64 bytes: sorted by rest, stably (entries of levels\n"
+     "whose frontier held more than ``small`` pairs, or at most ``big_until`` deep, before\n"
+     "the others), in four blocks: every rest, then every hi, depth and node."},
     {NULL, NULL, 0, NULL},
 };
 

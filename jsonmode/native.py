@@ -15,7 +15,9 @@ rule's NFA, built from its expression, and its subset construction
 (:mod:`~jsonmode.decoding.automata.network`) and the regex engine's subset construction
 and Hopcroft minimisation (:func:`jsonmode.regex.char_dfa.minimize_raw`) and the byte
 automata of its character DFAs (:func:`jsonmode.regex.utf8_byte_dfa`,
-:func:`jsonmode.regex.json_string_body_dfa`). The pure-Python forms stay in the
+:func:`jsonmode.regex.json_string_body_dfa`), and at a rule's first walks its states'
+bounded-depth behaviour hashes (``state_hashes`` in
+:mod:`~jsonmode.decoding.engine.state`). The pure-Python forms stay in the
 package as the reference and the fallback, and give the same answers (the differential
 tests hold them to it).
 
@@ -45,7 +47,7 @@ from types import ModuleType
 __all__ = ["KERNELS", "KERNELS_VERSION", "describe", "threads", "use"]
 
 #: The kernels' interface version this package's Python expects of ``jsonmode._native``.
-KERNELS_VERSION = 10
+KERNELS_VERSION = 11
 _MAX_THREADS = 8
 
 

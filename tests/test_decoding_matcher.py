@@ -1201,7 +1201,11 @@ def test_memoised_rests_equal_fresh_ones():
                         rest = bytes(index.matrix[position, col : index.lengths[position]])
                         expected.setdefault(rest, []).append(position)
                 assert (
-                    _rests_as_dict(boundary_module.group_rests(engine._index, group, readable))
+                    _rests_as_dict(
+                        boundary_module.group_rests(
+                            engine._index, boundary_module.readable_part(group, readable)
+                        )
+                    )
                     == expected
                 )
     assert len(boundary_module._rests) > 0

@@ -51,6 +51,7 @@ from support.native_r6narrow import (
     make_cut,
     make_live_keys,
 )
+from support.native_r7hash import hashes_compiled, hashes_python, make_hashes
 from support.native_regex import (
     make_raw,
     make_regex,
@@ -581,6 +582,7 @@ PAIRS = [
     KernelPair("r6dfa_byte_dfa", make_bytes, bytes_python, bytes_compiled),
     KernelPair("r6narrow_walk_cut", make_cut, cut_python, cut_compiled),
     KernelPair("r6narrow_live_keys", make_live_keys, live_keys_python, live_keys_compiled),
+    KernelPair("r7hash_depths", make_hashes, hashes_python, hashes_compiled),
 ]
 
 

@@ -21,6 +21,7 @@ from support.native_r5nfa import hostile_r5nfa_calls
 from support.native_r6dfa import hostile_r6dfa_calls
 from support.native_r6narrow import hostile_r6narrow_calls
 from support.native_r6replay import hostile_r6replay_calls
+from support.native_r7hash import hostile_r7hash_calls
 from support.native_stacks import hostile_stacks_calls
 
 
@@ -252,6 +253,8 @@ def hostile_calls(kernels: ModuleType) -> list[tuple[str, Callable[[], Any]]]:
         ),
         ("children before the first", lambda: kernels.Trie(level(child_lo=levels[0][3] - 5))),
         ("a negative term", lambda: kernels.Trie(level(term=levels[0][2] - 3))),
+        ("a negative lo", lambda: kernels.Trie(level(lo=levels[0][0] - 10**6))),
+        ("a hi before its lo", lambda: kernels.Trie(level(hi=levels[0][0] - 1))),
         ("initialised twice", lambda: good.__init__(levels)),
         # Trie.walk_stacks
         ("tables a tuple", walk(tables=tuple(t))),
@@ -651,6 +654,7 @@ def hostile_calls(kernels: ModuleType) -> list[tuple[str, Callable[[], Any]]]:
         *hostile_r5nfa_calls(kernels),
         *hostile_r6dfa_calls(kernels),
         *hostile_r6replay_calls(kernels),
+        *hostile_r7hash_calls(kernels),
         # (walk_stacks from a level the trie does not have)
         (
             "walk_stacks from level 0",

@@ -474,13 +474,24 @@ class Rests:
         return Rests(byte, kids, ends)
 
 
-# Rests by group content and readable bytes (see group_rests): ~90 distinct ones
-# serve the benchmark's 7,000 boundary groups.
-_rests: Lru[tuple[bytes, bytes, bytes], Rests] = Lru(8 << 20)
+# Rests by group content (see group_rests): ~90 distinct ones serve the benchmark's
+# 7,000 boundary groups.
+_rests: Lru[tuple[bytes, bytes], Rests] = Lru(8 << 20)
 
 
-def _rests_key(split: Following, readable: npt.NDArray[np.bool_]) -> tuple[bytes, bytes, bytes]:
-    return split.lo.tobytes(), split.col.tobytes(), readable.tobytes()
+def readable_part(split: Following, readable: npt.NDArray[np.bool_]) -> Following:
+    """The entries of ``split`` whose rest starts with a ``readable`` byte (the others
+    die on their first byte in every stack of the group). Their positions and columns
+    are the group's content: an entry's column and first position name its trie node,
+    and so its byte and its last position."""
+    kept = readable[split.byte].nonzero()[0]
+    if kept.size == split.byte.size:
+        return split
+    return Following(split.byte[kept], split.lo[kept], split.hi[kept], split.col[kept])
+
+
+def _rests_key(part: Following) -> tuple[bytes, bytes]:
+    return part.lo.tobytes(), part.col.tobytes()
 
 
 def group_form(
@@ -489,62 +500,58 @@ def group_form(
     """How a group is finished: its rests when they are memoised (a group seen before:
     no size to work out); else, for a big group, where its rests start in the token trie
     (:func:`group_starts`, for :meth:`Stacks.finish_in_trie`); else its rests, made and
-    memoised (:func:`group_rests`, for :meth:`Stacks.finish`)."""
-    known = _rests.get(_rests_key(split, readable))
+    memoised (:func:`group_rests`, for :meth:`Stacks.finish`). Only the entries whose
+    rest starts with a ``readable`` byte count, and only they are keyed: a group where
+    every token crosses (a free-text lexeme's return, ~300 000 children) but a few
+    bytes are readable next costs one gather, not a key of megabytes."""
+    part = readable_part(split, readable)
+    known = _rests.get(_rests_key(part))
     if known is not None:
         return known
-    starts = group_starts(index, split, readable)
-    return starts if starts is not None else group_rests(index, split, readable)
+    starts = group_starts(index, part)
+    return starts if starts is not None else group_rests(index, part)
 
 
-def group_rests(index: TokenIndex, split: Following, readable: npt.NDArray[np.bool_]) -> Rests:
-    """The rests of the tokens of ``split`` whose rest starts with a ``readable``
-    byte, memoised by content (the same groups recur across rules and schemas)."""
-    key = _rests_key(split, readable)
+def group_rests(index: TokenIndex, part: Following) -> Rests:
+    """The rests of the tokens of a group's readable ``part`` (see
+    :func:`readable_part`), memoised by content (the same groups recur across rules
+    and schemas)."""
+    key = _rests_key(part)
     known = _rests.get(key)
     if known is None:
-        kept = readable[split.byte].nonzero()[0]
         data, width, lengths = index.flat_bytes, index.width, index.lengths_view
         tokens: list[bytes] = []
         positions: list[int] = []
-        for lo, hi, col in zip(
-            split.lo[kept].tolist(),
-            split.hi[kept].tolist(),
-            split.col[kept].tolist(),
-            strict=True,
-        ):
+        for lo, hi, col in zip(part.lo.tolist(), part.hi.tolist(), part.col.tolist(), strict=True):
             for position in range(lo, hi):
                 base = position * width
                 tokens.append(bytes(data[base + col : base + lengths[position]]))
                 positions.append(position)
         known = Rests.of(tokens, positions)
-        size = sum(len(part) for part in key) + 64 * len(known.byte) + 8 * len(positions)
+        size = sum(len(piece) for piece in key) + 64 * len(known.byte) + 8 * len(positions)
         _rests.put(key, known, size + 64)
     return known
 
 
-def group_starts(
-    index: TokenIndex, split: Following, readable: npt.NDArray[np.bool_]
-) -> Starts | None:
-    """Where the rests of a big group start in the token trie: for the entries of
-    ``split`` whose rest starts with a ``readable`` byte, that byte, the trie node it
-    leads to and the node's level (the rest's column + 1), ordered by level. None for a
-    group of at most ``_TRIE_RESTS`` such tokens (its rests' trie is the cheaper form).
-    Cost: a few vector operations over the group's entries."""
-    kept = readable[split.byte].nonzero()[0]
-    if int((split.hi[kept] - split.lo[kept]).sum()) <= _TRIE_RESTS:
+def group_starts(index: TokenIndex, part: Following) -> Starts | None:
+    """Where the rests of a big group start in the token trie: for the entries of a
+    group's readable ``part`` (see :func:`readable_part`), the byte each rest starts
+    with, the trie node it leads to and the node's level (the rest's column + 1),
+    ordered by level. None for a group of at most ``_TRIE_RESTS`` such tokens (its
+    rests' trie is the cheaper form). Cost: a few vector operations over the part's
+    entries."""
+    if int((part.hi - part.lo).sum()) <= _TRIE_RESTS:
         return None
-    cols = split.col[kept]
-    order = np.argsort(cols, kind="stable")
-    kept, cols = kept[order], cols[order]
-    nodes = np.empty(kept.size, dtype=np.int64)
+    order = np.argsort(part.col, kind="stable")
+    cols, los = part.col[order], part.lo[order]
+    nodes = np.empty(order.size, dtype=np.int64)
     levels = index.trie.levels
     for col in np.unique(cols).tolist():
         at = cols == col
         # (An entry's tokens lo .. hi - 1 are its child's, a node of level col + 1:
         # the one whose range starts at lo.)
-        nodes[at] = np.searchsorted(levels[col].lo, split.lo[kept[at]], side="right") - 1
-    return split.byte[kept].astype(np.int64), nodes, (cols + 1).astype(np.int64)
+        nodes[at] = np.searchsorted(levels[col].lo, los[at], side="right") - 1
+    return part.byte[order].astype(np.int64), nodes, (cols + 1).astype(np.int64)
 
 
 def rests_lists(

@@ -26,12 +26,14 @@ from jsonmode.decoding.engine.facts import Rows, RuleInfo, TokenIndex
 from jsonmode.decoding.engine.trie import Boundaries, TrieWalk
 from jsonmode.lru import Lru
 
-# Missing segments with more tokens than this are walked level by level in full
-# (one gather per level) rather than by following the live frontier. (Replaying the
-# benchmark's 417 trie walks: 40k or 20k tokens take ~14 % less time than 100k, 10k
-# ~28 % more: the full levels cost the same whatever is live, about what following
-# a frontier over a quarter of the vocabulary costs.)
-_WIDE = 40_000
+# Missing segments with more live tokens than this (see _wide) are walked wide: every
+# node of the first levels, in preorder (r4gram_wide.c), their inside tokens as flags,
+# rather than by following the live frontier level by level. (Replaying the 274 trie
+# walks of the three grammar sets and 60 MaskBench schemas both ways: under ~15 000
+# live tokens the frontier costs ~0.02-0.08 ms where the wide walk costs ~0.1; from
+# ~27 000 up it costs 3-26 ms where the wide walk costs 0.5-9, its inside ranges
+# sorted and cut at the end.)
+_WIDE = 20_000
 # A state none of whose segments is cached, with more than this many first bytes, is
 # walked whole: its segments are not split off and cached (they rarely serve again).
 _UNSPLIT = 32

@@ -29,6 +29,7 @@ import functools
 import numpy as np
 import numpy.typing as npt
 
+from jsonmode import native
 from jsonmode.decoding.automata.keys import KeyTrie, extra_key_body, is_plain_name, key_trie
 from jsonmode.decoding.automata.network import (
     RuleDFA,
@@ -173,8 +174,16 @@ def state_hashes(
     if edges is None or edges[0].size * deepest > 2 * HASH_BUDGET:
         return None
     source, target, summed = edges
-    bounds = np.searchsorted(source, np.arange(states))
     base = np.where(crossing, np.uint64(0x5851F42D4C957F2D), np.uint64(0x14057B7EF767814F))
+    kernels = native.KERNELS
+    if kernels is not None:  # (the loop below in C: one multiply-add per edge and depth)
+        out = np.empty((len(depths), states), dtype=np.uint64)
+        wanted = np.array(depths, dtype=np.int64)
+        kernels.r7hash_depths(
+            source, target.astype(np.int64), summed, base, int(_DEAD), wanted, out
+        )
+        return out
+    bounds = np.searchsorted(source, np.arange(states))
     hashes = base.copy()  # depth 0: is the state crossing
     extended = np.full(states + 1, _DEAD, dtype=np.uint64)
     rows: list[npt.NDArray[np.uint64]] = []
