@@ -28,7 +28,8 @@
  *   r3hits_fill_words the copy of jsonmode.decoding.matcher.Matcher.fill_bitmask (a
  *                     cached mask's bits into a caller's token bitmask; r3hits_fill.c)
  *   MissAssembler     jsonmode.decoding.engine.cache.MaskEngine._assemble over bits (a
- *                     mask-cache miss; r3miss_assemble.c)
+ *                     mask-cache miss; r3miss_assemble.c; its unbudgeted trie walks by
+ *                     sets of stacks: r7deep_sets.c, no method of its own)
  *   r5setup_row_reads jsonmode.decoding.reference._row_reads_python (which states of a
  *                     rule's table read a byte; r5setup_reads.c)
  *   r6dfa_byte_dfa    jsonmode.regex.byte_dfa._byte_dfa (a character DFA's byte table,

@@ -513,6 +513,22 @@ PyObject *r7count_replay(PyObject *module, PyObject *args);
 /* r3miss (r3miss_assemble.c): a mask-cache miss, MaskEngine._assemble over bits. */
 extern PyTypeObject jm_r3miss_AssemblerType;
 const Py_buffer *jm_trie_levels(PyObject *trie, Py_ssize_t *levels); /* trie.c */
+enum { F_LO, F_HI, F_TERM, F_CHILD_LO, F_CHILD_HI, F_BYTE, F_FIELDS }; /* a level's arrays in those views */
+
+/* A level's field of jm_trie_levels' views (its length in *n). */
+static inline const int64_t *level_field(const Py_buffer *views, Py_ssize_t depth, int f, Py_ssize_t *n) {
+    const Py_buffer *view = &views[depth * F_FIELDS + f];
+    *n = view->len / 8;
+    return (const int64_t *)view->buf;
+}
+
+/* r7deep (r7deep_sets.c, round 7): the token trie walked by sets of stacks, for the
+ * compiled miss's unbudgeted walks (seeds: (node, context, state) triples of level
+ * ``depth``, sorted here; the positions read appended to ``found``, each once): 1
+ * walked, 0 past its memory bound (``found`` as it was: walk stack by stack), -1 on
+ * error. */
+int jm_r7_walk_sets(PyObject *core, Tables *t, const Py_buffer *views, Py_ssize_t levels, int64_t ntokens,
+                    I64Vec *seeds, Py_ssize_t depth, I64Vec *found);
 
 /* r6narrow (r6narrow_cut.c, round 6): a narrow state's trie walk cut into its
  * per-first-byte segments (segments._trie_walk + segments._split). */

@@ -11,7 +11,10 @@
  * t // 8); end-of-sequence ids are set as the reference sets them.
  *
  * The same Stacks calls happen in the same order as on the reference path (so contexts
- * and closures are numbered alike). What stays in Python, called back: a walk the first
+ * and closures are numbered alike) but in the walks without a budget (a big group
+ * finished in the token trie, a whole stack near the nesting bound): those walk the
+ * trie with the stacks at a node as one set (r7deep_sets.c), meeting closures in
+ * another order; the tokens are the same. What stays in Python, called back: a walk the first
  * time this assembler needs its (rule, state) (``walk_of``: computed or taken from the
  * walk caches), a group's rests the first time (``rests_of``), the stack numbering's
  * ``context``/``readers``/``returns`` and the trie's ``walk_stacks``.
@@ -33,7 +36,6 @@
 #define WIDE_BYTES 128  /* boundary._WIDE_BYTES */
 #define RETURN_STOP (-1) /* walk.RETURN */
 
-enum { F_LO, F_HI, F_TERM, F_CHILD_LO, F_CHILD_HI, F_BYTE, F_FIELDS }; /* a trie level's arrays */
 
 typedef struct {
     PyObject_HEAD
@@ -66,13 +68,6 @@ static int take_i64(PyObject *obj, Py_buffer *view, const char *what) {
         return -1;
     }
     return 0;
-}
-
-/* A level's field (its length in *n). */
-static inline const int64_t *level_field(const Py_buffer *views, Py_ssize_t depth, int f, Py_ssize_t *n) {
-    const Py_buffer *view = &views[depth * F_FIELDS + f];
-    *n = view->len / 8;
-    return (const int64_t *)view->buf;
 }
 
 static int Assembler_init(AssemblerObject *self, PyObject *args, PyObject *kwds) {
@@ -342,6 +337,18 @@ done:
     return rc;
 }
 
+/* walk_stacks without a budget (1, or -1 on error): by sets of stacks (r7deep_sets.c),
+ * or stack by stack where those pass their memory bound. */
+static int walk_all(AssemblerObject *self, PyObject *core, Tables *t, I64Vec *seeds, I64Vec *found,
+                    Py_ssize_t depth) {
+    Py_ssize_t levels;
+    const Py_buffer *views = jm_trie_levels(self->trie, &levels);
+    if (!views) return -1;
+    int rc = jm_r7_walk_sets(core, t, views, levels, (int64_t)(self->ids.len / 8), seeds, depth, found);
+    if (rc != 0) return rc;
+    return walk_stacks(self, core, t, seeds, (long long)1 << 62, found, depth);
+}
+
 /* boundary.direct: 1 with the tokens allowed, 0 when the stack is too wide (nothing
  * done), -1 on error. */
 static int direct(AssemblerObject *self, Union *u, PyObject *core, Tables *t, int64_t context, int64_t state,
@@ -380,7 +387,8 @@ static int direct(AssemblerObject *self, Union *u, PyObject *core, Tables *t, in
             }
         }
     }
-    rc = walk_stacks(self, core, t, &seeds, whole ? (long long)1 << 62 : (long long)DIRECT_NODES, &found, 1);
+    rc = whole ? walk_all(self, core, t, &seeds, &found, 1)
+               : walk_stacks(self, core, t, &seeds, (long long)DIRECT_NODES, &found, 1);
     if (rc == 1 && union_positions(self, u, found.data, found.size) < 0) rc = -1;
 done:
     vec_free(&seeds);
@@ -537,7 +545,7 @@ static int finish_in_trie(AssemblerObject *self, Union *u, PyObject *core, Table
                     goto done;
             }
         }
-        if (walk_stacks(self, core, t, &seeds, (long long)1 << 62, &found, (Py_ssize_t)depth[begin]) < 0) goto done;
+        if (walk_all(self, core, t, &seeds, &found, (Py_ssize_t)depth[begin]) < 0) goto done;
         seeds.size = 0;
         if (union_positions(self, u, found.data, found.size) < 0) goto done;
         found.size = 0;

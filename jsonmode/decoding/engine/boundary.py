@@ -336,7 +336,9 @@ class Stacks:
         tokens whose rest one of ``pairs`` reads to its end, the stacks stepped by each
         entry's first rest byte and then walking the token trie below its node (one
         :meth:`TokenTrie.walk_stacks` per level). A token may be listed twice (its
-        rest after two boundaries)."""
+        rest after two boundaries). (The compiled miss walks the trie with the stacks
+        at a node as one set, each set's step memoised: csrc/r7deep_sets.c; the same
+        tokens.)"""
         byte, node, depth = (part.tolist() for part in starts)
         found: list[int] = []
         begin, count = 0, len(depth)
