@@ -418,6 +418,23 @@ static inline int push_expanded(PyObject *expand, int64_t context, int64_t state
 }
 
 
+/* ``obj``'s C-contiguous buffer (with its format; writable when asked) into ``view``:
+ * 0, or -1 with an exception set, a TypeError naming ``kernel`` and the argument
+ * ``name`` where ``obj`` has no such buffer. */
+static inline int jm_get_buffer(PyObject *obj, Py_buffer *view, int writable, const char *kernel,
+                                const char *name) {
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, view, flags) < 0) {
+        if (PyErr_ExceptionMatches(PyExc_BufferError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "%s: %s must be a C-contiguous%s buffer", kernel, name,
+                         writable ? " writable" : "");
+        }
+        return -1;
+    }
+    return 0;
+}
+
 /* Whether a buffer's format is a signed 8-byte integer ("q", or "l" where long has 8
  * bytes; an optional native or little-endian prefix). */
 static inline int jm_is_int64(const char *format) {

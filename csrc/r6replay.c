@@ -23,19 +23,6 @@
  * table read per byte replayed.
  */
 
-static int get(PyObject *obj, Py_buffer *view, int writable, const char *name) {
-    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(obj, view, flags) < 0) {
-        if (PyErr_ExceptionMatches(PyExc_BufferError)) {
-            PyErr_Clear();
-            PyErr_Format(PyExc_TypeError, "r6replay_states: %s must be a C-contiguous%s buffer", name,
-                         writable ? " writable" : "");
-        }
-        return -1;
-    }
-    return 0;
-}
-
 PyObject *r6replay_states(PyObject *module, PyObject *args) {
     PyObject *objs[5];
     long long start;
@@ -45,7 +32,7 @@ PyObject *r6replay_states(PyObject *module, PyObject *args) {
     int taken = 0;
     PyObject *result = NULL;
     for (; taken < 5; taken++)
-        if (get(objs[taken], &views[taken], taken == 4, names[taken]) < 0) goto done;
+        if (jm_get_buffer(objs[taken], &views[taken], taken == 4, "r6replay_states", names[taken]) < 0) goto done;
     Py_buffer *table = &views[0], *matrix = &views[1], *positions = &views[2], *cols = &views[3], *out = &views[4];
     if (table->itemsize != 4 || !jm_is_int32(table->format) || matrix->itemsize != 1 ||
         !(matrix->format == NULL || !strcmp(matrix->format, "B")) || positions->itemsize != 8 ||

@@ -25,19 +25,6 @@
  * with the GIL released (it calls no Python). Cost: two reads and two writes a node.
  */
 
-static int get(PyObject *obj, Py_buffer *view, int writable, const char *name) {
-    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(obj, view, flags) < 0) {
-        if (PyErr_ExceptionMatches(PyExc_BufferError)) {
-            PyErr_Clear();
-            PyErr_Format(PyExc_TypeError, "r7count_replay: %s must be a C-contiguous%s buffer", name,
-                         writable ? " writable" : "");
-        }
-        return -1;
-    }
-    return 0;
-}
-
 static int is_int16(const char *format) {
     if (!format) return 0;
     if (*format == '@' || *format == '=' || *format == '<') format++;
@@ -54,7 +41,7 @@ PyObject *r7count_replay(PyObject *module, PyObject *args) {
     int taken = 0;
     PyObject *result = NULL;
     for (; taken < 6; taken++)
-        if (get(objs[taken], &views[taken], taken >= 4, names[taken]) < 0) goto done;
+        if (jm_get_buffer(objs[taken], &views[taken], taken >= 4, "r7count_replay", names[taken]) < 0) goto done;
     Py_buffer *table = &views[0], *weights = &views[1], *parents = &views[2], *bytes = &views[3],
               *out_states = &views[4], *out_sums = &views[5];
     if (table->itemsize != 4 || !jm_is_int32(table->format) || weights->itemsize != 2 ||

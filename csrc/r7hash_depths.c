@@ -28,19 +28,6 @@
  * edge per depth; memory, two rows of ``states + 1`` words.
  */
 
-static int get(PyObject *obj, Py_buffer *view, int writable, const char *name) {
-    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(obj, view, flags) < 0) {
-        if (PyErr_ExceptionMatches(PyExc_BufferError)) {
-            PyErr_Clear();
-            PyErr_Format(PyExc_TypeError, "r7hash_depths: %s must be a C-contiguous%s buffer", name,
-                         writable ? " writable" : "");
-        }
-        return -1;
-    }
-    return 0;
-}
-
 /* Whether a buffer's format is an unsigned 8-byte integer ("Q", or "L" where long has 8). */
 static int is_uint64(const char *format) {
     if (!format) return 0;
@@ -69,7 +56,7 @@ PyObject *r7hash_depths(PyObject *module, PyObject *args) {
     uint64_t dead = PyLong_AsUnsignedLongLongMask(dead_obj);
     if (dead == (uint64_t)-1 && PyErr_Occurred()) return NULL;
     for (; taken < 6; taken++)
-        if (get(objs[taken], &views[taken], taken == 5, names[taken]) < 0) goto done;
+        if (jm_get_buffer(objs[taken], &views[taken], taken == 5, "r7hash_depths", names[taken]) < 0) goto done;
     Py_buffer *source = &views[0], *target = &views[1], *summed = &views[2], *base = &views[3], *depths = &views[4],
               *out = &views[5];
     if (source->itemsize != 8 || !jm_is_int64(source->format) || target->itemsize != 8 ||

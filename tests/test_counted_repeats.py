@@ -15,14 +15,13 @@ the plain automaton with the claimed count.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-import tokenizers
+from support.real_vocabularies import tokenizer as _tokenizer
+from support.real_vocabularies import vocabulary as _vocabulary
 from support.reference_masks import reference_mask
 
 import jsonmode
@@ -35,8 +34,6 @@ from jsonmode.decoding.grammars import counted
 from jsonmode.decoding.ir import called
 from jsonmode.decoding.matcher import Matcher
 from jsonmode.decoding.vocabulary import Vocabulary
-
-TOKENIZERS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tokenizers"
 
 # llama.cpp's json-schema-to-grammar string of 3 to 12 characters (its ``char``: no
 # raw DEL, no ``\/``), then a JSON ``char`` (both) of up to 10 and a byte class.
@@ -80,17 +77,6 @@ root ::= "\"" ([a-z] | "\\" [n\"]){9,} "\"" | "-"
 """
 UNBOUNDED_TEXTS = ['"abcdefghi"', '"abcdefgh\\n"', '"' + "ab" * 20 + '\\""']
 UNBOUNDED_BEYOND = ['"abcdefgh"', '"abcdefg\\n"']
-
-
-@functools.cache
-def _vocabulary(name: str) -> Vocabulary:
-    path = TOKENIZERS / name / "tokenizer.json"
-    return Vocabulary.from_tokenizer(tokenizers.Tokenizer.from_file(str(path)))
-
-
-@functools.cache
-def _tokenizer(name: str) -> tokenizers.Tokenizer:
-    return tokenizers.Tokenizer.from_file(str(TOKENIZERS / name / "tokenizer.json"))
 
 
 def _plain_compile(grammar: str, vocabulary: Vocabulary, monkeypatch: pytest.MonkeyPatch) -> Any:

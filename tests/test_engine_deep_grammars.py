@@ -21,7 +21,6 @@ stacks on the compiled path), masks the same on both paths.
 
 from __future__ import annotations
 
-import functools
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +28,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-import tokenizers
+from support.real_vocabularies import tokenizer as _tokenizer
+from support.real_vocabularies import vocabulary as _vocabulary
 from support.reference_masks import reference_mask
 
 import jsonmode
@@ -37,12 +37,10 @@ from jsonmode import native
 from jsonmode.decoding.engine import segments
 from jsonmode.decoding.engine.cache import MaskEngine
 from jsonmode.decoding.matcher import Matcher
-from jsonmode.decoding.vocabulary import Vocabulary
 
-TOKENIZERS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tokenizers"
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
-import grammars  # noqa: E402  (bench/grammars.py: JSON in GBNF)
+import grammars
 
 STATEMENT = " | ".join(
     [
@@ -87,17 +85,6 @@ TEXTS = [
 # Prefixes whose state is wide and deep: white space (or an operator) before an
 # expression, an open condition, an identifier that may go on or end.
 DEEP = ["int main(){int x = ", "int main(){int x = 3;while(x", "int h(int n){return h("]
-
-
-@functools.cache
-def _vocabulary(name: str) -> Vocabulary:
-    path = TOKENIZERS / name / "tokenizer.json"
-    return Vocabulary.from_tokenizer(tokenizers.Tokenizer.from_file(str(path)))
-
-
-@functools.cache
-def _tokenizer(name: str) -> tokenizers.Tokenizer:
-    return tokenizers.Tokenizer.from_file(str(TOKENIZERS / name / "tokenizer.json"))
 
 
 def _engine(compiled: Any) -> MaskEngine:

@@ -17,7 +17,6 @@ finished in the token trie, and the walks of a root that no rule calls.
 
 from __future__ import annotations
 
-import functools
 import random
 import sys
 from collections.abc import Iterator
@@ -26,7 +25,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-import tokenizers
+from support.real_vocabularies import tokenizer as _tokenizer
+from support.real_vocabularies import vocabulary as _vocabulary
 from support.reference_masks import reference_mask
 
 import jsonmode
@@ -35,12 +35,10 @@ from jsonmode.decoding.engine import boundary
 from jsonmode.decoding.engine.cache import MaskEngine
 from jsonmode.decoding.engine.facts import facts
 from jsonmode.decoding.matcher import Matcher
-from jsonmode.decoding.vocabulary import Vocabulary
 
-TOKENIZERS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tokenizers"
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
-import grammars_wide  # noqa: E402  (bench/grammars_wide.py: the wide grammar set)
+import grammars_wide
 
 # Assignments with identifiers after optional white space: the stacks after ``ws`` read
 # an identifier's letters, so a boundary group holds every " word" token.
@@ -60,17 +58,6 @@ level ::= "INFO" | "WARN"
 msg ::= [a-zA-Z0-9 ,.:_-]{1,60}
 """
 LOG_TEXTS = ["INFO server started on port 8080", "WARN disk at 91.5 percent\nINFO ok, fine"]
-
-
-@functools.cache
-def _vocabulary(name: str) -> Vocabulary:
-    path = TOKENIZERS / name / "tokenizer.json"
-    return Vocabulary.from_tokenizer(tokenizers.Tokenizer.from_file(str(path)))
-
-
-@functools.cache
-def _tokenizer(name: str) -> tokenizers.Tokenizer:
-    return tokenizers.Tokenizer.from_file(str(TOKENIZERS / name / "tokenizer.json"))
 
 
 def _masks(compiled: Any, text: str, tokenizer: str) -> Iterator[tuple[Any, np.ndarray]]:

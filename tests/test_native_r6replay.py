@@ -6,25 +6,21 @@ kernel's malformed calls refused."""
 
 from __future__ import annotations
 
-import functools
 import random
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-import tokenizers
 from support.native_hostile import unrefused
 from support.native_r6replay import hostile_r6replay_calls, live_entries, replay_compiled
+from support.real_vocabularies import vocabulary as _vocabulary
 
 import jsonmode
 from jsonmode import native
-from jsonmode.decoding.vocabulary import Vocabulary
 
 KERNELS = native.KERNELS
 pytestmark = pytest.mark.skipif(KERNELS is None, reason="the compiled core is not loaded")
 
-TOKENIZERS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tokenizers"
 GRAMMAR = r"""
 root ::= stmt (ws stmt)*
 stmt ::= ident ws "=" ws expr ";"
@@ -41,12 +37,6 @@ SCHEMA = {
     },
     "required": ["name"],
 }
-
-
-@functools.cache
-def _vocabulary(name: str) -> Vocabulary:
-    path = TOKENIZERS / name / "tokenizer.json"
-    return Vocabulary.from_tokenizer(tokenizers.Tokenizer.from_file(str(path)))
 
 
 def _engines(name: str) -> list[Any]:

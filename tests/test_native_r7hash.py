@@ -7,12 +7,9 @@ walk caches, so equal hashes are equal masks."""
 
 from __future__ import annotations
 
-import functools
 import random
-from pathlib import Path
 
 import pytest
-import tokenizers
 from support.native_hostile import unrefused
 from support.native_r7hash import (
     HashCase,
@@ -21,15 +18,14 @@ from support.native_r7hash import (
     hostile_r7hash_calls,
     make_hashes,
 )
+from support.real_vocabularies import vocabulary as _vocabulary
 
 import jsonmode
 from jsonmode import native
 from jsonmode.decoding.engine import state as state_module
-from jsonmode.decoding.vocabulary import Vocabulary
 
 KERNELS = native.KERNELS
 pytestmark = pytest.mark.skipif(KERNELS is None, reason="the compiled core is not loaded")
-TOKENIZERS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tokenizers"
 
 GRAMMARS = [
     r"""root ::= word (gap word)*
@@ -44,12 +40,6 @@ SCHEMAS = [
     {"type": "string", "pattern": "^[a-z]{2,8}(-[A-Z]{2})?$"},
     {"type": "object", "properties": {"n": {"type": "integer"}, "d": {"format": "date"}}},
 ]
-
-
-@functools.cache
-def _vocabulary(name: str) -> Vocabulary:
-    path = TOKENIZERS / name / "tokenizer.json"
-    return Vocabulary.from_tokenizer(tokenizers.Tokenizer.from_file(str(path)))
 
 
 @pytest.mark.parametrize("name", ["qwen2.5", "gpt2"])

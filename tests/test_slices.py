@@ -11,28 +11,17 @@ characters (not safe: walked in full) against the reference matcher.
 from __future__ import annotations
 
 import codecs
-import functools
 import random
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-import tokenizers
+from support.real_vocabularies import vocabulary as _vocabulary
 from support.reference_masks import reference_mask
 
 import jsonmode
 from jsonmode.decoding.engine import slices
 from jsonmode.decoding.engine.facts import token_index
-from jsonmode.decoding.vocabulary import Vocabulary
-
-TOKENIZERS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tokenizers"
-
-
-@functools.cache
-def _vocabulary(name: str) -> Vocabulary:
-    path = TOKENIZERS / name / "tokenizer.json"
-    return Vocabulary.from_tokenizer(tokenizers.Tokenizer.from_file(str(path)))
 
 
 def _safe(info: Any, longest: int) -> np.ndarray:

@@ -32,7 +32,19 @@ import numpy.typing as npt
 
 from jsonmode.budget import checkpoint
 from jsonmode.decoding.automata.network import build_network
-from jsonmode.decoding.ir import Alt, Call, Expr, Grammar, Lex, Lit, Members, Rep, Seq, called
+from jsonmode.decoding.ir import (
+    Alt,
+    Call,
+    Expr,
+    Grammar,
+    Lex,
+    Lit,
+    Members,
+    Rep,
+    Seq,
+    called,
+    nodes,
+)
 from jsonmode.errors import JsonModeError
 from jsonmode.lru import Lru
 from jsonmode.regex import ByteDFA
@@ -142,7 +154,7 @@ def _counted_rule(rep: Rep, grammar: Grammar, made: _Made, max_states: int) -> s
         if body is None:
             return None
         item = body
-    if any(True for _ in called(item)) or _has_members(item):
+    if any(True for _ in called(item)) or any(isinstance(n, Members) for n in nodes(item)):
         return None
     label = f"counted {Rep(item, low, high)}"
     known = made.rules.get(label)
@@ -180,21 +192,6 @@ class _Made:
 
     rules: dict[str, tuple[str, Expr]] = field(default_factory=dict)
     states: int = 0
-
-
-def _has_members(expr: Expr) -> bool:
-    stack = [expr]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, Members):
-            return True
-        if isinstance(node, Seq):
-            stack.extend(node.items)
-        elif isinstance(node, Alt):
-            stack.extend(node.options)
-        elif isinstance(node, Rep):
-            stack.append(node.item)
-    return False
 
 
 def _bodies(
