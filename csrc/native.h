@@ -371,6 +371,18 @@ static inline int64_t step_of(Tables *t, int64_t context, int64_t state, int64_t
     return table[state * 256 + byte];
 }
 
+/* The row of (context, state) in its rule's table (NULL + exception). */
+static inline const int32_t *row_of(Tables *t, int64_t context, int64_t state) {
+    Py_ssize_t n;
+    const int32_t *table = table_of(t, context, &n);
+    if (!table) return NULL;
+    if (state < 0 || state >= n / 256) {
+        PyErr_Format(PyExc_ValueError, "state %lld out of the table", (long long)state);
+        return NULL;
+    }
+    return table + state * 256;
+}
+
 /* stacks (stacks.c): the parse stacks' numbering and closures, boundary.Stacks in C.
  * jm_stacks_push appends the closure of (context, state) of a Stacks object to ``out``
  * (as push_expanded does), without a call through Python. */

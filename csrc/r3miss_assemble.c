@@ -218,18 +218,6 @@ done:
 /* ------------------------------------------------------------------------------ */
 /* One stack                                                                        */
 
-/* The row of (context, state) in its table (NULL + exception). */
-static const int32_t *row_of(Tables *t, int64_t context, int64_t state) {
-    Py_ssize_t n;
-    const int32_t *table = table_of(t, context, &n);
-    if (!table) return NULL;
-    if (state < 0 || state >= n / 256) {
-        PyErr_Format(PyExc_ValueError, "state %lld out of the table", (long long)state);
-        return NULL;
-    }
-    return table + state * 256;
-}
-
 static int count_reads(const int32_t *row) {
     int n = 0;
     for (int b = 0; b < 256; b++) n += row[b] >= 0;

@@ -139,25 +139,13 @@ static int64_t sets_intern(Sets *s, int64_t *p, Py_ssize_t n) {
     return k;
 }
 
-/* The row of (context, state) in its rule's table (NULL + exception). */
-static const int32_t *row_at(Tables *t, int64_t context, int64_t state) {
-    Py_ssize_t n;
-    const int32_t *table = table_of(t, context, &n);
-    if (!table) return NULL;
-    if (state < 0 || state >= n / 256) {
-        PyErr_Format(PyExc_ValueError, "state %lld out of the table", (long long)state);
-        return NULL;
-    }
-    return table + state * 256;
-}
-
 /* The set after set ``k`` reads ``byte`` (as sets_intern answers), memoised. */
 static int64_t sets_step(Sets *s, PyObject *core, Tables *t, I64Vec *work, int64_t k, int byte) {
     work->size = 0;
     for (Py_ssize_t i = s->start.data[k]; i < s->start.data[k + 1]; i += 2) {
         int64_t context = s->pairs.data[i], state = s->pairs.data[i + 1];
         if (context < 0) continue;
-        const int32_t *row = row_at(t, context, state);
+        const int32_t *row = row_of(t, context, state);
         if (!row) return -2;
         int64_t target = row[byte];
         if (target < 0) continue;
