@@ -551,6 +551,30 @@ static inline const int64_t *level_field(const Py_buffer *views, Py_ssize_t dept
     return (const int64_t *)view->buf;
 }
 
+/* One trie level's fields for a walk at ``depth`` (1-based), as read from
+ * jm_trie_levels' views: ``nodes`` the fewest entries any of its fields holds (each
+ * field's length checked: a Trie whose init failed late may hold any), and ``below``
+ * the next level's bytes (NULL at the last level; ``nbelow`` its length). */
+typedef struct {
+    const int64_t *lo, *term, *child_lo, *child_hi, *below;
+    Py_ssize_t nodes, nbelow;
+} JmLevel;
+
+static inline JmLevel jm_level(const Py_buffer *views, Py_ssize_t levels, Py_ssize_t depth) {
+    JmLevel l;
+    Py_ssize_t n[4];
+    level_field(views, depth - 1, F_BYTE, &l.nodes);
+    l.lo = level_field(views, depth - 1, F_LO, &n[0]);
+    l.term = level_field(views, depth - 1, F_TERM, &n[1]);
+    l.child_lo = level_field(views, depth - 1, F_CHILD_LO, &n[2]);
+    l.child_hi = level_field(views, depth - 1, F_CHILD_HI, &n[3]);
+    l.nbelow = 0;
+    l.below = depth < levels ? level_field(views, depth, F_BYTE, &l.nbelow) : NULL;
+    for (int f = 0; f < 4; f++)
+        if (n[f] < l.nodes) l.nodes = n[f];
+    return l;
+}
+
 /* r7deep (r7deep_sets.c, round 7): the token trie walked by sets of stacks, for the
  * compiled miss's unbudgeted walks (seeds: (node, context, state) triples of level
  * ``depth``, sorted here; the positions read appended to ``found``, each once): 1

@@ -259,7 +259,7 @@ static int walk_stacks(AssemblerObject *self, PyObject *core, Tables *t, I64Vec 
     int rc = -1;
     long long seen = 0;
     while (frontier->size) {
-        Py_ssize_t count = frontier->size / 3, nodes, n[4], nbelow = 0;
+        Py_ssize_t count = frontier->size / 3;
         seen += count;
         if (seen > budget) {
             rc = 0;
@@ -269,15 +269,10 @@ static int walk_stacks(AssemblerObject *self, PyObject *core, Tables *t, I64Vec 
             PyErr_SetString(PyExc_ValueError, "the walk went below the trie");
             goto done;
         }
-        /* (Each field's length checked: a Trie whose init failed late may hold any.) */
-        level_field(views, depth - 1, F_BYTE, &nodes);
-        const int64_t *lo_of = level_field(views, depth - 1, F_LO, &n[0]);
-        const int64_t *term_of = level_field(views, depth - 1, F_TERM, &n[1]);
-        const int64_t *child_lo = level_field(views, depth - 1, F_CHILD_LO, &n[2]);
-        const int64_t *child_hi = level_field(views, depth - 1, F_CHILD_HI, &n[3]);
-        const int64_t *below = depth < levels ? level_field(views, depth, F_BYTE, &nbelow) : NULL;
-        for (int f = 0; f < 4; f++)
-            if (n[f] < nodes) nodes = n[f];
+        JmLevel level = jm_level(views, levels, depth);
+        Py_ssize_t nodes = level.nodes, nbelow = level.nbelow;
+        const int64_t *lo_of = level.lo, *term_of = level.term, *child_lo = level.child_lo;
+        const int64_t *child_hi = level.child_hi, *below = level.below;
         following.size = 0;
         if (set_init(&credited, count) < 0) goto done;
         for (Py_ssize_t i = 0; i < count; i++) {

@@ -207,15 +207,10 @@ int jm_r7_walk_sets(PyObject *core, Tables *t, const Py_buffer *views, Py_ssize_
             PyErr_SetString(PyExc_ValueError, "the walk went below the trie");
             goto done;
         }
-        Py_ssize_t nodes, n[4], nbelow = 0;
-        level_field(views, depth - 1, F_BYTE, &nodes);
-        const int64_t *lo_of = level_field(views, depth - 1, F_LO, &n[0]);
-        const int64_t *term_of = level_field(views, depth - 1, F_TERM, &n[1]);
-        const int64_t *child_lo = level_field(views, depth - 1, F_CHILD_LO, &n[2]);
-        const int64_t *child_hi = level_field(views, depth - 1, F_CHILD_HI, &n[3]);
-        const int64_t *below = depth < levels ? level_field(views, depth, F_BYTE, &nbelow) : NULL;
-        for (int f = 0; f < 4; f++)
-            if (n[f] < nodes) nodes = n[f];
+        JmLevel level = jm_level(views, levels, depth);
+        Py_ssize_t nodes = level.nodes, nbelow = level.nbelow;
+        const int64_t *lo_of = level.lo, *term_of = level.term, *child_lo = level.child_lo;
+        const int64_t *child_hi = level.child_hi, *below = level.below;
         following.size = 0;
         for (Py_ssize_t i = 0; i < frontier.size; i += 2) {
             int64_t node = frontier.data[i], k = frontier.data[i + 1];
