@@ -140,6 +140,22 @@ def test_the_windows_become_counted_lexemes_the_engine_verifies() -> None:
         assert sorted(chars.tolist()) == list(range(high + 1))
 
 
+def test_the_rewrite_runs_where_the_text_can_hold_a_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A text with no ``{`` before a digit has no counted repetition: the rewrite's pass
+    over its rules is skipped. Spaces inside the braces still count."""
+    spaced = LLAMA.replace("char{3,12}", "char{ 3 , 12 }")
+    compiled = jsonmode.compile_grammar(spaced, _vocabulary("gpt2"))
+    assert len(_counted_rules(compiled)) == 3
+    from jsonmode.decoding.grammars import compiled as compiled_module
+
+    def refuse(*args: Any) -> Any:
+        raise AssertionError("the rewrite ran on a text without a count")
+
+    monkeypatch.setattr(compiled_module, "counted_repetitions", refuse)
+    plain = r'root ::= "{\"a\": \"" [a-z]+ "\"}"'
+    assert jsonmode.compile_grammar(plain, _vocabulary("gpt2")).accepts('{"a": "xy"}')
+
+
 @pytest.mark.parametrize(
     ("compiled_path", "tokenizer"),
     [(True, "qwen2.5"), (False, "qwen2.5"), (True, "gpt2"), (False, "gpt2")],

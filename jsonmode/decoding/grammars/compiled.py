@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import re
 import sys
 import threading
 import time
@@ -83,6 +84,10 @@ __all__ = [
     "compiled_constraint",
     "read_schema",
 ]
+
+# A ``{`` before a digit: where a grammar's text may hold a ``{m,n}`` repetition (the
+# counted rewrite has nothing to do in a text without one).
+_COUNTS = re.compile(r"\{\s*\d")
 
 Syntax = Literal["gbnf"]
 Kind = Literal["gbnf", "regex", "choice", "jsonl", "csv", "structural_tag"]
@@ -311,8 +316,9 @@ def compile_grammar(
                     hint="remove its definition, or bind another name",
                 )
         inlined = _inlined(parsed, settings.max_rule_states)
-        counted = counted_repetitions(inlined, settings.max_rule_states)
-        return bind_schemas(counted, bound, settings)
+        if _COUNTS.search(text):  # (a text without a {m,n} has no counted repetition)
+            inlined = counted_repetitions(inlined, settings.max_rule_states)
+        return bind_schemas(inlined, bound, settings)
 
     options.setdefault("max_nesting_depth", GRAMMAR_NESTING_DEPTH)
     compiled = compiled_constraint(key, build, vocabulary, options, "gbnf", text, bound)
