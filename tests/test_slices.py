@@ -284,3 +284,26 @@ def test_a_structural_rules_string_body_is_walked_through_the_slice(
         assert matcher.advance(by_bytes[bytes((byte,))])
     assert matcher.can_end()
     assert any(rule not in engine._rules.lexeme_set for rule in sliced_rules)
+
+
+def test_a_state_not_known_safe_is_not_worked_out_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A state whose clean region is over the bound is refused once: the region is not
+    walked again on the next ask (a big rule's states are asked once per new walk)."""
+    vocabulary = _vocabulary("gpt2")
+    engine = jsonmode.compile_schema({"type": "string"}, vocabulary).engine
+    monkeypatch.setattr(slices, "_MAX_STATES", 0)
+    monkeypatch.setattr(slices, "_safe_cache", type(slices._safe_cache)(1 << 20))
+    walked: list[int] = []
+    real = slices._clean_region
+
+    def counting(trans: Any, state: int) -> Any:
+        walked.append(state)
+        return real(trans, state)
+
+    monkeypatch.setattr(slices, "_clean_region", counting)
+    plain = engine._rules.plain()
+    info = type(plain)(plain.signature + b"!", plain.crossing, plain.flat, plain.hashes)
+    between = int(plain.flat[ord('"')])
+    assert not slices.is_safe(info, engine._index.longest, between)
+    assert not slices.is_safe(info, engine._index.longest, between)
+    assert walked == [between]

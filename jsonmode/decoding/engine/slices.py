@@ -158,9 +158,9 @@ def is_safe(info: RuleInfo, longest: int, state: int) -> bool:
 
     Worked out over the states clean text reaches from ``state`` only (a string body's
     few, not the whole rule around it), for all of them at once, and memoised per
-    automaton content in ``info`` and process-wide. False, unmemoised, where those
-    states are more than ``_MAX_STATES`` or their fixed point does not settle within
-    its budget (not known safe), and for a counted string's states."""
+    automaton content in ``info`` and process-wide. False (memoised for ``state``)
+    where those states are more than ``_MAX_STATES`` or their fixed point does not
+    settle within its budget (not known safe), and for a counted string's states."""
     if info.counted is not None:
         return False
     memo = info.safe_memo
@@ -178,6 +178,7 @@ def is_safe(info: RuleInfo, longest: int, state: int) -> bool:
     trans = info.flat.reshape(-1, 256)
     region = _clean_region(trans, state)
     if region is None:
+        verdicts[state] = 0  # (not known safe: not asked again)
         return False
     # (The region is closed under clean bytes: its states' verdicts need no other.)
     number = np.zeros(trans.shape[0], dtype=np.int64)
@@ -186,6 +187,7 @@ def is_safe(info: RuleInfo, longest: int, state: int) -> bool:
     sub = np.where(rows >= 0, number[np.maximum(rows, 0)], -1).astype(np.int32)
     found = _safe_states(sub.reshape(-1), info.crossing[region], longest)
     if found is None:
+        verdicts[state] = 0
         return False
     verdicts[region] = found
     return bool(verdicts[state])
