@@ -279,8 +279,14 @@ def test_a_structural_rules_string_body_is_walked_through_the_slice(
     monkeypatch.setattr(walk_module.Walks, "_sliced_walk", spy)
     by_bytes = {vocabulary.token_bytes(t): t for t in range(vocabulary.size)}
     matcher = compiled.matcher()
-    for byte in b'["ab\\n", ["c"]]':
-        assert np.array_equal(matcher.mask(), reference_mask(compiled, matcher.state))
+    text = b'["ab\\n", ["c"]]'
+    # (The reference's mask, ~1 s a step in plain Python for Qwen2.5, is taken where
+    # the slice serves: a body just opened, after an escape, in a nested string.)
+    bodies = {2, 6, 12}
+    for step, byte in enumerate(text):
+        mask = matcher.mask()
+        if step in bodies:
+            assert np.array_equal(mask, reference_mask(compiled, matcher.state))
         assert matcher.advance(by_bytes[bytes((byte,))])
     assert matcher.can_end()
     assert any(rule not in engine._rules.lexeme_set for rule in sliced_rules)

@@ -44,6 +44,7 @@ from jsonmode.decoding.engine.entries import (
 __all__ = ["TokenTrie"]
 
 _EMPTY = np.zeros(0, dtype=np.int64)
+_ZERO = np.zeros(1, dtype=np.int64)
 
 # A wide walk takes this many levels in full (one gather over every node of a level),
 # then follows the live nodes of the deeper, smaller levels as a frontier.
@@ -541,11 +542,24 @@ class TokenTrie:
     def following(self, bounds: Boundaries) -> Following:
         """The tokens of ``bounds`` split by the byte their rest starts with (the
         entries' children in the trie)."""
+        return self.following_split(bounds, [0, bounds.size])[0]
+
+    def following_split(self, bounds: Boundaries, edges: list[int]) -> list[Following]:
+        """:meth:`following` of each run ``bounds[edges[i]:edges[i + 1]]``, worked out in
+        one pass over all of ``bounds`` and cut (views of one set of arrays): a
+        structural walk's boundary entries, grouped by the state where they stop, cost
+        a dozen vector operations in all rather than a dozen a group."""
         nodes = self._first[bounds.col - 1] + bounds.node
         first, last = self._child_lo[nodes], self._child_hi[nodes]
+        counts = last - first
         children = ranges(first, last)
-        col = np.repeat(bounds.col, last - first)
-        return Following(self._byte[children], self._lo[children], self._hi[children], col)
+        byte, lo, hi = self._byte[children], self._lo[children], self._hi[children]
+        col = np.repeat(bounds.col, counts)
+        cuts = np.concatenate((_ZERO, counts.cumsum()))[edges].tolist()
+        return [
+            Following(byte[begin:end], lo[begin:end], hi[begin:end], col[begin:end])
+            for begin, end in itertools.pairwise(cuts)
+        ]
 
     def _walk_levels(
         self,

@@ -34,7 +34,6 @@ one :class:`Walks` per engine, read-only but for thread-safe caches.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -223,9 +222,8 @@ class Walks:
             order = np.argsort(stops, kind="stable")
             stops = stops[order]
             edges = [0, *(np.diff(stops).nonzero()[0] + 1).tolist(), stops.size]
-            for begin, end in itertools.pairwise(edges):
-                part = bounds.take(order[begin:end])
-                groups.append((int(stops[begin]), trie.following(part)))
+            parts = trie.following_split(bounds.take(order), edges)
+            groups.extend(zip(stops[edges[:-1]].tolist(), parts, strict=True))
         walk = Walk(shared.inside, shared.dense, tuple(groups))
         local_walk_cache.put(local_key, walk.pack(), walk.nbytes)
         return walk
