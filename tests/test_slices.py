@@ -219,6 +219,46 @@ def test_states_that_miss_a_clean_character_are_refused_without_the_fixed_point(
     assert not calls
 
 
+@pytest.mark.parametrize(
+    ("grammar", "text"),
+    [
+        # (Free text to the end of the line: its body reads a tab and the newline.)
+        (r'root ::= ("- " [^\r\n\x0b\x0c]+ "\n")+', b"- buy milk\n- go\n"),
+        # (Text that may end anywhere, called: every state of its body crossing.)
+        ('root ::= item ("\\n" root)?\nitem ::= [^\\x00-\\x1F]+', b"ab\ncd"),
+    ],
+)
+def test_a_state_reading_what_clean_text_may_not_or_crossing_is_refused_at_once(
+    grammar: str, text: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A state that reads a byte clean text must die on (free text's tab or newline),
+    or that is crossing, is refused by its own row and flag: no region is worked
+    out, and its masks are the reference's (its walk is the full one)."""
+    vocabulary = _vocabulary("gpt2")
+    compiled = jsonmode.compile_grammar(grammar, vocabulary)
+    engine = compiled.engine
+    regions: list[int] = []
+    monkeypatch.setattr(slices, "_clean_region", lambda trans, state: regions.append(state))
+    monkeypatch.setattr(slices, "_safe_cache", type(slices._safe_cache)(1 << 20))
+    refused = 0
+    for rule in range(len(engine._rules.network.rules)):
+        info = engine._rules.info(rule)
+        rows = info.flat.reshape(-1, 256)
+        for state in range(info.crossing.size):
+            reads_all = bool((rows[state, slices._ONE_BYTE] >= 0).all())
+            if (reads_all and (rows[state, [0x09, 0x0A]] >= 0).any()) or info.crossing[state]:
+                assert slices.sliced_walk(engine._index, vocabulary.size, info, state) is None
+                refused += reads_all
+    assert refused >= 1
+    assert regions == []
+    by_bytes = {vocabulary.token_bytes(t): t for t in range(vocabulary.size)}
+    matcher = compiled.matcher()
+    for step, byte in enumerate(text):
+        if step in (3, 4):
+            assert np.array_equal(matcher.mask(), reference_mask(compiled, matcher.state))
+        assert matcher.advance(by_bytes[bytes((byte,))])
+
+
 # llama.cpp's JSON grammars read no raw DEL in strings; JSON (and this second grammar)
 # does. DEL is walked, not in the slice, so both bodies are sliced and both are exact.
 _NO_DEL = r'root ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4}) )* "\""'

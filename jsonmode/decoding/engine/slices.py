@@ -94,6 +94,7 @@ _CLEAN_BYTES = np.unique(np.concatenate([cols for cols, _ in _STEPS]))
 # Per live acceptor state: the bytes that must be dead in the automaton too (all it
 # rejects but for a quote, a backslash or DEL between characters).
 _FORBIDDEN = [np.flatnonzero(_CLASSES[u] == _DEAD) for u in _LIVE]
+_FORBIDDEN_BETWEEN = _FORBIDDEN[_LIVE.index(_BETWEEN)]
 
 # Automata with more states than this are not tried (the fixed point costs per state),
 # nor those whose fixed point takes more than _BUDGET state steps (~1 us each) to settle
@@ -247,13 +248,16 @@ def sliced_walk(
     """The walk of ``state`` as the clean slice plus a walk of the quoted tokens'
     trie: the inside tokens as flags over ids (a fresh array) and the boundary entries
     in the vocabulary's trie (sorted by position). None when ``state`` is not safe
-    (see :func:`is_safe`; a state that cannot read some clean one-byte character
-    is not, and is refused without working out the automaton's safe states, a fixed
-    point that costs up to milliseconds)."""
+    (see :func:`is_safe`; a state that cannot read some clean one-byte character,
+    or that reads a byte clean text must die on (free text's tab or newline), or
+    that is crossing, is not, and is refused without working out the automaton's
+    safe states, a fixed point that costs up to milliseconds)."""
     if len(info.reads(state)) < _ONE_BYTE.size:
         return None  # (some one-byte character unread: the test below, without arrays)
     row = info.flat[state * 256 : state * 256 + 256]
-    if (row[_ONE_BYTE] < 0).any() or not is_safe(info, index.longest, state):
+    if (row[_ONE_BYTE] < 0).any() or (row[_FORBIDDEN_BETWEEN] >= 0).any():
+        return None  # (and reading a byte clean text may not: a tab, a newline)
+    if info.crossing[state] or not is_safe(info, index.longest, state):
         return None
     piece = clean_slice(index, size)
     sub = piece.quoted
