@@ -94,6 +94,72 @@ def test_called_and_inlined_repetitions_give_the_same_masks(
         assert a[eos // 32] >> (eos % 32) & 1  # the text may end here
 
 
+# -- rules called from recursive rules -----------------------------------------------------
+
+# JSON as llama.cpp's json.gbnf writes it: ``ws`` (22 states of indentation) after every
+# value and punctuation mark, ``string`` and ``number`` called from recursive rules.
+LLAMA_JSON = r"""root ::= object
+value ::= object | array | string | number | ("true" | "false" | "null") ws
+object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
+array ::= "[" ws ( value ("," ws value)* )? "]" ws
+string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
+number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [1-9] [0-9]{0,15})? ws
+ws ::= | " " | "\n" [ \t]{0,20}
+"""
+PRETTY = '{\n  "name": "Ann",\n  "tags": [\n    "a",\n    -2.5e3\n  ],\n  "x": {"y": null}\n}'
+
+
+def test_big_rules_called_from_recursive_rules_stay_calls() -> None:
+    compiled = compile_grammar(LLAMA_JSON)
+    assert {"ws", "string", "number"} <= set(compiled.grammar.rules)
+    # In place, each of object's nine calls of ws copied its 22 states (196 in all).
+    assert compiled.network.rules[compiled.network.names["object"]].n_states < 40
+    assert compiled.accepts(PRETTY)
+    assert not compiled.accepts(PRETTY.replace("    ", " " * 25, 1))  # over 20 blanks
+
+
+def test_small_rules_and_repeated_items_are_still_written_in_place() -> None:
+    compiled = compile_grammar(
+        r"""root ::= "(" (root | atom)? ")" sep char*
+        atom ::= [a-z] [a-z0-9]*
+        sep ::= ";"?
+        char ::= "<" ( [^<>\\] | "\\" ["<>\\nt] | "\\u" [0-9a-f]{4} | "\\U" [0-9a-f]{8} ) ">"
+        """
+    )
+    # atom and sep are small; char, over the bound, is a repetition's whole item (a call
+    # per item).
+    assert set(compiled.grammar.rules) == {"root"}
+    assert compiled.accepts("((ab1);<x>)<\\u00e9>")
+    assert not compiled.accepts("((ab1)<x>;)")
+
+
+def test_called_and_inlined_rules_of_recursive_rules_give_the_same_masks(
+    qwen: tuple[Vocabulary, Tokenizer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    vocabulary, tokenizer = qwen
+    called = compile_grammar(LLAMA_JSON, vocabulary)
+    # The former construction: every non-recursive rule written in place (another
+    # text, so not the cached constraint).
+    monkeypatch.setattr(compiled_module, "MAX_STRUCTURAL_INLINE_NODES", 1 << 40)
+    inlined = compile_grammar(LLAMA_JSON + "\n", vocabulary)
+    assert set(inlined.grammar.rules) == {"root", "value", "object", "array"}
+    words = (vocabulary.size + 31) // 32
+    for text in (PRETTY, '{"a": [1, {"b": "c\\n"}], "d": true}'):
+        ids = tokenizer.encode(text, add_special_tokens=False).ids
+        one, two = called.matcher(), inlined.matcher()
+        for token in ids:
+            a = np.zeros(words, dtype=np.int32)
+            b = np.zeros(words, dtype=np.int32)
+            one.fill_bitmask(a)
+            two.fill_bitmask(b)
+            assert np.array_equal(a, b)
+            assert a[token // 32] >> (token % 32) & 1
+            assert one.advance(token)
+            assert two.advance(token)
+        assert one.can_end()
+        assert two.can_end()
+
+
 # -- character classes ----------------------------------------------------------------------
 
 

@@ -110,10 +110,11 @@ def test_sliced_walks_equal_full_walks(name: str) -> None:
     assert checked >= 30  # (the slice applies: strings, searches, extra keys)
 
 
-# A string body inside a structural rule (``value`` calls itself: it is not inlined).
+# A string body inside a structural rule (``value`` calls itself: it is not inlined;
+# written in it, the string's states are ``value``'s).
 _STRUCTURAL_STRING = r"""root ::= value
-value ::= "[" ws (value ("," ws value)*)? "]" ws | string
-string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
+value ::= "[" ws (value ("," ws value)*)? "]" ws |
+    "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
 ws ::= | " " | "\n" [ \t]{0,20}
 """
 
