@@ -280,7 +280,7 @@ SETS = ("standard", "wide", "more")
 def grammar_set(name: str) -> dict[str, Spec]:
     """The grammars of a set: ``standard`` (the four above), ``wide`` (see
     bench/grammars_wide.py: grammars whose masks allow most of the vocabulary) or
-    ``more`` (see bench/grammars_more.py: six grammars of other common shapes)."""
+    ``more`` (see bench/grammars_more.py: seven grammars of other common shapes)."""
     if name == "standard":
         return GRAMMARS
     import grammars_more

@@ -1,8 +1,8 @@
-"""The ``more`` grammar set of ``bench/grammars.py --set more``: six grammars of the
+"""The ``more`` grammar set of ``bench/grammars.py --set more``: seven grammars of the
 shapes people hand a GBNF engine, written here for the benchmark, none of them tuned on.
 
 The standard set is JSON, chess, arithmetic and CSV; the wide set (bench/grammars_wide.py)
-grammars that allow most of the vocabulary. These six cover what neither does:
+grammars that allow most of the vocabulary. These seven cover what neither does:
 
 - ``c``: a C subset (typed functions, statements, nested expressions through five rule
   levels, ``//`` and ``/* */`` comments, white space as ``[ \\t\\n]+`` between words);
@@ -14,7 +14,10 @@ grammars that allow most of the vocabulary. These six cover what neither does:
   grammars write them) and indentation counted as ``[ \\t]{0,20}``;
 - ``schema``: a JSON object as a JSON-Schema-to-GBNF converter writes one (required and
   optional properties, a string with ``char{1,40}`` for its ``maxLength``, an integer,
-  an array of strings, the converter's ``space`` rule).
+  an array of strings, the converter's ``space`` rule);
+- ``pretty``: pretty-printed JSON as llama.cpp's JSON grammars allow it: a white-space
+  rule (a space, or a newline and up to 20 blanks of indentation) called after every
+  token, strings and numbers rules of their own.
 
 jsonmode and xgrammar read the GBNF; llguidance reads its own translation of it
 (``llguidance.gbnf_to_lark``). Every grammar avoids an empty alternative (``x ::= |
@@ -150,6 +153,33 @@ def jsonl_texts(rng: random.Random) -> list[str]:
     ]
 
 
+PRETTY = r"""
+root ::= obj
+val ::= obj | arr | str | num | ("true" | "false" | "null") sp
+obj ::= "{" sp (pair ("," sp pair)*)? "}" sp
+pair ::= str ":" sp val
+arr ::= "[" sp (val ("," sp val)*)? "]" sp
+str ::= "\"" ([^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}))* "\"" sp
+num ::= "-"? ("0" | [1-9] [0-9]{0,15}) ("." [0-9]+)? ([eE] [-+]? [0-9]{1,16})? sp
+sp ::= (" " | "\n" [ \t]{0,20})?
+"""
+
+
+def pretty_texts(rng: random.Random) -> list[str]:
+    import json
+
+    doc = {
+        "name": "Ann",
+        "age": rng.randint(18, 90),
+        "tags": ["a", 'b "c"'],
+        "address": {"city": "Paris", "zip": "75001", "geo": [48.85, 2.35]},
+        "ok": True,
+        "note": None,
+    }
+    orders = {"items": [{"id": 1, "price": 9.5}, {"id": 2, "price": -10.25e2}], "empty": {}}
+    return [json.dumps(doc, indent=2), json.dumps(orders, indent=4), json.dumps(doc)]
+
+
 def schema_texts(rng: random.Random) -> list[str]:
     year = rng.randint(1900, 2024)
     return [
@@ -166,4 +196,5 @@ MORE: dict[str, tuple[str, Callable[[random.Random], list[str]]]] = {
     "list": (LIST, list_texts),
     "jsonl": (JSONL, jsonl_texts),
     "schema": (SCHEMA, schema_texts),
+    "pretty": (PRETTY, pretty_texts),
 }

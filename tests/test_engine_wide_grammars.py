@@ -38,6 +38,7 @@ from jsonmode.decoding.matcher import Matcher
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
+import grammars_more
 import grammars_wide
 
 # Assignments with identifiers after optional white space: the stacks after ``ws`` read
@@ -184,3 +185,13 @@ def test_the_wide_benchmarks_texts_are_in_their_grammars(name: str) -> None:
         for _, mask in _masks(compiled, text, "qwen2.5"):
             widest = max(widest, int(mask.sum()))
     assert widest > vocabulary.size // 4
+
+
+@pytest.mark.parametrize("name", sorted(grammars_more.MORE))
+def test_the_more_sets_texts_are_in_their_grammars(name: str) -> None:
+    """bench/grammars.py --set more walks these texts: each must be accepted whole (a
+    text the grammar refuses would time nothing past its first bad token)."""
+    gbnf, texts = grammars_more.MORE[name]
+    compiled = jsonmode.compile_grammar(gbnf)
+    for text in texts(random.Random(2025)):
+        assert compiled.accepts(text), text

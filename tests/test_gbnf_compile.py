@@ -96,24 +96,18 @@ def test_called_and_inlined_repetitions_give_the_same_masks(
 
 # -- rules called from recursive rules -----------------------------------------------------
 
-# JSON as llama.cpp's json.gbnf writes it: ``ws`` (22 states of indentation) after every
-# value and punctuation mark, ``string`` and ``number`` called from recursive rules.
-LLAMA_JSON = r"""root ::= object
-value ::= object | array | string | number | ("true" | "false" | "null") ws
-object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
-array ::= "[" ws ( value ("," ws value)* )? "]" ws
-string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
-number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [1-9] [0-9]{0,15})? ws
-ws ::= | " " | "\n" [ \t]{0,20}
-"""
+# Pretty-printed JSON as llama.cpp's JSON grammars allow it (bench/grammars_more.py): a
+# white-space rule of 22 states (up to 20 blanks of indentation) after every token,
+# strings and numbers rules of their own, all called from recursive rules.
+PRETTY_JSON = bench_grammars.grammar_set("more")["pretty"].gbnf
 PRETTY = '{\n  "name": "Ann",\n  "tags": [\n    "a",\n    -2.5e3\n  ],\n  "x": {"y": null}\n}'
 
 
 def test_big_rules_called_from_recursive_rules_stay_calls() -> None:
-    compiled = compile_grammar(LLAMA_JSON)
-    assert {"ws", "string", "number"} <= set(compiled.grammar.rules)
-    # In place, each of object's nine calls of ws copied its 22 states (196 in all).
-    assert compiled.network.rules[compiled.network.names["object"]].n_states < 40
+    compiled = compile_grammar(PRETTY_JSON)
+    assert {"sp", "str", "num"} <= set(compiled.grammar.rules)
+    # In place, each call of sp copied its 22 states into obj (and val, arr).
+    assert compiled.network.rules[compiled.network.names["obj"]].n_states < 40
     assert compiled.accepts(PRETTY)
     assert not compiled.accepts(PRETTY.replace("    ", " " * 25, 1))  # over 20 blanks
 
@@ -137,12 +131,14 @@ def test_called_and_inlined_rules_of_recursive_rules_give_the_same_masks(
     qwen: tuple[Vocabulary, Tokenizer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     vocabulary, tokenizer = qwen
-    called = compile_grammar(LLAMA_JSON, vocabulary)
+    called = compile_grammar(PRETTY_JSON, vocabulary)
     # The former construction: every non-recursive rule written in place (another
     # text, so not the cached constraint).
     monkeypatch.setattr(compiled_module, "MAX_STRUCTURAL_INLINE_NODES", 1 << 40)
-    inlined = compile_grammar(LLAMA_JSON + "\n", vocabulary)
-    assert set(inlined.grammar.rules) == {"root", "value", "object", "array"}
+    inlined = compile_grammar(PRETTY_JSON + "\n", vocabulary)
+    assert set(inlined.grammar.rules) == {"root", "val", "obj", "pair", "arr"}
+    obj = inlined.network.rules[inlined.network.names["obj"]]
+    assert obj.n_states > 60
     words = (vocabulary.size + 31) // 32
     for text in (PRETTY, '{"a": [1, {"b": "c\\n"}], "d": true}'):
         ids = tokenizer.encode(text, add_special_tokens=False).ids
