@@ -75,23 +75,28 @@ def test_called_and_inlined_repetitions_give_the_same_masks(
     inlined = compile_grammar(CHESS + "\n", vocabulary)
     assert "turn" not in inlined.grammar.rules
     assert inlined.network.n_states > 2000
-    words = (vocabulary.size + 31) // 32
     for text in _texts("chess")[:2]:
-        ids = tokenizer.encode(text, add_special_tokens=False).ids
-        one, two = called.matcher(), inlined.matcher()
-        for token in [*ids, None]:
-            a = np.zeros(words, dtype=np.int32)
-            b = np.zeros(words, dtype=np.int32)
-            one.fill_bitmask(a)
-            two.fill_bitmask(b)
-            assert np.array_equal(a, b)
-            if token is None:
-                break
-            assert a[token // 32] >> (token % 32) & 1
-            one.advance(token)
-            two.advance(token)
-        eos = min(vocabulary.eos_ids)
-        assert a[eos // 32] >> (eos % 32) & 1  # the text may end here
+        _same_masks_along(called, inlined, tokenizer.encode(text, add_special_tokens=False).ids)
+
+
+def _same_masks_along(one_grammar: Any, two_grammar: Any, ids: list[int]) -> None:
+    """Both grammars' matchers take ``ids`` in lockstep with equal token bitmasks at
+    every step, each token allowed, and the text may end after them (EOS allowed)."""
+    words = (one_grammar.vocabulary.size + 31) // 32
+    one, two = one_grammar.matcher(), two_grammar.matcher()
+    for token in [*ids, None]:
+        a = np.zeros(words, dtype=np.int32)
+        b = np.zeros(words, dtype=np.int32)
+        one.fill_bitmask(a)
+        two.fill_bitmask(b)
+        assert np.array_equal(a, b)
+        if token is None:
+            break
+        assert a[token // 32] >> (token % 32) & 1
+        assert one.advance(token)
+        assert two.advance(token)
+    eos = min(one_grammar.vocabulary.eos_ids)
+    assert a[eos // 32] >> (eos % 32) & 1  # the text may end here
 
 
 # -- rules called from recursive rules -----------------------------------------------------
@@ -139,21 +144,8 @@ def test_called_and_inlined_rules_of_recursive_rules_give_the_same_masks(
     assert set(inlined.grammar.rules) == {"root", "val", "obj", "pair", "arr"}
     obj = inlined.network.rules[inlined.network.names["obj"]]
     assert obj.n_states > 60
-    words = (vocabulary.size + 31) // 32
     for text in (PRETTY, '{"a": [1, {"b": "c\\n"}], "d": true}'):
-        ids = tokenizer.encode(text, add_special_tokens=False).ids
-        one, two = called.matcher(), inlined.matcher()
-        for token in ids:
-            a = np.zeros(words, dtype=np.int32)
-            b = np.zeros(words, dtype=np.int32)
-            one.fill_bitmask(a)
-            two.fill_bitmask(b)
-            assert np.array_equal(a, b)
-            assert a[token // 32] >> (token % 32) & 1
-            assert one.advance(token)
-            assert two.advance(token)
-        assert one.can_end()
-        assert two.can_end()
+        _same_masks_along(called, inlined, tokenizer.encode(text, add_special_tokens=False).ids)
 
 
 # -- character classes ----------------------------------------------------------------------
