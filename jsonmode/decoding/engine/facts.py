@@ -321,4 +321,11 @@ class Counted:
     @property
     def between(self) -> int:
         """The plain string's state between characters."""
-        return int(self.plain.flat[QUOTE])
+        return int(self.plain.flat[opening_quote(self.plain.flat)])
+
+
+def opening_quote(flat: npt.NDArray[np.int32]) -> int:
+    """The opening quote of a quoted rule (a JSON string, a counted repetition's
+    ``q X* q``) whose flat table is ``flat``: the first byte its state 0 reads (the only
+    one, for a quoted rule). A pass over 256 entries."""
+    return int(np.argmax(flat[:256] >= 0))

@@ -50,6 +50,7 @@ from jsonmode.decoding.engine.facts import (
     Rows,
     RuleInfo,
     TokenIndex,
+    opening_quote,
     pack_flags,
     unpack_bits,
 )
@@ -289,7 +290,7 @@ class Walks:
         ``most`` characters or close the string after fewer than ``least``. A few
         vector operations over the vocabulary: a trie walk costs ~10x more, and every
         state within a token's length of a bound needs its own."""
-        between = int(plain.flat[QUOTE])
+        between = int(plain.flat[opening_quote(plain.flat)])
         base = self._shared_walk(plain, between, patch=True, lexeme=True)
         counts = self._char_counts(plain)
         # (Flags by token id: no gather of the ~130,000 ids kept, no scatter of them.)
@@ -314,7 +315,7 @@ class Walks:
         begins = np.zeros(table.size, dtype=np.int16)
         begins[: plain.flat.size] = character_begins(plain.flat.reshape(-1, 256)).reshape(-1)
         trie = self._index.trie
-        states, chars = trie.replay(table, int(plain.flat[QUOTE]), begins)
+        states, chars = trie.replay(table, int(plain.flat[opening_quote(plain.flat)]), begins)
         ends = trie.end_nodes
         at_end = states[ends]
         by_id = np.full(self.vocabulary.size, -1, dtype=np.int16)
