@@ -603,17 +603,16 @@ def _direct(name: str, expr: Expr) -> RuleDFA | None:
     if not np.asarray(dfa.accepting).any():
         return None  # an empty language (say minLength > maxLength): the general path
     if not quoted:
-        if lex.lengths is not None and dfa.start == 0:
+        if lex.lengths is not None and lex.plain is not None and dfa.start == 0:
             # A counted window's automaton, already quoted (grammars.counted): its
             # read-only table as it is (a copy costs ~1 ms a megabyte where pages are new).
-            over = lex.plain
             return RuleDFA(
                 name,
                 np.asarray(dfa.trans, dtype=np.int32),
                 ((),) * dfa.n_states,
                 np.asarray(dfa.accepting, dtype=np.bool_),
                 lex.lengths,
-                counts_over=None if over is None else _unquoted_rule(name + "*", over),
+                counts_over=_unquoted_rule(name + "*", lex.plain),
             )
         trans = np.array(dfa.trans, dtype=np.int32)
         if dfa.start != 0:  # the rule starts in state 0: swap it with the start
