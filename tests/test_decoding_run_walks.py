@@ -14,6 +14,7 @@ from jsonmode.decoding.compiled import compile_schema
 from jsonmode.decoding.engine import runs as runs_module
 from jsonmode.decoding.engine import segments as segments_module
 from jsonmode.decoding.engine import walk as walk_module
+from jsonmode.decoding.grammars.compiled import compile_grammar
 from jsonmode.decoding.vocabulary import Vocabulary
 
 TOKENIZERS = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tokenizers"
@@ -245,3 +246,29 @@ def test_runs_by_plain_python_where_few_prefixes_are_left_equal_those_by_arrays(
         for depth, (x, y) in enumerate(zip(a, b, strict=True)):
             assert x.dtype == y.dtype, (name, depth)
             assert np.array_equal(x, y), (name, depth)
+
+
+def test_a_state_that_reads_few_of_a_wide_class_is_not_walked_by_runs(qwen, monkeypatch):
+    """In a tool call's ``char{0,30}``, after ``\\u12a`` the state reads one hex digit,
+    and then the string's characters: the class the chain counts (printable ASCII) is
+    over twice the bytes the state reads, so its table (~10 ms) is not made; the plain
+    walk is the same walk. With the guard off the run walk applies, and equals it."""
+    grammar = (
+        'root ::= "\\"" char{0,30} "\\""\n'
+        'char ::= [^"\\\\\\x00-\\x1f] | "\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F]{4})'
+    )
+    compiled = compile_grammar(grammar, qwen)
+    engine = compiled.engine
+    walks, size = engine._walks, engine.vocabulary.size
+    (rule,) = [k for k, r in enumerate(engine.network.rules) if r.lengths is not None]
+    info = engine._rules.info(rule)
+    state = 0
+    for byte in b'"\\u12a':
+        state = int(engine.network.rules[rule].trans[state, byte])
+    assert state >= 0
+    assert walks._run_walk(info, state) is None
+    with monkeypatch.context() as patch:
+        patch.setattr(runs_module, "_WIDER", 1000)
+        found = walks._run_walk(info, state)
+    assert found is not None
+    assert walk_sets(found, size) == walk_sets(walks._compute_walk(info, state), size)

@@ -151,6 +151,9 @@ def _runs(index: TokenIndex, members: npt.NDArray[np.bool_]) -> _Runs:
     return known
 
 
+# A state whose class (what the state after its first byte counts) has more than this
+# many times the bytes the state itself sends along it is not walked by runs.
+_WIDER = 2
 # A level's prefixes in the class are looked at in plain Python once at most this many
 # are left, with at most _FEW_CHILDREN children in all (see _runs).
 _FEW_NODES = 64
@@ -246,6 +249,14 @@ def run_walk(
     if (firsts & ~members).any() or members[128:].any():
         # (Not a class of ASCII bytes: the continuation bytes of a UTF-8 character, whose
         # states' walks are cheap, shared by every string and not worth a class table.)
+        return None
+    if int(np.count_nonzero(members & has_tokens)) > _WIDER * int(
+        np.count_nonzero(firsts & has_tokens)
+    ):
+        # (The state reads a few of the bytes the chain counts: an escape's last hex
+        # digit before a string's characters. Its plain walk is cheap, where the class's
+        # table, a wide one, costs ~10 ms; a state that counts the class itself, as a
+        # pattern's ``[ -~]{0,100}`` does, reads it whole.)
         return None
     # First bytes of the class that the state does not send on with it: their tokens
     # are walked whole from the first byte (``odd``), and left out of the runs below.
