@@ -317,11 +317,8 @@ class Counted:
     chars: npt.NDArray[np.int64]
     low: int
     high: int | None
-
-    @property
-    def between(self) -> int:
-        """The plain string's state between characters."""
-        return int(self.plain.flat[opening_quote(self.plain.flat)])
+    #: The plain string's state between characters (after its opening quote).
+    between: int
 
 
 def opening_quote(flat: npt.NDArray[np.int32]) -> int:

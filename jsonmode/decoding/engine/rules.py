@@ -119,7 +119,8 @@ class Rules:
             if known_states[0] is not None:
                 plain_of, chars = known_states[0]
                 low, high = automaton.lengths
-                counted = Counted(plain, plain_of, chars, low, high)
+                between = int(plain.flat[opening_quote(plain.flat)])
+                counted = Counted(plain, plain_of, chars, low, high, between)
         hashes = None
         if counted is None and lexeme:
             # A counted string's states need no hashes: those between characters are
