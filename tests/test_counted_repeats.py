@@ -79,6 +79,37 @@ UNBOUNDED_TEXTS = ['"abcdefghi"', '"abcdefgh\\n"', '"' + "ab" * 20 + '\\""']
 UNBOUNDED_BEYOND = ['"abcdefgh"', '"abcdefg\\n"']
 
 
+# SQL-like literals: single quotes around a count of any character but the quote and a
+# newline (2 to 12), the opening quote at the end of a longer literal, the closing one at
+# the start of ``"';"``; and backquotes around letters (at least 9, unbounded).
+SINGLE = r"""
+root ::= "x = '" [^'\n]{2,12} "';" | "y = " lit
+lit ::= "`" [a-z]{9,} "`" | "'" [^'\n]{0,10} "'"
+"""
+# Counts of 2, 3, 11, 12 (multi-byte characters and a double quote next to the bounds);
+# 0, 9, 10 for ``lit``'s; 9 and more letters.
+SINGLE_TEXTS = [
+    "x = 'ab';",
+    "x = 'a\"é';",
+    "x = 'hello worl日';",
+    "x = 'hello world!';",
+    "x = '日本語の文章です東京タワ';",
+    "y = ''",
+    "y = 'ünïcödé 9'",
+    "y = '0123456789'",
+    "y = `abcdefghi`",
+    "y = `" + "ab" * 20 + "`",
+]
+SINGLE_BEYOND = [
+    "x = 'a';",
+    "x = 'hello world!!';",
+    "x = 'hello worlé日x';",
+    "x = 'ab\n';",
+    "y = '0123456789a'",
+    "y = `abcdefgh`",
+]
+
+
 def _plain_compile(grammar: str, vocabulary: Vocabulary, monkeypatch: pytest.MonkeyPatch) -> Any:
     """``grammar`` compiled without the rewrite (its items as calls, or unrolled)."""
     with monkeypatch.context() as patch:
@@ -140,6 +171,24 @@ def test_the_windows_become_counted_lexemes_the_engine_verifies() -> None:
         assert sorted(chars.tolist()) == list(range(high + 1))
 
 
+def test_windows_of_any_quote_become_counted_lexemes() -> None:
+    """Single quotes and backquotes as well as double ones: each window a counted rule
+    whose plain automaton opens and closes on its quote, verified by the engine."""
+    compiled = jsonmode.compile_grammar(SINGLE, _vocabulary("gpt2"))
+    found = _counted_rules(compiled)
+    network = compiled.network
+    assert sorted(network.rules[k].lengths for k in found) == [(0, 10), (2, 12), (9, None)]
+    quotes = []
+    for k in found:
+        over = network.rules[k].counts_over
+        assert over is not None
+        (quote,) = np.flatnonzero(over.trans[0] >= 0).tolist()
+        quotes.append(chr(quote))
+        info = compiled.engine._walks._rules.info(k)
+        assert info.counted is not None, network.rules[k].name
+    assert sorted(quotes) == ["'", "'", "`"]
+
+
 def test_the_rewrite_runs_where_the_text_can_hold_a_count(monkeypatch: pytest.MonkeyPatch) -> None:
     """A text with no ``{`` before a digit has no counted repetition: the rewrite's pass
     over its rules is skipped. Spaces inside the braces still count."""
@@ -174,6 +223,7 @@ def test_masks_equal_those_without_the_rewrite(
         for grammar, within, beyond in (
             (LLAMA, TEXTS, BEYOND),
             (UNBOUNDED, UNBOUNDED_TEXTS, UNBOUNDED_BEYOND),
+            (SINGLE, SINGLE_TEXTS, SINGLE_BEYOND),
         ):
             fast = jsonmode.compile_grammar(grammar, vocabulary)
             plain = _plain_compile(grammar, vocabulary, monkeypatch)
@@ -198,39 +248,48 @@ def test_masks_next_to_the_bounds_equal_the_reference_matchers(compiled_path: bo
     vocabulary = _vocabulary("gpt2")
     grammar = 'root ::= "\\"" char{3,12} "\\""\nchar ::= [^"\\\\\\x7F\\x00-\\x1F] | "\\\\" ["n]'
     texts = ['"ab\\nd"', '"hello world"', '"hello worl\\""', '"ab"', '"hello worlds!"']
+    # (Single quotes: a count of 2 to 12 of any character but the quote and a newline.)
+    single = 'root ::= "\'" [^\'\\n]{2,12} "\'"'
+    single_texts = ["'ab'", "'hello world!'", "'hello wor\"d'", "'a'", "'hello worlds!'"]
     checked = 0
     with native.use(compiled_path):
-        compiled = jsonmode.compile_grammar(grammar, vocabulary)
-        assert _counted_rules(compiled)
-        for text in texts:
-            states = list(_walk(compiled, text, "gpt2"))
-            for state, mask, _ in states[1:]:
-                assert np.array_equal(mask, reference_mask(compiled, state)), (text, state)
-                checked += 1
-    assert checked >= 8
+        for source, group in ((grammar, texts), (single, single_texts)):
+            compiled = jsonmode.compile_grammar(source, vocabulary)
+            assert _counted_rules(compiled)
+            for text in group:
+                states = list(_walk(compiled, text, "gpt2"))
+                for state, mask, _ in states[1:]:
+                    assert np.array_equal(mask, reference_mask(compiled, state)), (text, state)
+                    checked += 1
+    assert checked >= 16
 
 
 AMBIGUOUS = r"""
-root ::= "\"" ("a" | "aa"){1,9} "\"" " " "\"" ("\"" "x" | "b"){0,12} "\""
+root ::= "\"" ("a" | "aa"){1,9} "\"" " " "\"" ("\"" "x" | "b"){0,12} "\"" " " single
+single ::= "'" ("'" "x" | "b"){0,12} "'" " " "'" [a-z]{0,12} "`"
 """
 
 
 @pytest.mark.parametrize("compiled_path", [True, False], ids=["compiled", "python"])
 def test_windows_that_only_look_counted_are_left_as_they_were(compiled_path: bool) -> None:
-    """An ambiguous item (``"a" | "aa"``: items may end and go on) and one that reads a
-    quote first are not rewritten; their masks equal the reference matcher's."""
+    """An ambiguous item (``"a" | "aa"``: items may end and go on), items that read the
+    quote first (double or single) and a window whose quotes differ are not rewritten;
+    their masks equal the reference matcher's."""
     if compiled_path and native.KERNELS is None:
         pytest.skip("the compiled core is not loaded")
     vocabulary = _vocabulary("gpt2")
     with native.use(compiled_path):
         compiled = jsonmode.compile_grammar(AMBIGUOUS, vocabulary)
         assert not _counted_rules(compiled)
-        for text in ['"aaaaaaaaaaaaaaaaaa" "bbbbbbbbbbbb"', '"a" ""x"xbb"']:
+        for text in [
+            '"aaaaaaaaaaaaaaaaaa" "bbbbbbbbbbbb" \'bbbbbbbbbbbb\' \'ab`',
+            '"a" ""x"xbb" \'\'x\'xbb\' \'`',
+        ]:
             assert compiled.accepts(text), text
             for state, mask, took in list(_walk(compiled, text, "gpt2"))[-4:]:
                 assert took
                 assert np.array_equal(mask, reference_mask(compiled, state)), (text, state)
-        assert not compiled.accepts('"' + "a" * 19 + '" ""')
+        assert not compiled.accepts('"' + "a" * 19 + "\" \"\" '' '`")
 
 
 def _counted(low: int, high: int | None, item: str = '[a-z] | "\\\\" [nu]') -> RuleDFA:

@@ -14,6 +14,7 @@ from jsonmode.decoding.compiled import compile_schema
 from jsonmode.decoding.engine import runs as runs_module
 from jsonmode.decoding.engine import segments as segments_module
 from jsonmode.decoding.engine import walk as walk_module
+from jsonmode.decoding.grammars.compiled import compile_grammar
 from jsonmode.decoding.vocabulary import Vocabulary
 
 TOKENIZERS = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tokenizers"
@@ -173,14 +174,28 @@ def test_run_walks_of_counted_patterns_equal_plain_walks(qwen, pattern, as_key):
     _compare_states(compile_schema(schema, qwen).engine)
 
 
-def test_runs_of_a_class_list_every_token(qwen):
+# Classes of a digit, of a string's printable ASCII but the quote and the backslash
+# (runs up to ~128 bytes deep: the levels of few prefixes go by plain Python), of SQL's
+# [^'\n] and of hex digits.
+_ASCII = bytes(b for b in range(0x20, 0x80) if b not in b'"\\')
+RUN_CLASSES = [
+    b"0123456789",
+    _ASCII,
+    bytes(b for b in range(0x80) if b not in b"'\n"),
+    b"0123456789abcdefABCDEF",
+]
+
+
+@pytest.mark.parametrize("text", RUN_CLASSES, ids=["digits", "ascii", "sql", "hex"])
+def test_runs_of_a_class_list_every_token(qwen, text):
     """The per-class table: the tokens made of the class only are exactly those whose
     bytes are all in it, with their lengths; the listed nodes end a run in a byte out
-    of the class."""
+    of the class, and their first bytes are listed with them."""
     engine = compile_schema({"type": "string"}, qwen).engine
     index = engine._walks._index
     members = np.zeros(256, dtype=np.bool_)
-    members[list(b"0123456789")] = True
+    members[list(text)] = True
+    runs_module._runs_cache.clear()
     runs = runs_module._runs(index, members)
     expected: dict[int, int] = {}
     for position in range(index.lengths.size):
@@ -200,3 +215,60 @@ def test_runs_of_a_class_list_every_token(qwen):
             assert token[-1] == byte
             assert not members[byte]
             assert all(members[b] for b in token[:-1])
+        assert runs.firsts[depth].tolist() == [
+            int(index.matrix[int(trie.levels[depth].lo[node]), 0]) for node in nodes.tolist()
+        ]
+
+
+@pytest.mark.parametrize("text", RUN_CLASSES, ids=["digits", "ascii", "sql", "hex"])
+def test_runs_by_plain_python_where_few_prefixes_are_left_equal_those_by_arrays(
+    qwen, monkeypatch, text
+):
+    """The levels of few prefixes in the class (plain Python) give the tables the
+    vectorised levels give, array for array."""
+    index = compile_schema({"type": "string"}, qwen).engine._walks._index
+    members = np.zeros(256, dtype=np.bool_)
+    members[list(text)] = True
+    runs_module._runs_cache.clear()
+    ours = runs_module._runs(index, members)
+    runs_module._runs_cache.clear()
+    with monkeypatch.context() as patch:
+        patch.setattr(runs_module, "_FEW_NODES", -1)
+        theirs = runs_module._runs(index, members)
+    runs_module._runs_cache.clear()
+    for name in ("whole", "whole_first", "cuts"):
+        a, b = getattr(ours, name), getattr(theirs, name)
+        assert a.dtype == b.dtype, name
+        assert np.array_equal(a, b), name
+    for name in ("nodes", "bytes_", "firsts"):
+        a, b = getattr(ours, name), getattr(theirs, name)
+        assert len(a) == len(b), name
+        for depth, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert x.dtype == y.dtype, (name, depth)
+            assert np.array_equal(x, y), (name, depth)
+
+
+def test_a_state_that_reads_few_of_a_wide_class_is_not_walked_by_runs(qwen, monkeypatch):
+    """In a tool call's ``char{0,30}``, after ``\\u12a`` the state reads one hex digit,
+    and then the string's characters: the class the chain counts (printable ASCII) is
+    over twice the bytes the state reads, so its table (~10 ms) is not made; the plain
+    walk is the same walk. With the guard off the run walk applies, and equals it."""
+    grammar = (
+        'root ::= "\\"" char{0,30} "\\""\n'
+        'char ::= [^"\\\\\\x00-\\x1f] | "\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F]{4})'
+    )
+    compiled = compile_grammar(grammar, qwen)
+    engine = compiled.engine
+    walks, size = engine._walks, engine.vocabulary.size
+    (rule,) = [k for k, r in enumerate(engine.network.rules) if r.lengths is not None]
+    info = engine._rules.info(rule)
+    state = 0
+    for byte in b'"\\u12a':
+        state = int(engine.network.rules[rule].trans[state, byte])
+    assert state >= 0
+    assert walks._run_walk(info, state) is None
+    with monkeypatch.context() as patch:
+        patch.setattr(runs_module, "_WIDER", 1000)
+        found = walks._run_walk(info, state)
+    assert found is not None
+    assert walk_sets(found, size) == walk_sets(walks._compute_walk(info, state), size)

@@ -57,7 +57,9 @@ class Lex:
 
     ``lengths``: set on a JSON string body that is *any* string of ``low .. high``
     code points (``high`` None: unbounded) and nothing else, so that the mask engine
-    may treat it as the plain string body plus a count (see ``RuleDFA.lengths``).
+    may treat it as the plain string body plus a count (see ``RuleDFA.lengths``); or,
+    with ``plain``, on a GBNF counted window's whole automaton ``q X{low,high} q``,
+    quotes included, start 0 (see ``grammars.counted``).
     ``keys``: set on :func:`~jsonmode.decoding.automata.keys.extra_key_body` of these names
     (see ``RuleDFA.keys``).
     """
@@ -66,8 +68,9 @@ class Lex:
     dfa: ByteDFA = field(repr=False, compare=False)
     lengths: tuple[int, int | None] | None = field(default=None, repr=False, compare=False)
     keys: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
-    # With ``lengths``: the body ``X*`` whose ``X{low,high}`` this body is, when the
-    # count is not of a JSON string's code points (see ``RuleDFA.counts_over``).
+    # With ``lengths``: the automaton ``q X* q`` whose ``q X{low,high} q`` this lexeme
+    # is, when the count is not of a JSON string's code points (see
+    # ``RuleDFA.counts_over``).
     plain: ByteDFA | None = field(default=None, repr=False, compare=False)
 
     def __str__(self) -> str:

@@ -587,7 +587,8 @@ def _terminal(name: str, expr: Expr, max_states: int) -> RuleDFA | None:
 
 def _direct(name: str, expr: Expr) -> RuleDFA | None:
     """The rule for a lexeme of the usual shapes, straight from its automaton (no
-    subset construction): ``/lexeme/`` or ``"\"" /body/ "\""``. None for other shapes."""
+    subset construction): ``/lexeme/`` (a counted window's, with ``lengths``, already
+    quoted: its tables as they are) or ``"\"" /body/ "\""``. None for other shapes."""
     quoted = (
         isinstance(expr, Seq)
         and len(expr.items) == 3
@@ -602,6 +603,17 @@ def _direct(name: str, expr: Expr) -> RuleDFA | None:
     if not np.asarray(dfa.accepting).any():
         return None  # an empty language (say minLength > maxLength): the general path
     if not quoted:
+        if lex.lengths is not None and lex.plain is not None and dfa.start == 0:
+            # A counted window's automaton, already quoted (grammars.counted): its
+            # read-only table as it is (a copy costs ~1 ms a megabyte where pages are new).
+            return RuleDFA(
+                name,
+                np.asarray(dfa.trans, dtype=np.int32),
+                ((),) * dfa.n_states,
+                np.asarray(dfa.accepting, dtype=np.bool_),
+                lex.lengths,
+                counts_over=_unquoted_rule(name + "*", lex.plain),
+            )
         trans = np.array(dfa.trans, dtype=np.int32)
         if dfa.start != 0:  # the rule starts in state 0: swap it with the start
             order = np.arange(dfa.n_states)
@@ -615,6 +627,11 @@ def _direct(name: str, expr: Expr) -> RuleDFA | None:
     if (dfa.trans[np.asarray(dfa.accepting), ord('"')] >= 0).any():  # pragma: no cover
         return None  # a body that could go on with a raw quote (never: JSON escapes it)
     return quoted_rule(name, dfa, lex.lengths, lex.keys, lex.plain)
+
+
+def _unquoted_rule(name: str, dfa: ByteDFA) -> RuleDFA:
+    """The call-free rule of ``dfa`` (start 0), its tables as they are."""
+    return RuleDFA(name, dfa.trans, ((),) * dfa.n_states, dfa.accepting)
 
 
 def quoted_rule(

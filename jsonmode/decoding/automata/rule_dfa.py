@@ -35,9 +35,10 @@ class RuleDFA:
     # body is :func:`~jsonmode.decoding.automata.keys.extra_key_body`'s, in its layout.
     keys: tuple[str, ...] | None = None
     # With ``lengths``: the plain automaton the count is over, when it is not the JSON
-    # plain string: a quoted rule ``'"' X* '"'`` whose ``X{low,high}`` this rule is
-    # (a GBNF counted repetition, see grammars.counted). The mask engine verifies the
-    # pairing of every transition before it relies on it.
+    # plain string: a quoted rule ``q X* q`` (``q`` any one byte, the only one its state
+    # 0 reads) whose ``q X{low,high} q`` this rule is (a GBNF counted repetition, see
+    # grammars.counted). The mask engine verifies the pairing of every transition
+    # before it relies on it.
     counts_over: RuleDFA | None = None
 
     @property

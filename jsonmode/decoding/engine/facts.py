@@ -317,8 +317,12 @@ class Counted:
     chars: npt.NDArray[np.int64]
     low: int
     high: int | None
+    #: The plain string's state between characters (after its opening quote).
+    between: int
 
-    @property
-    def between(self) -> int:
-        """The plain string's state between characters."""
-        return int(self.plain.flat[QUOTE])
+
+def opening_quote(flat: npt.NDArray[np.int32]) -> int:
+    """The opening quote of a quoted rule (a JSON string, a counted repetition's
+    ``q X* q``) whose flat table is ``flat``: the first byte its state 0 reads (the only
+    one, for a quoted rule). A pass over 256 entries."""
+    return int(np.argmax(flat[:256] >= 0))

@@ -30,7 +30,13 @@ import numpy.typing as npt
 
 from jsonmode.decoding.automata.families import RuleTable
 from jsonmode.decoding.automata.network import Network, RuleDFA, key_rule_names, plain_string_rule
-from jsonmode.decoding.engine.facts import QUOTE, Counted, RuleInfo, StateHashes, facts
+from jsonmode.decoding.engine.facts import (
+    Counted,
+    RuleInfo,
+    StateHashes,
+    facts,
+    opening_quote,
+)
 from jsonmode.decoding.engine.keyhashes import KeyHashes
 from jsonmode.decoding.engine.state import (
     HASH_BUDGET,
@@ -113,7 +119,8 @@ class Rules:
             if known_states[0] is not None:
                 plain_of, chars = known_states[0]
                 low, high = automaton.lengths
-                counted = Counted(plain, plain_of, chars, low, high)
+                between = int(plain.flat[opening_quote(plain.flat)])
+                counted = Counted(plain, plain_of, chars, low, high, between)
         hashes = None
         if counted is None and lexeme:
             # A counted string's states need no hashes: those between characters are
@@ -328,11 +335,13 @@ _BIG_TABLE = 256  # states: a table this big is hashed by its byte classes
 
 def character_begins(plain: npt.NDArray[np.int32]) -> npt.NDArray[np.bool_]:
     """Per plain-string state and byte: whether the byte begins a character (any
-    byte the body's between-characters state reads, but the closing quote)."""
-    between = int(plain[0, QUOTE])
+    byte the body's between-characters state reads, but the closing quote; the quote
+    is the byte state 0 reads: see :func:`~jsonmode.decoding.engine.facts.opening_quote`)."""
+    quote = opening_quote(plain.reshape(-1))
+    between = int(plain[0, quote])
     begins = np.zeros(plain.shape, dtype=np.bool_)
     begins[between] = plain[between] >= 0
-    begins[between, QUOTE] = False
+    begins[between, quote] = False
     return begins
 
 
@@ -342,7 +351,8 @@ def _count_states(
     """Each state of a ``lengths`` rule as ``(plain string state, characters begun)``;
     None unless the rule is exactly the plain automaton ``plain`` with those bounds on
     the count. ``plain`` is a quoted rule (the JSON plain string, or a GBNF counted
-    repetition's ``'"' X* '"'``) whose state after the opening quote is *between
+    repetition's ``q X* q``; its quote is the one byte its state 0 reads, else None)
+    whose state after the opening quote is *between
     characters*: every byte it reads but the closing quote begins a character (an
     item), some byte is a whole character alone, and only its closing quote leads to
     the last state, which reads nothing (else None).
@@ -363,21 +373,24 @@ def _count_states(
     low, high = rule.lengths
     trans, size = rule.trans, rule.trans.shape[0]
     top = high if high is not None else low
-    between, closing = int(plain[0, QUOTE]), plain.shape[0] - 1
+    quote = opening_quote(plain.reshape(-1))  # (state 0 reads it, and nothing else)
+    between, closing = int(plain[0, quote]), plain.shape[0] - 1
     if between <= 0 or between == closing or (plain[closing] >= 0).any():
+        return None
+    if np.count_nonzero(plain[0] >= 0) != 1:
         return None
     # (The plain automaton closes from between characters only, on the quote: what the
     # count's lower bound and the walks' closed tokens are about.)
     into = np.argwhere(plain == closing)
-    if into.shape[0] != 1 or into[0, 0] != between or into[0, 1] != QUOTE:
+    if into.shape[0] != 1 or into[0, 0] != between or into[0, 1] != quote:
         return None
     # A byte that is a whole character (item) alone: from between characters back there.
     ones = np.flatnonzero(plain[between] == between)
-    ones = ones[ones != QUOTE]
+    ones = ones[ones != quote]
     if not ones.size:
         return None
     one = ord("a") if plain[between, ord("a")] == between else int(ones[0])
-    chain = [int(trans[0, QUOTE])]
+    chain = [int(trans[0, quote])]
     for _ in range(top):
         chain.append(int(trans[chain[-1], one]) if chain[-1] >= 0 else -1)
     # (Distinct states, none of them the start's or the end's.)
@@ -392,7 +405,7 @@ def _count_states(
         return None
     theirs_of, begins_of = plain[:, first], begins[:, first]
     ours_of = trans[:, first]
-    is_quote = first == QUOTE
+    is_quote = first == quote
     chains = np.array(chain, dtype=np.int64)
     plain_of = np.full(size, -1, dtype=np.int64)
     chars = np.full(size, -1, dtype=np.int64)

@@ -26,6 +26,7 @@ safe: pure functions over read-only indexes and a thread-safe cache.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -103,13 +104,24 @@ def _runs(index: TokenIndex, members: npt.NDArray[np.bool_]) -> _Runs:
     whole: list[Rows] = []  # positions
     # The nodes whose prefix is in the class, a level at a time (their children only
     # are looked at: a small part of the trie's deeper levels).
-    clean = np.arange(trie.levels[0].byte.size if trie.levels else 0, dtype=np.int64)
+    clean: Rows | list[int] = np.arange(
+        trie.levels[0].byte.size if trie.levels else 0, dtype=np.int64
+    )
     for depth, level in enumerate(trie.levels):
-        if depth and not clean.size:
+        if depth and not len(clean):
             break  # (no longer prefix is in the class: the deeper levels hold none)
         if depth:
             above = trie.levels[depth - 1]
+            if len(clean) <= _FEW_NODES:
+                # Few prefixes left in the class (the long runs of spaces or letters
+                # some tokens hold, up to ~128 levels deep): plain Python, a level
+                # costing microseconds where a dozen NumPy calls cost ~0.1 ms.
+                small = _few_level(above, level, members, list(clean), nodes, bytes_, whole)
+                if small is not None:
+                    clean = small
+                    continue
             clean = ranges(above.child_lo[clean], above.child_hi[clean])
+        assert isinstance(clean, np.ndarray)
         inside = members[level.byte[clean]]
         mixed = clean[~inside]
         nodes.append(mixed)
@@ -119,12 +131,14 @@ def _runs(index: TokenIndex, members: npt.NDArray[np.bool_]) -> _Runs:
         whole.append(ranges(lo, lo + level.term[clean]))
     cuts = np.cumsum([0, 0, *(len(ids) for ids in whole)]).astype(np.int64)
     joined = np.concatenate(whole) if whole else np.zeros(0, dtype=np.int64)
-    # (A position's first byte: the range of ``offsets`` it falls in.)
+    # (A position's first byte: the range of ``offsets`` it falls in; one search for
+    # every level's nodes.)
     offsets = index.offsets
-    firsts = tuple(
-        np.searchsorted(offsets, trie.levels[d].lo[n], side="right") - 1
-        for d, n in enumerate(nodes)
-    )
+    firsts: tuple[Rows, ...] = ()
+    if nodes:
+        starts = np.concatenate([trie.levels[d].lo[n] for d, n in enumerate(nodes)])
+        found = np.searchsorted(offsets, starts, side="right") - 1
+        firsts = tuple(np.split(found, np.cumsum([n.size for n in nodes])[:-1]))
     known = _Runs(
         index.ids[joined],
         np.searchsorted(offsets, joined, side="right") - 1,
@@ -135,6 +149,50 @@ def _runs(index: TokenIndex, members: npt.NDArray[np.bool_]) -> _Runs:
     )
     _runs_cache.put(key, known, known.nbytes)
     return known
+
+
+# A state whose class (what the state after its first byte counts) has more than this
+# many times the bytes the state itself sends along it is not walked by runs.
+_WIDER = 2
+# A level's prefixes in the class are looked at in plain Python once at most this many
+# are left, with at most _FEW_CHILDREN children in all (see _runs).
+_FEW_NODES = 64
+_FEW_CHILDREN = 256
+
+
+def _few_level(
+    above: Any,
+    level: Any,
+    members: npt.NDArray[np.bool_],
+    clean: list[int],
+    nodes: list[Rows],
+    bytes_: list[Rows],
+    whole: list[Rows],
+) -> list[int] | None:
+    """One level of :func:`_runs` below the few ``clean`` nodes of the level ``above``
+    (trie levels): appends the level's nodes out of the class, their bytes and the
+    positions of the tokens of the class only that end there; returns the nodes in
+    the class. Plain Python over the nodes' children; None (nothing appended) when
+    they are more than :data:`_FEW_CHILDREN`."""
+    spans = [(int(above.child_lo[node]), int(above.child_hi[node])) for node in clean]
+    if sum(hi - lo for lo, hi in spans) > _FEW_CHILDREN:
+        return None
+    children = [child for lo, hi in spans for child in range(lo, hi)]
+    byte = level.byte
+    inside: list[int] = []
+    mixed: list[int] = []
+    for child in children:
+        (inside if members[byte[child]] else mixed).append(child)
+    out = np.array(mixed, dtype=np.int64)
+    nodes.append(out)
+    bytes_.append(byte[out])
+    ends = [
+        position
+        for node in inside
+        for position in range(int(level.lo[node]), int(level.lo[node] + level.term[node]))
+    ]
+    whole.append(np.array(ends, dtype=np.int64))
+    return inside
 
 
 def _biggest_class(
@@ -191,6 +249,14 @@ def run_walk(
     if (firsts & ~members).any() or members[128:].any():
         # (Not a class of ASCII bytes: the continuation bytes of a UTF-8 character, whose
         # states' walks are cheap, shared by every string and not worth a class table.)
+        return None
+    if int(np.count_nonzero(members & has_tokens)) > _WIDER * int(
+        np.count_nonzero(firsts & has_tokens)
+    ):
+        # (The state reads a few of the bytes the chain counts: an escape's last hex
+        # digit before a string's characters. Its plain walk is cheap, where the class's
+        # table, a wide one, costs ~10 ms; a state that counts the class itself, as a
+        # pattern's ``[ -~]{0,100}`` does, reads it whole.)
         return None
     # First bytes of the class that the state does not send on with it: their tokens
     # are walked whole from the first byte (``odd``), and left out of the runs below.

@@ -49,6 +49,7 @@ from jsonmode.decoding.engine.facts import (
     Rows,
     RuleInfo,
     TokenIndex,
+    opening_quote,
     pack_flags,
     unpack_bits,
 )
@@ -160,6 +161,8 @@ walk_cache: Lru[tuple[str, bytes, int], tuple[Any, ...]] = Lru(16 << 20)
 local_walk_cache: Lru[tuple[str, bytes, int], tuple[Any, ...]] = Lru(48 << 20)
 # By vocabulary and plain automaton (the JSON plain string's, or a counted repetition's).
 _char_counts: Lru[tuple[str, bytes], _CharCounts] = Lru(16 << 20)
+# By vocabulary: each token id's end node in the trie, and whether the index holds it.
+_id_nodes: Lru[str, tuple[Rows, npt.NDArray[np.bool_]]] = Lru(8 << 20)
 
 
 class Walks:
@@ -287,7 +290,7 @@ class Walks:
         ``most`` characters or close the string after fewer than ``least``. A few
         vector operations over the vocabulary: a trie walk costs ~10x more, and every
         state within a token's length of a bound needs its own."""
-        between = int(plain.flat[QUOTE])
+        between = int(plain.flat[opening_quote(plain.flat)])
         base = self._shared_walk(plain, between, patch=True, lexeme=True)
         counts = self._char_counts(plain)
         # (Flags by token id: no gather of the ~130,000 ids kept, no scatter of them.)
@@ -312,15 +315,29 @@ class Walks:
         begins = np.zeros(table.size, dtype=np.int16)
         begins[: plain.flat.size] = character_begins(plain.flat.reshape(-1, 256)).reshape(-1)
         trie = self._index.trie
-        states, chars = trie.replay(table, int(plain.flat[QUOTE]), begins)
-        ends = trie.end_nodes
-        at_end = states[ends]
-        by_id = np.full(self.vocabulary.size, -1, dtype=np.int16)
-        by_id[self._ids] = np.where(at_end != dead, chars[ends], -1)
-        closed = np.zeros(self.vocabulary.size, dtype=np.bool_)
-        closed[self._ids] = at_end == closing
+        states, chars = trie.replay(table, int(plain.flat[opening_quote(plain.flat)]), begins)
+        # (Gathered straight into token-id order: no scatter of the ~150,000 ids.)
+        nodes, present = self._id_nodes()
+        at_end = states[nodes]
+        by_id = np.where(present & (at_end != dead), chars[nodes], np.int16(-1))
+        closed = present & (at_end == closing)
         known = _CharCounts(by_id, closed, chars)
         _char_counts.put(key, known, known.nbytes)
+        return known
+
+    def _id_nodes(self) -> tuple[Rows, npt.NDArray[np.bool_]]:
+        """Per token id, the trie node where the token ends (0 for an id the index
+        does not hold) and whether the index holds it: cached per vocabulary (made
+        with the plain string's counts at set-up, see :meth:`prime`)."""
+        key = self.vocabulary.fingerprint
+        known = _id_nodes.get(key)
+        if known is None:
+            nodes = np.zeros(self.vocabulary.size, dtype=np.int64)
+            nodes[self._ids] = self._index.trie.end_nodes
+            present = np.zeros(self.vocabulary.size, dtype=np.bool_)
+            present[self._ids] = True
+            known = (nodes, present)
+            _id_nodes.put(key, known, nodes.nbytes + present.nbytes)
         return known
 
     def _spells_no_name(self, rule: int, state: int) -> bool:
