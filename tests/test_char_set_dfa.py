@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from jsonmode import native
 from jsonmode import regex as rx
 from jsonmode.decoding.grammars import gbnf, gbnf_sets
 from jsonmode.decoding.ir import Lex
@@ -71,6 +72,18 @@ def test_char_set_dfa_is_the_generic_automaton(intervals: tuple[tuple[int, int],
     _assert_same(rx.utf8_char_set_dfa(intervals), _generic(intervals))
 
 
+@SETTINGS
+@given(intervals=_sets())
+def test_char_set_dfa_in_c_is_the_python_form(intervals: tuple[tuple[int, int], ...]) -> None:
+    """With the compiled core (r6dfa_byte_dfa given the two-state automaton) and
+    without it (the Python construction, the reference): the same table."""
+    if native.KERNELS is None:
+        pytest.skip("the compiled core is not loaded")
+    with native.use(False):
+        python = rx.utf8_char_set_dfa(intervals)
+    _assert_same(rx.utf8_char_set_dfa(intervals), python)
+
+
 @pytest.mark.parametrize(
     "intervals",
     [
@@ -89,6 +102,8 @@ def test_char_set_dfa_is_the_generic_automaton(intervals: tuple[tuple[int, int],
 def test_char_set_dfa_edges(intervals: tuple[tuple[int, int], ...]) -> None:
     got = rx.utf8_char_set_dfa(intervals)
     _assert_same(got, _generic(intervals))
+    with native.use(False):
+        _assert_same(rx.utf8_char_set_dfa(intervals), got)
     members = [lo for lo, _ in intervals] + [hi for _, hi in intervals]
     for code_point in members:
         assert got.accepts(chr(code_point).encode("utf-8"))
