@@ -43,9 +43,11 @@ from jsonmode.decoding.ir import EMPTY, Call, Expr, Lit, alt, seq
 __all__ = ["read"]
 
 _ESCAPE = r"""\\(?:[nrt\\"\[\]]|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8})"""
-# The tokens; each alternative is one outer group, so ``lastindex`` names the kind.
+# The tokens, each with the spaces and comments after it (they separate items, and
+# are never anything else outside literals, classes and braces); each alternative is
+# one outer group, so ``lastindex`` names the kind.
 _TOKEN = re.compile(
-    r"((?:[ \t]|#[^\r\n]*)+)"  # 1 spaces and comments
+    r"(?:((?:[ \t]|#[^\r\n]*)+)"  # 1 spaces and comments
     r"|(\r\n?|\n)"  # 2 a newline
     r"|([a-zA-Z0-9-]+)"  # 3 a name
     r"|(::=)"  # 4
@@ -55,6 +57,7 @@ _TOKEN = re.compile(
     r"|(\[(\^?)((?:[^\]\\]|" + _ESCAPE + r")*)\])"  # 12 (13 14) a class with escapes
     r"|([.()|*+?])"  # 15
     r"|(\{[ \t]*([0-9]+)[ \t]*(?:(,)[ \t]*([0-9]*)[ \t]*)?\})"  # 16 (17 18 19) {m,n}
+    r")(?:[ \t]|#[^\r\n]*)*"
 )
 _UNIT = re.compile(
     r"""([^\\])|\\([nrt\\"\[\]])|\\x([0-9a-fA-F]{2})|\\u([0-9a-fA-F]{4})|\\U([0-9a-fA-F]{8})"""

@@ -120,6 +120,9 @@ def set_expr(intervals: tuple[tuple[int, int], ...]) -> Expr:
 def _label(intervals: list[tuple[int, int]]) -> str:
     """A canonical GBNF spelling of the set (surrogates aside): ``.`` for every
     character, else the shorter of ``[...]`` and ``[^...]``."""
+    if intervals[-1][1] < _SURROGATES[0] - 1:
+        # (The complement then has one interval per gap, and two past the set: more.)
+        return "[" + "".join([_show_interval(lo, hi) for lo, hi in intervals]) + "]"
     others = list(without_surrogates(complement(intervals)))
     if not others:
         return "."
