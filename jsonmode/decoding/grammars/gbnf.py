@@ -70,12 +70,20 @@ Errors:
   characters, nesting (parentheses, stacked repetitions) deeper than
   :data:`MAX_DEPTH`, a repetition count over :data:`MAX_COUNT`.
 
-Cost: linear in the text (one left-to-right pass; regular expressions scan spaces,
-names, runs of plain characters, and literals and classes without escapes whole), plus
-one small automaton per distinct character class (built straight from its ranges, and
-memoised per process for small sets), plus linear passes over the rules for
-reachability, emptiness and left recursion. Parsing recurses only into parentheses, at
-most :data:`MAX_DEPTH` deep. Pure function; thread-safe.
+Two readers: :func:`gbnf_fast.read <jsonmode.decoding.grammars.gbnf_fast.read>` (one
+tokenising regular expression, one loop, no recursion) reads well-formed text; what it
+declines (any error, and a few rare forms) goes to the reference reader here
+(``_Parser``, a recursive descent mirroring llama.cpp's), which reads it or says what is
+wrong, so every error is the reference reader's. tests/test_gbnf_fast_reader.py holds
+the two to the same grammars and errors.
+
+Cost: linear in the text (one left-to-right pass, two for text the fast reader
+declines; regular expressions scan tokens, literals and classes whole), plus one small
+automaton per distinct character class (built straight from its ranges, in C where the
+compiled core is loaded, and memoised per process for small sets), plus linear passes
+over the rules for reachability, emptiness and left recursion. The reference reader
+recurses only into parentheses, at most :data:`MAX_DEPTH` deep. Pure function;
+thread-safe.
 """
 
 from __future__ import annotations
