@@ -102,7 +102,9 @@ def _read(text: str, externals: frozenset[str]) -> tuple[dict[str, Expr], set[st
     items: list[Expr] = []
     stacked = most_stacked = deepest = count = 0
     position = 1 if text.startswith("\ufeff") else 0
-    for match in iter(_TOKEN.scanner(text, position).match, None):
+    for match in _TOKEN.finditer(text, position):
+        if match.start() != position:
+            raise _Refused  # (something no token spells)
         kind = match.lastindex
         position = match.end()
         if kind == 1:
@@ -173,17 +175,17 @@ def _read(text: str, externals: frozenset[str]) -> tuple[dict[str, Expr], set[st
                 items = []
                 continued = True
             else:  # "."
-                expr = spelled.get(".")
-                if expr is None:
-                    expr = spelled["."] = _set(_ANY, sets)
-                items.append(expr)
+                known = spelled.get(".")
+                if known is None:
+                    known = spelled["."] = _set(_ANY, sets)
+                items.append(known)
                 stacked = 0
         elif kind == 9 or kind == 12:
             spelling = match.group(kind)
-            expr = spelled.get(spelling)
-            if expr is None:
-                expr = spelled[spelling] = _class(match, kind, sets)
-            items.append(expr)
+            known = spelled.get(spelling)
+            if known is None:
+                known = spelled[spelling] = _class(match, kind, sets)
+            items.append(known)
             stacked = 0
         elif kind == 7:
             items.append(_literal(match.group(8)))
