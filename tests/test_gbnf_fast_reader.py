@@ -197,10 +197,27 @@ def test_externals_read_as_the_reference() -> None:
     assert gbnf_fast.read('root ::= "a" item', frozenset({"item"})) is not None
 
 
-def test_the_fast_reader_keeps_the_deadline() -> None:
-    text = "root ::= " + " ".join(f'"{k}"' for k in range(300))
+@pytest.mark.parametrize(
+    ("text", "least"),
+    [
+        ("root ::= " + " ".join(f'"{k}"' for k in range(300)), 5),
+        ("root ::= " + "|" * 300, 5),
+        ("root ::= " + "(" * 40 + ")" * 40, 2),
+        ("\n\n".join(f'r{k} ::= "a"' for k in range(300)), 300),
+    ],
+)
+def test_the_fast_reader_keeps_the_deadline(
+    monkeypatch: pytest.MonkeyPatch, text: str, least: int
+) -> None:
+    """The deadline is checked once per rule and every 64 tokens of a rule."""
+    assert gbnf_fast.read(text, frozenset({"root"})) is not None  # (read here, not declined)
+    checked: list[int] = []
+    monkeypatch.setattr(gbnf_fast, "checkpoint", lambda: checked.append(1))
+    gbnf_fast.read(text, frozenset({"root"}))
+    assert len(checked) >= least
+    monkeypatch.undo()
     with deadline(0.0), pytest.raises(BudgetExceededError):
-        gbnf_fast.read(text, frozenset())
+        gbnf_fast.read(text, frozenset({"root"}))
 
 
 _PIECES = [
@@ -213,7 +230,7 @@ _PIECES = [
 
 
 @settings(
-    max_examples=600,
+    max_examples=400,
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow],
@@ -283,7 +300,7 @@ def _expressions(draw: st.DrawFn, depth: int = 0) -> str:
 
 
 @settings(
-    max_examples=500,
+    max_examples=400,
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow],

@@ -20,7 +20,8 @@ tests (tests/test_gbnf_fast_reader.py) hold the two readers to that.
 
 Cost: linear in the text; no recursion (groups are a heap stack). Budgets: the
 caller bounds the text's size; the compile's deadline is checked once per rule and
-every 64 items (:func:`~jsonmode.budget.checkpoint`); nesting deep enough to approach
+every 64 tokens of a rule (:func:`~jsonmode.budget.checkpoint`; blank lines and comments
+are read with the token before them); nesting deep enough to approach
 the reference reader's depth bound is left to it. Pure function; thread-safe.
 """
 
@@ -48,7 +49,7 @@ _ESCAPE = r"""\\(?:[nrt\\"\[\]]|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8})
 # one outer group, so ``lastindex`` names the kind.
 _TOKEN = re.compile(
     r"(?:((?:[ \t]|#[^\r\n]*)+)"  # 1 spaces and comments
-    r"|(\r\n?|\n)"  # 2 a newline
+    r"|((?:\r\n?|\n)(?:[ \t\r\n]|#[^\r\n]*)*)"  # 2 a newline (blank lines after it)
     r"|([a-zA-Z0-9-]+)"  # 3 a name
     r"|(::=)"  # 4
     '|("([^"\\\\\ud800-\udfff]*)")'  # 5 (6) a literal without escapes
