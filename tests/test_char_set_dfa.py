@@ -10,8 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from jsonmode import native
 from jsonmode import regex as rx
-from jsonmode.decoding.grammars import gbnf
+from jsonmode.decoding.grammars import gbnf, gbnf_sets
 from jsonmode.decoding.ir import Lex
 
 SETTINGS = settings(
@@ -44,10 +45,10 @@ def _sets(draw: st.DrawFn) -> tuple[tuple[int, int], ...]:
     """A normal set without surrogates, as the GBNF reader makes them: listed ranges,
     maybe negated, maybe everything."""
     pairs = draw(st.lists(st.tuples(_point(), _point()), max_size=8))
-    intervals = gbnf._normal([(min(a, b), max(a, b)) for a, b in pairs])
+    intervals = gbnf_sets.normal([(min(a, b), max(a, b)) for a, b in pairs])
     if draw(st.booleans()):
-        intervals = gbnf._complement(intervals)
-    return tuple(gbnf._without_surrogates(intervals))
+        intervals = gbnf_sets.complement(intervals)
+    return tuple(gbnf_sets.without_surrogates(intervals))
 
 
 def _generic(intervals: tuple[tuple[int, int], ...]) -> rx.ByteDFA:
@@ -71,6 +72,18 @@ def test_char_set_dfa_is_the_generic_automaton(intervals: tuple[tuple[int, int],
     _assert_same(rx.utf8_char_set_dfa(intervals), _generic(intervals))
 
 
+@SETTINGS
+@given(intervals=_sets())
+def test_char_set_dfa_in_c_is_the_python_form(intervals: tuple[tuple[int, int], ...]) -> None:
+    """With the compiled core (r6dfa_byte_dfa given the two-state automaton) and
+    without it (the Python construction, the reference): the same table."""
+    if native.KERNELS is None:
+        pytest.skip("the compiled core is not loaded")
+    with native.use(False):
+        python = rx.utf8_char_set_dfa(intervals)
+    _assert_same(rx.utf8_char_set_dfa(intervals), python)
+
+
 @pytest.mark.parametrize(
     "intervals",
     [
@@ -89,6 +102,8 @@ def test_char_set_dfa_is_the_generic_automaton(intervals: tuple[tuple[int, int],
 def test_char_set_dfa_edges(intervals: tuple[tuple[int, int], ...]) -> None:
     got = rx.utf8_char_set_dfa(intervals)
     _assert_same(got, _generic(intervals))
+    with native.use(False):
+        _assert_same(rx.utf8_char_set_dfa(intervals), got)
     members = [lo for lo, _ in intervals] + [hi for _, hi in intervals]
     for code_point in members:
         assert got.accepts(chr(code_point).encode("utf-8"))
@@ -139,7 +154,7 @@ def _set_of(label: str) -> tuple[tuple[int, int, int], ...]:
     """The set a class label names, read back by the GBNF reader itself."""
     expr = gbnf.parse(f"root ::= {label}").rules["root"]
     assert isinstance(expr, Lex)
-    key = next(key for key, known in gbnf._set_cache.items() if known is expr)
+    key = next(key for key, known in gbnf_sets._set_cache.items() if known is expr)
     return tuple((lo, hi, 1) for lo, hi in key)
 
 
@@ -150,10 +165,10 @@ def test_gbnf_set_cache_shares_small_sets_only() -> None:
     assert first in again.options  # type: ignore[attr-defined]
     assert any(option is first for option in again.options)  # type: ignore[attr-defined]
     # Past _CACHED_INTERVALS intervals: built each time, never kept.
-    many = "".join(f"\\x{2 * k + 0x20:02X}" for k in range(gbnf._CACHED_INTERVALS + 1))
+    many = "".join(f"\\x{2 * k + 0x20:02X}" for k in range(gbnf_sets._CACHED_INTERVALS + 1))
     big = gbnf.parse(f"root ::= [{many}]").rules["root"]
     big_again = gbnf.parse(f"root ::= [{many}]").rules["root"]
     assert isinstance(big, Lex)
     assert big == big_again
     assert big is not big_again
-    assert all(known is not big for known in gbnf._set_cache.values())
+    assert all(known is not big for known in gbnf_sets._set_cache.values())

@@ -20,7 +20,7 @@ from tokenizers import Tokenizer
 from jsonmode import compile_grammar
 from jsonmode import regex as rx
 from jsonmode.decoding.grammars import compiled as compiled_module
-from jsonmode.decoding.grammars import gbnf
+from jsonmode.decoding.grammars import gbnf, gbnf_sets
 from jsonmode.decoding.ir import Lex, Lit, nodes
 from jsonmode.decoding.vocabulary import Vocabulary
 from jsonmode.regex import byte_dfa
@@ -234,7 +234,7 @@ def test_no_class_takes_the_general_construction(
     built: list[int] = []
     general = rx.utf8_byte_dfa
     monkeypatch.setattr(rx, "utf8_byte_dfa", lambda dfa: built.append(1) or general(dfa))
-    monkeypatch.setattr(gbnf, "_set_cache", {})
+    monkeypatch.setattr(gbnf_sets, "_set_cache", {})
     direct: list[int] = []
     straight = rx.utf8_char_set_dfa
     monkeypatch.setattr(rx, "utf8_char_set_dfa", lambda sets: direct.append(1) or straight(sets))

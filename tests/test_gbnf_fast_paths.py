@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jsonmode.decoding.grammars import gbnf
+from jsonmode.decoding.grammars import gbnf, gbnf_fast, gbnf_sets
 from jsonmode.decoding.ir import Lex, nodes
 from jsonmode.errors import JsonModeError
 
@@ -44,7 +44,8 @@ def _general(monkeypatch: pytest.MonkeyPatch, text: str) -> str:
         patch.setattr(gbnf, "_PLAIN_LITERAL", _NEVER_MATCHES)
         patch.setattr(gbnf, "_PLAIN_CLASS", _NEVER_MATCHES)
         patch.setattr(gbnf, "_Parser", _EveryRuleLoops)
-        patch.setattr(gbnf, "_set_cache", {})
+        patch.setattr(gbnf_sets, "_set_cache", {})
+        patch.setattr(gbnf_fast, "read", lambda text, externals: None)
         return _outcome(text)
 
 

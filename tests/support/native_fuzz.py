@@ -43,7 +43,14 @@ from support.native_r3comp import (
 )
 from support.native_r4comp import keys_compiled, keys_python, make_keys
 from support.native_r5nfa import make_expr, r5nfa_compiled, r5nfa_python
-from support.native_r6dfa import bytes_compiled, bytes_python, make_bytes
+from support.native_r6dfa import (
+    bytes_compiled,
+    bytes_python,
+    make_bytes,
+    make_set,
+    set_compiled,
+    set_python,
+)
 from support.native_r6narrow import (
     cut_compiled,
     cut_python,
@@ -582,6 +589,7 @@ PAIRS = [
     KernelPair("r5setup_row_reads", make_row_reads, row_reads_python, row_reads_compiled),
     KernelPair("r5nfa_determinise", make_expr, r5nfa_python, r5nfa_compiled),
     KernelPair("r6dfa_byte_dfa", make_bytes, bytes_python, bytes_compiled),
+    KernelPair("utf8_char_set_dfa", make_set, set_python, set_compiled),
     KernelPair("r6narrow_walk_cut", make_cut, cut_python, cut_compiled),
     KernelPair("r6narrow_live_keys", make_live_keys, live_keys_python, live_keys_compiled),
     KernelPair("r7hash_depths", make_hashes, hashes_python, hashes_compiled),

@@ -87,6 +87,48 @@ def bytes_compiled(kernels: ModuleType, case: BytesCase) -> Any:
     return start, accepting, trans
 
 
+@dataclass
+class SetCase:
+    """One character of a normal set of code points (a GBNF class), as
+    ``utf8_char_set_dfa`` builds it: in C, ``r6dfa_byte_dfa`` given the two-state
+    automaton; in Python, the set builder."""
+
+    intervals: tuple[tuple[int, int], ...]
+    model: Calls = field(default_factory=Calls)
+
+
+def make_set(rng: random.Random) -> SetCase:
+    """A random normal set without surrogates: ASCII, around the UTF-8 steps, anywhere."""
+    points = sorted(
+        {
+            rng.choice(POINTS + MORE_POINTS + [rng.randrange(0x110000)])
+            for _ in range(rng.randint(1, 12))
+        }
+    )
+    pairs = [(points[k], points[k + 1]) for k in range(0, len(points) - 1, 2)] or [
+        (points[0], points[0])
+    ]
+    intervals: list[tuple[int, int]] = []
+    for low, high in pairs:
+        for part in ((low, min(high, 0xD7FF)), (max(low, 0xE000), high)):
+            if part[0] <= part[1] and (not intervals or part[0] > intervals[-1][1] + 1):
+                intervals.append(part)
+    return SetCase(tuple(intervals))
+
+
+def set_python(case: SetCase) -> Any:
+    with running(None):
+        return table(byte_dfa_module.utf8_char_set_dfa(case.intervals))
+
+
+def set_compiled(kernels: ModuleType, case: SetCase) -> Any:
+    edges = tuple([(low, high, 1) for low, high in case.intervals])
+    start, accepting, trans = kernels.r6dfa_byte_dfa(
+        0, (False, True), (edges, ()), False, False, checkpoint
+    )
+    return start, accepting, trans
+
+
 def hostile_r6dfa_calls(kernels: ModuleType) -> list[tuple[str, Callable[[], Any]]]:
     """Malformed calls to ``r6dfa_byte_dfa``: each must raise (ValueError, TypeError,
     OverflowError), never crash or read out of bounds."""

@@ -70,34 +70,41 @@ Errors:
   characters, nesting (parentheses, stacked repetitions) deeper than
   :data:`MAX_DEPTH`, a repetition count over :data:`MAX_COUNT`.
 
-Cost: linear in the text (one left-to-right pass; regular expressions scan spaces,
-names, runs of plain characters, and literals and classes without escapes whole), plus
-one small automaton per distinct character class (built straight from its ranges, and
-memoised per process for small sets), plus linear passes over the rules for
-reachability, emptiness and left recursion. Parsing recurses only into parentheses, at
-most :data:`MAX_DEPTH` deep. Pure function; thread-safe.
+Two readers: :func:`gbnf_fast.read <jsonmode.decoding.grammars.gbnf_fast.read>` (one
+tokenising regular expression, one loop, no recursion) reads well-formed text; what it
+declines (any error, and a few rare forms) goes to the reference reader here
+(``_Parser``, a recursive descent mirroring llama.cpp's), which reads it or says what is
+wrong, so every error is the reference reader's. tests/test_gbnf_fast_reader.py holds
+the two to the same grammars and errors.
+
+Cost: linear in the text (one left-to-right pass, two for text the fast reader
+declines; regular expressions scan tokens, literals and classes whole), plus one small
+automaton per distinct character class (built straight from its ranges, in C where the
+compiled core is loaded, and memoised per process for small sets), plus linear passes
+over the rules for reachability, emptiness and left recursion. The reference reader
+recurses only into parentheses, at most :data:`MAX_DEPTH` deep. Pure function;
+thread-safe.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
-from jsonmode import regex as rx
 from jsonmode.budget import checkpoint
 from jsonmode.decoding.automata.rule_graph import left_cycle, reachable, show_cycle, tail_loop
-from jsonmode.decoding.ir import (
-    EMPTY,
-    Alt,
-    Call,
-    Expr,
-    Grammar,
-    Lex,
-    Lit,
-    Rep,
-    alt,
-    seq,
+from jsonmode.decoding.grammars import gbnf_fast
+from jsonmode.decoding.grammars.gbnf_sets import (
+    MAX_CODE_POINT,
+    complement,
+    normal,
+    plain_class,
+    repeat,
+    set_expr,
+    show,
+    without_surrogates,
 )
+from jsonmode.decoding.ir import EMPTY, Call, Expr, Grammar, Lit, alt, seq
 from jsonmode.errors import BudgetExceededError, InvalidGrammarError, UnsupportedSchemaError
 
 __all__ = ["MAX_COUNT", "MAX_DEPTH", "MAX_TEXT_CHARS", "parse"]
@@ -110,9 +117,6 @@ MAX_DEPTH = 128
 #: Largest repetition count in ``{m,n}``.
 MAX_COUNT = 1_000_000
 
-_MAX_CODE_POINT = 0x10FFFF
-_SURROGATES = (0xD800, 0xDFFF)
-_NEVER = Alt(())
 
 _SPACE = re.compile(r"(?:[ \t]|#[^\r\n]*)*")
 _SPACE_NL = re.compile(r"(?:[ \t\r\n]|#[^\r\n]*)*")
@@ -180,6 +184,19 @@ def parse(text: str, *, externals: frozenset[str] = frozenset()) -> Grammar:
             MAX_TEXT_CHARS,
             hint="split the constraint, or factor repeated text into rules",
         )
+    read = gbnf_fast.read(text, externals)  # (None: left to the reference reader)
+    if read is not None:
+        rules, looping = read
+        used = reachable(rules, "root")
+        rules = {name: expr for name, expr in rules.items() if name in used}
+        if not left_cycle(rules):  # (else the reference reader reports the cycle)
+            return Grammar(
+                "root",
+                {
+                    name: tail_loop(name, expr) if name in looping else expr
+                    for name, expr in rules.items()
+                },
+            )
     parser = _Parser(text)
     try:
         parser.grammar()
@@ -314,7 +331,7 @@ class _Parser:
         if match.end() - match.start() != size:
             raise self.error(f"\\{kind} takes exactly {size} hex digits", here)
         value = int(match.group(), 16)
-        if value > _MAX_CODE_POINT:
+        if value > MAX_CODE_POINT:
             raise self.error(f"\\{kind}{match.group()} is beyond U+10FFFF", here)
         self.pos = match.end()
         return value
@@ -401,7 +418,7 @@ class _Parser:
                 items.append((self.char_class(), 0))
             elif char == ".":
                 self.pos += 1
-                items.append((self.char_set([(0, _MAX_CODE_POINT)]), 0))
+                items.append((self.char_set([(0, MAX_CODE_POINT)]), 0))
             elif char == "(":
                 items.append(self.group())
             elif char in "*+?{":
@@ -411,7 +428,7 @@ class _Parser:
                 item, depth = items[-1]
                 if depth + 1 > MAX_DEPTH:
                     raise self.depth_error(start)
-                items[-1] = (_repeat(item, low, high), depth + 1)
+                items[-1] = (repeat(item, low, high), depth + 1)
             elif char == "<" or text.startswith("!<", start):
                 line, column = self.position(start)
                 raise UnsupportedSchemaError(
@@ -511,10 +528,10 @@ class _Parser:
             self.pos += 1
         plain = _PLAIN_CLASS.match(text, self.pos)
         if plain is not None:  # (no escape)
-            listed = _plain_class(plain.group(1))
+            listed = plain_class(plain.group(1))
             if listed is not None:
                 self.pos = plain.end()
-                return self.char_set(_complement(_normal(listed)) if negated else listed)
+                return self.char_set(complement(normal(listed)) if negated else listed)
         intervals: list[tuple[int, int]] = []
         while True:
             if self.pos >= len(text):
@@ -529,7 +546,7 @@ class _Parser:
                 self.pos += 1
                 high = self.char()
                 if high < low:
-                    raise self.error(f"the range {_show(low)}-{_show(high)} is reversed", here)
+                    raise self.error(f"the range {show(low)}-{show(high)} is reversed", here)
             intervals.append((low, high))
         self.pos += 1
         if not intervals:
@@ -537,15 +554,15 @@ class _Parser:
                 "empty character class", start, hint="a class lists at least one character"
             )
         if negated:
-            intervals = _complement(_normal(intervals))
+            intervals = complement(normal(intervals))
         return self.char_set(intervals)
 
     def char_set(self, intervals: Iterable[tuple[int, int]]) -> Expr:
         """One character of the set: a literal, a shared lexeme, or nothing."""
-        key = tuple(_without_surrogates(_normal(intervals)))
+        key = tuple(without_surrogates(normal(intervals)))
         known = self.classes.get(key)
         if known is None:
-            known = _char_set(key)
+            known = set_expr(key)
             self.classes[key] = known
         return known
 
@@ -587,131 +604,6 @@ class _Parser:
         return int(digits)
 
 
-# -- character sets ---------------------------------------------------------------------
-
-
-def _plain_class(body: str) -> list[tuple[int, int]] | None:
-    """The intervals a class body without escapes lists (what char_class reads from
-    it, character by character: ``a-z`` a range, a ``-`` last itself), or None where
-    it has a reversed range (char_class's general path reports it)."""
-    intervals: list[tuple[int, int]] = []
-    index, size = 0, len(body)
-    while index < size:
-        low = ord(body[index])
-        if index + 2 < size and body[index + 1] == "-":
-            high = ord(body[index + 2])
-            if high < low:
-                return None
-            intervals.append((low, high))
-            index += 3
-        else:
-            intervals.append((low, low))
-            index += 1
-    return intervals
-
-
-def _normal(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Sorted, disjoint, non-adjacent intervals."""
-    merged: list[tuple[int, int]] = []
-    for low, high in sorted(intervals):
-        if merged and low <= merged[-1][1] + 1:
-            if high > merged[-1][1]:
-                merged[-1] = (merged[-1][0], high)
-        else:
-            merged.append((low, high))
-    return merged
-
-
-def _complement(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The code points 0..U+10FFFF not in the normal ``intervals``."""
-    result: list[tuple[int, int]] = []
-    next_low = 0
-    for low, high in intervals:
-        if low > next_low:
-            result.append((next_low, low - 1))
-        next_low = high + 1
-    if next_low <= _MAX_CODE_POINT:
-        result.append((next_low, _MAX_CODE_POINT))
-    return result
-
-
-def _without_surrogates(intervals: list[tuple[int, int]]) -> Iterator[tuple[int, int]]:
-    first, last = _SURROGATES
-    for low, high in intervals:
-        if low < first:
-            yield low, min(high, first - 1)
-        if high > last:
-            yield max(low, last + 1), high
-
-
-#: Character sets memoised per process (see _char_set): at most this many, each of at
-#: most _CACHED_INTERVALS intervals and _CACHED_STATES automaton states (1 KiB each).
-_CACHED_SETS = 256
-_CACHED_INTERVALS = 64
-_CACHED_STATES = 32
-_set_cache: dict[tuple[tuple[int, int], ...], Expr] = {}
-
-
-def _char_set(intervals: tuple[tuple[int, int], ...]) -> Expr:
-    """One character of the normal set ``intervals`` (surrogates removed): nothing, a
-    literal, or a lexeme over its UTF-8 automaton. Small sets are memoised per process
-    (the expressions are immutable; at most 8 MiB of automata kept), so the classes
-    grammars share (``[0-9]``, ``[a-z]``, ``[^"\\]``) are built once. Thread-safe."""
-    known = _set_cache.get(intervals)
-    if known is not None:
-        return known
-    if not intervals:
-        return _NEVER
-    if len(intervals) == 1 and intervals[0][0] == intervals[0][1]:
-        return Lit(chr(intervals[0][0]).encode("utf-8"))
-    dfa = rx.utf8_char_set_dfa(intervals)
-    made = Lex(_label(list(intervals)), dfa)
-    if len(intervals) <= _CACHED_INTERVALS and dfa.n_states <= _CACHED_STATES:
-        if len(_set_cache) >= _CACHED_SETS:
-            _set_cache.clear()
-        _set_cache[intervals] = made
-    return made
-
-
-def _label(intervals: list[tuple[int, int]]) -> str:
-    """A canonical GBNF spelling of the set (surrogates aside): ``.`` for every
-    character, else the shorter of ``[...]`` and ``[^...]``."""
-    others = list(_without_surrogates(_complement(intervals)))
-    if not others:
-        return "."
-    if len(others) < len(intervals):
-        return "[^" + "".join([_show_interval(lo, hi) for lo, hi in others]) + "]"
-    return "[" + "".join([_show_interval(lo, hi) for lo, hi in intervals]) + "]"
-
-
-def _show_interval(low: int, high: int) -> str:
-    shown = _SHOWN
-    first = shown[low] if low < 0x80 else _show(low)
-    if low == high:
-        return first
-    last = shown[high] if high < 0x80 else _show(high)
-    return first + last if high == low + 1 else f"{first}-{last}"
-
-
-def _show(code_point: int) -> str:
-    """A code point as GBNF writes it inside a class or literal."""
-    char = chr(code_point)
-    if char in '\\"[]':
-        return "\\" + char
-    if 0x21 <= code_point <= 0x7E and char not in "-^":
-        return char
-    if char in "\n\r\t":
-        return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}[char]
-    if code_point < 0x100:
-        return f"\\x{code_point:02X}"
-    if code_point <= 0xFFFF:
-        return f"\\u{code_point:04X}"
-    return f"\\U{code_point:08X}"
-
-
-_SHOWN = tuple(_show(code_point) for code_point in range(0x80))  # (ASCII, looked up)
-
-
 # -- literals ---------------------------------------------------------------------------
 
 
@@ -720,16 +612,3 @@ def _join_surrogates(value: str) -> str:
     if not _SURROGATE.search(value):
         return value
     return value.encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")
-
-
-# -- repetition -------------------------------------------------------------------------
-
-
-def _repeat(item: Expr, low: int, high: int | None) -> Expr:
-    if high == 0 or item == EMPTY:
-        return EMPTY
-    if (low, high) == (1, 1):
-        return item
-    if item == _NEVER:
-        return EMPTY if low == 0 else _NEVER
-    return Rep(item, low, high)
