@@ -229,12 +229,16 @@ _PIECES = [
 ]  # fmt: skip
 
 
-@settings(
+# Hypothesis's settings for the two generators (400 texts each, no example database).
+_GENERATED = settings(
     max_examples=400,
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
+
+
+@_GENERATED
 @given(
     rules=st.lists(
         st.tuples(
@@ -299,12 +303,7 @@ def _expressions(draw: st.DrawFn, depth: int = 0) -> str:
     return (draw(blank) + "|" + draw(st.sampled_from([" ", "\n  ", " # c\n"]))).join(options)
 
 
-@settings(
-    max_examples=400,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+@_GENERATED
 @given(
     bodies=st.lists(_expressions(), min_size=4, max_size=4),
     separator=st.sampled_from(["\n", "\r\n", "\n\n# comment\n", "\r"]),

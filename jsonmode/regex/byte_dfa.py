@@ -447,23 +447,11 @@ def utf8_char_set_dfa(intervals: Sequence[tuple[int, int]]) -> ByteDFA:
         return ByteDFA(
             0, _readonly(np.zeros(1, np.bool_)), _readonly(np.full((1, 256), -1, np.int32))
         )
-    kernels = native.KERNELS
-    if kernels is not None:
-        # (The C form of utf8_byte_dfa, given the two-state automaton, already minimal.)
-        try:
-            start, accepting, table = kernels.r6dfa_byte_dfa(
-                0, (False, True), (tuple([(lo, hi, 1) for lo, hi in intervals]), ()), False, False,
-                checkpoint,
-            )  # fmt: skip
-        except (ValueError, TypeError, OverflowError) as exc:
-            if isinstance(exc, JsonModeError):
-                raise
-        else:
-            return ByteDFA(
-                start,
-                np.frombuffer(accepting, dtype=np.bool_),
-                np.frombuffer(table, dtype=np.int32).reshape(-1, 256),
-            )
+    # (The C form of utf8_byte_dfa, given the two-state automaton, already minimal.)
+    edges = (tuple([(lo, hi, 1) for lo, hi in intervals]), ())
+    made = _kernel_byte_dfa(0, (False, True), edges, json=False, complete=False)
+    if made is not None:
+        return made
     if intervals[-1][1] <= 0x7F:  # ASCII only (most classes): one byte
         trans = np.full((2, 256), -1, dtype=np.int32)
         for lo, hi in intervals:
@@ -608,25 +596,38 @@ def _byte_dfa(dfa: CharDFA, *, json: bool, complete: bool) -> ByteDFA:
     to :func:`_byte_dfa_python`, the reference. Raises BudgetExceededError at the
     compile deadline (``checkpoint`` called alike on both paths)."""
     dfa = minimize(dfa)
-    kernels = native.KERNELS
-    if kernels is not None:
-        try:
-            start, accepting, trans = kernels.r6dfa_byte_dfa(
-                dfa.start, dfa.accepting, dfa.edges, json, complete, checkpoint
-            )
-        except (ValueError, TypeError, OverflowError) as exc:
-            if isinstance(exc, JsonModeError):
-                raise
-        else:
-            import numpy as np
-
-            # (Read-only views of the kernel's bytes objects: no copy.)
-            return ByteDFA(
-                start,
-                np.frombuffer(accepting, dtype=np.bool_),
-                np.frombuffer(trans, dtype=np.int32).reshape(-1, 256),
-            )
+    made = _kernel_byte_dfa(dfa.start, dfa.accepting, dfa.edges, json=json, complete=complete)
+    if made is not None:
+        return made
     return _byte_dfa_python(dfa, json=json, complete=complete)
+
+
+def _kernel_byte_dfa(
+    start: int, accepting: Any, edges: Any, *, json: bool, complete: bool
+) -> ByteDFA | None:
+    """``jsonmode._native.r6dfa_byte_dfa`` of a character automaton (its start, its
+    accepting flags and its rows of ``(lo, hi, target)`` edges), or None where the
+    compiled core is not loaded or does not take the automaton (the caller's Python
+    form then answers). The tables are read-only views of the kernel's bytes objects
+    (no copy). Raises BudgetExceededError at the compile deadline."""
+    kernels = native.KERNELS
+    if kernels is None:
+        return None
+    try:
+        made_start, made_accepting, trans = kernels.r6dfa_byte_dfa(
+            start, accepting, edges, json, complete, checkpoint
+        )
+    except (ValueError, TypeError, OverflowError) as exc:
+        if isinstance(exc, JsonModeError):
+            raise
+        return None
+    import numpy as np
+
+    return ByteDFA(
+        made_start,
+        np.frombuffer(made_accepting, dtype=np.bool_),
+        np.frombuffer(trans, dtype=np.int32).reshape(-1, 256),
+    )
 
 
 def _byte_dfa_python(dfa: CharDFA, *, json: bool, complete: bool) -> ByteDFA:

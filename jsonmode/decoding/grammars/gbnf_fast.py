@@ -32,6 +32,7 @@ import re
 from jsonmode.budget import checkpoint
 from jsonmode.decoding.grammars.gbnf_sets import (
     MAX_CODE_POINT,
+    class_intervals,
     complement,
     normal,
     plain_class,
@@ -292,19 +293,9 @@ def _escaped_class(body: str) -> list[tuple[int, int]]:
         else (ord(_char(match)), False)
         for match in _UNIT.finditer(body)
     ]
-    intervals: list[tuple[int, int]] = []
-    index, size = 0, len(units)
-    while index < size:
-        low = units[index][0]
-        if index + 2 < size and units[index + 1][1]:
-            high = units[index + 2][0]
-            if high < low:
-                raise _Refused
-            intervals.append((low, high))
-            index += 3
-        else:
-            intervals.append((low, low))
-            index += 1
+    intervals = class_intervals(units)
+    if intervals is None:
+        raise _Refused  # (a reversed range)
     return intervals
 
 

@@ -38,12 +38,20 @@ def plain_class(body: str) -> list[tuple[int, int]] | None:
     """The intervals a class body without escapes lists (what char_class reads from
     it, character by character: ``a-z`` a range, a ``-`` last itself), or None where
     it has a reversed range (char_class's general path reports it)."""
+    return class_intervals([(ord(char), char == "-") for char in body])
+
+
+def class_intervals(units: list[tuple[int, bool]]) -> list[tuple[int, int]] | None:
+    """The intervals a class body lists, given as its characters in order, each with
+    whether it is a raw ``-`` (an escaped one is a character like any other): a raw
+    ``-`` between two characters makes a range, anywhere else it is itself. None where
+    a range is reversed."""
     intervals: list[tuple[int, int]] = []
-    index, size = 0, len(body)
+    index, size = 0, len(units)
     while index < size:
-        low = ord(body[index])
-        if index + 2 < size and body[index + 1] == "-":
-            high = ord(body[index + 2])
+        low = units[index][0]
+        if index + 2 < size and units[index + 1][1]:
+            high = units[index + 2][0]
             if high < low:
                 return None
             intervals.append((low, high))
