@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 
 from jsonmode import regex as rx
 from jsonmode.decoding.ir import EMPTY, Alt, Expr, Lex, Lit, Rep
+from jsonmode.regex.syntax import charset, negate
 
 __all__ = [
     "MAX_CODE_POINT",
@@ -63,28 +64,14 @@ def class_intervals(units: list[tuple[int, bool]]) -> list[tuple[int, int]] | No
 
 
 def normal(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Sorted, disjoint, non-adjacent intervals."""
-    merged: list[tuple[int, int]] = []
-    for low, high in sorted(intervals):
-        if merged and low <= merged[-1][1] + 1:
-            if high > merged[-1][1]:
-                merged[-1] = (merged[-1][0], high)
-        else:
-            merged.append((low, high))
-    return merged
+    """Sorted, disjoint, non-adjacent intervals (:func:`jsonmode.regex.syntax.charset`)."""
+    return list(charset(intervals))
 
 
 def complement(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The code points 0..U+10FFFF not in the normal ``intervals``."""
-    result: list[tuple[int, int]] = []
-    next_low = 0
-    for low, high in intervals:
-        if low > next_low:
-            result.append((next_low, low - 1))
-        next_low = high + 1
-    if next_low <= MAX_CODE_POINT:
-        result.append((next_low, MAX_CODE_POINT))
-    return result
+    """The code points 0..U+10FFFF not in the normal ``intervals``
+    (:func:`jsonmode.regex.syntax.negate`)."""
+    return list(negate(tuple(intervals)))
 
 
 def without_surrogates(intervals: list[tuple[int, int]]) -> Iterator[tuple[int, int]]:
