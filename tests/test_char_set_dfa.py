@@ -14,6 +14,7 @@ from jsonmode import native
 from jsonmode import regex as rx
 from jsonmode.decoding.grammars import gbnf, gbnf_sets
 from jsonmode.decoding.ir import Lex
+from jsonmode.regex.syntax import charset, negate
 
 SETTINGS = settings(
     max_examples=300,
@@ -45,9 +46,9 @@ def _sets(draw: st.DrawFn) -> tuple[tuple[int, int], ...]:
     """A normal set without surrogates, as the GBNF reader makes them: listed ranges,
     maybe negated, maybe everything."""
     pairs = draw(st.lists(st.tuples(_point(), _point()), max_size=8))
-    intervals = gbnf_sets.normal([(min(a, b), max(a, b)) for a, b in pairs])
+    intervals = charset([(min(a, b), max(a, b)) for a, b in pairs])
     if draw(st.booleans()):
-        intervals = gbnf_sets.complement(intervals)
+        intervals = negate(intervals)
     return tuple(gbnf_sets.without_surrogates(intervals))
 
 

@@ -96,8 +96,6 @@ from jsonmode.decoding.automata.rule_graph import left_cycle, reachable, show_cy
 from jsonmode.decoding.grammars import gbnf_fast
 from jsonmode.decoding.grammars.gbnf_sets import (
     MAX_CODE_POINT,
-    complement,
-    normal,
     plain_class,
     repeat,
     set_expr,
@@ -106,6 +104,7 @@ from jsonmode.decoding.grammars.gbnf_sets import (
 )
 from jsonmode.decoding.ir import EMPTY, Call, Expr, Grammar, Lit, alt, seq
 from jsonmode.errors import BudgetExceededError, InvalidGrammarError, UnsupportedSchemaError
+from jsonmode.regex.syntax import charset, negate
 
 __all__ = ["MAX_COUNT", "MAX_DEPTH", "MAX_TEXT_CHARS", "parse"]
 
@@ -531,7 +530,7 @@ class _Parser:
             listed = plain_class(plain.group(1))
             if listed is not None:
                 self.pos = plain.end()
-                return self.char_set(complement(normal(listed)) if negated else listed)
+                return self.char_set(negate(charset(listed)) if negated else listed)
         intervals: list[tuple[int, int]] = []
         while True:
             if self.pos >= len(text):
@@ -553,13 +552,11 @@ class _Parser:
             raise self.error(
                 "empty character class", start, hint="a class lists at least one character"
             )
-        if negated:
-            intervals = complement(normal(intervals))
-        return self.char_set(intervals)
+        return self.char_set(negate(charset(intervals)) if negated else intervals)
 
     def char_set(self, intervals: Iterable[tuple[int, int]]) -> Expr:
         """One character of the set: a literal, a shared lexeme, or nothing."""
-        key = tuple(without_surrogates(normal(intervals)))
+        key = tuple(without_surrogates(charset(intervals)))
         known = self.classes.get(key)
         if known is None:
             known = set_expr(key)

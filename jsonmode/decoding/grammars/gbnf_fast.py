@@ -33,14 +33,13 @@ from jsonmode.budget import checkpoint
 from jsonmode.decoding.grammars.gbnf_sets import (
     MAX_CODE_POINT,
     class_intervals,
-    complement,
-    normal,
     plain_class,
     repeat,
     set_expr,
     without_surrogates,
 )
 from jsonmode.decoding.ir import EMPTY, Call, Expr, Lit, alt, seq
+from jsonmode.regex.syntax import charset, negate
 
 __all__ = ["read"]
 
@@ -281,7 +280,7 @@ def _class(match: re.Match[str], kind: int, sets: dict[tuple[tuple[int, int], ..
             raise _Refused  # (a reversed range)
     else:
         listed = _escaped_class(body)
-    return _set(complement(normal(listed)) if negated else listed, sets)
+    return _set(negate(charset(listed)) if negated else listed, sets)
 
 
 def _escaped_class(body: str) -> list[tuple[int, int]]:
@@ -305,7 +304,7 @@ def _set(
 ) -> Expr:
     """One character of the set, shared per read by the normal set (as the reference
     reader shares it)."""
-    key = tuple(without_surrogates(normal(intervals)))
+    key = tuple(without_surrogates(charset(intervals)))
     known = sets.get(key)
     if known is None:
         known = sets[key] = set_expr(key)

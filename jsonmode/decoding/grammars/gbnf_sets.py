@@ -14,13 +14,11 @@ from collections.abc import Iterable, Iterator
 
 from jsonmode import regex as rx
 from jsonmode.decoding.ir import EMPTY, Alt, Expr, Lex, Lit, Rep
-from jsonmode.regex.syntax import charset, negate
+from jsonmode.regex.syntax import MAX_CODE_POINT, negate
 
 __all__ = [
     "MAX_CODE_POINT",
     "NEVER",
-    "complement",
-    "normal",
     "plain_class",
     "repeat",
     "set_expr",
@@ -28,8 +26,6 @@ __all__ = [
     "without_surrogates",
 ]
 
-#: The largest code point.
-MAX_CODE_POINT = 0x10FFFF
 #: The expression that matches nothing (an empty alternative).
 NEVER = Alt(())
 _SURROGATES = (0xD800, 0xDFFF)
@@ -63,18 +59,7 @@ def class_intervals(units: list[tuple[int, bool]]) -> list[tuple[int, int]] | No
     return intervals
 
 
-def normal(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Sorted, disjoint, non-adjacent intervals (:func:`jsonmode.regex.syntax.charset`)."""
-    return list(charset(intervals))
-
-
-def complement(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The code points 0..U+10FFFF not in the normal ``intervals``
-    (:func:`jsonmode.regex.syntax.negate`)."""
-    return list(negate(tuple(intervals)))
-
-
-def without_surrogates(intervals: list[tuple[int, int]]) -> Iterator[tuple[int, int]]:
+def without_surrogates(intervals: Iterable[tuple[int, int]]) -> Iterator[tuple[int, int]]:
     first, last = _SURROGATES
     for low, high in intervals:
         if low < first:
@@ -118,7 +103,7 @@ def _label(intervals: list[tuple[int, int]]) -> str:
     if intervals[-1][1] < _SURROGATES[0] - 1:
         # (The complement then has one interval per gap, and two past the set: more.)
         return "[" + "".join([_show_interval(lo, hi) for lo, hi in intervals]) + "]"
-    others = list(without_surrogates(complement(intervals)))
+    others = list(without_surrogates(negate(tuple(intervals))))
     if not others:
         return "."
     if len(others) < len(intervals):
