@@ -25,6 +25,13 @@ while that thread is collecting (tracked by two ``gc.callbacks`` entries kept fi
 and last, around every other callback) and fires again
 every :data:`TICK` until the work stops.
 
+:func:`run_until` stops work at a wall-clock time (repair's share of a caller's time
+budget). :class:`CpuBudget` stops it once the working thread has spent so many CPU
+seconds of its own, garbage collections not counted (format checks: their verdict
+must not depend on how many threads wait for the GIL, or on the heap's size); the
+watchdog reads the thread's CPU clock only when the wall clock says the budget could
+be spent, so it costs nothing more while the work waits.
+
 Where ``PyThreadState_SetAsyncExc`` is unavailable (not CPython), :func:`run_until`
 runs the work uninterrupted; callers still check the clock between steps.
 """
@@ -42,7 +49,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["DeadlineExceeded", "run_until"]
+__all__ = ["CpuBudget", "DeadlineExceeded", "run_until"]
 
 T = TypeVar("T")
 
@@ -53,26 +60,39 @@ LINGER = 2.0
 #: Seconds before a fire held back by a garbage collection is tried again.
 RETRY = 0.002
 
-# Threads inside a cyclic garbage collection (whose callbacks may run foreign code).
-_collecting: set[int] = set()
+# Threads inside a cyclic garbage collection (whose callbacks may run foreign code),
+# each with its CPU time when the collection began (None while no thread is budgeted:
+# the clock is only read when a CpuBudget may need it).
+_collecting: dict[int, float | None] = {}
+# By thread running work under a CPU budget (CpuBudget.run): how many such runs are
+# open in it, and the CPU seconds its collections took since the first opened.
+_budgeted: dict[int, int] = {}
+_collected: dict[int, float] = {}
 
 
 def _collection_starts(phase: str, info: dict[str, int]) -> None:
     try:
         if phase == "start":
-            _collecting.add(threading.get_ident())
+            _collecting[threading.get_ident()] = time.thread_time() if _budgeted else None
     except _Interrupt:
         # Fired just before this collection began: lost here (gc would report it as
         # unraisable), fired again a tick later, once the collection is over.
-        _collecting.add(threading.get_ident())
+        _collecting[threading.get_ident()] = time.thread_time() if _budgeted else None
 
 
 def _collection_stops(phase: str, info: dict[str, int]) -> None:
     try:
         if phase == "stop":
-            _collecting.discard(threading.get_ident())
+            _count_collection(threading.get_ident())
     except _Interrupt:  # (as above: fired again a tick later)
-        _collecting.discard(threading.get_ident())
+        _count_collection(threading.get_ident())
+
+
+def _count_collection(thread_id: int) -> None:
+    """Retire the thread's collection; credit its CPU time to a budgeted thread."""
+    started = _collecting.pop(thread_id, None)
+    if started is not None and thread_id in _budgeted:
+        _collected[thread_id] = _collected.get(thread_id, 0.0) + time.thread_time() - started
 
 
 class _QuietInterrupts:
@@ -140,14 +160,46 @@ def _async_raiser() -> Callable[[int, type[BaseException] | None], int] | None:
 
 
 class _Entry:
-    __slots__ = ("deadline", "done", "fired_at", "firing", "thread_id")
+    """One armed piece of work. ``deadline`` is a :func:`time.monotonic` time; with a
+    ``cpu_clock`` (the thread's CPU clock) it is only when to look next, and the work
+    is stopped once :func:`_cpu_spent` reaches ``cpu_deadline``."""
 
-    def __init__(self, deadline: float) -> None:
+    __slots__ = ("cpu_clock", "cpu_deadline", "deadline", "done", "fired_at", "firing", "thread_id")
+
+    def __init__(
+        self, deadline: float, cpu_clock: int | None = None, cpu_deadline: float = 0.0
+    ) -> None:
         self.thread_id = threading.get_ident()
         self.deadline = deadline
+        self.cpu_clock = cpu_clock
+        self.cpu_deadline = cpu_deadline
         self.done = False
         self.firing = False
         self.fired_at = 0.0
+
+    def cpu_left(self) -> float:
+        """CPU seconds this work may still spend (0 for wall-clock work)."""
+        if self.cpu_clock is None:
+            return 0.0
+        return self.cpu_deadline - _cpu_spent(self.thread_id, self.cpu_clock)
+
+
+def _thread_clock(thread_id: int) -> int | None:
+    """The CPU-time clock of ``thread_id`` (None where the platform has none)."""
+    try:
+        return time.pthread_getcpuclockid(thread_id)
+    except (AttributeError, OSError):  # pragma: no cover - no per-thread clocks
+        return None
+
+
+def _cpu_spent(thread_id: int, clock: int) -> float:
+    """CPU seconds the thread has run, less what its garbage collections took while it
+    was budgeted (a collection's cost comes from the whole heap, not the work). Readable
+    from any thread; infinite once the thread is gone."""
+    try:
+        return time.clock_gettime(clock) - _collected.get(thread_id, 0.0)
+    except OSError:  # pragma: no cover - the thread has ended
+        return math.inf
 
 
 class _Watchdog:
@@ -166,6 +218,8 @@ class _Watchdog:
 
     def _reset(self) -> None:
         _collecting.clear()
+        _budgeted.clear()
+        _collected.clear()
         self._armed: dict[int, _Entry] = {}
         self._wakeups: queue.SimpleQueue[None] = queue.SimpleQueue()
         self._start_lock = threading.Lock()
@@ -204,6 +258,11 @@ class _Watchdog:
             if now >= entry.deadline and now >= entry.fired_at + TICK:
                 if entry.thread_id in _collecting:
                     wake = min(wake, now + RETRY)  # let the collection finish first
+                    continue
+                left = 0.0 if entry.fired_at else entry.cpu_left()
+                if left > 0:  # waited (for the GIL, for a core): look again when due
+                    entry.deadline = now + left
+                    wake = min(wake, entry.deadline)
                     continue
                 # Fired again each tick until disarmed, in case one was swallowed.
                 entry.firing = True
@@ -252,10 +311,58 @@ def run_until(deadline: float, work: Callable[..., T], *args: Any) -> T:
         raise DeadlineExceeded("no time left")
     if _WATCHDOG is None:  # pragma: no cover - not CPython
         return work(*args)
-    entry = _Entry(deadline)
+    return _run_armed(_WATCHDOG, _Entry(deadline), work, args)
+
+
+class CpuBudget:
+    """CPU seconds that several pieces of work in one thread share.
+
+    :meth:`run` counts the working thread's own CPU time, less what the cyclic garbage
+    collector took in it meanwhile: waiting for the GIL while other threads run, or for
+    a core on a busy machine, spends nothing, so a verdict bounded this way depends on
+    the work, not on the load. Where the platform has no per-thread CPU clock, or no
+    watchdog (not CPython), wall-clock time is counted instead (:func:`run_until`).
+    Not thread-safe: a budget is spent by one thread at a time.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.left = seconds
+
+    def run(self, work: Callable[..., T], *args: Any) -> T:
+        """``work(*args)``, stopped with :class:`DeadlineExceeded` when the budget is
+        spent (at once when nothing is left); what it spent, however it ends, is taken
+        from :attr:`left`. Costs a few microseconds beyond ``work``."""
+        if self.left <= 0:
+            raise DeadlineExceeded("no time left")
+        thread_id = threading.get_ident()
+        clock = _thread_clock(thread_id)
+        if clock is None or _WATCHDOG is None:  # pragma: no cover - no per-thread clocks
+            started = time.monotonic()
+            try:
+                return run_until(started + self.left, work, *args)
+            finally:
+                self.left -= time.monotonic() - started
+        _budgeted[thread_id] = _budgeted.get(thread_id, 0) + 1
+        try:
+            started = _cpu_spent(thread_id, clock)
+            entry = _Entry(time.monotonic() + self.left, clock, started + self.left)
+            try:
+                return _run_armed(_WATCHDOG, entry, work, args)
+            finally:
+                self.left -= _cpu_spent(thread_id, clock) - started
+        finally:
+            if _budgeted[thread_id] > 1:
+                _budgeted[thread_id] -= 1
+            else:
+                del _budgeted[thread_id]
+                _collected.pop(thread_id, None)
+
+
+def _run_armed(watchdog: _Watchdog, entry: _Entry, work: Callable[..., T], args: Any) -> T:
+    """``work(*args)`` with ``entry`` armed; :class:`DeadlineExceeded` if it fired."""
     interrupted = False
     try:
-        _WATCHDOG.arm(entry)
+        watchdog.arm(entry)
         result = work(*args)
     except _Interrupt:
         interrupted = True
@@ -264,7 +371,7 @@ def run_until(deadline: float, work: Callable[..., T], *args: Any) -> T:
         # until the entry is retired, so none escapes to the caller.
         while True:
             try:
-                _WATCHDOG.disarm(entry)
+                watchdog.disarm(entry)
                 break
             except _Interrupt:
                 interrupted = True

@@ -119,7 +119,7 @@ def parse(
             deadline (see :meth:`Schema.of`).
 
     Bounded: repair by the limits above; every format check of the call (each
-    candidate, before and after coercion) shares one deadline
+    candidate, before and after coercion) shares one CPU budget
     (:data:`jsonmode.schema.formats.FORMAT_TIME_LIMIT`).
     """
     output = _text_of(text)

@@ -380,7 +380,7 @@ class Schema:
     def conforms(self, value: Any) -> bool:
         """Whether ``value`` satisfies the JSON Schema (no explanation; cheap when compiled).
 
-        Its format checks share one deadline (:mod:`jsonmode.schema.formats`)."""
+        Its format checks share one CPU budget (:mod:`jsonmode.schema.formats`)."""
         with format_budget():
             try:
                 return self._conforms(value)
@@ -407,7 +407,7 @@ class Schema:
         :mod:`jsonmode.schema.fastcheck`); jsonschema explains every failure. A value
         nested too deeply for the validators' recursion (a very deep instance of a
         recursive schema) does not conform: one issue with keyword ``depth`` says so.
-        The format checks of one call share one deadline (:mod:`jsonmode.schema.formats`);
+        The format checks of one call share one CPU budget (:mod:`jsonmode.schema.formats`);
         a pattern or format check that cannot be decided in its budget makes the whole
         value not conform, with one issue saying which (never a pass, even under
         ``not`` or ``anyOf``).

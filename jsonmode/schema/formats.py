@@ -4,12 +4,16 @@ jsonschema's format checkers are third-party code of every cost. Some are fine o
 input; others are not: ``iri`` and ``iri-reference`` run an Earley parser
 (``rfc3987-syntax``) that took 10–35 s on one 50 KB string a model wrote, and
 ``regex`` compiles the instance with Python's ``re`` parser. :func:`bounded` returns a
-copy of a draft's format checker whose every check runs under a deadline
-(:mod:`jsonmode._watchdog`: the pure-Python work is interrupted; no thread is left
-behind). The deadline is shared by all the format checks of one validation —
+copy of a draft's format checker whose every check runs under a CPU budget
+(:class:`jsonmode._watchdog.CpuBudget`: the pure-Python work is interrupted; no thread
+is left behind). The budget is shared by all the format checks of one validation —
 :func:`budget` opens it, :class:`~jsonmode.schema.core.Schema` does so around every
 check of a value — so a document full of hostile strings costs at most
-:data:`FORMAT_TIME_LIMIT` in format checks, not that much per string.
+:data:`FORMAT_TIME_LIMIT` in format checks, not that much per string. It counts the
+checking thread's own CPU time, not the clock on the wall: a valid IRI checked while
+other threads hold the GIL (a batch, a server) or while a garbage collection runs took
+2 s of waiting and was called undecided, so not conforming; now the verdict depends
+on the string alone.
 
 :func:`bounded` (and :func:`tolerant`, the same without deadlines, for checking a
 schema against its metaschema) also counts as "does not conform" what a checker raises
@@ -23,10 +27,10 @@ A check that runs out of time raises :class:`FormatUndecided`, which propagates
 through jsonschema (a verdict inside ``not`` or ``anyOf`` would turn "undecided" into
 a pass): :class:`~jsonmode.schema.core.Schema` makes it the verdict for the whole
 value, which does not conform, with one issue (keyword ``format``) saying so. Each
-checker is first run once on ``""`` outside any deadline, so that what it imports on
+checker is first run once on ``""`` outside any budget, so that what it imports on
 first use is never interrupted. Costs: a few microseconds per checked string (arming
-the deadline), nothing for other types. Thread-safe: the budget lives in a context
-variable, so threads and tasks each have their own.
+the budget, reading the thread's CPU clock), nothing for other types. Thread-safe: the
+budget lives in a context variable, so threads and tasks each have their own.
 """
 
 from __future__ import annotations
@@ -34,14 +38,13 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from jsonschema import FormatChecker
 
 from jsonmode import limits
-from jsonmode._watchdog import DeadlineExceeded, run_until
+from jsonmode._watchdog import CpuBudget, DeadlineExceeded
 from jsonmode.budget import run_within
 
 __all__ = [
@@ -53,7 +56,7 @@ __all__ = [
     "tolerant",
 ]
 
-#: Seconds all the format checks of one validation may take together.
+#: CPU seconds all the format checks of one validation may take together.
 FORMAT_TIME_LIMIT = 0.5
 
 #: By format: what its checker may raise for a malformed instance beyond the
@@ -63,8 +66,8 @@ FORMAT_TIME_LIMIT = 0.5
 #: turn ``not: {format: regex}`` into a pass.
 ALSO_MALFORMED: dict[str, tuple[type[Exception], ...]] = {"regex": (OverflowError,)}
 
-_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
-    "jsonmode_format_deadline", default=None
+_budget: contextvars.ContextVar[CpuBudget | None] = contextvars.ContextVar(
+    "jsonmode_format_budget", default=None
 )
 
 
@@ -75,21 +78,21 @@ class FormatUndecided(Exception):
         shown = instance if len(instance) <= 60 else f"{instance[:57]}..."
         super().__init__(
             f"{shown!r} could not be checked as {format_name!r} within the "
-            f"{FORMAT_TIME_LIMIT} s given to format checks"
+            f"{FORMAT_TIME_LIMIT} CPU seconds given to format checks"
         )
 
 
 @contextlib.contextmanager
 def budget(seconds: float = FORMAT_TIME_LIMIT) -> Iterator[None]:
-    """Share one deadline among the format checks made inside (nested: the outer wins)."""
-    if _deadline.get() is not None:
+    """Share one budget among the format checks made inside (nested: the outer wins)."""
+    if _budget.get() is not None:
         yield
         return
-    token = _deadline.set(time.monotonic() + seconds)
+    token = _budget.set(CpuBudget(seconds))
     try:
         yield
     finally:
-        _deadline.reset(token)
+        _budget.reset(token)
 
 
 def _guarded(name: str, check: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -99,35 +102,21 @@ def _guarded(name: str, check: Callable[[Any], Any]) -> Callable[[Any], Any]:
         nonlocal warmed
         if not isinstance(instance, str):  # numbers and the like: cheap, and C code
             return check(instance)
-        deadline = _deadline.get()
         if not warmed:
-            # The first check runs once with no deadline: a checker may import its
+            # The first check runs once outside any budget: a checker may import its
             # machinery on first use (rfc3987-syntax compiles its grammar on import,
             # ~1.4 s; see jsonmode/_startup.py), and an import must never be cut short.
             # That one-off time is not taken from the validation's budget.
-            started = time.monotonic()
             with contextlib.suppress(Exception):
                 check("")
             warmed = True
-            deadline = None
-            _postpone(time.monotonic() - started)
-        if deadline is None:
-            deadline = time.monotonic() + FORMAT_TIME_LIMIT
+        spend = _budget.get() or CpuBudget(FORMAT_TIME_LIMIT)
         try:
-            return run_until(deadline, check, instance)
+            return spend.run(check, instance)
         except DeadlineExceeded:
             raise FormatUndecided(name, instance) from None
 
     return guarded
-
-
-def _postpone(seconds: float) -> None:
-    """Move the current validation's shared format deadline ``seconds`` later (the
-    one-off warm-up of a checker is not the validation's time: after a 2.6 s import,
-    every later string of the value was undecided at once)."""
-    current = _deadline.get()
-    if current is not None:
-        _deadline.set(current + seconds)  # (budget() restores the outer value on exit)
 
 
 def _malformed(name: str, raises: Any) -> Any:
@@ -142,7 +131,7 @@ def _malformed(name: str, raises: Any) -> Any:
 
 @functools.lru_cache(maxsize=16)
 def bounded(checker: FormatChecker) -> FormatChecker:
-    """``checker`` with every check run under the validation's format deadline, and
+    """``checker`` with every check run under the validation's format budget, and
     what :data:`ALSO_MALFORMED` lists counted as not conforming.
 
     Cached per checker (a draft's ``FORMAT_CHECKER``); the original is not changed.
@@ -153,7 +142,7 @@ def bounded(checker: FormatChecker) -> FormatChecker:
 @functools.lru_cache(maxsize=16)
 def tolerant(checker: FormatChecker) -> FormatChecker:
     """``checker`` with what :data:`ALSO_MALFORMED` lists counted as not conforming
-    (no format deadline: for checking a schema against its metaschema, where a
+    (no format budget: for checking a schema against its metaschema, where a
     schema's own ``pattern`` is checked as a ``regex``: that check is capped and runs
     under the compile deadline instead, see :func:`_capped`).
 
