@@ -1,9 +1,10 @@
-"""Format checks are bounded by the checking thread's CPU time, not the wall clock.
+"""Verdicts bounded in time count the checking thread's CPU time, not the wall clock.
 
 A valid IRI that a busy process took long to check (other threads holding the GIL, a
 garbage collection of a big heap) was called "undecided", so not conforming: a verdict
-that depended on the load. CI found it (one worker, 2 cores); these tests set the load
-up on purpose.
+that depended on the load. CI found it (one worker, 2 cores). Pattern searches outside
+the DFA (the lazy DFA, the backtracking fallback) had the same flaw, remembered per
+process. These tests set the load up on purpose.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 
 from jsonmode import Schema
 from jsonmode._watchdog import CpuBudget, DeadlineExceeded, run_until
+from jsonmode.schema import patterns
 from jsonmode.schema.formats import FORMAT_TIME_LIMIT
 
 
@@ -94,27 +96,88 @@ def test_a_budget_per_thread_and_its_collections_are_its_own() -> None:
     assert results == ["stopped"] * 3
 
 
+class _Hog:
+    """A thread that holds the GIL in C calls of ~0.07 s each until stopped."""
+
+    def __enter__(self) -> _Hog:
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run)
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            re.fullmatch(r"(x+x+)+y", "x" * 21)
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(30)
+
+
 def test_a_valid_iri_conforms_while_other_threads_hold_the_gil() -> None:
     schema = Schema.of({"type": "array", "items": {"type": "string", "format": "iri"}})
     value = [f"urn:isbn:04514505{n:02d}" for n in range(10)]
     assert schema.conforms(value)  # (also loads the checker, outside the test)
-    stop = threading.Event()
-
-    def hog() -> None:
-        # Each match is one C call of ~0.07 s that holds the GIL throughout.
-        while not stop.is_set():
-            re.fullmatch(r"(x+x+)+y", "x" * 21)
-
-    thread = threading.Thread(target=hog)
-    thread.start()
-    try:
+    with _Hog():
         started = time.monotonic()
         verdict = schema.conforms(value)
         issues = schema.issues(value)
         waited = time.monotonic() - started
-    finally:
-        stop.set()
-        thread.join(30)
     assert waited > 2 * FORMAT_TIME_LIMIT  # the load was there
     assert verdict is True
     assert issues == []
+
+
+def test_a_lazy_dfa_search_that_waited_still_decides() -> None:
+    # a{1999}b is over the DFA's state budget: searched lazily, ~0.25 us a character.
+    schema = Schema.of({"not": {"pattern": "a{1999}b"}})
+    text = "x" * 1_000_000
+    assert schema.conforms("x")
+    with _Hog():
+        started = time.monotonic()
+        verdict = schema.conforms(text)
+        waited = time.monotonic() - started
+    assert waited > patterns.LAZY_TIMEOUT_S  # the load was there
+    assert verdict is True  # (undecided is never a pass: it would be False)
+    assert schema.conforms(text + "x")  # and the pattern is not marked hostile
+
+
+class _WaitingSearch:
+    """A ``regex`` pattern stand-in whose first tries wait ``wall`` seconds without
+    running (as on a busy core) and then time out like regex does."""
+
+    def __init__(self, waits: int, wall: float, spin: float = 0.0) -> None:
+        self.waits, self.wall, self.spin = waits, wall, spin
+        self.timeouts: list[float] = []
+
+    def search(self, text: str, timeout: float) -> object:
+        self.timeouts.append(timeout)
+        if len(self.timeouts) <= self.waits:
+            time.sleep(min(self.wall, timeout))
+            raise TimeoutError("regex time out")
+        if self.spin:
+            _spin(min(self.spin, timeout))
+            raise TimeoutError("regex time out")
+        return object()
+
+
+def test_a_backtracking_search_that_waited_is_tried_again() -> None:
+    waiting = _WaitingSearch(waits=1, wall=0.3)
+    assert patterns._backtracking_search(waiting, "abc", 0.1) is True
+    assert len(waiting.timeouts) == 2
+    assert waiting.timeouts[1] > waiting.timeouts[0]  # stretched by the waiting seen
+
+
+def test_a_backtracking_search_that_ran_its_time_is_undecided() -> None:
+    running = _WaitingSearch(waits=0, wall=0.0, spin=1.0)
+    started = time.thread_time()
+    assert patterns._backtracking_search(running, "abc", 0.1) is None
+    assert len(running.timeouts) == 1
+    assert time.thread_time() - started < 0.3
+
+
+def test_a_thread_kept_waiting_gives_up_after_a_few_tries() -> None:
+    starved = _WaitingSearch(waits=100, wall=0.05)
+    assert patterns._backtracking_search(starved, "abc", 0.01) is None
+    assert len(starved.timeouts) == 4
+    assert max(starved.timeouts) <= 20 * 0.01 + 1e-9

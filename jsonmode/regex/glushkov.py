@@ -365,8 +365,9 @@ class PatternSearch:
         self._held = 0  # positions in the remembered successors (about)
 
     def search(self, text: str, until: float) -> bool | None:
-        """Whether the pattern matches somewhere in ``text``; None when
-        ``time.monotonic()`` passes ``until`` first (checked every 256 characters)."""
+        """Whether the pattern matches somewhere in ``text``; None when this thread's
+        CPU time (``time.thread_time()``) passes ``until`` first (checked every 256
+        characters: time spent waiting for the GIL or a core does not count)."""
         state = frozenset({0})
         univ = self._univ
         memo = self._next
@@ -375,7 +376,7 @@ class PatternSearch:
                 return True  # (the universal tail: whatever follows, a match)
             if not state:
                 return False
-            if not index & 255 and time.monotonic() > until:
+            if not index & 255 and time.thread_time() > until:
                 return None
             key = (state, ord(char))
             following = memo.get(key)

@@ -38,7 +38,9 @@ used first out; thread-safe):
    once that pattern has run out of time before. The outcome for a (pattern, text)
    is remembered (bounded), so the fast check, jsonschema's explanation and repair do
    not pay twice. Worst case per document: one budget per string the pattern is
-   tried on, so linear in the document. (The ``regex`` module does not check its
+   tried on, so linear in the document. Every budget here counts the searching
+   thread's own CPU time, not the wall clock's: a benign text searched while other
+   threads held the GIL is not undecided for having waited. (The ``regex`` module does not check its
    timeout while it matches a long literal run: ``a{1999}.`` took 6.5 s on 2 010
    characters against 0.1 s. Such patterns go to the lazy DFA; one that also needs
    lookaround or a backreference can still take that long.)
@@ -106,9 +108,9 @@ __all__ = [
 CACHE_BYTES = 32 << 20
 #: State budget of a pattern's DFA (the decoder's default): beyond it, the fallback.
 DFA_MAX_STATES = _dfa.DEFAULT_MAX_STATES
-#: Longest one fallback (backtracking) search may run, in seconds.
+#: Longest one fallback (backtracking) search may run, in seconds of its thread's CPU time.
 FALLBACK_TIMEOUT_S = 0.1
-#: Longest one lazy-DFA search may run, in seconds: its work is linear in the text
+#: Longest one lazy-DFA search may run, in CPU seconds: its work is linear in the text
 #: (a step per character over at most the pattern's positions), so it gets more time
 #: than a backtracking search before its verdict is "undecided".
 LAZY_TIMEOUT_S = 1.0
@@ -208,16 +210,12 @@ class CompiledPattern:
         found: bool | None
         if self._lazy is not None:
             limit = HOSTILE_TIMEOUT_S if self._timed_out.is_set() else LAZY_TIMEOUT_S
-            found = self._lazy.search(text, time.monotonic() + limit)
-            if found is None:
-                self._timed_out.set()
+            found = self._lazy.search(text, time.thread_time() + limit)
         else:
             limit = HOSTILE_TIMEOUT_S if self._timed_out.is_set() else FALLBACK_TIMEOUT_S
-            try:
-                found = self._backtracking.search(text, timeout=limit) is not None
-            except TimeoutError:
-                self._timed_out.set()
-                found = None
+            found = _backtracking_search(self._backtracking, text, limit)
+        if found is None:
+            self._timed_out.set()
         if len(text) <= _MEMO_TEXT:
             with self._lock:
                 self._memo[text] = found
@@ -233,6 +231,35 @@ class CompiledPattern:
 
 
 _UNKNOWN = object()
+# Tries of one backtracking search cut short by waiting (see _backtracking_search),
+# and the most a try's wall-clock timeout may grow over its CPU budget.
+_WAITED_TRIES = 4
+_MOST_WAITING = 20.0
+
+
+def _backtracking_search(compiled: Any, text: str, limit: float) -> bool | None:
+    """Whether ``compiled`` (a ``regex`` pattern) matches in ``text``, a try running
+    for at most ``limit`` seconds of this thread's CPU time; None when one does.
+
+    ``regex``'s ``timeout`` is wall-clock time, and a search that waited for a core
+    (a busy machine) timed out on a benign text: a verdict, remembered, that depended
+    on the load. So a try that timed out having run for less than ``limit`` of CPU
+    time is made again (a search keeps no state: from the start) with its wall-clock
+    timeout stretched by the share of a core the last one had (at most
+    :data:`_MOST_WAITING` times ``limit``), up to :data:`_WAITED_TRIES` tries: at most
+    that many times ``limit`` of CPU time, and only while the thread is kept waiting.
+    """
+    timeout = limit
+    for _ in range(_WAITED_TRIES):
+        cpu, wall = time.thread_time(), time.monotonic()
+        try:
+            return compiled.search(text, timeout=timeout) is not None
+        except TimeoutError:
+            cpu, wall = time.thread_time() - cpu, time.monotonic() - wall
+            if cpu >= 0.9 * limit:  # (it had its time: regex's timer stops a little early)
+                return None
+            timeout = limit * min(wall / max(cpu, limit / _MOST_WAITING), _MOST_WAITING)
+    return None
 
 
 _SURE = -2  # in an ASCII row: the destination accepts whatever follows
