@@ -177,11 +177,11 @@ static PyMethodDef native_methods[] = {
      "nothing written, when ``out`` is not such a buffer or is shorter than ``bits``."},
     {"r6narrow_walk_cut", r6narrow_walk_cut, METH_VARARGS,
      "r6narrow_walk_cut(trie, table, dead, crossing, first_nodes, offsets, firsts, targets,\n"
-     "    small, cut) -> (inside, bounds, segments)\n\n"
+     "    small, cut, follow=None) -> (inside, bounds, segments)\n\n"
      "segments._trie_walk (not wide) then segments._split in C, the GIL released: the\n"
      "inside positions (int32 bytes, ascending), the boundary entries (int64 rows lo, hi,\n"
      "col, node, sorted by lo, stably) and, if ``cut``, per first byte the segment's\n"
-     "(inside, entries) bytes (see csrc/r6narrow_cut.c)."},
+     "(inside, entries) bytes (see csrc/r6narrow_cut.c). ``follow``: as Trie.walk's."},
     {"r6narrow_live_keys", r6narrow_live_keys, METH_VARARGS,
      "r6narrow_live_keys(flat, state, offsets, tags, fingerprint, signature)\n"
      "    -> (firsts, afters, keys)\n\n"

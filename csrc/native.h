@@ -12,7 +12,7 @@
 #include <string.h>
 
 /* The kernels' interface version; jsonmode/native.py loads only its own. */
-#define KERNELS_VERSION 12
+#define KERNELS_VERSION 13
 #define MAX_THREADS 64
 
 /* ------------------------------------------------------------------------------ */
@@ -589,8 +589,10 @@ PyObject *r6narrow_walk_cut(PyObject *module, PyObject *args);
 PyObject *r6narrow_live_keys(PyObject *module, PyObject *args);
 int jm_trie_walk_ranges(PyObject *trie, const void *table, int wide_items, Py_ssize_t table_len,
                         const uint8_t *crossing, Py_ssize_t crossing_len, int64_t dead, Py_ssize_t small,
-                        I64Vec *frontier, Py_ssize_t depth, I64Vec *inside, I64Vec *big,
-                        I64Vec *smallb); /* trie.c */
+                        const uint8_t *follow, I64Vec *frontier, Py_ssize_t depth, I64Vec *inside, I64Vec *big,
+                        I64Vec *smallb);
+/* A walk's ``follow`` argument (None or 256 flags): see trie.c. */
+int jm_follow_flags(PyObject *follow_obj, Py_buffer *view, const uint8_t **follow); /* trie.c */
 
 /* r4gram (r4gram_wide.c, round 4): the trie in preorder, for Trie.walk's wide form. */
 typedef struct {
@@ -601,7 +603,8 @@ typedef struct r4gram_pre R4Pre;
 R4Pre *r4gram_pre_build(const Py_buffer *views, Py_ssize_t levels, int *nomem);
 void r4gram_pre_free(R4Pre *pre);
 int r4gram_wide_walk(const R4Pre *pre, const void *table_buf, int wide_items, Py_ssize_t nstates,
-                     const uint8_t *crossing, int64_t dead, const int64_t *frontier, Py_ssize_t pairs, uint8_t *flags,
-                     Py_ssize_t nflags, Py_ssize_t small, Py_ssize_t big_until, I64Vec *bounds);
+                     const uint8_t *crossing, const uint8_t *follow, int64_t dead, const int64_t *frontier,
+                     Py_ssize_t pairs, uint8_t *flags, Py_ssize_t nflags, Py_ssize_t small, Py_ssize_t big_until,
+                     I64Vec *bounds);
 
 #endif

@@ -106,15 +106,28 @@ bad:
     return NULL;
 }
 
+/* Whether a child of preorder node ``i`` (they follow it, each its subtree's ``skip``
+ * apart, up to the node's own ``skip``) is on a byte ``follow`` flags (see trie.c's
+ * has_follow_child). Needs no GIL. */
+static inline int r4_follow_child(const R4PreNode *nodes, Py_ssize_t i, Py_ssize_t end, const uint8_t *follow) {
+    Py_ssize_t stop = i + nodes[i].skip;
+    if (stop > end) stop = end;
+    for (Py_ssize_t child = i + 1; child < stop; child += nodes[child].skip > 0 ? nodes[child].skip : 1)
+        if (follow[nodes[child].byte]) return 1;
+    return 0;
+}
+
 /* The wide walk from depth-1 (node, state) pairs (``frontier``: node, state, ...; the
  * dead ones already dropped), into ``flags`` and ``bounds`` (rest, hi, depth, node, the
  * level walk's order). Returns WALK codes as trie.c's: 0 ok, -1 no memory, -2 a state
  * outside the table, -3 a node outside the trie; 1: not applicable here (a node twice
  * in the frontier), the caller walks by levels. The table: ``wide_items`` 1 for int64,
- * else int32, ``nstates`` rows (the crossing flags' length included). */
+ * else int32, ``nstates`` rows (the crossing flags' length included). ``follow``: NULL, or
+ * 256 flags: only a node with a child on a flagged byte is an entry (as trie.c's). */
 int r4gram_wide_walk(const R4Pre *pre, const void *table_buf, int wide_items, Py_ssize_t nstates,
-                     const uint8_t *crossing, int64_t dead, const int64_t *frontier, Py_ssize_t pairs, uint8_t *flags,
-                     Py_ssize_t nflags, Py_ssize_t small, Py_ssize_t big_until, I64Vec *bounds) {
+                     const uint8_t *crossing, const uint8_t *follow, int64_t dead, const int64_t *frontier,
+                     Py_ssize_t pairs, uint8_t *flags, Py_ssize_t nflags, Py_ssize_t small, Py_ssize_t big_until,
+                     I64Vec *bounds) {
     Py_ssize_t levels = pre->levels;
     int64_t *first = PyMem_RawMalloc((size_t)(pre->firsts ? pre->firsts : 1) * sizeof(int64_t));
     Py_ssize_t *count = PyMem_RawCalloc((size_t)levels + 1, sizeof(Py_ssize_t));
@@ -180,7 +193,7 @@ int r4gram_wide_walk(const R4Pre *pre, const void *table_buf, int wide_items, Py
             }
             memset(flags + lo, 1, (size_t)term);
         }
-        if (crossing[state] && lo + term < hi) {
+        if (crossing[state] && lo + term < hi && (!follow || r4_follow_child(nodes, i, end, follow))) {
             if (vec_grow(&entries, 4) < 0) {
                 code = -1;
                 goto out;

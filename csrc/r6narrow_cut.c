@@ -3,8 +3,8 @@
  * first bytes' nodes, not wide) followed by segments._split, which stay the reference
  * (tests/test_native_r6narrow.py holds the two to the same bytes).
  *
- * r6narrow_walk_cut(trie, table, dead, crossing, first_nodes, offsets, firsts, targets, small, cut)
- *     -> (inside, bounds, segments)
+ * r6narrow_walk_cut(trie, table, dead, crossing, first_nodes, offsets, firsts, targets, small, cut,
+ *                   follow=None) -> (inside, bounds, segments)
  *
  * The walk starts at the depth-1 nodes ``first_nodes[b]`` of the first bytes ``firsts``
  * (a list of ints), each in the state ``targets[i]`` (skipped where it is ``dead``);
@@ -17,7 +17,8 @@
  * bounds) bytes of its tokens: cut where ``np.searchsorted`` cuts them, the one end's segment being the whole
  * walk (as _split). Errors: TypeError for wrong types, ValueError for a node, state or
  * position outside the trie or the table (checked as Trie.walk checks them), MemoryError.
- * The walk and the sorts run without the GIL. */
+ * ``follow`` (None or 256 flags) keeps the entries of nodes with a child on a flagged byte
+ * only, as Trie.walk's. The walk and the sorts run without the GIL. */
 #include "native.h"
 
 #define RADIX_BITS 11
@@ -127,11 +128,12 @@ static const int64_t *int64s(PyObject *obj, Py_buffer *view, Py_ssize_t least, c
 PyObject *r6narrow_walk_cut(PyObject *module, PyObject *args) {
     (void)module;
     PyObject *trie, *table_obj, *crossing_obj, *first_obj, *offsets_obj, *firsts_obj, *targets_obj;
+    PyObject *follow_obj = NULL;
     long long dead;
     Py_ssize_t small;
     int cut;
-    if (!PyArg_ParseTuple(args, "OOLOOOOOnp", &trie, &table_obj, &dead, &crossing_obj, &first_obj, &offsets_obj,
-                          &firsts_obj, &targets_obj, &small, &cut))
+    if (!PyArg_ParseTuple(args, "OOLOOOOOnp|O", &trie, &table_obj, &dead, &crossing_obj, &first_obj, &offsets_obj,
+                          &firsts_obj, &targets_obj, &small, &cut, &follow_obj))
         return NULL;
     Py_ssize_t levels;
     if (!jm_trie_levels(trie, &levels)) return NULL;
@@ -140,7 +142,10 @@ PyObject *r6narrow_walk_cut(PyObject *module, PyObject *args) {
         PyErr_SetString(PyExc_TypeError, "walk_cut's firsts and targets must be lists of one length");
         return NULL;
     }
-    Py_buffer table, crossing, first_view, offsets_view;
+    Py_buffer table, crossing, first_view, offsets_view, follow_view;
+    const uint8_t *follow;
+    int got_follow = jm_follow_flags(follow_obj, &follow_view, &follow);
+    if (got_follow < 0) return NULL;
     int got = 0;
     PyObject *result = NULL, *in_bytes = NULL, *b_bytes = NULL, *segs = NULL;
     I64Vec frontier = {0}, ranges = {0}, big = {0}, smallb = {0}, ends = {0};
@@ -183,7 +188,7 @@ PyObject *r6narrow_walk_cut(PyObject *module, PyObject *args) {
     Py_ssize_t npos = 0, nent = 0;
     Py_BEGIN_ALLOW_THREADS
     code = jm_trie_walk_ranges(trie, table.buf, table.itemsize == 8, table.len / table.itemsize, crossing.buf,
-                               crossing.len, dead, small, &frontier, 1, &ranges, &big, &smallb);
+                               crossing.len, dead, small, follow, &frontier, 1, &ranges, &big, &smallb);
     /* (Trie.walk's entry order: the big levels' entries, then the small ones'.) */
     if (code == CUT_OK && vec_grow(&big, smallb.size) < 0) code = CUT_NOMEM;
     if (code == CUT_OK && smallb.size) {
@@ -274,6 +279,7 @@ done:
     Py_XDECREF(in_bytes);
     Py_XDECREF(b_bytes);
     Py_XDECREF(segs);
+    if (got_follow) PyBuffer_Release(&follow_view);
     if (got >= 4) PyBuffer_Release(&offsets_view);
     if (got >= 3) PyBuffer_Release(&first_view);
     if (got >= 2) PyBuffer_Release(&crossing);

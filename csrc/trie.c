@@ -321,7 +321,20 @@ typedef struct {
     Py_ssize_t crossing_len;
     int64_t dead;
     Py_ssize_t small;
+    const uint8_t *follow; /* NULL, or 256 flags: only nodes with a child on one of them
+                              are boundary entries (what follows the rule reads first) */
 } Automaton;
+
+/* Whether a child of a node (``child_lo .. child_hi`` of the next level, whose bytes
+ * are ``below``) is on a byte ``follow`` flags: a boundary entry's rest starts with its
+ * child's byte, and one that what follows the rule cannot read is dropped. A node of
+ * the last level (no ``below``) keeps its entry. Needs no GIL. */
+static inline int has_follow_child(const uint8_t *follow, const int64_t *below, int64_t first, int64_t end) {
+    if (below == NULL) return 1;
+    for (int64_t child = first; child < end; child++)
+        if ((uint64_t)below[child] <= 255 && follow[below[child]]) return 1;
+    return 0;
+}
 
 enum { WALK_OK = 0, WALK_NOMEM = -1, WALK_BAD_STATE = -2, WALK_BAD_NODE = -3 };
 
@@ -354,7 +367,8 @@ enum { WALK_OK = 0, WALK_NOMEM = -1, WALK_BAD_STATE = -2, WALK_BAD_NODE = -3 };
                     inside->data[inside->size++] = lo + term;                                                       \
                 }                                                                                                   \
             }                                                                                                       \
-            if (crossing[state] && lo + term < hi) {                                                                \
+            if (crossing[state] && lo + term < hi &&                                                                \
+                (!a->follow || has_follow_child(a->follow, below, child_lo[node], child_hi[node]))) {               \
                 if (vec_grow(bounds, 4) < 0) return WALK_NOMEM;                                                     \
                 int64_t *out = bounds->data + bounds->size;                                                         \
                 out[0] = lo + term;                                                                                 \
@@ -423,8 +437,9 @@ static int trie_walk(TrieObject *t, const Automaton *a, I64Vec *frontier, Py_ssi
  * jm_trie_levels accepted. A WALK_ code (0: ok). Needs no GIL. */
 int jm_trie_walk_ranges(PyObject *trie, const void *table, int wide_items, Py_ssize_t table_len,
                         const uint8_t *crossing, Py_ssize_t crossing_len, int64_t dead, Py_ssize_t small,
-                        I64Vec *frontier, Py_ssize_t depth, I64Vec *inside, I64Vec *big, I64Vec *smallb) {
-    Automaton a = {table, wide_items, table_len, crossing, crossing_len, dead, small};
+                        const uint8_t *follow, I64Vec *frontier, Py_ssize_t depth, I64Vec *inside, I64Vec *big,
+                        I64Vec *smallb) {
+    Automaton a = {table, wide_items, table_len, crossing, crossing_len, dead, small, follow};
     return trie_walk((TrieObject *)trie, &a, frontier, depth, inside, NULL, 0, 0, big, smallb);
 }
 
@@ -468,20 +483,43 @@ static int sort_entries(const int64_t *rows, Py_ssize_t n, int64_t *blocks) {
     return 0;
 }
 
+/* ``follow_obj``: None, or a buffer of 256 bytes (flags), into ``view``; its flags or
+ * NULL in ``*follow``. 1 when a view was taken (to release), 0 when none, -1 on error. */
+int jm_follow_flags(PyObject *follow_obj, Py_buffer *view, const uint8_t **follow) {
+    *follow = NULL;
+    if (follow_obj == NULL || follow_obj == Py_None) return 0;
+    int got = PyObject_GetBuffer(follow_obj, view, PyBUF_C_CONTIGUOUS) == 0;
+    if (!got || view->len != 256 || view->itemsize != 1) {
+        if (got) PyBuffer_Release(view);
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError, "follow must be None or 256 bytes of flags (bools)");
+        return -1;
+    }
+    *follow = view->buf;
+    return 1;
+}
+
 static PyObject *Trie_walk(TrieObject *self, PyObject *args) {
-    PyObject *table_obj, *crossing_obj, *nodes_obj, *states_obj, *flags_obj;
+    PyObject *table_obj, *crossing_obj, *nodes_obj, *states_obj, *flags_obj, *follow_obj = NULL;
     long long dead;
     Py_ssize_t depth, small, big_until;
-    if (!PyArg_ParseTuple(args, "OLOOOnnnO", &table_obj, &dead, &crossing_obj, &nodes_obj, &states_obj, &depth, &small,
-                          &big_until, &flags_obj))
+    if (!PyArg_ParseTuple(args, "OLOOOnnnO|O", &table_obj, &dead, &crossing_obj, &nodes_obj, &states_obj, &depth,
+                          &small, &big_until, &flags_obj, &follow_obj))
         return NULL;
-    Py_buffer table, crossing, nodes, states, flags;
+    Py_buffer table, crossing, nodes, states, flags, follow_view;
+    const uint8_t *follow;
+    int got_follow = jm_follow_flags(follow_obj, &follow_view, &follow);
+    if (got_follow < 0) return NULL;
     int got = 0, got_flags = 0;
     if (flags_obj != Py_None) {
-        if (PyObject_GetBuffer(flags_obj, &flags, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) return NULL;
+        if (PyObject_GetBuffer(flags_obj, &flags, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+            if (got_follow) PyBuffer_Release(&follow_view);
+            return NULL;
+        }
         got_flags = 1;
         if (flags.itemsize != 1) {
             PyBuffer_Release(&flags);
+            if (got_follow) PyBuffer_Release(&follow_view);
             PyErr_SetString(PyExc_TypeError, "inside flags must be a writable buffer of bytes (bools)");
             return NULL;
         }
@@ -502,7 +540,8 @@ static PyObject *Trie_walk(TrieObject *self, PyObject *args) {
         PyErr_SetString(PyExc_TypeError, "walk takes an int32/int64 table and int64 nodes and states of one length");
         goto done;
     }
-    Automaton a = {table.buf, table.itemsize == 8, table.len / table.itemsize, crossing.buf, crossing.len, dead, small};
+    Automaton a = {table.buf,    table.itemsize == 8, table.len / table.itemsize, crossing.buf, crossing.len, dead,
+                   small,        follow};
     Py_ssize_t count = nodes.len / 8;
     if (vec_reserve(&frontier, 2 * count) < 0) goto done;
     for (Py_ssize_t i = 0; i < count; i++) {
@@ -515,7 +554,7 @@ static PyObject *Trie_walk(TrieObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     if (got_flags && depth == 1 && self->pre) { /* wide: in preorder (r4gram_wide.c) */
         Py_ssize_t nstates = a.table_len / 256 < a.crossing_len ? a.table_len / 256 : a.crossing_len;
-        code = r4gram_wide_walk(self->pre, a.table, a.wide_items, nstates, a.crossing, dead, frontier.data,
+        code = r4gram_wide_walk(self->pre, a.table, a.wide_items, nstates, a.crossing, follow, dead, frontier.data,
                                 frontier.size / 2, (uint8_t *)flags.buf, flags.len, small, big_until, &big);
         if (code == 1) big.size = 0;
     }
@@ -570,6 +609,7 @@ done:
     if (got >= 2) PyBuffer_Release(&crossing);
     if (got >= 1) PyBuffer_Release(&table);
     if (got_flags) PyBuffer_Release(&flags);
+    if (got_follow) PyBuffer_Release(&follow_view);
     vec_free(&frontier);
     vec_free(&inside);
     vec_free(&big);
@@ -584,12 +624,14 @@ static PyMethodDef Trie_methods[] = {
      "seeded stacks (nodes of level ``depth``) read to their end; None past ``budget``\n"
      "live (node, stack) pairs."},
     {"walk", (PyCFunction)Trie_walk, METH_VARARGS,
-     "walk(table, dead, crossing, nodes, states, depth, small, big_until, inside) -> (bytes, bytes)\n\n"
+     "walk(table, dead, crossing, nodes, states, depth, small, big_until, inside, follow=None)\n"
+     "    -> (bytes, bytes)\n\n"
      "TokenTrie.walk's levels in C, the GIL released: the inside ranges (lo, hi) (or, with\n"
      "a writable bool buffer ``inside``, its flags set instead) and the boundary entries\n"
      "(rest, hi, depth, node) as int64 bytes: sorted by rest, stably (entries of levels\n"
      "whose frontier held more than ``small`` pairs, or at most ``big_until`` deep, before\n"
-     "the others), in four blocks: every rest, then every hi, depth and node."},
+     "the others), in four blocks: every rest, then every hi, depth and node. With ``follow``\n"
+     "(256 flags), only a node with a child on a flagged byte is an entry."},
     {NULL, NULL, 0, NULL},
 };
 

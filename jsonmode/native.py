@@ -47,7 +47,7 @@ from types import ModuleType
 __all__ = ["KERNELS", "KERNELS_VERSION", "describe", "threads", "use"]
 
 #: The kernels' interface version this package's Python expects of ``jsonmode._native``.
-KERNELS_VERSION = 12
+KERNELS_VERSION = 13
 _MAX_THREADS = 8
 
 

@@ -49,11 +49,11 @@ def _levels_walk(
     """One compiled walk of ``call`` over a trie of ``count`` tokens: with flags (the
     preorder walk) or without (the level walk), its inside positions as a sorted list,
     and its boundary entries."""
-    table, dead, crossing, nodes, states = call
+    table, dead, crossing, nodes, states, *rest = call
     alive = states != dead
     out = np.zeros(count, dtype=np.bool_) if flags else None
     inside, entries = trie.walk(
-        table, dead, crossing, nodes[alive], states[alive], 1, _SMALL, _WIDE_LEVELS, out
+        table, dead, crossing, nodes[alive], states[alive], 1, _SMALL, _WIDE_LEVELS, out, *rest
     )
     if out is not None:
         assert inside == b""
@@ -69,7 +69,7 @@ def _captured_wide_walks(run: Any) -> list[tuple[TokenTrie, tuple[Any, ...]]]:
     original = TokenTrie._compiled_walk
 
     def spy(self: TokenTrie, kernels: Any, table: Any, dead: int, crossing: Any,
-            frontier: Any, depth: int, wide: bool) -> Any:  # fmt: skip
+            frontier: Any, depth: int, wide: bool, follow: Any = None) -> Any:  # fmt: skip
         if wide and depth == 1:
             call = (
                 np.ascontiguousarray(table).copy(),
@@ -77,9 +77,10 @@ def _captured_wide_walks(run: Any) -> list[tuple[TokenTrie, tuple[Any, ...]]]:
                 np.ascontiguousarray(crossing, dtype=np.bool_).copy(),
                 np.asarray(frontier[0], dtype=np.int64).copy(),
                 np.asarray(frontier[1], dtype=np.int64).copy(),
+                None if follow is None else np.asarray(follow, dtype=np.bool_).copy(),
             )
             captured.append((self, call))
-        return original(self, kernels, table, dead, crossing, frontier, depth, wide)
+        return original(self, kernels, table, dead, crossing, frontier, depth, wide, follow)
 
     with mock.patch.object(TokenTrie, "_compiled_walk", spy):
         run()
@@ -100,7 +101,7 @@ def _fresh_constraints(monkeypatch: pytest.MonkeyPatch) -> None:
 def _check_real(captured: list[tuple[TokenTrie, tuple[Any, ...]]]) -> None:
     assert captured, "no wide walk was made"
     for trie, call in captured:
-        table, dead, crossing, nodes, states = call
+        table, dead, crossing, nodes, states, follow = call
         compiled = trie.compiled(KERNELS)
         # The preorder walk is the compiled level walk, entries in its order ...
         preorder = _levels_walk(compiled, trie.count, call, True)
@@ -109,7 +110,9 @@ def _check_real(captured: list[tuple[TokenTrie, tuple[Any, ...]]]) -> None:
         results = []
         for on in (True, False):
             with native.use(on):
-                walked = trie.walk(table, dead, crossing, nodes, states, lambda s: [], wide=True)
+                walked = trie.walk(
+                    table, dead, crossing, nodes, states, lambda s: [], wide=True, follow=follow
+                )
             results.append((walked.inside.tolist(), [f.tolist() for f in walked.bounds.pack()]))
         assert results[0] == results[1]
 
@@ -232,6 +235,11 @@ def test_malformed_wide_walks_raise_typed_errors() -> None:
         with pytest.raises(ValueError, match="outside"):
             trie.walk(table_, dead, crossing_, nodes_.astype(np.int64), states_.astype(np.int64),
                       1, _SMALL, _WIDE_LEVELS, flags_)  # fmt: skip
+    # Follow flags that are not 256 bytes: a TypeError, before anything is read.
+    for follow in (np.zeros(255, np.bool_), np.zeros(256, np.int32), "abc", 7):
+        with pytest.raises(TypeError, match="follow"):
+            trie.walk(table, case.dead, crossing, nodes, states, 1, _SMALL, _WIDE_LEVELS, flags,
+                      follow)  # fmt: skip
     # Flags too short for the tokens read: refused, nothing written past them.
     if case.trie.count > 1:
         short = np.zeros(1, dtype=np.bool_)

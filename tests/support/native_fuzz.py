@@ -263,6 +263,7 @@ class AutomatonCase:
     depth: int
     wide: bool
     model: StackModel = field(default_factory=lambda: StackModel([], [], [], {}, {}))
+    follow: Any = None  # (None, or 256 flags: only nodes with a child on one are entries)
 
     def reads(self, state: int) -> list[int]:
         self.model.read_calls += 1
@@ -284,6 +285,17 @@ def random_table(
     return table
 
 
+def random_follow(rng: random.Random, alphabet: list[int]) -> Any:
+    """None (every entry kept) half the time, else 256 flags over a few bytes of
+    ``alphabet`` (or none at all), as a lexeme's Follow flags them."""
+    if rng.random() < 0.5:
+        return None
+    flags = np.zeros(256, dtype=np.bool_)
+    for byte in rng.sample(alphabet, rng.randint(0, min(3, len(alphabet)))):
+        flags[byte] = True
+    return flags
+
+
 def make_automaton_walk(rng: random.Random) -> AutomatonCase:
     alphabet = alphabet_of(rng)
     tokens = token_set(rng, alphabet, most=rng.choice((10, 40, 90)))
@@ -296,9 +308,9 @@ def make_automaton_walk(rng: random.Random) -> AutomatonCase:
     width = trie.levels[depth - 1].byte.size
     nodes = np.array(sorted(rng.sample(range(width), rng.randint(0, width))), dtype=np.int64)
     starts = np.array([rng.randrange(states + 1) for _ in nodes], dtype=np.int64)
-    return AutomatonCase(
-        trie, table, dead, crossing, nodes, starts, depth, depth == 1 and rng.random() < 0.3
-    )
+    wide = depth == 1 and rng.random() < 0.3
+    follow = random_follow(rng, alphabet)
+    return AutomatonCase(trie, table, dead, crossing, nodes, starts, depth, wide, follow=follow)
 
 
 def make_wide_walk(rng: random.Random) -> AutomatonCase:
@@ -324,13 +336,14 @@ def make_wide_walk(rng: random.Random) -> AutomatonCase:
     width = trie.levels[0].byte.size
     nodes = np.array(sorted(rng.sample(range(width), rng.randint(0, width))), dtype=np.int64)
     starts = np.array([rng.randrange(states + 1) for _ in nodes], dtype=np.int64)
-    return AutomatonCase(trie, table, dead, crossing, nodes, starts, 1, True)
+    follow = random_follow(rng, alphabet)
+    return AutomatonCase(trie, table, dead, crossing, nodes, starts, 1, True, follow=follow)
 
 
 def _trie_walk(case: AutomatonCase) -> Any:
     walked = case.trie.walk(
         case.table, case.dead, case.crossing, case.nodes, case.states, case.reads,
-        depth=case.depth, wide=case.wide,
+        depth=case.depth, wide=case.wide, follow=case.follow,
     )  # fmt: skip
     return (walked.inside.tolist(), *(field.tolist() for field in walked.bounds.pack()))
 

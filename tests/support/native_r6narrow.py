@@ -40,6 +40,7 @@ class CutCase:
     targets: list[int]
     cut: bool
     model: Any = field(default_factory=lambda: _fuzz().StackModel([], [], [], {}, {}))
+    follow: Any = None  # (see native_fuzz.random_follow)
 
     def reads(self, state: int) -> list[int]:
         row = self.table[state * 256 : state * 256 + 256]
@@ -71,7 +72,9 @@ def make_cut(rng: random.Random) -> CutCase:
     crossing = np.array([rng.random() < 0.3 for _ in range(states)] + [False], dtype=np.bool_)
     firsts = sorted(rng.sample(firsts_all, rng.randint(1, len(firsts_all))))
     targets = [rng.randrange(states + 1) for _ in firsts]
-    return CutCase(trie, offsets, table, states, crossing, firsts, targets, rng.random() < 0.8)
+    follow = _fuzz().random_follow(rng, alphabet)
+    cut = rng.random() < 0.8
+    return CutCase(trie, offsets, table, states, crossing, firsts, targets, cut, follow=follow)
 
 
 def _rows(bounds: Any) -> bytes:
@@ -88,6 +91,7 @@ def cut_python(case: CutCase) -> Any:
             nodes,
             np.array(case.targets, dtype=np.int64),
             case.reads,
+            follow=case.follow,
         )
         index = SimpleNamespace(offsets=case.offsets)
         cut = segments._split(index, walked, case.firsts) if case.cut else None  # type: ignore[arg-type]
@@ -107,6 +111,7 @@ def cut_compiled(kernels: ModuleType, case: CutCase) -> Any:
             list(case.targets),
             case.offsets,
             case.cut,
+            case.follow,
         )
     finally:
         native.KERNELS = before
@@ -225,6 +230,9 @@ def hostile_r6narrow_calls(kernels: ModuleType) -> list[tuple[str, Callable[[], 
         ("r6narrow_walk_cut crossing None", cut(crossing=None)),
         ("r6narrow_walk_cut a short crossing", cut(crossing=np.zeros(0, np.bool_))),
         ("r6narrow_walk_cut no arguments", lambda: kernels.r6narrow_walk_cut()),
+        ("r6narrow_walk_cut a short follow", cut(follow=np.zeros(255, np.bool_))),
+        ("r6narrow_walk_cut an int64 follow", cut(follow=np.zeros(256, np.int64))),
+        ("r6narrow_walk_cut a str follow", cut(follow="abc")),
         ("r6narrow_live_keys a state past the table", keys(state=2)),
         ("r6narrow_live_keys a negative state", keys(state=-1)),
         ("r6narrow_live_keys a huge state", keys(state=1 << 70)),

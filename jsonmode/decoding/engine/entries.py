@@ -106,6 +106,13 @@ class Following:
         """The fields as a plain tuple (see :meth:`Boundaries.pack`)."""
         return self.byte, self.lo, self.hi, self.col
 
+    def only(self, flags: npt.NDArray[np.bool_]) -> Following:
+        """The tokens whose rest starts with a byte ``flags`` (256 bools) flags."""
+        keep = flags[self.byte]
+        if keep.all():
+            return self
+        return Following(self.byte[keep], self.lo[keep], self.hi[keep], self.col[keep])
+
     @property
     def nbytes(self) -> int:
         return 4 * int(self.byte.nbytes)

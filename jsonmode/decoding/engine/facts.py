@@ -259,6 +259,27 @@ def _crossing_states(automaton: RuleDFA) -> npt.NDArray[np.bool_]:
 
 
 @dataclass(frozen=True, slots=True)
+class Follow:
+    """The bytes that may be read first once a lexeme has returned (see
+    :mod:`~jsonmode.decoding.automata.follow`), as its walks use them: ``flags``, 256
+    read-only bools; ``tag``, the bytes that key a walk or segment made with them (a
+    walk that keeps only the boundary entries whose rest starts with a flagged byte
+    serves no lexeme followed by other bytes)."""
+
+    flags: npt.NDArray[np.bool_]
+    tag: bytes
+
+    @staticmethod
+    def of(bits: int) -> Follow:
+        """The set of a 256-bit integer (bit ``b``: byte ``b``)."""
+        packed = bits.to_bytes(32, "little")
+        bits_of = np.unpackbits(np.frombuffer(packed, dtype=np.uint8), bitorder="little")
+        flags: npt.NDArray[np.bool_] = bits_of.astype(np.bool_)
+        flags.flags.writeable = False
+        return Follow(flags, b" follow " + packed)
+
+
+@dataclass(frozen=True, slots=True)
 class RuleInfo:
     """What the walks need of one rule automaton: its content signature, its
     crossing states (accepting or calling), its flat transition table (-1: no

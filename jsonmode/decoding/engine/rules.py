@@ -29,9 +29,11 @@ import numpy as np
 import numpy.typing as npt
 
 from jsonmode.decoding.automata.families import RuleTable
+from jsonmode.decoding.automata.follow import ALL_BYTES, follow_bytes
 from jsonmode.decoding.automata.network import Network, RuleDFA, key_rule_names, plain_string_rule
 from jsonmode.decoding.engine.facts import (
     Counted,
+    Follow,
     RuleInfo,
     StateHashes,
     facts,
@@ -87,6 +89,10 @@ class Rules:
         self.lexemes = [k for k, rule in enumerate(network.rules) if not any(rule.calls)]
         self.lexeme_set = set(self.lexemes)
         self.hashed: set[int] = set()  # lexemes whose hashes were computed (or refused)
+        # (What may follow each rule, made on first use, None when unknown; and each
+        # lexeme's Follow, or None where its walks take no restriction: see follow.)
+        self._follow_sets: list[int] | bool | None = False
+        self._follows: dict[int, Follow | None] = {}
 
     def info(self, rule: int) -> RuleInfo:
         """Content signature, crossing states, transitions and state hashes of a rule."""
@@ -135,6 +141,30 @@ class Rules:
             # engine's to compute.)
             _lexeme_infos.put(shared_key, known, 3 * known.flat.nbytes)
         return known
+
+    def follow(self, rule: int) -> Follow | None:
+        """What may be read first once lexeme ``rule`` has returned, for its walks to
+        keep only the boundary entries whose rest starts with such a byte; None where
+        that is unknown (see :func:`~jsonmode.decoding.automata.follow.follow_bytes`)
+        or would drop nothing of the lexeme's own: no state where it may return reads a
+        byte that cannot follow it (a quoted string returns after its closing quote,
+        reading nothing; restricting its walks would only split the walks that strings
+        share by what follows them). Cost: the network's sets once (a fixpoint over its
+        calling states and calls, ~0.1-0.5 ms), then a lookup."""
+        if rule in self._follows:
+            return self._follows[rule]
+        sets = self._follow_sets
+        if sets is False:
+            sets = self._follow_sets = follow_bytes(self.network.rules)
+        found = None
+        if isinstance(sets, list) and sets[rule] != ALL_BYTES:
+            _, crossing, trans = self.signature(rule)
+            follow = Follow.of(sets[rule])
+            goes_on = np.any(trans[crossing] >= 0, axis=0)  # (bytes read where it may return)
+            if bool(np.any(goes_on & ~follow.flags)):
+                found = follow
+        self._follows[rule] = found
+        return found
 
     def plain(self) -> RuleInfo:
         """The plain string's rule information (what ``lengths`` rules count over, and

@@ -20,10 +20,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from jsonmode import native
 from jsonmode.decoding.engine.entries import NO_BOUNDARIES, Boundaries, TrieWalk
-from jsonmode.decoding.engine.facts import Rows, RuleInfo, TokenIndex
+from jsonmode.decoding.engine.facts import Follow, Rows, RuleInfo, TokenIndex
 from jsonmode.lru import Lru
 
 # Missing segments with more live tokens than this (see _wide) are walked wide: every
@@ -46,7 +47,9 @@ Segment = tuple[bytes, bytes]
 segment_cache: Lru[tuple[str, bytes, int, int], Segment] = Lru(64 << 20)
 
 
-def assemble(index: TokenIndex, info: RuleInfo, state: int) -> tuple[Rows, Boundaries]:
+def assemble(
+    index: TokenIndex, info: RuleInfo, state: int, follow: Follow | None = None
+) -> tuple[Rows, Boundaries]:
     """Assemble a walk from per-first-byte segments, computing the missing ones: the
     ids of the tokens inside and the boundary entries (sorted by position).
 
@@ -64,8 +67,12 @@ def assemble(index: TokenIndex, info: RuleInfo, state: int) -> tuple[Rows, Bound
     in byte order, are that walk cut up). Where the compiled core runs, the keys are
     made in one call and a walk that is not wide is walked and cut in another (~10 us
     for a chess state, where the NumPy glue around the walk took ~60 us).
+
+    ``follow``: a lexeme's :class:`Follow`, whose walks keep only the boundary entries
+    a byte it flags can follow (see ``TokenTrie.walk``); its segments are keyed by it
+    too.
     """
-    firsts, afters, keys = _live_keys(index, info, state)
+    firsts, afters, keys = _live_keys(index, info, state, b"" if follow is None else follow.tag)
     get = segment_cache.get
     packed = [get(key) for key in keys]
     missing = [k for k, segment in enumerate(packed) if segment is None]
@@ -81,6 +88,7 @@ def assemble(index: TokenIndex, info: RuleInfo, state: int) -> tuple[Rows, Bound
         info,
         [(firsts[k], afters[k]) for k in missing],
         None if kept_whole else [firsts[k] for k in missing],
+        None if follow is None else follow.flags,
     )
     if cut is None:
         return index.ids[found.inside], found.bounds
@@ -98,12 +106,13 @@ def assemble(index: TokenIndex, info: RuleInfo, state: int) -> tuple[Rows, Bound
 
 
 def _live_keys(
-    index: TokenIndex, info: RuleInfo, state: int
+    index: TokenIndex, info: RuleInfo, state: int, tag: bytes = b""
 ) -> tuple[list[int], list[int], list[tuple[str, bytes, int, int]]]:
     """The bytes ``state`` reads that some token starts with (ascending), the state after
-    each, and each one's segment key: by the compiled core (``r6narrow_live_keys``)
-    where it runs and the state hashes are an array (or absent), else vectorised here
-    (the reference: one array step each, not a NumPy scalar per byte)."""
+    each, and each one's segment key (its bytes end in ``tag``: see :class:`Follow`):
+    by the compiled core (``r6narrow_live_keys``) where it runs and the state hashes are
+    an array (or absent), else vectorised here (the reference: one array step each, not
+    a NumPy scalar per byte)."""
     flat, hashes = info.flat, info.hashes
     fingerprint = index.fingerprint
     kernels = native.KERNELS
@@ -128,7 +137,7 @@ def _live_keys(
                 index.offsets,
                 None if hashes is None else hashes[0],
                 fingerprint,
-                info.signature if hashes is None else b"",
+                (info.signature if hashes is None else b"") + tag,
             )
         )
         return found
@@ -138,17 +147,17 @@ def _live_keys(
     targets = row[live]
     firsts, afters = live.tolist(), targets.tolist()
     if hashes is None:
-        signature = info.signature
+        signature = info.signature + tag
         keys = [
             (fingerprint, signature, after, byte)
             for byte, after in zip(firsts, afters, strict=True)
         ]
     elif isinstance(hashes, np.ndarray):
         tags = hashes[0, targets].tolist()
-        keys = [(fingerprint, b"", tag, byte) for byte, tag in zip(firsts, tags, strict=True)]
+        keys = [(fingerprint, tag, hashed, byte) for byte, hashed in zip(firsts, tags, strict=True)]
     else:  # (a key lexeme's, worked out per state)
         keys = [
-            (fingerprint, b"", hashes[0, after], byte)
+            (fingerprint, tag, hashes[0, after], byte)
             for byte, after in zip(firsts, afters, strict=True)
         ]
     return firsts, afters, keys
@@ -172,7 +181,11 @@ def _entries(rows: bytes) -> Boundaries:
 
 
 def _walk_cut(
-    index: TokenIndex, info: RuleInfo, missing: list[tuple[int, int]], firsts: list[int] | None
+    index: TokenIndex,
+    info: RuleInfo,
+    missing: list[tuple[int, int]],
+    firsts: list[int] | None,
+    follow: npt.NDArray[np.bool_] | None = None,
 ) -> tuple[TrieWalk, list[Segment] | tuple[Segment, ...] | None]:
     """The trie walk of the ``(first byte, state after it)`` pairs ``missing`` and, unless
     ``firsts`` (their bytes, ascending) is None, its cut into their packed segments: in
@@ -191,11 +204,12 @@ def _walk_cut(
             [target for _, target in missing],
             index.offsets,
             firsts is not None,
+            follow,
         )
         if found is not None:
             inside, rows, cut = found
             return TrieWalk(np.frombuffer(inside, dtype=np.int32), _entries(rows)), cut
-    walked = _trie_walk(index, info, missing, wide)
+    walked = _trie_walk(index, info, missing, wide, follow)
     return walked, None if firsts is None else _split(index, walked, firsts)
 
 
@@ -213,11 +227,15 @@ def _wide(index: TokenIndex, info: RuleInfo, missing: list[tuple[int, int]]) -> 
 
 
 def _trie_walk(
-    index: TokenIndex, info: RuleInfo, missing: list[tuple[int, int]], wide: bool | None = None
+    index: TokenIndex,
+    info: RuleInfo,
+    missing: list[tuple[int, int]],
+    wide: bool | None = None,
+    follow: npt.NDArray[np.bool_] | None = None,
 ) -> TrieWalk:
     """One walk of the token trie for ``(first byte, state after it)`` pairs,
     following live prefixes only (every node of the first levels when ``wide``: by
-    default, as :func:`_wide` says)."""
+    default, as :func:`_wide` says); ``follow``: as ``TokenTrie.walk``'s."""
     trie = index.trie
     first_node = trie.first_node_list
     nodes = [first_node[byte] for byte, _ in missing]
@@ -232,6 +250,7 @@ def _trie_walk(
         np.array([target for _, target in missing], dtype=np.int64),
         info.reads,
         wide=wide,
+        follow=follow,
     )
 
 

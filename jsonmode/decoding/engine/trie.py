@@ -175,6 +175,7 @@ class TokenTrie:
         *,
         depth: int = 1,
         wide: bool = False,
+        follow: Bools | None = None,
     ) -> TrieWalk:
         """Run an automaton over the subtrees of ``nodes`` (at ``depth``), from
         ``states`` (the state after each node's prefix), visiting live prefixes only
@@ -185,7 +186,11 @@ class TokenTrie:
         extra state, mapped to itself and standing for every missing transition.
         ``crossing``: per state (``dead`` included, False), whether a token passing it
         with bytes left is a boundary token. ``reads(state)``: the bytes a state can
-        read, ascending (used to look up few children among many).
+        read, ascending (used to look up few children among many). ``follow``: None,
+        or 256 flags: a node is a boundary entry only if one of its children is on a
+        flagged byte (the rest of its tokens starts with a child's byte: one that
+        nothing after the rule reads is dropped, see
+        :mod:`~jsonmode.decoding.automata.follow`).
 
         The cost follows the live frontier: a level is a few vectorised steps over it,
         or plain Python steps when it is small, so a state that reads few bytes walks
@@ -193,8 +198,10 @@ class TokenTrie:
         """
         kernels = native.KERNELS
         if kernels is not None:  # (the same levels in C: jsonmode.native)
-            return self._compiled_walk(kernels, table, dead, crossing, (nodes, states), depth, wide)
-        found = _Found()
+            return self._compiled_walk(
+                kernels, table, dead, crossing, (nodes, states), depth, wide, follow
+            )
+        found = _Found(None if follow is None else (self, follow))
         frontier: tuple[Ints, Ints] | tuple[list[int], list[int]]
         if wide and depth == 1:
             first = np.full(self.levels[0].byte.size, dead, dtype=np.int64)
@@ -310,6 +317,7 @@ class TokenTrie:
         frontier: tuple[Ints, Ints],
         depth: int,
         wide: bool,
+        follow: Bools | None = None,
     ) -> TrieWalk:
         """:meth:`walk` by the compiled core: what :meth:`_Found.result` makes of the
         ranges and entries the Python levels record (a wide walk's first
@@ -330,6 +338,7 @@ class TokenTrie:
             _SMALL,
             _WIDE_LEVELS if wide else 0,
             flags,
+            None if follow is None else np.ascontiguousarray(follow, dtype=np.bool_),
         )
         bounds = NO_BOUNDARIES
         if entries:
@@ -379,6 +388,7 @@ class TokenTrie:
         targets: list[int],
         offsets: Ints,
         cut: bool,
+        follow: Bools | None = None,
     ) -> tuple[bytes, bytes, tuple[tuple[bytes, bytes], ...] | None] | None:
         """:meth:`walk` from the depth-1 nodes of the first bytes ``firsts``, each in the
         state ``targets[i]`` (not wide), and, if ``cut``, its cut into those bytes'
@@ -387,8 +397,9 @@ class TokenTrie:
         boundary entries (int64 rows ``lo, hi, col, node``, sorted by ``lo``) and, per
         first byte, its positions and entries (see
         ``jsonmode.decoding.engine.segments._split``, the reference). None where the
-        compiled core is off (the caller walks and cuts in Python). Cost: the walk in
-        C, the GIL released; a few microseconds for a narrow state."""
+        compiled core is off (the caller walks and cuts in Python). ``follow``: as
+        :meth:`walk`'s. Cost: the walk in C, the GIL released; a few microseconds for a
+        narrow state."""
         kernels = native.KERNELS
         if kernels is None:
             return None
@@ -404,6 +415,7 @@ class TokenTrie:
                 targets,
                 _SMALL,
                 cut,
+                None if follow is None else np.ascontiguousarray(follow, dtype=np.bool_),
             )
         )
         return found
@@ -648,7 +660,11 @@ class TokenTrie:
                 lo, term = lo_of[node], term_of[node]
                 if term:
                     small_in.append((lo, lo + term))
-                if is_crossing[state] and lo + term < hi_of[node]:
+                if (
+                    is_crossing[state]
+                    and lo + term < hi_of[node]
+                    and found.follows(below, child_lo[node], child_hi[node])
+                ):
                     small_b.append((lo + term, hi_of[node], depth, node, state))
                 if below is None:
                     continue
@@ -687,7 +703,11 @@ class _Found:
     """What a walk records: ranges of inside positions and boundary entries, from
     vectorised levels (arrays) and small ones (tuples)."""
 
-    def __init__(self) -> None:
+    def __init__(self, follow: tuple[TokenTrie, Bools] | None = None) -> None:
+        # (With the trie and ``follow`` flags: only nodes with a child on a flagged byte
+        # are entries; see TokenTrie.walk.)
+        self._follow = follow
+        self._follow_list = None if follow is None else follow[1].tolist()
         self.in_lo: list[Ints] = []
         self.in_hi: list[Ints] = []
         self.bounds: list[Boundaries] = []
@@ -698,11 +718,27 @@ class _Found:
     def boundaries(self, level: _Level, nodes: Ints, depth: int) -> None:
         """``nodes`` at ``depth`` pass a crossing state: their tokens past those equal to
         the prefix (which sort first and have no bytes left)."""
+        if self._follow is not None:
+            trie, follow = self._follow
+            if depth < len(trie.levels):
+                below = trie.levels[depth].byte
+                first, end = level.child_lo[nodes], level.child_hi[nodes]
+                hits = np.concatenate((_ZERO, follow[below[ranges(first, end)]].cumsum()))
+                spans = np.concatenate((_ZERO, (end - first).cumsum()))
+                nodes = nodes[hits[spans[1:]] > hits[spans[:-1]]]
         rest, hi = level.lo[nodes] + level.term[nodes], level.hi[nodes]
         keep = rest < hi
         if not keep.all():
             rest, hi, nodes = rest[keep], hi[keep], nodes[keep]
         self.bounds.append(Boundaries(rest, hi, np.full(rest.size, depth, np.int64), nodes))
+
+    def follows(self, below: Any, first: int, end: int) -> bool:
+        """Whether a node whose children are ``first .. end - 1`` of the next level
+        (bytes ``below``; None at the last level) may be an entry (see ``__init__``)."""
+        flags = self._follow_list
+        if flags is None or below is None:
+            return True
+        return any(flags[below[child]] for child in range(first, end))
 
     def result(self) -> TrieWalk:
         bounds = self.bounds

@@ -46,6 +46,7 @@ from jsonmode.decoding.engine.facts import (
     BIT,
     QUOTE,
     Counted,
+    Follow,
     Rows,
     RuleInfo,
     TokenIndex,
@@ -200,26 +201,35 @@ class Walks:
         are grouped by the state where each passed its call or return point, replayed
         in this rule; its walk is cached by its signature and state, shared by every
         network with a rule of its table (the stack it finishes on is the engine's).
+
+        A lexeme whose :meth:`Rules.follow` is known keeps only the boundary tokens
+        whose rest starts with a byte that can follow it (a free-text message followed
+        by ``"\n"``: ~180 of ~180 000), and its walks are keyed by that set too.
         """
         info = self._rules.info(rule)
         lexeme = rule in self._rules.lexeme_set
+        follow = self._rules.follow(rule) if lexeme else None
         if lexeme and isinstance(info.hashes, KeyHashes) and self._spells_no_name(rule, state):
             # (The plain string's walk between characters, less nothing: its own.)
             info = self._rules.plain()
             state = int(info.flat[QUOTE])
+            follow = None
         if lexeme:
-            shared_key, _ = self._shared_key(info, state)
+            shared_key, _ = self._shared_key(info, state, follow)
             local_key = (shared_key[0], b"return " + shared_key[1], shared_key[2])
         else:
             local_key = (self.vocabulary.fingerprint, info.signature, state)
         local = local_walk_cache.get(local_key)
         if local is not None:
             return Walk.unpack(local)
-        shared = self._shared_walk(info, state, patch=True, lexeme=lexeme)
+        shared = self._shared_walk(info, state, patch=True, lexeme=lexeme, follow=follow)
         bounds, trie = shared.bounds, self._index.trie
         groups: list[tuple[int, Following]] = []
         if bounds.size and lexeme:
-            groups.append((RETURN, trie.following(bounds)))
+            split = trie.following(bounds)
+            if follow is not None:
+                split = split.only(follow.flags)
+            groups.append((RETURN, split))
         elif bounds.size:
             stops = self._replay(info.flat, state, bounds.lo, bounds.col)
             order = np.argsort(stops, kind="stable")
@@ -231,7 +241,15 @@ class Walks:
         local_walk_cache.put(local_key, walk.pack(), walk.nbytes)
         return walk
 
-    def _shared_walk(self, info: RuleInfo, state: int, *, patch: bool, lexeme: bool) -> _SharedWalk:
+    def _shared_walk(
+        self,
+        info: RuleInfo,
+        state: int,
+        *,
+        patch: bool,
+        lexeme: bool,
+        follow: Follow | None = None,
+    ) -> _SharedWalk:
         """The rule-independent part of a walk, from the cache or computed: for a key
         lexeme's state still spelling a prefix of its names, from the plain string's
         walk (a few vector operations); (``patch``) from a neighbour state's walk when
@@ -239,8 +257,10 @@ class Walks:
         clean token (a string body, in a lexeme or a structural rule), as the clean
         slice plus a walk of the quoted tokens (~0.3 ms); else, for a state counting a
         class of bytes, by runs (~0.3-0.6 ms where a plain walk takes ~2.5 ms); else
-        from segments (up to ~10 ms)."""
-        key, budget = self._shared_key(info, state)
+        from segments (up to ~10 ms). With ``follow``, keyed by it, and a walk from
+        segments keeps only the boundary entries it allows (the other ways keep every
+        entry: more than needed is never wrong); a counted string's ignores it."""
+        key, budget = self._shared_key(info, state, follow)
         packed = walk_cache.get(key)
         if packed is not None:
             return _SharedWalk.unpack(packed)
@@ -253,25 +273,27 @@ class Walks:
                 or (self._patched_walk(info, state, lexeme) if patch else None)
                 or self._sliced_walk(info, state)
                 or self._run_walk(info, state)
-                or self._compute_walk(info, state)
+                or self._compute_walk(info, state, follow)
             )
         walk_cache.put(key, shared.pack(), shared.nbytes)
         return shared
 
     def _shared_key(
-        self, info: RuleInfo, state: int
+        self, info: RuleInfo, state: int, follow: Follow | None = None
     ) -> tuple[tuple[str, bytes, int], tuple[int, int] | None]:
-        """The key of a state's shared walk, and its character budget (see
-        :meth:`_budget`) for a state of a counted string."""
+        """The key of a state's shared walk (with ``follow``'s tag), and its character
+        budget (see :meth:`_budget`) for a state of a counted string (whose key takes no
+        tag: its walk keeps every entry)."""
         fingerprint = self.vocabulary.fingerprint
         budget = None if info.counted is None else self._budget(info.counted, state)
         if budget is not None:
             assert info.counted is not None
             chars = b"chars " + info.counted.plain.signature
             return (fingerprint, chars, budget[0] * 1024 + budget[1]), budget
+        tag = b"" if follow is None else follow.tag
         if info.hashes is None:
-            return (fingerprint, info.signature, state), None
-        return (fingerprint, b"", int(info.hashes[1, state])), None
+            return (fingerprint, info.signature + tag, state), None
+        return (fingerprint, tag, int(info.hashes[1, state])), None
 
     def _budget(self, counted: Counted, state: int) -> tuple[int, int] | None:
         """For a state of a string with length bounds that is between characters: the
@@ -523,9 +545,11 @@ class Walks:
         found = run_walk(self._index, self.vocabulary.size, info, state)
         return None if found is None else self._shared(*found)
 
-    def _compute_walk(self, info: RuleInfo, state: int) -> _SharedWalk:
+    def _compute_walk(
+        self, info: RuleInfo, state: int, follow: Follow | None = None
+    ) -> _SharedWalk:
         """A walk assembled from per-first-byte segments (:func:`assemble`)."""
-        return self._shared(*assemble(self._index, info, state))
+        return self._shared(*assemble(self._index, info, state, follow))
 
     def _shared(self, inside: Rows | npt.NDArray[np.bool_], bounds: Boundaries) -> _SharedWalk:
         """A walk from the tokens inside (their ids, or flags over ids) and the boundary
