@@ -243,3 +243,25 @@ def test_the_free_text_message_walks_keep_a_few_entries() -> None:
     assert 0 < split.byte.size < 2_000
     assert set(split.byte.tolist()) == {ord("\n")}
     assert ALL_BYTES & ~follow_bytes(network.rules)[lexeme]  # type: ignore[index]
+
+
+def test_strings_numbers_and_keys_keep_every_entry_and_their_shared_walks() -> None:
+    """A schema's lexemes return after a closing quote (reading nothing) or read a dozen
+    bytes where they may return (a number): none takes the restriction, so their walks
+    stay shared across schemas by their usual keys, and the network's sets (~1-4 ms for
+    a big schema) are never worked out."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "age": {"type": "integer"},
+            "score": {"type": "number"},
+            "tags": {"type": "array", "items": {"type": "string", "maxLength": 5}},
+        },
+        "required": ["name"],
+    }
+    compiled = jsonmode.compile_schema(schema, _vocabulary("qwen2.5"))
+    rules = compiled.engine._walks._rules
+    assert rules.lexemes
+    assert all(rules.follow(rule) is None for rule in rules.lexemes)
+    assert rules._follow_sets is False

@@ -58,6 +58,9 @@ from jsonmode.lru import IdentityMemo, Lru
 # where an 8-state integer lexeme brought 6,000 states of strings along), and spends
 # on lexemes that may never be walked.
 _BATCH_STATES = 256
+# A lexeme's walks keep only the entries that what follows it can read (see
+# Rules.follow) when the states where it may return read at least this many bytes.
+_FOLLOW_READS = 32
 
 # Process-wide, by content: state hashes and count states of lexemes (by signature and
 # hash depth), their content signatures by table identity (the automata are built once
@@ -145,24 +148,30 @@ class Rules:
     def follow(self, rule: int) -> Follow | None:
         """What may be read first once lexeme ``rule`` has returned, for its walks to
         keep only the boundary entries whose rest starts with such a byte; None where
-        that is unknown (see :func:`~jsonmode.decoding.automata.follow.follow_bytes`)
-        or would drop nothing of the lexeme's own: no state where it may return reads a
-        byte that cannot follow it (a quoted string returns after its closing quote,
-        reading nothing; restricting its walks would only split the walks that strings
-        share by what follows them). Cost: the network's sets once (a fixpoint over its
-        calling states and calls, ~0.1-0.5 ms), then a lookup."""
+        the lexeme's walks gain nothing by it, or where it is unknown (see
+        :func:`~jsonmode.decoding.automata.follow.follow_bytes`).
+
+        Only a lexeme that may return at states reading at least
+        :data:`_FOLLOW_READS` bytes takes it (free text, an identifier: entries at
+        nearly every node of the vocabulary), and only when some of those bytes cannot
+        follow it. The rest keep every entry and their shared keys: a quoted string
+        returns after its closing quote, reading nothing, a number at a dozen bytes,
+        and splitting their walks by what follows them would cost more than it saves
+        (the network's sets take ~1-4 ms for a big schema). Cost: a vector test per
+        lexeme, the network's sets once for the first that passes it, then lookups."""
         if rule in self._follows:
             return self._follows[rule]
-        sets = self._follow_sets
-        if sets is False:
-            sets = self._follow_sets = follow_bytes(self.network.rules)
         found = None
-        if isinstance(sets, list) and sets[rule] != ALL_BYTES:
-            _, crossing, trans = self.signature(rule)
-            follow = Follow.of(sets[rule])
-            goes_on = np.any(trans[crossing] >= 0, axis=0)  # (bytes read where it may return)
-            if bool(np.any(goes_on & ~follow.flags)):
-                found = follow
+        _, crossing, trans = self.signature(rule)
+        goes_on = np.any(trans[crossing] >= 0, axis=0)  # (bytes read where it may return)
+        if int(np.count_nonzero(goes_on)) >= _FOLLOW_READS:
+            sets = self._follow_sets
+            if sets is False:
+                sets = self._follow_sets = follow_bytes(self.network.rules)
+            if isinstance(sets, list) and sets[rule] != ALL_BYTES:
+                follow = Follow.of(sets[rule])
+                if bool(np.any(goes_on & ~follow.flags)):
+                    found = follow
         self._follows[rule] = found
         return found
 
