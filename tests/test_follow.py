@@ -265,3 +265,43 @@ def test_strings_numbers_and_keys_keep_every_entry_and_their_shared_walks() -> N
     assert rules.lexemes
     assert all(rules.follow(rule) is None for rule in rules.lexemes)
     assert rules._follow_sets is False
+
+
+@pytest.mark.parametrize("compiled_path", [True, False], ids=["compiled", "python"])
+def test_a_count_that_may_end_anywhere_is_walked_by_runs_as_from_segments(
+    compiled_path: bool,
+) -> None:
+    """A message's count states cross inside their run, which a run walk refuses
+    unless what follows shares no byte with the class: then its entries (the parents
+    of the run ends on a following byte) and inside tokens are the segments walk's,
+    in the same order."""
+    if compiled_path and native.KERNELS is None:
+        pytest.skip("the compiled core is not loaded")
+    from support.walks import walk_sets
+
+    vocabulary = _vocabulary("qwen2.5")
+    taken = newly = 0
+    with native.use(compiled_path):
+        for grammar in (LOG, MESSAGE_LOG):
+            engine = jsonmode.compile_grammar(grammar, vocabulary).engine
+            walks, rules = engine._walks, engine._walks._rules
+            for rule in rules.lexemes:
+                follow = rules.follow(rule)
+                info = rules.info(rule)
+                for state in range(info.crossing.size):
+                    if follow is None:
+                        continue
+                    found = walks._run_walk(info, state, follow)
+                    if found is None:
+                        continue
+                    taken += 1
+                    newly += walks._run_walk(info, state) is None
+                    plain = walks._compute_walk(info, state, follow)
+                    assert walk_sets(found, vocabulary.size) == walk_sets(plain, vocabulary.size), (
+                        grammar,
+                        state,
+                    )
+                    for ours, theirs in zip(found.bounds.pack(), plain.bounds.pack(), strict=True):
+                        assert np.array_equal(ours, theirs), (grammar, state)
+    assert taken >= 50
+    assert newly >= 50  # (refused without the follow set: a boundary inside the run)

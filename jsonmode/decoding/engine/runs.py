@@ -14,7 +14,9 @@ state needs its own walk. Split by the leading *run* of the class instead:
   nodes (few: letters followed by ``-``, a quote, a digit) are walked, per ``r``.
 
 Exact when no chain state but the first is crossing (a boundary entry inside the run
-would be missed): :func:`run_walk` returns None otherwise, and for a state with no
+would be missed), or when what follows the rule reads no byte of the class (the
+entries inside the run are then the parents of run ends on a byte that follows):
+:func:`run_walk` returns None otherwise, and for a state with no
 big class of ASCII bytes, whose chain does not send a whole class one way, or whose
 count has no bound (a loop back).
 
@@ -213,12 +215,21 @@ def _biggest_class(
 
 
 def run_walk(
-    index: TokenIndex, size: int, info: RuleInfo, state: int
+    index: TokenIndex,
+    size: int,
+    info: RuleInfo,
+    state: int,
+    follow: npt.NDArray[np.bool_] | None = None,
 ) -> tuple[npt.NDArray[np.bool_], Boundaries] | None:
     """The walk of ``state`` split by runs of its biggest byte class (see the module
     docstring): flags over token ids for the tokens inside, and the boundary entries
-    sorted by position (equal to a plain trie walk's). None where the split does not
-    apply or would not pay."""
+    sorted by position (equal to a plain trie walk's, with ``follow`` as
+    ``TokenTrie.walk``'s). None where the split does not apply or would not pay.
+
+    With ``follow`` flags that share no byte with the class, a chain may cross inside
+    its run (a free-text message that may end after any character): a node there is an
+    entry only with a child on a flagged byte, so outside the class, and those are the
+    parents of the run ends on such a byte, listed here from the run tables."""
     reads = info.reads(state)
     if len(reads) < _MIN_CLASS:
         return None  # (too few bytes read for a class: the test below, without arrays)
@@ -236,8 +247,8 @@ def run_walk(
         return None
     trie, dead = index.trie, info.crossing.size
     table, crossing = info.dead()
-    if target == state or crossing[target]:
-        return None  # (a loop, not a count; or a boundary after the first byte)
+    if target == state:
+        return None  # (a loop, not a count)
     # The class: what the state after the first byte sends on as one (the first bytes
     # among it, and more: a tag's first letter leaves out ``e``, which may begin
     # ``en-GB-oed``, but its second takes every letter alike).
@@ -246,6 +257,11 @@ def run_walk(
     if onward[0] < 0 or (onward != onward[0]).any():
         return None
     members = after == onward[0]
+    # (A boundary inside the run is found from the run ends only when what follows the
+    # rule reads no byte of the class.)
+    crosses = follow is not None and not (follow & members).any()
+    if crossing[target] and not crosses:
+        return None  # (a boundary after the first byte)
     if (firsts & ~members).any() or members[128:].any():
         # (Not a class of ASCII bytes: the continuation bytes of a UTF-8 character, whose
         # states' walks are cheap, shared by every string and not worth a class table.)
@@ -276,7 +292,7 @@ def run_walk(
             if (nexts != nexts[0]).any():
                 return None  # (the class does not go one way from here)
             following = seen[here] = int(nexts[0])
-            if following != dead and crossing[following]:
+            if following != dead and crossing[following] and not crosses:
                 return None  # (a boundary inside a run)
         chain.append(following)
     chain.extend([dead] * (levels + 1 - len(chain)))
@@ -316,11 +332,49 @@ def run_walk(
         return None  # (many runs end in a byte that goes on: a plain walk costs less)
     found: list[Boundaries] = []
     for depth, nodes, states in starts:
-        walked = trie.walk(table, dead, crossing, nodes, states, info.reads, depth=depth)
+        walked = trie.walk(
+            table, dead, crossing, nodes, states, info.reads, depth=depth, follow=follow
+        )
         flags[index.ids[walked.inside]] = True
         if walked.bounds.size:
             found.append(walked.bounds)
+    if crosses:
+        assert follow is not None
+        found.extend(_run_end_entries(index, runs, chain, crossing, follow, odd, longest))
     bounds = Boundaries.join(found)
     if bounds.size > 1:
         bounds = bounds.take(np.lexsort((bounds.col, bounds.lo)))
     return flags, bounds
+
+
+def _run_end_entries(
+    index: TokenIndex,
+    runs: _Runs,
+    chain: list[int],
+    crossing: npt.NDArray[np.bool_],
+    follow: npt.NDArray[np.bool_],
+    odd: npt.NDArray[np.bool_],
+    longest: int,
+) -> list[Boundaries]:
+    """The boundary entries inside the runs (see :func:`run_walk`): each node of ``d``
+    class bytes (``d >= 1``, the chain alive and crossing there) with a child on a byte
+    ``follow`` flags, that is, the parent of such a run end (a token whose first byte is
+    ``odd`` is walked whole, its entries found there)."""
+    levels = index.trie.levels
+    found: list[Boundaries] = []
+    for depth in range(2, min(longest + 1, len(runs.nodes)) + 1):
+        here = chain[depth - 1]
+        if not crossing[here]:
+            continue
+        ends = runs.nodes[depth - 1]
+        keep = follow[runs.bytes_[depth - 1]]
+        if odd.any():
+            keep &= ~odd[runs.firsts[depth - 1]]
+        if not keep.any():
+            continue
+        parents = np.unique(levels[depth - 1].parent[ends[keep]])
+        above = levels[depth - 2]
+        rest = above.lo[parents] + above.term[parents]
+        col = np.full(parents.size, depth - 1, dtype=np.int64)
+        found.append(Boundaries(rest, above.hi[parents], col, parents))
+    return found

@@ -257,9 +257,9 @@ class Walks:
         clean token (a string body, in a lexeme or a structural rule), as the clean
         slice plus a walk of the quoted tokens (~0.3 ms); else, for a state counting a
         class of bytes, by runs (~0.3-0.6 ms where a plain walk takes ~2.5 ms); else
-        from segments (up to ~10 ms). With ``follow``, keyed by it, and a walk from
-        segments keeps only the boundary entries it allows (the other ways keep every
-        entry: more than needed is never wrong); a counted string's ignores it."""
+        from segments (up to ~10 ms). With ``follow``, keyed by it, and a walk by runs
+        or from segments keeps only the boundary entries it allows (the other ways keep
+        every entry: more than needed is never wrong); a counted string's ignores it."""
         key, budget = self._shared_key(info, state, follow)
         packed = walk_cache.get(key)
         if packed is not None:
@@ -272,7 +272,7 @@ class Walks:
                 (self._key_walk(info, state) if isinstance(info.hashes, KeyHashes) else None)
                 or (self._patched_walk(info, state, lexeme) if patch else None)
                 or self._sliced_walk(info, state)
-                or self._run_walk(info, state)
+                or self._run_walk(info, state, follow)
                 or self._compute_walk(info, state, follow)
             )
         walk_cache.put(key, shared.pack(), shared.nbytes)
@@ -538,11 +538,14 @@ class Walks:
         flags, bounds = found
         return _SharedWalk(pack_flags(flags), True, bounds)
 
-    def _run_walk(self, info: RuleInfo, state: int) -> _SharedWalk | None:
+    def _run_walk(
+        self, info: RuleInfo, state: int, follow: Follow | None = None
+    ) -> _SharedWalk | None:
         """The walk of a state that counts a class of bytes (a language tag's letters),
         split by the tokens' leading runs of that class (see
         :mod:`~jsonmode.decoding.engine.runs`). None for any other state."""
-        found = run_walk(self._index, self.vocabulary.size, info, state)
+        flags = None if follow is None else follow.flags
+        found = run_walk(self._index, self.vocabulary.size, info, state, flags)
         return None if found is None else self._shared(*found)
 
     def _compute_walk(
