@@ -185,11 +185,14 @@ class _Entry:
 
 
 def _thread_clock(thread_id: int) -> int | None:
-    """The CPU-time clock of ``thread_id`` (None where the platform has none)."""
+    """The CPU-time clock of ``thread_id``, read once to be sure it can be (None where
+    the platform has none, or refuses it)."""
     try:
-        return time.pthread_getcpuclockid(thread_id)
+        clock = time.pthread_getcpuclockid(thread_id)
+        time.clock_gettime(clock)
     except (AttributeError, OSError):  # pragma: no cover - no per-thread clocks
         return None
+    return clock
 
 
 def _cpu_spent(thread_id: int, clock: int) -> float:
