@@ -179,5 +179,6 @@ def test_a_backtracking_search_that_ran_its_time_is_undecided() -> None:
 def test_a_thread_kept_waiting_gives_up_after_a_few_tries() -> None:
     starved = _WaitingSearch(waits=100, wall=0.05)
     assert patterns._backtracking_search(starved, "abc", 0.01) is None
-    assert len(starved.timeouts) == 4
-    assert max(starved.timeouts) <= 20 * 0.01 + 1e-9
+    assert len(starved.timeouts) == patterns._WAITED_TRIES == 3
+    assert patterns._MOST_WAITING == 4.0
+    assert max(starved.timeouts) <= 4 * 0.01 + 1e-9
