@@ -481,6 +481,37 @@ def test_reference_flags_of_big_rules_are_worked_out_per_state(monkeypatch):
     assert any(not read for row in eager for read, _ in row)  # (a non-trivial check)
 
 
+def test_reference_tables_are_made_for_the_rules_a_text_reaches():
+    """A mask engine's reference matcher makes a rule's tables on its first lookup,
+    not for every rule at set-up (a compile pays for none; a walk for the rules it
+    reaches), and what it makes is what the rule holds."""
+    from jsonmode.decoding import reference as reference_module
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "string"},
+            "b": {"type": "array", "items": {"type": "integer"}},
+            "c": {"type": "object", "properties": {"d": {"type": "boolean"}}},
+        },
+        "required": ["a"],
+        "additionalProperties": False,
+    }
+    network = compile_schema(schema).network
+    matcher = reference_module.ReferenceMatcher(network)
+    assert not matcher._trans
+    assert not matcher._reads
+    assert not matcher._settled
+    assert matcher.accepts(b'{"a":"x"}')
+    reached = set(matcher._trans)
+    assert network.root in reached
+    assert reached < set(range(len(network.rules)))  # (the array and the inner object: not)
+    for rule in reached:
+        assert bytes(matcher.table(rule)) == network.rules[rule].trans.astype(np.int32).tobytes()
+    assert matcher.accepts(b'{"a":"x","b":[1],"c":{"d":true}}')
+    assert set(matcher._trans) > reached
+
+
 COUNTED = {
     "type": "object",
     "properties": {

@@ -95,8 +95,9 @@ class ReferenceMatcher:
         # few of its states, and scanning every row of a big lexeme (a string with
         # maxLength 128 has ~2,500 states) cost more than the rest of the engine's
         # set-up.
-        # (Per rule number, filled for the network's rules now and for the rules of
-        # any-order objects when first looked up: see jsonmode.decoding.automata.families.)
+        # (Per rule number, each filled on its first lookup: a mask engine's walks reach
+        # only the rules its texts use, and any-order objects number their rules while
+        # matching: see jsonmode.decoding.automata.families.)
         rules = network.rules
         self._trans: _PerRule[memoryview] = _PerRule(lambda n: _flat(rules[n].trans))
         self._accepting: _PerRule[bytes] = _PerRule(lambda n: rules[n].accepting.tobytes())
@@ -111,15 +112,6 @@ class ReferenceMatcher:
         self._settled: _PerRule[_PerState] = _PerRule(
             lambda n: _PerState(functools.partial(_settled, reads[n], calls[n], accepting[n]))
         )
-        # (Filled now: lookups stay plain dict hits. Each rule read once, its tables
-        # made as the computes above make them, without a rule lookup per table.)
-        for number, rule in enumerate(rules):
-            trans = rule.trans
-            self._trans[number] = _flat(trans)
-            flags = self._reads[number] = _state_reads(trans)
-            called = self._calls[number] = rule.calls
-            accepts = self._accepting[number] = rule.accepting.tobytes()
-            self._settled[number] = _PerState(functools.partial(_settled, flags, called, accepts))
 
     def table(self, rule: int) -> memoryview:
         """A rule's transitions, flat (``state * 256 + byte``; -1: none), as a
