@@ -79,3 +79,42 @@ def test_dead_parts():
     assert dead_parts(Seq((Lit(b"a"), Alt(()))))
     assert dead_parts(Members(((Alt(()), False),), None, Lit(b",")))
     assert not dead_parts(Seq((Lit(b"a"), Call("never_mind"), Rep(Lit(b"b"), 0, None))))
+
+
+def test_a_shape_is_remembered_for_its_expression_object_only(monkeypatch):
+    """The same expression object takes its shape from the memo (no second spelling);
+    an equal expression built apart is spelled for itself, with its own callees, and
+    gets an equal shape; a memo entry is served to its own object only."""
+    from jsonmode.decoding.automata import shapes as shapes_module
+
+    spelled: list[object] = []
+    spell = shapes_module._Walk.spell
+
+    def counting(self, expr):  # type: ignore[no-untyped-def]
+        spelled.append(expr)
+        spell(self, expr)
+
+    monkeypatch.setattr(shapes_module._Walk, "spell", counting)
+    first = _array("item_9")
+    shape = shape_of(first)
+    assert shape.source is first
+    count = len(spelled)
+    assert count > 0
+    assert shape_of(first) is shape
+    assert len(spelled) == count  # (not spelled again)
+    again = _array("item_9")
+    other = shape_of(again)
+    assert len(spelled) > count
+    assert other is not shape
+    assert other == shape
+    assert other.source is again
+    renamed = shape_of(_array("item_10"))
+    assert renamed == shape
+    assert renamed.callees == ("item_10",)
+    # (An entry left under a number that a newcomer now has is not served to it.)
+    newcomer = _array("item_11")
+    shapes_module._recent.put(id(newcomer), shape, 1)
+    served = shape_of(newcomer)
+    assert served is not shape
+    assert served.source is newcomer
+    assert served.callees == ("item_11",)

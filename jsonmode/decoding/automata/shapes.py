@@ -14,7 +14,10 @@ A shape is keyed by a text that spells the expression unambiguously (literals an
 lexeme labels quoted, callees by number): hashed and compared as one string, where
 comparing expressions would walk them node by node.
 
-Cost: one walk of the expression, linear in its size. Pure; thread-safe.
+Cost: one walk of the expression, linear in its size, the first time that
+expression object is met: a network's rules are mostly the same objects from one
+schema to the next (its lexemes and the any-value rules, built once per process), and
+their shapes are remembered by identity. Pure; thread-safe.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 from jsonmode.budget import checkpoint
 from jsonmode.decoding.automata.families import LATTICE_MEMBERS
 from jsonmode.decoding.ir import Alt, Call, Expr, Lex, Lit, Members, Rep, Seq
+from jsonmode.lru import Lru
 
 __all__ = ["Shape", "dead_parts", "shape_of"]
 
@@ -56,25 +60,40 @@ def shape_of(expr: Expr) -> Shape:
     """``expr``'s shape (see module). Checks the compile's deadline first (a network
     of many rules takes their shapes in one go)."""
     checkpoint()
+    known = _recent.get(id(expr))
+    if known is not None and known.source is expr:
+        return known
     walk = _Walk()
     walk.spell(expr)
-    return Shape("".join(walk.parts), tuple(walk.names), walk.structural, walk.families, expr)
+    key = "".join(walk.parts)
+    shape = Shape(key, tuple(walk.names), walk.structural, walk.families, expr)
+    # (By identity: the shape holds the expression, so its number is not reused while
+    # the entry lives.)
+    _recent.put(id(expr), shape, walk.size + 2 * len(key))
+    return shape
+
+
+# The shapes of the expressions met lately, by the expression object's number (see
+# shape_of): 16 MiB at most, the expressions they hold alive counted in.
+_recent: Lru[int, Shape] = Lru(16 << 20)
 
 
 class _Walk:
-    __slots__ = ("families", "names", "parts", "structural")
+    __slots__ = ("families", "names", "parts", "size", "structural")
 
     def __init__(self) -> None:
         self.names: dict[str, int] = {}
         self.parts: list[str] = []
         self.structural = False
         self.families = False
+        self.size = 0  # (what the expression holds, roughly: as ir.expr_bytes counts)
 
     def spell(self, expr: Expr) -> None:
         """Append ``expr``'s spelling to ``parts`` (each node's spelling delimits
         itself: quoted leaves, bracketed lists)."""
         parts = self.parts
         kind = type(expr)
+        self.size += 64
         if kind is Lit:
             parts.append(repr(expr.data))  # type: ignore[union-attr]
         elif kind is Call:
@@ -95,6 +114,7 @@ class _Walk:
             parts.append("]")
         elif kind is Lex:
             parts.append("/" + repr(expr.label))  # type: ignore[union-attr]
+            self.size += 192 + int(expr.dfa.trans.nbytes)  # type: ignore[union-attr]
         elif kind is Rep:
             parts.append(f"{{{expr.low},{expr.high}")  # type: ignore[union-attr]
             self.spell(expr.item)  # type: ignore[union-attr]
