@@ -103,10 +103,8 @@ _NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 
 
 @functools.lru_cache(maxsize=4096)
-@functools.lru_cache(maxsize=4096)
 def _rule_name(hint: str) -> str:
-    """A rule name made of ``hint`` (letters, digits and ``_`` only); memoised (hints
-    recur across schemas: ``string``, ``/properties/name``)."""
+    """A rule name made of ``hint`` (letters, digits and ``_`` only)."""
     return _NOT_NAME.sub("_", hint).strip("_") or "rule"
 
 
