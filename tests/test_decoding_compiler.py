@@ -488,37 +488,3 @@ def test_a_failing_compile_in_flight_fails_every_waiter_alike_and_is_not_cached(
     assert all(isinstance(outcome, BudgetExceededError) for outcome in outcomes)
     builds, outcomes = _compiled_from_threads(monkeypatch, schema, threads=2, max_rule_states=3)
     assert builds == 1  # tried again, once: an error is not cached
-
-
-def test_an_extra_key_lexeme_is_labelled_as_printed():
-    """The label of the keys no name claims is the key expression as ``str`` prints it
-    (printed directly for the usual quoted lexeme): for plain names, names with quotes
-    and backslashes (spelled as a lexeme of their own), patterns and propertyNames."""
-    import random
-
-    from jsonmode.decoding.compile import containers
-    from jsonmode.decoding.ir import Alt, Call, Lex, Lit, Seq
-
-    rng = random.Random(7)
-    alphabet = 'ab_-"\\é0 '
-    schemas = []
-    for _ in range(40):
-        names = {"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 6))) for _ in range(3)}
-        schema = {"type": "object", "properties": {n: {"type": "integer"} for n in names}}
-        if rng.random() < 0.3:
-            schema["patternProperties"] = {"^x[0-9]+$": {"type": "string"}}
-        if rng.random() < 0.2:
-            schema["propertyNames"] = {"maxLength": 8}
-        schemas.append(schema)
-    seen = quick = 0
-    for schema in schemas:
-        grammar = compile_schema(schema).grammar
-        for name, expr in grammar.rules.items():
-            if name.startswith("key"):
-                seen += 1
-                assert containers._printed(expr) == str(expr)
-                quick += isinstance(expr, Seq) and isinstance(expr.items[1], Lex)
-    assert seen >= 20
-    assert quick >= 10  # (the direct way, not only the printer)
-    odd = Alt((Lit(b'"'), Call("x")))
-    assert containers._printed(odd) == str(odd)

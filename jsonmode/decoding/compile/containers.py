@@ -48,7 +48,6 @@ from jsonmode.decoding.ir import (
     Lit,
     Members,
     Rep,
-    Seq,
     alt,
     expr_bytes,
     seq,
@@ -277,31 +276,13 @@ def object_body(b: SchemaBuilder, schema: dict[str, Any], path: str) -> Expr:
     if extra is not False:
         value = b.value(extra, f"{path}/additionalProperties")
         if value != NEVER and other_key is not None:
-            key = b.lexeme(_printed(other_key), lambda: (other_key, ()), path)
+            key = b.lexeme(f"{other_key}", lambda: (other_key, ()), path)
             extras.append(seq(key, b.sep(b":"), value))
     _counts(b, schema, path, members, bool(extras))
     any_order = b.options.property_order == "any"
     extra_call = b.rule(f"extra{path}", lambda name: alt(*extras)) if extras else None
     body = Members(tuple(members), extra_call, b.sep(b","), any_order)
     return seq(Lit(b"{"), b.ws, body, b.ws, Lit(b"}"))
-
-
-def _printed(key: Expr) -> str:
-    """``str(key)`` for a key lexeme (a new one per object: printing the usual
-    ``'"' /label/ '"'`` directly, not through the printer's stack of pieces)."""
-    if (
-        isinstance(key, Seq)
-        and len(key.items) == 3
-        and key.items[0] == _QUOTE
-        and key.items[2] == _QUOTE
-        and isinstance(key.items[1], Lex)
-    ):
-        return f"{_QUOTED} /{key.items[1].label}/ {_QUOTED}"
-    return str(key)
-
-
-_QUOTE = Lit(b'"')
-_QUOTED = str(_QUOTE)
 
 
 def _counts(
