@@ -580,8 +580,9 @@ static inline JmLevel jm_level(const Py_buffer *views, Py_ssize_t levels, Py_ssi
  * ``depth``, sorted here; the positions read appended to ``found``, each once): 1
  * walked, 0 past its memory bound (``found`` as it was: walk stack by stack), -1 on
  * error. */
-int jm_r7_walk_sets(PyObject *core, Tables *t, const Py_buffer *views, Py_ssize_t levels, int64_t ntokens,
-                    I64Vec *seeds, Py_ssize_t depth, I64Vec *found);
+struct r4gram_pre;
+int jm_r7_walk_sets(PyObject *core, Tables *t, const Py_buffer *views, Py_ssize_t levels,
+                    const struct r4gram_pre *pre, int64_t ntokens, I64Vec *seeds, Py_ssize_t depth, I64Vec *found);
 
 /* r6narrow (r6narrow_cut.c, round 6): a narrow state's trie walk cut into its
  * per-first-byte segments (segments._trie_walk + segments._split). */
@@ -602,6 +603,13 @@ typedef struct {
 typedef struct r4gram_pre R4Pre;
 R4Pre *r4gram_pre_build(const Py_buffer *views, Py_ssize_t levels, int *nomem);
 void r4gram_pre_free(R4Pre *pre);
+/* The preorder nodes (their number in *count), and the preorder index of ``node`` of
+ * level ``depth`` (1-based; -1 outside the trie). Need no GIL. */
+const R4PreNode *r4gram_pre_nodes(const R4Pre *pre, Py_ssize_t *count);
+Py_ssize_t r4gram_pre_index(const R4Pre *pre, Py_ssize_t depth, int64_t node);
+/* The preorder layout of an initialised compiled Trie, NULL where it has none (see
+ * jm_trie_levels; trie.c). */
+const R4Pre *jm_trie_pre(PyObject *trie);
 int r4gram_wide_walk(const R4Pre *pre, const void *table_buf, int wide_items, Py_ssize_t nstates,
                      const uint8_t *crossing, const uint8_t *follow, int64_t dead, const int64_t *frontier,
                      Py_ssize_t pairs, uint8_t *flags, Py_ssize_t nflags, Py_ssize_t small, Py_ssize_t big_until,

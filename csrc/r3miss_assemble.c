@@ -327,7 +327,8 @@ static int walk_all(AssemblerObject *self, PyObject *core, Tables *t, I64Vec *se
     Py_ssize_t levels;
     const Py_buffer *views = jm_trie_levels(self->trie, &levels);
     if (!views) return -1;
-    int rc = jm_r7_walk_sets(core, t, views, levels, (int64_t)(self->ids.len / 8), seeds, depth, found);
+    int rc = jm_r7_walk_sets(core, t, views, levels, jm_trie_pre(self->trie), (int64_t)(self->ids.len / 8), seeds,
+                             depth, found);
     if (rc != 0) return rc;
     return walk_stacks(self, core, t, seeds, (long long)1 << 62, found, depth);
 }

@@ -15,6 +15,8 @@ struct r4gram_pre {
     Py_ssize_t levels; /* depths 1..levels */
     Py_ssize_t firsts; /* depth-1 nodes */
     R4PreNode *nodes;
+    Py_ssize_t *base;  /* per depth index d (0-based), its first node's number in ``at`` */
+    int32_t *at;       /* per node (base[d] + its number in level d), its preorder index */
 };
 
 static inline const int64_t *r4_field(const Py_buffer *views, Py_ssize_t depth, int f) {
@@ -24,7 +26,21 @@ static inline const int64_t *r4_field(const Py_buffer *views, Py_ssize_t depth, 
 void r4gram_pre_free(R4Pre *pre) {
     if (!pre) return;
     PyMem_RawFree(pre->nodes);
+    PyMem_RawFree(pre->base);
+    PyMem_RawFree(pre->at);
     PyMem_RawFree(pre);
+}
+
+const R4PreNode *r4gram_pre_nodes(const R4Pre *pre, Py_ssize_t *count) {
+    *count = pre->count;
+    return pre->nodes;
+}
+
+Py_ssize_t r4gram_pre_index(const R4Pre *pre, Py_ssize_t depth, int64_t node) {
+    if (depth < 1 || depth > pre->levels || node < 0) return -1;
+    Py_ssize_t first = pre->base[depth - 1], end = pre->base[depth];
+    if (node >= end - first) return -1;
+    return pre->at[first + node];
 }
 
 /* The preorder layout of checked levels (Trie_init's checks: children inside the next
@@ -51,12 +67,20 @@ R4Pre *r4gram_pre_build(const Py_buffer *views, Py_ssize_t levels, int *nomem) {
     if (total > INT32_MAX) return NULL;
     R4Pre *pre = PyMem_RawCalloc(1, sizeof(R4Pre));
     R4PreNode *out = pre ? PyMem_RawMalloc((size_t)(total ? total : 1) * sizeof(R4PreNode)) : NULL;
+    Py_ssize_t *base = out ? PyMem_RawMalloc((size_t)(levels + 1) * sizeof(Py_ssize_t)) : NULL;
+    int32_t *at = base ? PyMem_RawMalloc((size_t)(total ? total : 1) * sizeof(int32_t)) : NULL;
+    if (base) {
+        base[0] = 0;
+        for (Py_ssize_t d = 0; d < levels; d++) base[d + 1] = base[d] + views[d * R4_FIELDS + R4_BYTE].len / 8;
+    }
     /* The path being laid out: per depth, the next child to visit and its end. */
-    int64_t *next = out ? PyMem_RawMalloc((size_t)levels * 2 * sizeof(int64_t)) : NULL;
+    int64_t *next = at ? PyMem_RawMalloc((size_t)levels * 2 * sizeof(int64_t)) : NULL;
     Py_ssize_t *start = next ? PyMem_RawMalloc((size_t)levels * sizeof(Py_ssize_t)) : NULL;
     if (!start) {
         PyMem_RawFree(pre);
         PyMem_RawFree(out);
+        PyMem_RawFree(base);
+        PyMem_RawFree(at);
         PyMem_RawFree(next);
         *nomem = 1;
         return NULL;
@@ -83,6 +107,7 @@ R4Pre *r4gram_pre_build(const Py_buffer *views, Py_ssize_t levels, int *nomem) {
             p->skip = 1;
             p->byte = (uint8_t)r4_field(views, d, R4_BYTE)[node];
             p->depth = (uint8_t)(d + 1);
+            at[base[d] + node] = (int32_t)n;
             start[d] = n++;
             if (d + 1 < levels) {
                 d++;
@@ -97,11 +122,15 @@ R4Pre *r4gram_pre_build(const Py_buffer *views, Py_ssize_t levels, int *nomem) {
     pre->levels = levels;
     pre->firsts = firsts;
     pre->nodes = out;
+    pre->base = base;
+    pre->at = at;
     return pre;
 bad:
     PyMem_RawFree(next);
     PyMem_RawFree(start);
     PyMem_RawFree(out);
+    PyMem_RawFree(base);
+    PyMem_RawFree(at);
     PyMem_RawFree(pre);
     return NULL;
 }

@@ -24,8 +24,9 @@ static void Trie_dealloc(TrieObject *self) {
 
 static int Trie_init(TrieObject *self, PyObject *args, PyObject *kwds) {
     PyObject *levels;
-    static char *kwlist[] = {"levels", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O", kwlist, &levels)) return -1;
+    int preorder = 1;
+    static char *kwlist[] = {"levels", "preorder", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|p", kwlist, &levels, &preorder)) return -1;
     if (self->views) {
         PyErr_SetString(PyExc_TypeError, "a Trie is initialised once");
         return -1;
@@ -87,8 +88,8 @@ static int Trie_init(TrieObject *self, PyObject *args, PyObject *kwds) {
         }
     }
     Py_DECREF(seq);
-    int nomem;
-    self->pre = r4gram_pre_build(self->views, n, &nomem);
+    int nomem = 0;
+    if (preorder) self->pre = r4gram_pre_build(self->views, n, &nomem);
     if (nomem) {
         PyErr_NoMemory();
         return -1;
@@ -296,6 +297,10 @@ done:
  * their views (levels * 6 of them: lo, hi, term, child_lo, child_hi, byte; 1-D int64,
  * children within the next level, as Trie_init checked). NULL + TypeError for another
  * object or a Trie not initialised. */
+const R4Pre *jm_trie_pre(PyObject *trie) {
+    return Py_TYPE(trie) == &jm_TrieType ? ((TrieObject *)trie)->pre : NULL;
+}
+
 const Py_buffer *jm_trie_levels(PyObject *trie, Py_ssize_t *levels) {
     TrieObject *self = (TrieObject *)trie;
     if (Py_TYPE(trie) != &jm_TrieType || !self->views || self->taken != self->levels * L_FIELDS) {
@@ -635,14 +640,28 @@ static PyMethodDef Trie_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyObject *Trie_preorder(TrieObject *self, void *closure) {
+    (void)closure;
+    return PyBool_FromLong(self->pre != NULL);
+}
+
+static PyGetSetDef Trie_getset[] = {
+    {"preorder", (getter)Trie_preorder, NULL, "Whether the levels are also laid out in preorder.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
 PyTypeObject jm_TrieType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "jsonmode._native.Trie",
     .tp_basicsize = sizeof(TrieObject),
     .tp_dealloc = (destructor)Trie_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Trie(levels): the token trie's levels, each (lo, hi, term, child_lo, child_hi, byte)\n"
-              "as 1-D int64 buffers (held, read-only, for the object's life).",
+    .tp_doc = "Trie(levels, preorder=True): the token trie's levels, each (lo, hi, term, child_lo,\n"
+              "child_hi, byte) as 1-D int64 buffers (held, read-only, for the object's life). With\n"
+              "``preorder`` (the default), also laid out in preorder where it fits, for the wide\n"
+              "walks and the walks by sets of stacks; without, those walk level by level (the\n"
+              "same answers: the tests compare the two).",
     .tp_methods = Trie_methods,
+    .tp_getset = Trie_getset,
     .tp_init = (initproc)Trie_init,
     .tp_new = PyType_GenericNew,
 };

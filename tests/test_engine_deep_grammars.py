@@ -21,6 +21,7 @@ stacks on the compiled path), masks the same on both paths.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -138,6 +139,53 @@ def test_every_mask_along_c_texts_is_the_same_on_both_paths(tokenizer: str) -> N
             assert np.array_equal(a, b), (text, k, int(a.sum()), int(b.sum()))
             wide += int(a.sum()) > compiled.vocabulary.size // 5
     assert wide >= 6  # (the states after white space allow every " word" token)
+
+
+@contextlib.contextmanager
+def _levels_only(vocabulary: Any) -> Iterator[None]:
+    """Within the block, the vocabulary's compiled trie without its preorder layout: the
+    compiled walks by sets of stacks (and the wide walks) go level by level."""
+    engine = MaskEngine(jsonmode.compile_grammar('root ::= "a"', vocabulary).network, vocabulary)
+    tokens = engine._index.trie
+    kept = tokens.compiled(native.KERNELS)
+    assert kept.preorder  # (the layout the walks read by default)
+    tokens._native = native.KERNELS.Trie(
+        [(lv.lo, lv.hi, lv.term, lv.child_lo, lv.child_hi, lv.byte) for lv in tokens.levels],
+        preorder=False,
+    )
+    try:
+        yield
+    finally:
+        tokens._native = kept
+
+
+@pytest.mark.parametrize("tokenizer", ["qwen2.5", "gpt2"])
+def test_walks_by_sets_of_stacks_read_the_trie_in_preorder_as_by_levels(tokenizer: str) -> None:
+    """The compiled miss walks a big boundary group (white space before an expression:
+    every " word" token) by sets of stacks over the trie laid out in preorder
+    (csrc/r7deep_sets.c); over the levels (a trie without that layout) it reads the
+    same tokens: every mask along the C texts, and along JSON near a low nesting bound
+    (whole stacks walked by sets from the first level), from fresh engines."""
+    _compiled_core()
+    vocabulary = _vocabulary(tokenizer)
+    cases = [(jsonmode.compile_grammar(C, vocabulary), text) for text in TEXTS[:2]] + [
+        (
+            jsonmode.compile_grammar(grammars.JSON_GBNF, vocabulary, max_nesting_depth=5),
+            '[[{"a": [[1, 2]]}, [[["x"]]]]]',
+        )
+    ]
+    wide = 0
+    for compiled, text in cases:
+        with native.use(True):
+            fast = list(_masks(compiled, text, tokenizer))
+            with _levels_only(vocabulary):
+                levels = list(_masks(compiled, text, tokenizer))
+        assert len(fast) == len(levels) > 5, text
+        for k, ((state, a), (again, b)) in enumerate(zip(fast, levels, strict=True)):
+            assert state == again, (text, k)
+            assert np.array_equal(a, b), (text, k, int(a.sum()), int(b.sum()))
+            wide += int(a.sum()) > vocabulary.size // 5
+    assert wide >= 4
 
 
 @pytest.mark.parametrize("tokenizer", ["gpt2", "qwen2.5"])

@@ -132,6 +132,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     from jsonmode import native
     from jsonmode.decoding.compiled import compile_schema
+    from jsonmode.decoding.grammars.compiled import compile_grammar
     from jsonmode.decoding.vocabulary import Vocabulary
     from jsonmode.errors import JsonModeError
 
@@ -182,6 +183,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         digest.add([compiled.accepts(text) for text in case.bad])
         sample(compiled, random.Random(case.name), args.fuzz_steps, digest)
         digests[f"grammar/{case.name}"] = digest.hexdigest()
+
+    import test_engine_deep_grammars as deep  # a C-like grammar: walks by sets of stacks
+
+    digest = Digest()
+    compiled = compile_grammar(deep.C, vocabulary)
+    for text in deep.TEXTS[:2]:
+        walk(compiled, encode(text), digest)
+    digests["grammar/c-like"] = digest.hexdigest()
 
     files = sorted(SUITE.glob("*.json"))[:: args.suite_every] if args.suite_every else []
     for path in files:
