@@ -4,6 +4,7 @@
     python bench/ab.py /tmp/base                     # this checkout (A) against it (B)
     python bench/ab.py /tmp/base --schemas 100 --rounds 3
     python bench/ab.py /tmp/base --parity 0          # one of the two processes only
+    python bench/ab.py /tmp/base --grammars wide --rounds 5   # grammars, cold each round
 
 Separate benchmark runs on a shared machine drift by ±15% (CPU frequency, neighbours),
 more than most single changes to the mask. Here both versions are loaded into one
@@ -13,6 +14,13 @@ alternating order, so that drift falls on both alike. Timed: the mask call alone
 ``bench/decoder.py``, over every valid instance of each schema, first visits included
 (each version's compile cache is cleared before each schema, its other caches are left
 to warm up across schemas as in that benchmark).
+
+With ``--grammars SET`` (``standard``, ``wide`` or ``more``: ``bench/grammars.py``'s
+sets) the cases are grammars and their texts instead. A grammar's first masks are most
+of its time (a new lexeme's walks and tables, cached process-wide after), and its
+``bench/grammars.py`` numbers come from a fresh process per round: so here every round
+starts with each version's process-wide caches emptied and its vocabulary set-up done
+again (untimed), and each grammar is compiled and walked by both versions in turn.
 
 Whichever version walks a schema first pays more for it (what the two share: memory
 the first one's temporaries leave mapped, CPU caches): a version against itself read
@@ -53,7 +61,8 @@ def _load(root: Path) -> dict[str, ModuleType]:
     sys.path.insert(0, str(root))
     try:
         package = importlib.import_module("jsonmode")
-        importlib.import_module("jsonmode.decoding.compiled")
+        for name in ("decoding.compiled", "decoding.grammars.gbnf", "decoding.grammars.builtins"):
+            importlib.import_module(f"jsonmode.{name}")  # (every module a run imports)
     finally:
         sys.path.remove(str(root))
     found = Path(package.__file__ or "").resolve()
@@ -97,6 +106,55 @@ def _walk(
     return compile_time, times
 
 
+def _walk_grammar(
+    modules: dict[str, ModuleType], vocabulary: Any, case: tuple[Any, list[list[int]]]
+) -> tuple[float | None, list[float]]:
+    """Compile grammar ``case`` (its spec and its texts' token ids) with one version and
+    walk its texts: the compile time (None: refused) and the ``fill_bitmask`` times."""
+    sys.modules.update(modules)
+    jsonmode = modules["jsonmode"]
+    modules["jsonmode.decoding.grammars.compiled"]._cache.clear()
+    spec, texts = case
+    started = time.perf_counter()
+    try:
+        if spec.builtin == "csv":
+            import grammars  # (the benchmark's sets: bench/ is on the path)
+
+            compiled = jsonmode.compile_csv(grammars.CSV_ROW, vocabulary)
+        else:
+            compiled = jsonmode.compile_grammar(spec.gbnf, vocabulary)
+        compiled.engine  # noqa: B018  (per-grammar set-up, timed as in bench/grammars.py)
+    except jsonmode.JsonModeError:
+        return None, []
+    compile_time = time.perf_counter() - started
+    times = []
+    words = np.zeros((vocabulary.size + 31) // 32, dtype=np.int32)
+    for ids in texts:
+        matcher = compiled.matcher()
+        for token in [*ids, None]:
+            started = time.perf_counter()
+            matcher.fill_bitmask(words)
+            times.append(time.perf_counter() - started)
+            if token is None or not matcher.advance(token):
+                break
+    return compile_time, times
+
+
+def _cold(modules: dict[str, ModuleType], vocabulary: Any) -> None:
+    """Empty one version's process-wide caches (every ``Lru`` of its package, the set
+    of primed vocabularies) and do its vocabulary set-up again: a fresh process's
+    state but for what is memoised otherwise (imports, functools caches, weak memos)."""
+    sys.modules.update(modules)
+    lru_class = modules["jsonmode.lru"].Lru
+    for found in gc.get_objects():
+        if isinstance(found, lru_class):
+            found.clear()
+    modules["jsonmode.decoding.engine.cache"]._primed.clear()
+    modules["jsonmode.decoding.compiled"]._cache.clear()
+    modules["jsonmode.decoding.grammars.compiled"]._cache.clear()
+    modules["jsonmode"].compile_schema({}, vocabulary).engine  # noqa: B018  (set-up again)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("base", type=Path, help="root of the other checkout (B)")
@@ -118,6 +176,12 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="one process only: A walks first the schemas of this index parity",
     )
+    parser.add_argument(
+        "--grammars",
+        choices=("standard", "wide", "more"),
+        default=None,
+        help="grammars of bench/grammars.py's set instead of schemas (caches emptied each round)",
+    )
     parser.add_argument("--json", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.parity is not None:
@@ -129,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     forwarded = [str(args.base), "--schemas", str(args.schemas), "--seed", str(args.seed)]
     forwarded += ["--rounds", str(args.rounds), *(["--bitmask"] if args.bitmask else [])]
+    forwarded += ["--grammars", args.grammars] if args.grammars else []
     with tempfile.TemporaryDirectory() as folder:
         for parity in (0, 1):
             out = Path(folder) / f"parity{parity}.json"
@@ -156,11 +221,25 @@ def _one_process(args: argparse.Namespace) -> dict[str, Any]:
 
     versions = [("A", ROOT), ("B", args.base)]
     packages = [_load(root) for _, root in versions]  # (a wrong root fails here, early)
-    cases = decoder.load_sample(args.schemas, args.seed)
+    tokenizer = Tokenizer.from_file(str(decoder.TOKENIZER_DIR / "tokenizer.json"))
+    cases: list[Any]
+    if args.grammars:
+        import random
+
+        import grammars
+
+        def ids(text: str) -> list[int]:
+            return list(tokenizer.encode(text, add_special_tokens=False).ids)
+
+        cases = [
+            (spec, [ids(text) for text in spec.texts(random.Random(args.seed))])
+            for spec in grammars.grammar_set(args.grammars).values()
+        ]
+    else:
+        cases = decoder.load_sample(args.schemas, args.seed)
     # The harness's objects out of the collector's reach, as in paired.py (see
     # bench/README.md); both versions' modules, loaded above, are frozen alike.
     gc.freeze()
-    tokenizer = Tokenizer.from_file(str(decoder.TOKENIZER_DIR / "tokenizer.json"))
     loaded = []
     files = []
     for modules in packages:
@@ -172,11 +251,17 @@ def _one_process(args: argparse.Namespace) -> dict[str, Any]:
     times: list[list[float]] = [[], []]
     compiles: list[list[float]] = [[], []]  # per schema both compiled, in one order
     for round_ in range(args.rounds):
+        if args.grammars and round_:
+            for version in loaded:
+                _cold(*version)
         for index, case in enumerate(cases):
             order = (0, 1) if (index + round_ + args.parity) % 2 == 0 else (1, 0)
             took: list[float | None] = [None, None]
             for which in order:
-                took[which], found = _walk(*loaded[which], case, args.bitmask)
+                if args.grammars:
+                    took[which], found = _walk_grammar(*loaded[which], case)
+                else:
+                    took[which], found = _walk(*loaded[which], case, args.bitmask)
                 times[which].extend(found)
             if took[0] is not None and took[1] is not None:
                 compiles[0].append(took[0])
