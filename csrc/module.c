@@ -46,6 +46,8 @@
  *   r7count_replay    jsonmode.decoding.engine.trie.TokenTrie.replay (an automaton over
  *                     every trie node, with summed weights: the per-token character
  *                     counts of counted strings; r7count_replay.c)
+ *   r7count_ids       Walks._char_counts's gathers of a replay by token id (r7count_replay.c)
+ *   fill_ranges       jsonmode.decoding.engine.entries.ranges (r12ranges.c)
  *
  * Safety: every index read from a caller's buffer is checked against that buffer's
  * length (a bad one raises ValueError, never reads past it); work lists grow on the
@@ -217,6 +219,14 @@ static PyMethodDef native_methods[] = {
      "the state after its prefix by the int32 flat ``table`` (no -1) from ``state``, and the\n"
      "int16 sum of ``weights`` along it (ValueError: an index or a step out of range;\n"
      "TypeError: a dtype)."},
+    {"r7count_ids", r7count_ids, METH_VARARGS,
+     "r7count_ids(states, sums, nodes, present, dead, closing, out_chars, out_closed) -> None\n\n"
+     "A replay's characters begun and closing flags by token id (Walks._char_counts's\n"
+     "gathers, in one pass; see csrc/r7count_replay.c)."},
+    {"fill_ranges", r12fill_ranges, METH_VARARGS,
+     "fill_ranges(lo, hi, out) -> None\n\n"
+     "The integers lo[i] .. hi[i] - 1 of every range, back to back, into ``out`` (int64,\n"
+     "exactly their number): entries.ranges in one pass (see csrc/r12ranges.c)."},
     {NULL, NULL, 0, NULL},
 };
 

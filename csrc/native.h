@@ -538,6 +538,8 @@ PyObject *r7hash_depths(PyObject *module, PyObject *args);
 
 /* r7count (r7count_replay.c, round 7): an automaton over every trie node (TokenTrie.replay). */
 PyObject *r7count_replay(PyObject *module, PyObject *args);
+PyObject *r7count_ids(PyObject *module, PyObject *args);
+PyObject *r12fill_ranges(PyObject *module, PyObject *args); /* r12ranges.c */
 
 /* r3miss (r3miss_assemble.c): a mask-cache miss, MaskEngine._assemble over bits. */
 extern PyTypeObject jm_r3miss_AssemblerType;

@@ -379,6 +379,72 @@ def test_the_trie_replay_is_alike_in_c_and_in_python(tokenizer: str) -> None:
             assert np.array_equal(got[1], want[1]), state
 
 
+@pytest.mark.parametrize("tokenizer", ["qwen2.5", "gpt2"])
+def test_the_counts_by_token_id_are_alike_in_c_and_in_python(tokenizer: str) -> None:
+    """``Walks._char_counts`` (what every token does from a plain automaton's
+    between-characters state) gathers the replay by token id with ``r7count_ids`` on the
+    compiled path and with NumPy on the other: the same arrays, dtypes included, for the
+    grammar's windows and the JSON plain string; tokens that begin characters, close the
+    string, and die are all among them."""
+    if native.KERNELS is None:
+        pytest.skip("the compiled core is not loaded")
+    from jsonmode.decoding.engine import walk as walk_module
+
+    vocabulary = _vocabulary(tokenizer)
+    compiled = jsonmode.compile_grammar(LLAMA, vocabulary)
+    engine = compiled.engine
+    walks, rules = engine._walks, engine._walks._rules
+    plains = [rules.plain()]
+    plains += [
+        info.counted.plain for info in map(rules.info, _counted_rules(compiled)) if info.counted
+    ]
+    assert len(plains) == 4
+    for plain in plains:
+        found = {}
+        for path in (True, False):
+            walk_module._char_counts.clear()
+            with native.use(path):
+                found[path] = walks._char_counts(plain)
+        for name in ("chars", "closed", "at_nodes"):
+            a, b = getattr(found[True], name), getattr(found[False], name)
+            assert a.dtype == b.dtype, name
+            assert np.array_equal(a, b), name
+        chars = found[True].chars
+        assert (chars > 0).any()
+        assert (chars < 0).any()
+        assert found[True].closed.any()
+    walk_module._char_counts.clear()
+
+
+def test_r7count_ids_refuses_malformed_buffers() -> None:
+    kernels = native.KERNELS
+    if kernels is None:
+        pytest.skip("the compiled core is not loaded")
+    states, sums = np.zeros(4, dtype=np.int64), np.zeros(4, dtype=np.int16)
+    nodes, present = np.zeros(3, dtype=np.int64), np.ones(3, dtype=np.bool_)
+    chars, closed = np.zeros(3, dtype=np.int16), np.zeros(3, dtype=np.bool_)
+    kernels.r7count_ids(states, sums, nodes, present, 1, 2, chars, closed)
+    assert chars.tolist() == [0, 0, 0]
+    assert closed.tolist() == [False] * 3
+    with pytest.raises(ValueError, match="outside the replay"):
+        kernels.r7count_ids(states, sums, nodes + 4, present, 1, 2, chars, closed)
+    with pytest.raises(ValueError, match="outside the replay"):
+        kernels.r7count_ids(states, sums, nodes - 1, present, 1, 2, chars, closed)
+    with pytest.raises(ValueError, match="one length"):
+        kernels.r7count_ids(states, sums[:3], nodes, present, 1, 2, chars, closed)
+    with pytest.raises(ValueError, match="one length"):
+        kernels.r7count_ids(states, sums, nodes, present[:2], 1, 2, chars, closed)
+    with pytest.raises(TypeError, match="int16"):
+        kernels.r7count_ids(states, sums.astype(np.int32), nodes, present, 1, 2, chars, closed)
+    chars.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):  # (NumPy refuses the buffer)
+        kernels.r7count_ids(states, sums, nodes, present, 1, 2, chars, closed)
+    # An absent id's node is not read, however far out.
+    chars = np.zeros(3, dtype=np.int16)
+    kernels.r7count_ids(states, sums, nodes + 99, ~present, 1, 2, chars, closed)
+    assert chars.tolist() == [-1, -1, -1]
+
+
 def test_the_windows_of_a_grammar_make_a_bounded_number_of_states() -> None:
     """Each window at most ``max_states`` states, all of a grammar's at most four times
     that: past it, windows stay as written (a hostile grammar of many distinct

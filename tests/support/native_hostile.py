@@ -449,6 +449,122 @@ def hostile_calls(kernels: ModuleType) -> list[tuple[str, Callable[[], Any]]]:
                 pairs=((0, 0),),
             ),
         ),
+        # fill_ranges
+        (
+            "ranges ending before they start",
+            lambda: kernels.fill_ranges(
+                np.ones(1, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int64)
+            ),
+        ),
+        (
+            "ranges past their output",
+            lambda: kernels.fill_ranges(
+                np.zeros(2, np.int64), np.full(2, 3, np.int64), np.zeros(5, np.int64)
+            ),
+        ),
+        (
+            "ranges short of their output",
+            lambda: kernels.fill_ranges(
+                np.zeros(1, np.int64), np.full(1, 3, np.int64), np.zeros(4, np.int64)
+            ),
+        ),
+        (
+            "ranges of int32",
+            lambda: kernels.fill_ranges(
+                np.zeros(1, np.int32), np.ones(1, np.int64), np.zeros(1, np.int64)
+            ),
+        ),
+        (
+            "ranges of different lengths",
+            lambda: kernels.fill_ranges(
+                np.zeros(2, np.int64), np.ones(1, np.int64), np.zeros(1, np.int64)
+            ),
+        ),
+        (
+            "ranges into a huge count",
+            lambda: kernels.fill_ranges(
+                np.zeros(1, np.int64), np.full(1, huge >> 8, np.int64), np.zeros(4, np.int64)
+            ),
+        ),
+        # r7count_ids
+        (
+            "count ids: a node past the replay",
+            lambda: kernels.r7count_ids(
+                np.zeros(2, np.int64),
+                np.zeros(2, np.int16),
+                np.full(3, 2, np.int64),
+                np.ones(3, np.bool_),
+                0,
+                1,
+                np.zeros(3, np.int16),
+                np.zeros(3, np.bool_),
+            ),
+        ),
+        (
+            "count ids: a negative node",
+            lambda: kernels.r7count_ids(
+                np.zeros(2, np.int64),
+                np.zeros(2, np.int16),
+                np.full(3, -1, np.int64),
+                np.ones(3, np.bool_),
+                0,
+                1,
+                np.zeros(3, np.int16),
+                np.zeros(3, np.bool_),
+            ),
+        ),
+        (
+            "count ids: outputs too short",
+            lambda: kernels.r7count_ids(
+                np.zeros(2, np.int64),
+                np.zeros(2, np.int16),
+                np.zeros(3, np.int64),
+                np.ones(3, np.bool_),
+                0,
+                1,
+                np.zeros(2, np.int16),
+                np.zeros(3, np.bool_),
+            ),
+        ),
+        (
+            "count ids: int32 states",
+            lambda: kernels.r7count_ids(
+                np.zeros(2, np.int32),
+                np.zeros(2, np.int16),
+                np.zeros(3, np.int64),
+                np.ones(3, np.bool_),
+                0,
+                1,
+                np.zeros(3, np.int16),
+                np.zeros(3, np.bool_),
+            ),
+        ),
+        # Trie.following
+        (
+            "following a column 0",
+            lambda: good.following(np.zeros(1, np.int64), np.zeros(1, np.int64)),
+        ),
+        (
+            "following below the trie",
+            lambda: good.following(np.full(1, 99, np.int64), np.zeros(1, np.int64)),
+        ),
+        (
+            "following a node past its level",
+            lambda: good.following(np.ones(1, np.int64), np.full(1, huge >> 8, np.int64)),
+        ),
+        (
+            "following a negative node",
+            lambda: good.following(np.ones(1, np.int64), np.full(1, -1, np.int64)),
+        ),
+        (
+            "following int32 columns",
+            lambda: good.following(np.ones(1, np.int32), np.zeros(1, np.int64)),
+        ),
+        (
+            "following lengths differ",
+            lambda: good.following(np.ones(2, np.int64), np.zeros(1, np.int64)),
+        ),
+        ("following not buffers", lambda: good.following([1], [0])),
         # Trie.walk
         (
             "walk a table of float64",

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from jsonmode import native
+
 __all__ = [
     "NO_BOUNDARIES",
     "Bools",
@@ -137,5 +139,12 @@ def ranges(lo: Ints, hi: Ints) -> Ints:
     counts = hi - lo
     if (counts == 1).all():
         return np.array(lo, dtype=np.int64)
+    kernels = native.KERNELS
+    if kernels is not None:  # (one pass in the compiled core: ~8x less for 100 000)
+        out = np.empty(int(counts.sum()), dtype=np.int64)
+        kernels.fill_ranges(
+            np.ascontiguousarray(lo, dtype=np.int64), np.ascontiguousarray(hi, dtype=np.int64), out
+        )
+        return out
     offsets = counts.cumsum() - counts
     return np.repeat(lo - offsets, counts) + np.arange(int(counts.sum()), dtype=np.int64)

@@ -338,11 +338,18 @@ class Walks:
         begins[: plain.flat.size] = character_begins(plain.flat.reshape(-1, 256)).reshape(-1)
         trie = self._index.trie
         states, chars = trie.replay(table, int(plain.flat[opening_quote(plain.flat)]), begins)
-        # (Gathered straight into token-id order: no scatter of the ~150,000 ids.)
+        # (Gathered straight into token-id order: no scatter of the ~150,000 ids. In
+        # one pass in the compiled core, where NumPy's gathers and selects cost ~2 ms.)
         nodes, present = self._id_nodes()
-        at_end = states[nodes]
-        by_id = np.where(present & (at_end != dead), chars[nodes], np.int16(-1))
-        closed = present & (at_end == closing)
+        kernels = native.KERNELS
+        if kernels is not None:
+            by_id = np.empty(nodes.size, dtype=np.int16)
+            closed = np.empty(nodes.size, dtype=np.bool_)
+            kernels.r7count_ids(states, chars, nodes, present, dead, closing, by_id, closed)
+        else:
+            at_end = states[nodes]
+            by_id = np.where(present & (at_end != dead), chars[nodes], np.int16(-1))
+            closed = present & (at_end == closing)
         known = _CharCounts(by_id, closed, chars)
         _char_counts.put(key, known, known.nbytes)
         return known
