@@ -220,7 +220,7 @@ static PyMethodDef native_methods[] = {
      "int16 sum of ``weights`` along it (ValueError: an index or a step out of range;\n"
      "TypeError: a dtype)."},
     {"r7count_ids", r7count_ids, METH_VARARGS,
-     "r7count_ids(states, sums, nodes, present, dead, closing, out_chars, out_closed) -> None\n\n"
+     "r7count_ids(states, sums, ends, ids, dead, closing, out_chars, out_closed) -> None\n\n"
      "A replay's characters begun and closing flags by token id (Walks._char_counts's\n"
      "gathers, in one pass; see csrc/r7count_replay.c)."},
     {"fill_ranges", r12fill_ranges, METH_VARARGS,

@@ -420,29 +420,31 @@ def test_r7count_ids_refuses_malformed_buffers() -> None:
     kernels = native.KERNELS
     if kernels is None:
         pytest.skip("the compiled core is not loaded")
-    states, sums = np.zeros(4, dtype=np.int64), np.zeros(4, dtype=np.int16)
-    nodes, present = np.zeros(3, dtype=np.int64), np.ones(3, dtype=np.bool_)
-    chars, closed = np.zeros(3, dtype=np.int16), np.zeros(3, dtype=np.bool_)
-    kernels.r7count_ids(states, sums, nodes, present, 1, 2, chars, closed)
-    assert chars.tolist() == [0, 0, 0]
-    assert closed.tolist() == [False] * 3
-    with pytest.raises(ValueError, match="outside the replay"):
-        kernels.r7count_ids(states, sums, nodes + 4, present, 1, 2, chars, closed)
-    with pytest.raises(ValueError, match="outside the replay"):
-        kernels.r7count_ids(states, sums, nodes - 1, present, 1, 2, chars, closed)
+    states = np.array([5, 1, 2, 3], dtype=np.int64)
+    sums = np.array([7, 8, 9, 10], dtype=np.int16)
+    ends, ids = np.array([0, 1, 2], dtype=np.int64), np.array([4, 0, 2], dtype=np.int64)
+    chars, closed = np.zeros(5, dtype=np.int16), np.ones(5, dtype=np.bool_)
+    kernels.r7count_ids(states, sums, ends, ids, 1, 2, chars, closed)
+    # (Id 4 ends in node 0, id 0 in node 1 (dead), id 2 in node 2 (closing); 1 and 3 are
+    # no token of the index.)
+    assert chars.tolist() == [-1, -1, 9, -1, 7]
+    assert closed.tolist() == [False, False, True, False, False]
+    for bad_ends, bad_ids in [(ends + 2, ids), (ends - 1, ids), (ends, ids + 1), (ends, ids - 5)]:
+        chars[:] = 3
+        with pytest.raises(ValueError, match="out of range"):
+            kernels.r7count_ids(states, sums, bad_ends, bad_ids, 1, 2, chars, closed)
+        assert chars.tolist() == [3] * 5  # (checked before anything is written)
     with pytest.raises(ValueError, match="one length"):
-        kernels.r7count_ids(states, sums[:3], nodes, present, 1, 2, chars, closed)
+        kernels.r7count_ids(states, sums[:3], ends, ids, 1, 2, chars, closed)
     with pytest.raises(ValueError, match="one length"):
-        kernels.r7count_ids(states, sums, nodes, present[:2], 1, 2, chars, closed)
+        kernels.r7count_ids(states, sums, ends, ids[:2], 1, 2, chars, closed)
+    with pytest.raises(ValueError, match="one length"):
+        kernels.r7count_ids(states, sums, ends, ids, 1, 2, chars, closed[:4])
     with pytest.raises(TypeError, match="int16"):
-        kernels.r7count_ids(states, sums.astype(np.int32), nodes, present, 1, 2, chars, closed)
+        kernels.r7count_ids(states, sums.astype(np.int32), ends, ids, 1, 2, chars, closed)
     chars.flags.writeable = False
     with pytest.raises(ValueError, match="read-only"):  # (NumPy refuses the buffer)
-        kernels.r7count_ids(states, sums, nodes, present, 1, 2, chars, closed)
-    # An absent id's node is not read, however far out.
-    chars = np.zeros(3, dtype=np.int16)
-    kernels.r7count_ids(states, sums, nodes + 99, ~present, 1, 2, chars, closed)
-    assert chars.tolist() == [-1, -1, -1]
+        kernels.r7count_ids(states, sums, ends, ids, 1, 2, chars, closed)
 
 
 def test_the_windows_of_a_grammar_make_a_bounded_number_of_states() -> None:

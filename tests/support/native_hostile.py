@@ -488,12 +488,12 @@ def hostile_calls(kernels: ModuleType) -> list[tuple[str, Callable[[], Any]]]:
         ),
         # r7count_ids
         (
-            "count ids: a node past the replay",
+            "count ids: an end past the replay",
             lambda: kernels.r7count_ids(
                 np.zeros(2, np.int64),
                 np.zeros(2, np.int16),
                 np.full(3, 2, np.int64),
-                np.ones(3, np.bool_),
+                np.zeros(3, np.int64),
                 0,
                 1,
                 np.zeros(3, np.int16),
@@ -501,12 +501,12 @@ def hostile_calls(kernels: ModuleType) -> list[tuple[str, Callable[[], Any]]]:
             ),
         ),
         (
-            "count ids: a negative node",
+            "count ids: a negative end",
             lambda: kernels.r7count_ids(
                 np.zeros(2, np.int64),
                 np.zeros(2, np.int16),
                 np.full(3, -1, np.int64),
-                np.ones(3, np.bool_),
+                np.zeros(3, np.int64),
                 0,
                 1,
                 np.zeros(3, np.int16),
@@ -514,12 +514,25 @@ def hostile_calls(kernels: ModuleType) -> list[tuple[str, Callable[[], Any]]]:
             ),
         ),
         (
-            "count ids: outputs too short",
+            "count ids: an id past the outputs",
             lambda: kernels.r7count_ids(
                 np.zeros(2, np.int64),
                 np.zeros(2, np.int16),
                 np.zeros(3, np.int64),
-                np.ones(3, np.bool_),
+                np.full(3, 3, np.int64),
+                0,
+                1,
+                np.zeros(3, np.int16),
+                np.zeros(3, np.bool_),
+            ),
+        ),
+        (
+            "count ids: outputs of two lengths",
+            lambda: kernels.r7count_ids(
+                np.zeros(2, np.int64),
+                np.zeros(2, np.int16),
+                np.zeros(3, np.int64),
+                np.zeros(3, np.int64),
                 0,
                 1,
                 np.zeros(2, np.int16),
@@ -532,7 +545,7 @@ def hostile_calls(kernels: ModuleType) -> list[tuple[str, Callable[[], Any]]]:
                 np.zeros(2, np.int32),
                 np.zeros(2, np.int16),
                 np.zeros(3, np.int64),
-                np.ones(3, np.bool_),
+                np.zeros(3, np.int64),
                 0,
                 1,
                 np.zeros(3, np.int16),

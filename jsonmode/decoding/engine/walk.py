@@ -340,13 +340,15 @@ class Walks:
         states, chars = trie.replay(table, int(plain.flat[opening_quote(plain.flat)]), begins)
         # (Gathered straight into token-id order: no scatter of the ~150,000 ids. In
         # one pass in the compiled core, where NumPy's gathers and selects cost ~2 ms.)
-        nodes, present = self._id_nodes()
         kernels = native.KERNELS
         if kernels is not None:
-            by_id = np.empty(nodes.size, dtype=np.int16)
-            closed = np.empty(nodes.size, dtype=np.bool_)
-            kernels.r7count_ids(states, chars, nodes, present, dead, closing, by_id, closed)
+            by_id = np.empty(self.vocabulary.size, dtype=np.int16)
+            closed = np.empty(self.vocabulary.size, dtype=np.bool_)
+            kernels.r7count_ids(
+                states, chars, trie.end_nodes, self._ids, dead, closing, by_id, closed
+            )
         else:
+            nodes, present = self._id_nodes()
             at_end = states[nodes]
             by_id = np.where(present & (at_end != dead), chars[nodes], np.int16(-1))
             closed = present & (at_end == closing)
