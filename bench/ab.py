@@ -43,6 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -77,33 +78,13 @@ def _walk(
     """Compile ``case`` with one version and walk its valid instances: the compile time
     (None: refused) and the mask call times (``bitmask``: of ``fill_bitmask`` into one
     reused buffer, where the version has it, as ``bench/decoder.py`` times it)."""
-    sys.modules.update(modules)
-    jsonmode, compiled_module = modules["jsonmode"], modules["jsonmode.decoding.compiled"]
-    compiled_module._cache.clear()
-    started = time.perf_counter()
-    try:
-        compiled = jsonmode.compile_schema(case.schema, vocabulary)
-        compiled.engine  # noqa: B018  (per-schema set-up, timed as in bench/decoder.py)
-    except jsonmode.JsonModeError:
-        return None, []
-    compile_time = time.perf_counter() - started
-    times = []
-    words = np.zeros((vocabulary.size + 31) // 32, dtype=np.int32)
-    for test in case.tests:
-        if not test.valid:
-            continue
-        matcher = compiled.matcher()
-        fill = getattr(matcher, "fill_bitmask", None) if bitmask else None
-        for token in [*test.ids, None]:
-            started = time.perf_counter()
-            if fill is not None:
-                fill(words)
-            else:
-                matcher.mask()
-            times.append(time.perf_counter() - started)
-            if token is None or not matcher.advance(token):
-                break
-    return compile_time, times
+    modules["jsonmode.decoding.compiled"]._cache.clear()
+    texts = [test.ids for test in case.tests if test.valid]
+
+    def build(jsonmode: ModuleType) -> Any:
+        return jsonmode.compile_schema(case.schema, vocabulary)
+
+    return _timed(modules, vocabulary, build, texts, bitmask)
 
 
 def _walk_grammar(
@@ -111,19 +92,35 @@ def _walk_grammar(
 ) -> tuple[float | None, list[float]]:
     """Compile grammar ``case`` (its spec and its texts' token ids) with one version and
     walk its texts: the compile time (None: refused) and the ``fill_bitmask`` times."""
-    sys.modules.update(modules)
-    jsonmode = modules["jsonmode"]
+    import grammars  # (the benchmark's sets: bench/ is on the path)
+
     modules["jsonmode.decoding.grammars.compiled"]._cache.clear()
     spec, texts = case
+
+    def build(jsonmode: ModuleType) -> Any:
+        if spec.builtin == "csv":
+            return jsonmode.compile_csv(grammars.CSV_ROW, vocabulary)
+        return jsonmode.compile_grammar(spec.gbnf, vocabulary)
+
+    return _timed(modules, vocabulary, build, texts, bitmask=True)
+
+
+def _timed(
+    modules: dict[str, ModuleType],
+    vocabulary: Any,
+    build: Callable[[ModuleType], Any],
+    texts: list[list[int]],
+    bitmask: bool,
+) -> tuple[float | None, list[float]]:
+    """One version's compile (``build`` with its package, the mask engine's set-up
+    included, as the benchmarks time it; None where it refuses) and its mask call
+    times along each token list of ``texts`` (and once past its end)."""
+    sys.modules.update(modules)
+    jsonmode = modules["jsonmode"]
     started = time.perf_counter()
     try:
-        if spec.builtin == "csv":
-            import grammars  # (the benchmark's sets: bench/ is on the path)
-
-            compiled = jsonmode.compile_csv(grammars.CSV_ROW, vocabulary)
-        else:
-            compiled = jsonmode.compile_grammar(spec.gbnf, vocabulary)
-        compiled.engine  # noqa: B018  (per-grammar set-up, timed as in bench/grammars.py)
+        compiled = build(jsonmode)
+        compiled.engine  # noqa: B018  (per-case set-up, timed as in the benchmarks)
     except jsonmode.JsonModeError:
         return None, []
     compile_time = time.perf_counter() - started
@@ -131,9 +128,13 @@ def _walk_grammar(
     words = np.zeros((vocabulary.size + 31) // 32, dtype=np.int32)
     for ids in texts:
         matcher = compiled.matcher()
+        fill = getattr(matcher, "fill_bitmask", None) if bitmask else None
         for token in [*ids, None]:
             started = time.perf_counter()
-            matcher.fill_bitmask(words)
+            if fill is not None:
+                fill(words)
+            else:
+                matcher.mask()
             times.append(time.perf_counter() - started)
             if token is None or not matcher.advance(token):
                 break

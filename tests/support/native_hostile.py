@@ -153,6 +153,41 @@ def hostile_calls(kernels: ModuleType) -> list[tuple[str, Callable[[], Any]]]:
         args.update(changes)
         return lambda: good.walk(*args.values())
 
+    def count_ids(**changes: Any) -> Callable[[], Any]:
+        """A call of ``r7count_ids`` with well-formed arguments but ``changes``."""
+        args: dict[str, Any] = {
+            "states": np.zeros(2, np.int64),
+            "sums": np.zeros(2, np.int16),
+            "ends": np.zeros(3, np.int64),
+            "ids": np.zeros(3, np.int64),
+            "dead": 0,
+            "closing": 1,
+            "out_chars": np.zeros(3, np.int16),
+            "out_closed": np.zeros(3, np.bool_),
+        }
+        args.update(changes)
+        return lambda: kernels.r7count_ids(*args.values())
+
+    def fill_ranges(first: int, last: int, size: int, **changes: Any) -> Callable[[], Any]:
+        """A call of ``fill_ranges`` over two ranges ``first`` .. ``last`` into ``size``
+        items, but ``changes``."""
+        args: dict[str, Any] = {
+            "lo": np.full(2, first, np.int64),
+            "hi": np.full(2, last, np.int64),
+            "out": np.zeros(size, np.int64),
+        }
+        args.update(changes)
+        return lambda: kernels.fill_ranges(*args.values())
+
+    def following(level: int, node: int, **changes: Any) -> Callable[[], Any]:
+        """A call of ``good.following`` for one entry, ``node`` of ``level``, but ``changes``."""
+        args: dict[str, Any] = {
+            "cols": np.full(1, level, np.int64),
+            "nodes": np.full(1, node, np.int64),
+        }
+        args.update(changes)
+        return lambda: good.following(*args.values())
+
     def finish(**changes: Any) -> Callable[[], Any]:
         args: dict[str, Any] = {
             "byte": B,
@@ -450,134 +485,26 @@ def hostile_calls(kernels: ModuleType) -> list[tuple[str, Callable[[], Any]]]:
             ),
         ),
         # fill_ranges
-        (
-            "ranges ending before they start",
-            lambda: kernels.fill_ranges(
-                np.ones(1, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int64)
-            ),
-        ),
-        (
-            "ranges past their output",
-            lambda: kernels.fill_ranges(
-                np.zeros(2, np.int64), np.full(2, 3, np.int64), np.zeros(5, np.int64)
-            ),
-        ),
-        (
-            "ranges short of their output",
-            lambda: kernels.fill_ranges(
-                np.zeros(1, np.int64), np.full(1, 3, np.int64), np.zeros(4, np.int64)
-            ),
-        ),
-        (
-            "ranges of int32",
-            lambda: kernels.fill_ranges(
-                np.zeros(1, np.int32), np.ones(1, np.int64), np.zeros(1, np.int64)
-            ),
-        ),
-        (
-            "ranges of different lengths",
-            lambda: kernels.fill_ranges(
-                np.zeros(2, np.int64), np.ones(1, np.int64), np.zeros(1, np.int64)
-            ),
-        ),
-        (
-            "ranges into a huge count",
-            lambda: kernels.fill_ranges(
-                np.zeros(1, np.int64), np.full(1, huge >> 8, np.int64), np.zeros(4, np.int64)
-            ),
-        ),
+        ("ranges ending before they start", fill_ranges(1, 0, 0)),
+        ("ranges past their output", fill_ranges(0, 3, 5)),
+        ("ranges short of their output", fill_ranges(0, 3, 7)),
+        ("ranges of int32", fill_ranges(0, 1, 2, lo=np.zeros(2, np.int32))),
+        ("ranges of different lengths", fill_ranges(0, 1, 2, hi=np.ones(1, np.int64))),
+        ("ranges into a huge count", fill_ranges(0, huge >> 8, 4)),
         # r7count_ids
-        (
-            "count ids: an end past the replay",
-            lambda: kernels.r7count_ids(
-                np.zeros(2, np.int64),
-                np.zeros(2, np.int16),
-                np.full(3, 2, np.int64),
-                np.zeros(3, np.int64),
-                0,
-                1,
-                np.zeros(3, np.int16),
-                np.zeros(3, np.bool_),
-            ),
-        ),
-        (
-            "count ids: a negative end",
-            lambda: kernels.r7count_ids(
-                np.zeros(2, np.int64),
-                np.zeros(2, np.int16),
-                np.full(3, -1, np.int64),
-                np.zeros(3, np.int64),
-                0,
-                1,
-                np.zeros(3, np.int16),
-                np.zeros(3, np.bool_),
-            ),
-        ),
-        (
-            "count ids: an id past the outputs",
-            lambda: kernels.r7count_ids(
-                np.zeros(2, np.int64),
-                np.zeros(2, np.int16),
-                np.zeros(3, np.int64),
-                np.full(3, 3, np.int64),
-                0,
-                1,
-                np.zeros(3, np.int16),
-                np.zeros(3, np.bool_),
-            ),
-        ),
-        (
-            "count ids: outputs of two lengths",
-            lambda: kernels.r7count_ids(
-                np.zeros(2, np.int64),
-                np.zeros(2, np.int16),
-                np.zeros(3, np.int64),
-                np.zeros(3, np.int64),
-                0,
-                1,
-                np.zeros(2, np.int16),
-                np.zeros(3, np.bool_),
-            ),
-        ),
-        (
-            "count ids: int32 states",
-            lambda: kernels.r7count_ids(
-                np.zeros(2, np.int32),
-                np.zeros(2, np.int16),
-                np.zeros(3, np.int64),
-                np.zeros(3, np.int64),
-                0,
-                1,
-                np.zeros(3, np.int16),
-                np.zeros(3, np.bool_),
-            ),
-        ),
+        ("count ids: an end past the replay", count_ids(ends=np.full(3, 2, np.int64))),
+        ("count ids: a negative end", count_ids(ends=np.full(3, -1, np.int64))),
+        ("count ids: an id past the outputs", count_ids(ids=np.full(3, 3, np.int64))),
+        ("count ids: outputs of two lengths", count_ids(out_chars=np.zeros(2, np.int16))),
+        ("count ids: int32 states", count_ids(states=np.zeros(2, np.int32))),
         # Trie.following
-        (
-            "following a column 0",
-            lambda: good.following(np.zeros(1, np.int64), np.zeros(1, np.int64)),
-        ),
-        (
-            "following below the trie",
-            lambda: good.following(np.full(1, 99, np.int64), np.zeros(1, np.int64)),
-        ),
-        (
-            "following a node past its level",
-            lambda: good.following(np.ones(1, np.int64), np.full(1, huge >> 8, np.int64)),
-        ),
-        (
-            "following a negative node",
-            lambda: good.following(np.ones(1, np.int64), np.full(1, -1, np.int64)),
-        ),
-        (
-            "following int32 columns",
-            lambda: good.following(np.ones(1, np.int32), np.zeros(1, np.int64)),
-        ),
-        (
-            "following lengths differ",
-            lambda: good.following(np.ones(2, np.int64), np.zeros(1, np.int64)),
-        ),
-        ("following not buffers", lambda: good.following([1], [0])),
+        ("following a column 0", following(0, 0)),
+        ("following below the trie", following(99, 0)),
+        ("following a node past its level", following(1, huge >> 8)),
+        ("following a negative node", following(1, -1)),
+        ("following int32 columns", following(1, 0, cols=np.ones(1, np.int32))),
+        ("following lengths differ", following(1, 0, cols=np.ones(2, np.int64))),
+        ("following not buffers", following(1, 0, cols=[1], nodes=[0])),
         # Trie.walk
         (
             "walk a table of float64",
