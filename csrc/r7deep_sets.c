@@ -171,13 +171,14 @@ static int cmp_triple(const void *a, const void *b) {
     return 0;
 }
 
-/* A node's tokens (``term`` of them from ``lo``) into ``found``: 0, -1 with an error. */
+/* A node's tokens (``term`` of them from ``lo``, checked against the ``ntokens`` the
+ * trie holds) into ``found``: 0, -1 with an error. Both walks below take them so. */
 static inline int take_tokens(I64Vec *found, int64_t lo, int64_t term, int64_t ntokens) {
-    if (term == 0) return 0; /* (most nodes: a prefix, no token of its own) */
     if (term < 0 || lo < 0 || term > ntokens || lo > ntokens - term) {
         PyErr_SetString(PyExc_ValueError, "a trie node's tokens out of range");
         return -1;
     }
+    if (term == 0) return 0; /* (most nodes: a prefix, no token of its own) */
     if (found->size + term > found->cap && vec_reserve(found, term) < 0) return -1;
     for (int64_t p = lo; p < lo + term; p++) found->data[found->size++] = p;
     return 0;
@@ -292,15 +293,7 @@ int jm_r7_walk_sets(PyObject *core, Tables *t, const Py_buffer *views, Py_ssize_
                 goto done;
             }
             /* (Nodes are distinct within a level: the seeds' are, and a trie's children.) */
-            int64_t term = term_of[node], lo = lo_of[node];
-            if (term < 0 || lo < 0 || term > ntokens || lo > ntokens - term) {
-                PyErr_SetString(PyExc_ValueError, "a trie node's tokens out of range");
-                goto done;
-            }
-            if (term) {
-                if (vec_reserve(found, term) < 0) goto done;
-                for (int64_t p = lo; p < lo + term; p++) found->data[found->size++] = p;
-            }
+            if (take_tokens(found, lo_of[node], term_of[node], ntokens) < 0) goto done;
             if (below == NULL || !s.live[k]) continue;
             int64_t first = child_lo[node], end = child_hi[node];
             if (first == end) continue;

@@ -297,10 +297,6 @@ done:
  * their views (levels * 6 of them: lo, hi, term, child_lo, child_hi, byte; 1-D int64,
  * children within the next level, as Trie_init checked). NULL + TypeError for another
  * object or a Trie not initialised. */
-const R4Pre *jm_trie_pre(PyObject *trie) {
-    return Py_TYPE(trie) == &jm_TrieType ? ((TrieObject *)trie)->pre : NULL;
-}
-
 const Py_buffer *jm_trie_levels(PyObject *trie, Py_ssize_t *levels) {
     TrieObject *self = (TrieObject *)trie;
     if (Py_TYPE(trie) != &jm_TrieType || !self->views || self->taken != self->levels * L_FIELDS) {
@@ -309,6 +305,12 @@ const Py_buffer *jm_trie_levels(PyObject *trie, Py_ssize_t *levels) {
     }
     *levels = self->levels;
     return self->views;
+}
+
+/* The preorder layout of a compiled Trie (r4gram_wide.c), NULL for another object or
+ * where the trie has none (see Trie_init). */
+const R4Pre *jm_trie_pre(PyObject *trie) {
+    return Py_TYPE(trie) == &jm_TrieType ? ((TrieObject *)trie)->pre : NULL;
 }
 
 /* One walk of an automaton over the trie (TokenTrie.walk's levels after the wide
@@ -628,14 +630,15 @@ done:
  * children in the next level, in order: their bytes, their tokens' ranges (lo, hi) and
  * the entry's column, all entries' back to back; ``counts[i]``: how many children entry
  * i has. int64 bytes each. Cost: ~1 ms for a wide state's ~46 000 entries (~70 000
- * children, memory-bound), where NumPy's passes took ~2 ms. Errors: TypeError for buffers that are not 1-D int64 of one
- * length, ValueError for a column or node outside the trie, MemoryError. */
+ * children, memory-bound), where NumPy's passes took ~2 ms. Errors: TypeError for
+ * buffers that are not 1-D int64 of one length, ValueError for a column or node outside
+ * the trie, MemoryError. */
 static PyObject *Trie_following(TrieObject *self, PyObject *args) {
     PyObject *cols_obj, *nodes_obj;
     if (!PyArg_ParseTuple(args, "OO", &cols_obj, &nodes_obj)) return NULL;
     Py_buffer cols, nodes;
-    if (PyObject_GetBuffer(cols_obj, &cols, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
-    if (PyObject_GetBuffer(nodes_obj, &nodes, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+    if (jm_get_buffer(cols_obj, &cols, 0, "following", "cols") < 0) return NULL;
+    if (jm_get_buffer(nodes_obj, &nodes, 0, "following", "nodes") < 0) {
         PyBuffer_Release(&cols);
         return NULL;
     }
